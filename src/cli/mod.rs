@@ -1,0 +1,82 @@
+//! The command line: one module per subcommand. Each subcommand parses its own flags, calls the library and
+//! maps the outcome onto the exit codes of DESIGN.md §3. Nothing here decides an analysis outcome.
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+pub mod crds;
+pub mod load;
+pub mod validate;
+
+/// Exit codes shared by every subcommand (DESIGN.md §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Success, a positive verdict, or a valid input.
+    Ok = 0,
+    /// A negative verdict: invalid template, failed analysis, condition false.
+    Negative = 1,
+    /// Bad input or usage.
+    Usage = 2,
+    /// The analysis could not decide.
+    Inconclusive = 3,
+    /// Something failed while running (provider down, evaluation error).
+    Error = 4,
+}
+
+impl From<Exit> for std::process::ExitCode {
+    fn from(e: Exit) -> Self {
+        std::process::ExitCode::from(e as u8)
+    }
+}
+
+/// Human output by default; `json` puts only JSON on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum OutputFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "canaryd",
+    version,
+    about = "Canary analysis for Kubernetes with Argo Rollouts-compatible AnalysisTemplates",
+    long_about = "canaryd reads Argo Rollouts AnalysisTemplate, ClusterAnalysisTemplate and AnalysisRun objects, \
+measures them against Prometheus or web endpoints with Argo's exact semantics, and compares canary against \
+baseline. The same engine runs in the cluster (`canaryd run`) and from the command line, so a template can be \
+validated, tried and back-tested before a rollout depends on it.\n\n\
+Exit codes: 0 success, 1 negative verdict, 2 bad input or usage, 3 inconclusive, 4 error."
+)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Log filter (tracing's EnvFilter syntax, e.g. `info` or `canaryd=debug`); RUST_LOG also works.
+    #[arg(long, global = true, default_value = "warn")]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check AnalysisTemplate, ClusterAnalysisTemplate and AnalysisRun files before a rollout depends on them.
+    Validate(validate::Args),
+    /// Print the CustomResourceDefinitions canaryd generates from its types.
+    Crds(crds::Args),
+}
+
+/// Runs the parsed command and returns its exit code.
+pub fn run(cli: Cli) -> Exit {
+    match cli.command {
+        Command::Validate(args) => validate::run(args),
+        Command::Crds(args) => crds::run(args),
+    }
+}

@@ -1,0 +1,6 @@
+//! The pure core: templates become validated plans, provider values become measurements, measurements become
+//! phases and decisions. Everything here is synchronous and takes `now` as an argument: no clients, sockets,
+//! tokio or wall clock (a test in `tests/` enforces it), so backtests and restarts are exact.
+
+pub mod condition;
+pub mod value;

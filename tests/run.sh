@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests need, then runs format, lint and every test.
+# Usage: tests/run.sh            (from anywhere; works on a fresh clone as root or with sudo)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*" >&2; }
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# Real Prometheus (prometheus + promtool) for the end-to-end tests (DESIGN.md §4).
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+  log "installing Debian's prometheus package"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  # The package starts a system service on some hosts; the tests start their own servers on free ports.
+  as_root systemctl stop prometheus 2>/dev/null || true
+fi
+command -v promtool >/dev/null || { echo "promtool is still missing: install Debian's prometheus package" >&2; exit 1; }
+
+if ! command -v cargo-nextest >/dev/null && ! cargo nextest --version >/dev/null 2>&1; then
+  log "installing cargo-nextest"
+  cargo install --locked cargo-nextest
+fi
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "cargo clippy"
+cargo clippy --all-targets --locked -- -D warnings
+
+log "tests"
+cargo nextest run --locked --no-fail-fast
+# Doc tests are not run by nextest.
+cargo test --locked --doc
