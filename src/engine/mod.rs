@@ -2,5 +2,6 @@
 //! phases and decisions. Everything here is synchronous and takes `now` as an argument: no clients, sockets,
 //! tokio or wall clock (a test in `tests/` enforces it), so backtests and restarts are exact.
 
+pub mod analysis;
 pub mod condition;
 pub mod value;
