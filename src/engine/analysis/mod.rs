@@ -32,7 +32,8 @@ pub const METRIC_TERMINATED: &str = "Metric Terminated";
 pub struct Assessment {
     pub phase: AnalysisPhase,
     pub message: Option<String>,
-    /// When something is next due; `None` once the run is complete.
+    /// When something is next due; `None` once the run is complete. It may lie in the past (an overdue
+    /// measurement after a restart, an in-flight one without `resumeAt`): then measure right away.
     pub next_wakeup: Option<Timestamp>,
 }
 
@@ -78,7 +79,8 @@ pub fn due(
 }
 
 /// Stores one measurement of metric `metric`. A completed measurement updates the counters (an Error never
-/// uses up `count`); one still Running replaces nothing and is completed by a later `record`. Missing
+/// uses up `count`); one still Running (e.g. with `resumeAt`) is kept in flight and replaced by the `record`
+/// that completes it. Missing
 /// `startedAt`/`finishedAt` are filled with `now`. Only the last `retention` measurements are kept.
 pub fn record(
     plan: &AnalysisPlan,
