@@ -2,6 +2,7 @@
 //! phases and decisions. Everything here is synchronous and takes `now` as an argument: no clients, sockets,
 //! tokio or wall clock (a test in `tests/` enforces it), so backtests and restarts are exact.
 
+pub mod analysis;
 pub mod args;
 pub mod condition;
 pub mod template;
