@@ -188,7 +188,7 @@ fn tokenize(source: &str) -> Result<Vec<Token>, ConditionError> {
                 i += 1;
             }
             Tok::Ident(source[start..i].to_string())
-        } else if c == b'.' || c == b'#' {
+        } else if c == b'#' || (c == b'.' && bytes.get(i + 1) != Some(&b'.')) {
             i += 1;
             Tok::Punct(if c == b'.' { "." } else { "#" })
         } else if let Some(p) = PUNCTS.iter().find(|p| source[i..].starts_with(**p)) {
