@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod crds;
+pub mod eval;
 pub mod load;
 pub mod validate;
 
@@ -71,6 +72,8 @@ pub enum Command {
     Validate(validate::Args),
     /// Print the CustomResourceDefinitions canaryd generates from its types.
     Crds(crds::Args),
+    /// Evaluate a condition (or a success/failure pair) against a value: debug a condition before a rollout.
+    Eval(eval::Args),
 }
 
 /// Runs the parsed command and returns its exit code.
@@ -78,5 +81,6 @@ pub fn run(cli: Cli) -> Exit {
     match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::Crds(args) => crds::run(args),
+        Command::Eval(args) => eval::run(args),
     }
 }
