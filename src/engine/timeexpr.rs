@@ -163,10 +163,13 @@ mod tests {
 
     #[test]
     fn a_bad_duration_is_an_error_naming_the_expression() {
-        let err = eval_time_expr(r#"now() - duration("5 minutes")"#, Timestamp::UNIX_EPOCH)
-            .unwrap_err();
+        let err =
+            eval_time_expr(r#"now() - duration("5 minutes")"#, Timestamp::UNIX_EPOCH).unwrap_err();
         assert!(matches!(err, TimeExprError::Duration { .. }));
-        assert!(err.to_string().contains(r#"now() - duration(\"5 minutes\")"#));
+        assert!(
+            err.to_string()
+                .contains(r#"now() - duration(\"5 minutes\")"#)
+        );
     }
 
     #[test]
@@ -177,7 +180,11 @@ mod tests {
             ("now", "( after now", 4),
             ("now() * 2", "+ or - or the end", 7),
             ("now() - 5m", "duration(\"...\")", 9),
-            ("now() - duration(5m)", "a quoted duration such as \"5m\"", 18),
+            (
+                "now() - duration(5m)",
+                "a quoted duration such as \"5m\"",
+                18,
+            ),
             ("now() - duration(\"5m)", "a closing quote", 18),
             ("now() - duration(\"5m\"", ") after the duration", 22),
         ];
