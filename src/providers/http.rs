@@ -433,16 +433,24 @@ fn transport_error(e: reqwest::Error, target: &str, timeout: Duration) -> Provid
     }
 }
 
-/// `a: b: c` from an error and its sources, skipping repeats (hyper and reqwest often say the same thing).
+/// `a: b: c` from an error and its sources, skipping repeats and empty wrappers.
 fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
         let text = err.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
+        // reqwest and hyper wrap the cause in words that say nothing to a user.
+        let generic = matches!(
+            text.as_str(),
+            "error sending request" | "client error (Connect)"
+        );
+        if !generic && !parts.iter().any(|p| p.contains(&text)) {
             parts.push(text);
         }
         cur = err.source();
+    }
+    if parts.is_empty() {
+        return e.to_string();
     }
     parts.join(": ")
 }
