@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::args::{self, ArgsError};
 use crate::api::{
-    AnalysisRunSpec, AnalysisTemplateRef, AnalysisTemplateSpec, Argument, DryRun, MeasurementRetention, Metric,
-    SecretKeyRef,
+    AnalysisRunSpec, AnalysisTemplateRef, AnalysisTemplateSpec, Argument, DryRun,
+    MeasurementRetention, Metric, SecretKeyRef,
 };
 
 /// The spec of one run, before arg values are known: exactly what an AnalysisRun created from the template
@@ -32,15 +32,30 @@ pub enum ComposeError {
     #[error("metric {0:?} is defined twice across the nested templates")]
     DuplicateMetric(String),
     #[error("arg {name:?} is declared twice with different values ({first:?} and {second:?})")]
-    ConflictingArg { name: String, first: String, second: String },
+    ConflictingArg {
+        name: String,
+        first: String,
+        second: String,
+    },
     #[error("--arg {0}: the template declares no such arg")]
     UnknownSuppliedArg(String),
     #[error("arg {name:?} reads Secret {secret}/{key}: {reason}")]
-    Secret { name: String, secret: String, key: String, reason: String },
-    #[error("arg {name:?} uses valueFrom.fieldRef ({field}), which only a Rollout can resolve: pass --arg {name}=VALUE")]
+    Secret {
+        name: String,
+        secret: String,
+        key: String,
+        reason: String,
+    },
+    #[error(
+        "arg {name:?} uses valueFrom.fieldRef ({field}), which only a Rollout can resolve: pass --arg {name}=VALUE"
+    )]
     FieldRef { name: String, field: String },
     #[error("metric {metric:?}: {field}: {source}")]
-    Args { metric: String, field: String, source: ArgsError },
+    Args {
+        metric: String,
+        field: String,
+        source: ArgsError,
+    },
     #[error("metric {metric:?}: after substituting args: {message}")]
     Decode { metric: String, message: String },
 }
@@ -59,7 +74,10 @@ impl RunSpec {
     }
 
     /// The run a template describes, nested templates first (in the order listed), then its own metrics.
-    pub fn from_template(spec: &AnalysisTemplateSpec, lookup: &Lookup<'_>) -> Result<RunSpec, ComposeError> {
+    pub fn from_template(
+        spec: &AnalysisTemplateSpec,
+        lookup: &Lookup<'_>,
+    ) -> Result<RunSpec, ComposeError> {
         let mut out = RunSpec::default();
         let mut path = BTreeSet::new();
         merge(spec, lookup, &mut path, &mut out)?;
@@ -74,10 +92,21 @@ fn merge(
     out: &mut RunSpec,
 ) -> Result<(), ComposeError> {
     for reference in spec.templates.iter().flatten() {
-        let name = reference.template_name.clone().filter(|n| !n.is_empty()).ok_or(ComposeError::UnnamedTemplate)?;
+        let name = reference
+            .template_name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .ok_or(ComposeError::UnnamedTemplate)?;
         let cluster = reference.cluster_scope == Some(true);
-        let kind = if cluster { "ClusterAnalysisTemplate" } else { "AnalysisTemplate" };
-        let nested = lookup(reference).ok_or_else(|| ComposeError::MissingTemplate { kind, name: name.clone() })?;
+        let kind = if cluster {
+            "ClusterAnalysisTemplate"
+        } else {
+            "AnalysisTemplate"
+        };
+        let nested = lookup(reference).ok_or_else(|| ComposeError::MissingTemplate {
+            kind,
+            name: name.clone(),
+        })?;
         if !path.insert((cluster, name.clone())) {
             return Err(ComposeError::Cycle { kind, name });
         }
@@ -96,7 +125,11 @@ fn merge(
             // The same arg in two templates: one with a value wins over one without; two values must agree.
             Some(existing) => match (&existing.value, &arg.value) {
                 (Some(a), Some(b)) if a != b => {
-                    return Err(ComposeError::ConflictingArg { name: arg.name.clone(), first: a.clone(), second: b.clone() });
+                    return Err(ComposeError::ConflictingArg {
+                        name: arg.name.clone(),
+                        first: a.clone(),
+                        second: b.clone(),
+                    });
                 }
                 (None, Some(_)) => *existing = arg.clone(),
                 _ => {}
@@ -104,7 +137,8 @@ fn merge(
         }
     }
     out.dry_run.extend(spec.dry_run.iter().flatten().cloned());
-    out.measurement_retention.extend(spec.measurement_retention.iter().flatten().cloned());
+    out.measurement_retention
+        .extend(spec.measurement_retention.iter().flatten().cloned());
     Ok(())
 }
 
@@ -122,7 +156,14 @@ impl std::fmt::Debug for ArgValues {
             .iter()
             .map(|(k, v)| {
                 let v = v.as_deref().unwrap_or("<unset>");
-                (k, if self.secrets.iter().any(|s| s == v) { "*****" } else { v })
+                (
+                    k,
+                    if self.secrets.iter().any(|s| s == v) {
+                        "*****"
+                    } else {
+                        v
+                    },
+                )
             })
             .collect();
         f.debug_struct("ArgValues").field("values", &shown).finish()
@@ -136,7 +177,10 @@ pub fn resolve_args(
     supplied: &BTreeMap<String, String>,
     read_secret: &dyn Fn(&SecretKeyRef) -> Result<String, String>,
 ) -> Result<ArgValues, ComposeError> {
-    if let Some(unknown) = supplied.keys().find(|k| !declared.iter().any(|a| &a.name == *k)) {
+    if let Some(unknown) = supplied
+        .keys()
+        .find(|k| !declared.iter().any(|a| &a.name == *k))
+    {
         return Err(ComposeError::UnknownSuppliedArg(unknown.clone()));
     }
     let mut out = ArgValues::default();
@@ -156,7 +200,10 @@ pub fn resolve_args(
                 out.secrets.push(v.clone());
                 Some(v)
             } else if let Some(field) = &from.field_ref {
-                return Err(ComposeError::FieldRef { name: arg.name.clone(), field: field.field_path.clone() });
+                return Err(ComposeError::FieldRef {
+                    name: arg.name.clone(),
+                    field: field.field_path.clone(),
+                });
             } else {
                 None
             }
@@ -174,14 +221,21 @@ pub fn resolve_metric(
     args: &ArgValues,
     other: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Metric, ComposeError> {
-    let mut value = serde_json::to_value(metric)
-        .map_err(|e| ComposeError::Decode { metric: metric.name.clone(), message: e.to_string() })?;
-    args::substitute_value(&mut value, &args.values, other).map_err(|(field, source)| ComposeError::Args {
+    let mut value = serde_json::to_value(metric).map_err(|e| ComposeError::Decode {
         metric: metric.name.clone(),
-        field,
-        source,
+        message: e.to_string(),
     })?;
-    serde_json::from_value(value).map_err(|e| ComposeError::Decode { metric: metric.name.clone(), message: e.to_string() })
+    args::substitute_value(&mut value, &args.values, other).map_err(|(field, source)| {
+        ComposeError::Args {
+            metric: metric.name.clone(),
+            field,
+            source,
+        }
+    })?;
+    serde_json::from_value(value).map_err(|e| ComposeError::Decode {
+        metric: metric.name.clone(),
+        message: e.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -193,7 +247,10 @@ mod tests {
         Metric {
             name: name.to_string(),
             provider: crate::api::MetricProvider {
-                prometheus: Some(PrometheusMetric { query: Some(query.to_string()), ..Default::default() }),
+                prometheus: Some(PrometheusMetric {
+                    query: Some(query.to_string()),
+                    ..Default::default()
+                }),
                 ..Default::default()
             },
             ..Default::default()
@@ -201,17 +258,28 @@ mod tests {
     }
 
     fn arg(name: &str, value: Option<&str>) -> Argument {
-        Argument { name: name.to_string(), value: value.map(str::to_string), value_from: None }
+        Argument {
+            name: name.to_string(),
+            value: value.map(str::to_string),
+            value_from: None,
+        }
     }
 
-    fn template(metrics: Vec<Metric>, args: Vec<Argument>, nested: &[&str]) -> AnalysisTemplateSpec {
+    fn template(
+        metrics: Vec<Metric>,
+        args: Vec<Argument>,
+        nested: &[&str],
+    ) -> AnalysisTemplateSpec {
         AnalysisTemplateSpec {
             metrics: Some(metrics),
             args: Some(args),
             templates: Some(
                 nested
                     .iter()
-                    .map(|n| AnalysisTemplateRef { template_name: Some(n.to_string()), cluster_scope: None })
+                    .map(|n| AnalysisTemplateRef {
+                        template_name: Some(n.to_string()),
+                        cluster_scope: None,
+                    })
                     .collect(),
             ),
             ..Default::default()
@@ -221,8 +289,14 @@ mod tests {
     #[test]
     fn nested_templates_come_first_and_their_args_merge() {
         let inner = template(vec![metric("a", "up")], vec![arg("svc", None)], &[]);
-        let outer = template(vec![metric("b", "up")], vec![arg("svc", Some("web"))], &["inner"]);
-        let lookup = |r: &AnalysisTemplateRef| (r.template_name.as_deref() == Some("inner")).then_some(&inner);
+        let outer = template(
+            vec![metric("b", "up")],
+            vec![arg("svc", Some("web"))],
+            &["inner"],
+        );
+        let lookup = |r: &AnalysisTemplateRef| {
+            (r.template_name.as_deref() == Some("inner")).then_some(&inner)
+        };
         let spec = RunSpec::from_template(&outer, &lookup).unwrap();
         let names: Vec<_> = spec.metrics.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
@@ -233,12 +307,17 @@ mod tests {
     fn a_missing_or_cyclic_nested_template_is_an_error() {
         let lonely = template(vec![], vec![], &["gone"]);
         let none = |_: &AnalysisTemplateRef| None;
-        assert!(matches!(RunSpec::from_template(&lonely, &none), Err(ComposeError::MissingTemplate { .. })));
+        assert!(matches!(
+            RunSpec::from_template(&lonely, &none),
+            Err(ComposeError::MissingTemplate { .. })
+        ));
         let selfish = template(vec![metric("a", "up")], vec![], &["selfish"]);
         let copy = selfish.clone();
-        let lookup = move |_: &AnalysisTemplateRef| Some(&copy);
-        let lookup: &Lookup<'_> = &lookup;
-        assert!(matches!(RunSpec::from_template(&selfish, lookup), Err(ComposeError::Cycle { .. })));
+        let lookup = |_: &AnalysisTemplateRef| Some(&copy);
+        assert!(matches!(
+            RunSpec::from_template(&selfish, &lookup),
+            Err(ComposeError::Cycle { .. })
+        ));
     }
 
     #[test]
@@ -249,7 +328,10 @@ mod tests {
                 name: "token".into(),
                 value: None,
                 value_from: Some(ValueFrom {
-                    secret_key_ref: Some(SecretKeyRef { name: "creds".into(), key: "t".into() }),
+                    secret_key_ref: Some(SecretKeyRef {
+                        name: "creds".into(),
+                        key: "t".into(),
+                    }),
                     field_ref: None,
                 }),
             },
@@ -259,8 +341,12 @@ mod tests {
         assert_eq!(values.values["svc"].as_deref(), Some("checkout"));
         assert_eq!(values.values["token"].as_deref(), Some("s3cr3t"));
         assert!(!format!("{values:?}").contains("s3cr3t"));
-        let err = resolve_args(&declared, &BTreeMap::new(), &|_| Err("not found".into())).unwrap_err();
-        assert_eq!(err.to_string(), "arg \"token\" reads Secret creds/t: not found");
+        let err =
+            resolve_args(&declared, &BTreeMap::new(), &|_| Err("not found".into())).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "arg \"token\" reads Secret creds/t: not found"
+        );
         let unknown = BTreeMap::from([("nope".to_string(), "x".to_string())]);
         assert_eq!(
             resolve_args(&declared, &unknown, &|_| Ok(String::new())).unwrap_err(),
@@ -271,15 +357,29 @@ mod tests {
     #[test]
     fn a_resolved_metric_has_its_args_substituted_everywhere() {
         let mut m = metric("rate", "up{svc=\"{{args.svc}}\"}");
-        m.count = Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("{{args.n}}".into()));
+        m.count = Some(
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("{{args.n}}".into()),
+        );
         let values = ArgValues {
-            values: BTreeMap::from([("svc".into(), Some("web".into())), ("n".into(), Some("5".into()))]),
+            values: BTreeMap::from([
+                ("svc".into(), Some("web".into())),
+                ("n".into(), Some("5".into())),
+            ]),
             secrets: vec![],
         };
         let resolved = resolve_metric(&m, &values, &|_| None).unwrap();
-        assert_eq!(resolved.provider.prometheus.unwrap().query.as_deref(), Some("up{svc=\"web\"}"));
-        let missing = ArgValues { values: BTreeMap::from([("svc".into(), None)]), secrets: vec![] };
+        assert_eq!(
+            resolved.provider.prometheus.unwrap().query.as_deref(),
+            Some("up{svc=\"web\"}")
+        );
+        let missing = ArgValues {
+            values: BTreeMap::from([("svc".into(), None)]),
+            secrets: vec![],
+        };
         let err = resolve_metric(&metric("rate", "{{args.svc}}"), &missing, &|_| None).unwrap_err();
-        assert!(err.to_string().contains("arg \"svc\" has no value"), "{err}");
+        assert!(
+            err.to_string().contains("arg \"svc\" has no value"),
+            "{err}"
+        );
     }
 }
