@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod analyze;
 pub mod crds;
+pub mod demo;
 pub mod eval;
 pub mod load;
 pub mod validate;
@@ -73,6 +74,8 @@ pub enum Command {
     Validate(validate::Args),
     /// Run one analysis as the daemon would: live, or as a backtest over a past window (--from/--to).
     Analyze(analyze::Args),
+    /// See canaryd work with no cluster and no Prometheus: a built-in canary scenario, analyzed in seconds.
+    Demo(demo::Args),
     /// Print the CustomResourceDefinitions canaryd generates from its types.
     Crds(crds::Args),
     /// Evaluate a condition (or a success/failure pair) against a value: debug a condition before a rollout.
@@ -84,6 +87,7 @@ pub fn run(cli: Cli) -> Exit {
     match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::Analyze(args) => analyze::run(args),
+        Command::Demo(args) => demo::run(args),
         Command::Crds(args) => crds::run(args),
         Command::Eval(args) => eval::run(args),
     }
