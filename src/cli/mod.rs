@@ -8,6 +8,7 @@ pub mod crds;
 pub mod demo;
 pub mod eval;
 pub mod load;
+pub mod run;
 pub mod validate;
 
 /// Exit codes shared by every subcommand (DESIGN.md §3).
@@ -76,6 +77,8 @@ pub enum Command {
     Analyze(analyze::Args),
     /// See canaryd work with no cluster and no Prometheus: a built-in canary scenario, analyzed in seconds.
     Demo(demo::Args),
+    /// The in-cluster daemon: executes AnalysisRuns and writes their status.
+    Run(run::Args),
     /// Print the CustomResourceDefinitions canaryd generates from its types.
     Crds(crds::Args),
     /// Evaluate a condition (or a success/failure pair) against a value: debug a condition before a rollout.
@@ -88,6 +91,7 @@ pub fn run(cli: Cli) -> Exit {
         Command::Validate(args) => validate::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Run(args) => run::run(args),
         Command::Crds(args) => crds::run(args),
         Command::Eval(args) => eval::run(args),
     }
