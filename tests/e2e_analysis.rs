@@ -22,6 +22,14 @@ fn switch(at: f64, before: f64, after: f64) -> impl Fn(f64) -> Traffic {
     }
 }
 
+/// 20 requests/s with 1 % errors until minute `at`, then none: the counters stay, their rates drop to 0.
+fn stopped_at(at: f64) -> impl Fn(f64) -> Traffic {
+    move |m| Traffic {
+        rps: if m < at { 20.0 } else { 0.0 },
+        errors: 0.01,
+    }
+}
+
 /// Every request takes `fast` seconds, except during minutes [from, to) when they take `slow`.
 fn latency_spike(from: f64, to: f64, fast: f64, slow: f64) -> impl Fn(f64) -> Latency {
     move |m| Latency {
@@ -54,7 +62,7 @@ fn scenario() -> Scenario {
     let s = requests(s, "healthy", steady(20.0, 0.005));
     let s = requests(s, "degrading", switch(14.0, 0.005, 0.12));
     let s = requests(s, "warming-up", switch(12.0, 0.30, 0.002));
-    let s = requests(s, "idle", steady(0.0, 0.0));
+    let s = requests(s, "stopped", stopped_at(5.0));
     let s = requests(s, "mediocre", steady(20.0, 0.03));
     let s = requests(s, "recovering", switch(13.0, 0.05, 0.001));
     let s = requests(s, "slow", steady(20.0, 0.002));
@@ -107,11 +115,11 @@ fn the_backfilled_series_answer_with_the_rates_they_were_built_with() {
         30,
     );
     assert!((errors[0] - 0.12).abs() < 1e-9, "{errors:?}");
-    let idle = rate(
-        "sum(rate(http_requests_total{service=\"idle\",code=\"500\"}[2m])) / sum(rate(http_requests_total{service=\"idle\"}[2m]))",
+    let stopped = rate(
+        "sum(rate(http_requests_total{service=\"stopped\",code=\"500\"}[2m])) / sum(rate(http_requests_total{service=\"stopped\"}[2m]))",
         20,
     );
-    assert!(idle[0].is_nan(), "0/0 is NaN: {idle:?}");
+    assert!(stopped[0].is_nan(), "0/0 is NaN: {stopped:?}");
     assert_eq!(
         rate("http_requests_total{service=\"nobody\"}", 20),
         Vec::<f64>::new()
@@ -198,7 +206,7 @@ fn a_canary_without_traffic_is_inconclusive_never_failed() {
 
 #[test]
 fn zero_requests_over_zero_requests_is_nan_and_inconclusive() {
-    let run = success_rate("idle").minutes(10, 30).run();
+    let run = success_rate("stopped").minutes(10, 30).run();
     assert_eq!(run.code, 3, "{run:#?}");
     assert_eq!(run.phase(), Some(Inconclusive));
     assert_eq!(run.counters("success-rate"), (4, 0, 0, 4, 0));

@@ -117,7 +117,7 @@ impl Scenario {
     }
 
     /// A request counter split by status: `status_label="200"` for the successes and `"500"` for the
-    /// failures, like `http_requests_total{code}`, `istio_requests_total{response_code}` or
+    /// failures (each only if it ever counts something), like `http_requests_total{code}`, `istio_requests_total{response_code}` or
     /// `nginx_ingress_controller_requests{status}`. `metric` is the sample name as queried.
     pub fn requests(
         mut self,
@@ -143,8 +143,14 @@ impl Scenario {
             sample(&mut failed_lines, metric, &failed_labels, failed, t);
         }
         let family = self.family(metric.strip_suffix("_total").unwrap_or(metric), "counter");
-        family.push_str(&ok_lines);
-        family.push_str(&failed_lines);
+        // Client libraries create a label set on its first increment: a status that never happened has no
+        // series at all (which is what `or vector(0)` in error-rate queries is for).
+        if ok > 0.0 {
+            family.push_str(&ok_lines);
+        }
+        if failed > 0.0 {
+            family.push_str(&failed_lines);
+        }
         self
     }
 
@@ -436,6 +442,11 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free local port")
+}
+
+/// A URL on 127.0.0.1 where nothing listens (the port was free a moment ago), for provider errors.
+pub fn closed_port_url() -> String {
+    format!("http://127.0.0.1:{}/status", free_port())
 }
 
 fn number(v: &serde_json::Value) -> f64 {
