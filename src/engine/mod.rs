@@ -4,6 +4,8 @@
 
 pub mod analysis;
 pub mod args;
+pub mod compose;
 pub mod condition;
 pub mod template;
+pub mod timeexpr;
 pub mod value;
