@@ -434,9 +434,16 @@ fn web_smoke_ends_in_error_when_the_endpoint_does_not_answer() {
     assert_eq!(r.counters("web-smoke"), (0, 0, 0, 0, 5));
 }
 
+/// A shipped template, its args, and the value every look stores.
+type Case = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static str,
+);
+
 /// Each traffic template with args that select series which do not exist (result `[]`) or stopped
 /// counting (0/0 = NaN).
-const QUIET: &[(&str, &[(&str, &str)], &str)] = &[
+const QUIET: &[Case] = &[
     ("success-rate.yaml", &[("service", "nobody"), SHOP], "[]"),
     (
         "success-rate.yaml",
