@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub mod analyze;
 pub mod crds;
 pub mod eval;
 pub mod load;
@@ -70,6 +71,8 @@ pub struct Cli {
 pub enum Command {
     /// Check AnalysisTemplate, ClusterAnalysisTemplate and AnalysisRun files before a rollout depends on them.
     Validate(validate::Args),
+    /// Run one analysis as the daemon would: live, or as a backtest over a past window (--from/--to).
+    Analyze(analyze::Args),
     /// Print the CustomResourceDefinitions canaryd generates from its types.
     Crds(crds::Args),
     /// Evaluate a condition (or a success/failure pair) against a value: debug a condition before a rollout.
@@ -80,6 +83,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> Exit {
     match cli.command {
         Command::Validate(args) => validate::run(args),
+        Command::Analyze(args) => analyze::run(args),
         Command::Crds(args) => crds::run(args),
         Command::Eval(args) => eval::run(args),
     }
