@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 
 use canaryd::api::{AnalysisPhase, RunSummary};
 use support::{
-    Analyze, DEFAULT_BUCKETS, Latency, Prometheus, Scenario, Traffic, at, finished_minute, steady,
+    Analyze, DEFAULT_BUCKETS, Latency, Prometheus, Scenario, Traffic, at, finished_minute, numbers,
+    steady,
 };
 
 use AnalysisPhase::{Failed, Inconclusive, Successful};
@@ -140,7 +141,7 @@ fn a_healthy_canary_passes_all_ten_looks() {
     assert_eq!(run.code, 0, "{run:#?}");
     assert_eq!(run.phase(), Some(Successful));
     assert_eq!(run.counters("success-rate"), (10, 10, 0, 0, 0));
-    assert_eq!(run.values("success-rate")[0], "[0.995]");
+    run.assert_each_value_near("success-rate", 0.995);
     assert_eq!(run.status.run_summary, summary(1, 1, 0, 0));
 }
 
@@ -226,7 +227,7 @@ fn a_canary_between_the_success_and_failure_thresholds_is_inconclusive() {
         )
     );
     assert_eq!(run.counters("success-rate"), (3, 0, 0, 3, 0));
-    assert_eq!(run.values("success-rate"), ["[0.97]"; 3]);
+    run.assert_each_value_near("success-rate", 0.97);
 }
 
 #[test]
@@ -298,18 +299,6 @@ fn reaching_count_without_the_streak_fails_when_failures_are_not_limited() {
     assert_eq!(run.counters("success-rate"), (10, 0, 10, 0, 0));
 }
 
-/// The numbers in a stored range-query value such as `[0.0995,0.0995]`.
-fn numbers(value: &str) -> Vec<f64> {
-    value
-        .trim_matches(['[', ']'])
-        .split(',')
-        .map(|n| {
-            n.parse()
-                .unwrap_or_else(|_| panic!("not a number list: {value}"))
-        })
-        .collect()
-}
-
 #[test]
 fn a_range_query_sees_a_latency_spike_inside_its_window() {
     let run = fixture("range-query.yaml", "spiky").minutes(14, 20).run();
@@ -331,4 +320,13 @@ fn a_range_query_after_the_spike_has_moved_out_of_its_window_passes() {
         values.iter().all(|v| (v - 0.0995).abs() < 1e-9),
         "{values:?}"
     );
+}
+
+#[test]
+fn a_backtest_window_shorter_than_the_analysis_ends_it_as_terminated() {
+    let run = success_rate("healthy").minutes(10, 14).run();
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(run.phase(), Some(Successful));
+    assert_eq!(run.message(), Some("Run Terminated"));
+    assert_eq!(run.counters("success-rate"), (5, 5, 0, 0, 0));
 }

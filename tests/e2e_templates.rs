@@ -249,7 +249,7 @@ fn success_rate_passes_a_healthy_service() {
     let r = run("success-rate.yaml", &[("service", "checkout-good"), SHOP]);
     assert_eq!((r.code, r.phase()), (0, Some(Successful)), "{r:#?}");
     assert_eq!(r.counters("success-rate"), (10, 10, 0, 0, 0));
-    assert_eq!(r.values("success-rate")[0], "[0.998]");
+    r.assert_each_value_near("success-rate", 0.998);
 }
 
 #[test]
@@ -257,14 +257,14 @@ fn success_rate_fails_a_service_with_five_percent_errors() {
     let r = run("success-rate.yaml", &[("service", "checkout-bad"), SHOP]);
     assert_eq!((r.code, r.phase()), (1, Some(Failed)), "{r:#?}");
     assert_eq!(r.counters("success-rate"), (2, 0, 2, 0, 0));
-    assert_eq!(r.values("success-rate"), ["[0.95]"; 2]);
+    r.assert_each_value_near("success-rate", 0.95);
 }
 
 #[test]
 fn error_rate_passes_a_healthy_service() {
     let r = run("error-rate.yaml", &[("service", "checkout-good"), SHOP]);
     assert_eq!((r.code, r.phase()), (0, Some(Successful)), "{r:#?}");
-    assert_eq!(r.values("error-rate")[0], "[0.002]");
+    r.assert_each_value_near("error-rate", 0.002);
 }
 
 #[test]
@@ -286,6 +286,7 @@ fn latency_p99_passes_a_service_answering_in_80_ms() {
     let r = run("latency-p99.yaml", &[("service", "checkout-good"), SHOP]);
     assert_eq!((r.code, r.phase()), (0, Some(Successful)), "{r:#?}");
     assert_eq!(r.counters("latency-p99"), (10, 10, 0, 0, 0));
+    r.assert_each_value_near("latency-p99", 0.0995);
 }
 
 #[test]
@@ -293,6 +294,7 @@ fn latency_p99_fails_a_service_answering_in_700_ms() {
     let r = run("latency-p99.yaml", &[("service", "checkout-bad"), SHOP]);
     assert_eq!((r.code, r.phase()), (1, Some(Failed)), "{r:#?}");
     assert_eq!(r.counters("latency-p99"), (2, 0, 2, 0, 0));
+    r.assert_each_value_near("latency-p99", 0.995);
 }
 
 #[test]
@@ -302,7 +304,7 @@ fn istio_success_rate_passes_the_canary_service_of_a_shared_workload() {
         &[("workload", "reviews"), SHOP, ("service", "reviews-canary")],
     );
     assert_eq!((r.code, r.phase()), (0, Some(Successful)), "{r:#?}");
-    assert_eq!(r.values("istio-success-rate")[0], "[0.999]");
+    r.assert_each_value_near("istio-success-rate", 0.999);
 }
 
 #[test]
@@ -321,7 +323,7 @@ fn istio_success_rate_fails_a_canary_workload_with_six_percent_errors() {
         &[("workload", "ratings-canary"), SHOP],
     );
     assert_eq!((r.code, r.phase()), (1, Some(Failed)), "{r:#?}");
-    assert_eq!(r.values("istio-success-rate"), ["[0.94]"; 2]);
+    r.assert_each_value_near("istio-success-rate", 0.94);
 }
 
 #[test]
@@ -332,6 +334,7 @@ fn istio_latency_p99_passes_a_canary_answering_in_40_ms() {
     );
     assert_eq!((r.code, r.phase()), (0, Some(Successful)), "{r:#?}");
     assert_eq!(r.counters("istio-latency-p99"), (10, 10, 0, 0, 0));
+    r.assert_each_value_near("istio-latency-p99", 49.7);
 }
 
 #[test]
@@ -341,7 +344,7 @@ fn istio_latency_p99_fails_a_canary_answering_in_700_ms() {
         &[("workload", "ratings-canary"), SHOP],
     );
     assert_eq!((r.code, r.phase()), (1, Some(Failed)), "{r:#?}");
-    assert_eq!(r.values("istio-latency-p99"), ["[995]"; 2]);
+    r.assert_each_value_near("istio-latency-p99", 995.0);
 }
 
 #[test]
@@ -351,7 +354,7 @@ fn nginx_success_rate_passes_a_healthy_canary_behind_a_failing_stable() {
         &[("ingress", "storefront"), SHOP],
     );
     assert_eq!((r.code, r.phase()), (0, Some(Successful)), "{r:#?}");
-    assert_eq!(r.values("nginx-ingress-success-rate")[0], "[0.999]");
+    r.assert_each_value_near("nginx-ingress-success-rate", 0.999);
 }
 
 #[test]
@@ -365,7 +368,7 @@ fn nginx_success_rate_fails_a_canary_with_seven_percent_errors() {
         ],
     );
     assert_eq!((r.code, r.phase()), (1, Some(Failed)), "{r:#?}");
-    assert_eq!(r.values("nginx-ingress-success-rate"), ["[0.93]"; 2]);
+    r.assert_each_value_near("nginx-ingress-success-rate", 0.93);
 }
 
 #[test]
@@ -419,6 +422,25 @@ fn web_smoke_fails_at_the_first_unexpected_answer() {
     assert_eq!(r.counters("web-smoke"), (1, 0, 1, 0, 0));
 }
 
+/// Argo retries an Error 10 s later whatever the interval, and the 5th Error in a row ends the metric.
+fn assert_five_errors_ten_seconds_apart(r: &support::Run, message_start: &str) {
+    assert_eq!(
+        (r.code, r.phase()),
+        (4, Some(AnalysisPhase::Error)),
+        "{r:#?}"
+    );
+    assert_eq!(r.counters("web-smoke"), (0, 0, 0, 0, 5));
+    let message = r.message().unwrap_or_default();
+    assert!(message.starts_with(message_start), "{message}");
+    let started: Vec<f64> = r
+        .metric("web-smoke")
+        .measurements
+        .iter()
+        .map(|m| finished_minute(m) * 60.0)
+        .collect();
+    assert_eq!(started, [600.0, 610.0, 620.0, 630.0, 640.0]);
+}
+
 #[test]
 fn web_smoke_ends_in_error_when_the_endpoint_does_not_answer() {
     let closed = support::closed_port_url();
@@ -426,12 +448,21 @@ fn web_smoke_ends_in_error_when_the_endpoint_does_not_answer() {
         .arg("url", &closed)
         .minutes(10, 30)
         .run();
-    assert_eq!(
-        (r.code, r.phase()),
-        (4, Some(AnalysisPhase::Error)),
-        "{r:#?}"
+    assert_five_errors_ten_seconds_apart(
+        &r,
+        &format!(
+            "Metric \"web-smoke\" assessed Error due to consecutiveErrors (5) > consecutiveErrorLimit (4): \"Error Message: cannot connect to {closed}"
+        ),
     );
-    assert_eq!(r.counters("web-smoke"), (0, 0, 0, 0, 5));
+}
+
+#[test]
+fn web_smoke_ends_in_error_when_the_field_is_missing() {
+    let r = web_smoke("{$.data.nonexistent}", "ok");
+    assert_five_errors_ten_seconds_apart(
+        &r,
+        "Metric \"web-smoke\" assessed Error due to consecutiveErrors (5) > consecutiveErrorLimit (4)",
+    );
 }
 
 /// A shipped template, its args, and the value every look stores.

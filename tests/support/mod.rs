@@ -98,7 +98,8 @@ pub const ISTIO_BUCKETS_MS: &[f64] = &[
 /// Series over a window, rendered as OpenMetrics text for `promtool tsdb create-blocks-from openmetrics`.
 ///
 /// The closures take the minute since the window's start (a float: samples are 15 s apart) and describe
-/// the rate at that moment; counters accumulate it between samples.
+/// the traffic from that moment to the next sample; counters accumulate it, so what happens from minute
+/// 14 on shows first in the sample at 14:15.
 pub struct Scenario {
     start: i64,
     samples: i64,
@@ -134,7 +135,7 @@ impl Scenario {
         for i in 0..self.samples {
             let t = self.start + i * STEP_SECONDS;
             if i > 0 {
-                let now = traffic(self.minute(i));
+                let now = traffic(self.minute(i - 1));
                 let n = now.rps * STEP_SECONDS as f64;
                 ok += n * (1.0 - now.errors);
                 failed += n * now.errors;
@@ -199,7 +200,7 @@ impl Scenario {
         for i in 0..self.samples {
             let t = self.start + i * STEP_SECONDS;
             if i > 0 {
-                let now = latency(self.minute(i));
+                let now = latency(self.minute(i - 1));
                 let n = now.rps * STEP_SECONDS as f64;
                 for (c, le) in counts
                     .iter_mut()
@@ -595,6 +596,18 @@ impl Run {
             .collect()
     }
 
+    /// Asserts that every retained measurement of `name` stored one number within 1e-9 of `expected`
+    /// (PromQL's float arithmetic gives 0.9400000000000001 for 0.94).
+    pub fn assert_each_value_near(&self, name: &str, expected: f64) {
+        for value in self.values(name) {
+            let got = numbers(value);
+            assert!(
+                got.len() == 1 && (got[0] - expected).abs() < 1e-9,
+                "{name}: stored {value}, expected [{expected}] in every measurement"
+            );
+        }
+    }
+
     /// The first measurement of `name` in `phase`.
     pub fn first(&self, name: &str, phase: AnalysisPhase) -> &Measurement {
         self.metric(name)
@@ -609,6 +622,21 @@ impl Run {
         let r = self.metric(name);
         (r.count, r.successful, r.failed, r.inconclusive, r.error)
     }
+}
+
+/// The numbers in a stored vector or range value such as `[0.0995,NaN]` (`[]` is none).
+pub fn numbers(value: &str) -> Vec<f64> {
+    let inner = value.trim_matches(['[', ']']);
+    if inner.is_empty() {
+        return Vec::new();
+    }
+    inner
+        .split(',')
+        .map(|n| {
+            n.parse()
+                .unwrap_or_else(|_| panic!("not a list of numbers: {value}"))
+        })
+        .collect()
 }
 
 /// When a measurement finished, as minutes after [`T0`].
