@@ -330,3 +330,31 @@ fn a_backtest_window_shorter_than_the_analysis_ends_it_as_terminated() {
     assert_eq!(run.message(), Some("Run Terminated"));
     assert_eq!(run.counters("success-rate"), (5, 5, 0, 0, 0));
 }
+
+/// The README's walk-through: the example series in `tests/fixtures/e2e/checkout.om` (20 requests/s, 0.4 %
+/// errors, 30 s samples) and the shipped success-rate template, at its default and at a stricter threshold.
+#[test]
+fn the_readme_backtest_of_the_example_series_passes_at_99_and_fails_at_99_9_percent() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e2e/checkout.om"),
+    )
+    .expect("the example series");
+    let server = Prometheus::start_openmetrics(&text);
+    let backtest = || {
+        Analyze::shipped("success-rate.yaml")
+            .arg("service", "checkout")
+            .arg("namespace", "shop")
+            .prometheus(&server)
+            .minutes(10, 25)
+    };
+    let run = backtest().run();
+    assert_eq!((run.code, run.phase()), (0, Some(Successful)), "{run:#?}");
+    run.assert_each_value_near("success-rate", 0.996);
+    let strict = backtest().arg("threshold", "0.999").run();
+    assert_eq!(
+        (strict.code, strict.phase()),
+        (1, Some(Failed)),
+        "{strict:#?}"
+    );
+    assert_eq!(strict.counters("success-rate"), (2, 0, 2, 0, 0));
+}

@@ -10,9 +10,10 @@
 //!   and histograms as `_bucket{le=...}`, `_sum`, `_count`, as the exporters expose them.
 //! - `promtool tsdb create-blocks-from openmetrics FILE DIR` turns that into TSDB blocks (2 h blocks; a
 //!   window crossing a 2 h boundary simply gives two blocks).
-//! - Every scenario lies in a fixed window starting at [`T0`] (2026-01-01T00:00:00Z), far from the wall
-//!   clock, so the imported blocks never overlap the server's in-memory head block and queries address the
-//!   data only through `time=` (which is what `canaryd analyze --from/--to` does).
+//! - Every scenario lies in a fixed window starting at [`T0`] (2026-01-01T00:00:00Z) and queries address it
+//!   only through `time=` (which is what `canaryd analyze --from/--to` does), so results do not depend on
+//!   the wall clock. Recent data would load too: a block ending a minute ago was queryable at once (the
+//!   server starts with an empty head block, so nothing overlaps); the fixed window is for determinism.
 //! - Prometheus measures time retention from the newest block, not from the wall clock, so old data
 //!   survives even with the default; `--storage.tsdb.retention.time=10y` is passed anyway so nothing ever
 //!   deletes it. A minimal config with no scrape jobs keeps the TSDB to the imported data.
@@ -295,11 +296,16 @@ pub struct Prometheus {
 impl Prometheus {
     /// Backfills `scenario` into a fresh TSDB and starts a server on it.
     pub fn start(scenario: &Scenario) -> Prometheus {
+        Self::start_openmetrics(&scenario.render())
+    }
+
+    /// Backfills OpenMetrics text (e.g. a file from `tests/fixtures/e2e/`) and starts a server on it.
+    pub fn start_openmetrics(openmetrics: &str) -> Prometheus {
         let prometheus = tool("prometheus");
         let promtool = tool("promtool");
         let dir = tempfile::tempdir().expect("a temp dir for the TSDB");
         let input = dir.path().join("series.om");
-        std::fs::write(&input, scenario.render()).expect("write the OpenMetrics file");
+        std::fs::write(&input, openmetrics).expect("write the OpenMetrics file");
         let data = dir.path().join("data");
         let out = Command::new(&promtool)
             .args(["tsdb", "create-blocks-from", "openmetrics"])
