@@ -218,6 +218,8 @@ fn scenario() -> Scenario {
     let s = nginx(s, "search", "", steady(50.0, 0.001));
     let s = nginx(s, "search", "shop-search-canary-80", steady(10.0, 0.07));
     let s = nginx(s, "legacy", "shop-legacy-canary-80", stopped);
+    // catalog: only stable traffic so far.
+    let s = nginx(s, "catalog", "", steady(50.0, 0.001));
 
     // checkout: the canary (hash 6d4f8b7c9) never restarts, the stable's pod does; payments' canary
     // restarts at minute 13.
@@ -396,6 +398,18 @@ fn container_restarts_fails_at_the_first_look_after_a_canary_pod_restarts() {
     assert_eq!(finished_minute(r.first("container-restarts", Failed)), 13.0);
 }
 
+#[test]
+fn the_prometheus_address_arg_is_used_when_no_flag_overrides_it() {
+    let r = Analyze::shipped("success-rate.yaml")
+        .arg("service", "checkout-good")
+        .arg("namespace", "shop")
+        .arg("prometheus-address", prometheus().url())
+        .minutes(10, 30)
+        .run();
+    assert_eq!((r.code, r.phase()), (0, Some(Successful)), "{r:#?}");
+    assert_eq!(r.counters("success-rate"), (10, 10, 0, 0, 0));
+}
+
 fn web_smoke(json_path: &str, expected: &str) -> support::Run {
     let url = format!("{}/api/v1/status/buildinfo", prometheus().url());
     Analyze::shipped("web-smoke.yaml")
@@ -472,7 +486,8 @@ type Case = (
     &'static str,
 );
 
-/// Each traffic template with args that select series which do not exist (result `[]`) or stopped
+/// Each traffic template with args that select series which do not exist (result `[]`: no such service,
+/// a canary Service or canary upstream that has had no requests yet while the stable has) or stopped
 /// counting (0/0 = NaN).
 const QUIET: &[Case] = &[
     ("success-rate.yaml", &[("service", "nobody"), SHOP], "[]"),
@@ -495,7 +510,11 @@ const QUIET: &[Case] = &[
     ),
     (
         "istio-success-rate.yaml",
-        &[("workload", "nobody"), SHOP],
+        &[
+            ("workload", "reviews"),
+            SHOP,
+            ("service", "reviews-preview"),
+        ],
         "[]",
     ),
     (
@@ -515,7 +534,7 @@ const QUIET: &[Case] = &[
     ),
     (
         "nginx-ingress-success-rate.yaml",
-        &[("ingress", "nobody"), SHOP],
+        &[("ingress", "catalog"), SHOP],
         "[]",
     ),
     (
