@@ -148,10 +148,10 @@ proptest! {
         for source in CONDITIONS {
             let compiled = Condition::compile(source);
             prop_assert!(compiled.is_ok(), "{source}: {compiled:?}");
-            if let Ok(c) = compiled {
-                if let Err(e) = c.evaluate(&value) {
-                    prop_assert!(!e.to_string().is_empty(), "{source}: empty message");
-                }
+            if let Ok(c) = compiled
+                && let Err(e) = c.evaluate(&value)
+            {
+                prop_assert!(!e.to_string().is_empty(), "{source}: empty message");
             }
         }
     }
