@@ -6,4 +6,7 @@
 pub mod api;
 pub mod cli;
 pub mod engine;
+pub mod measure;
 pub mod providers;
+pub mod runner;
+pub mod time;

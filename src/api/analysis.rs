@@ -271,10 +271,26 @@ pub struct WebMetric {
 pub struct Argument {
     #[serde(default)]
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Argo's docs write unquoted numbers here (`value: 9090`); they are read as their text.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "scalar_as_string"
+    )]
     pub value: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_from: Option<ValueFrom>,
+}
+
+fn scalar_as_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(v @ (Value::Number(_) | Value::Bool(_))) => Ok(Some(v.to_string())),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "invalid type: {other}, expected a string"
+        ))),
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

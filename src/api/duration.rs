@@ -124,7 +124,7 @@ pub fn format_duration(d: Duration) -> String {
     let ms = d.subsec_millis();
     if s > 0 || ms > 0 {
         if ms > 0 {
-            out.push_str(&format!("{s}.{ms:03}").trim_end_matches('0').to_string());
+            out.push_str(format!("{s}.{ms:03}").trim_end_matches('0'));
             out.push('s');
         } else {
             out.push_str(&format!("{s}s"));

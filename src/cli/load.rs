@@ -6,10 +6,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use libyaml_safer::{Event, EventData, ScalarStyle};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Number, Value};
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
-use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 /// A problem in a file that is not tied to a typed field: unreadable, or not YAML.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -297,24 +296,45 @@ pub fn load_file(path: &Path) -> (Vec<SourceDoc>, Option<LoadError>) {
     }
 }
 
-/// Parses a YAML stream into documents. Empty documents are dropped.
+/// Parses a YAML stream into documents with libyaml's grammar (the one Kubernetes' go-yaml follows, so what
+/// kubectl accepts is accepted here). Empty documents are dropped.
 pub fn parse_documents(file: &Path, text: &str) -> (Vec<SourceDoc>, Option<LoadError>) {
     let mut builder = Builder::new(file);
-    let mut parser = Parser::new_from_str(text);
-    let outcome = parser.load(&mut builder, true);
-    let mut error = builder.error.take();
-    if let Err(e) = outcome {
-        error.get_or_insert(LoadError {
-            file: file.to_path_buf(),
-            line: e.marker().line(),
-            message: format!(
-                "invalid YAML: {} (column {})",
-                e.info(),
-                e.marker().col() + 1
-            ),
-        });
+    let mut parser = libyaml_safer::Parser::new();
+    let mut input = text.as_bytes();
+    parser.set_input(&mut input);
+    loop {
+        match parser.parse() {
+            Ok(event) => {
+                let done = matches!(event.data, EventData::StreamEnd);
+                builder.on_event(event.data, event.start_mark.line as usize + 1);
+                if done || builder.error.is_some() {
+                    break;
+                }
+            }
+            Err(e) => {
+                // Report where the construct that went wrong starts (an unclosed `[`), not the end of file.
+                let at = |m: libyaml_safer::Mark| (m.line as usize + 1, m.column as usize + 1);
+                let problem = e.problem_mark().map(at);
+                let (line, message) = match (e.context(), e.context_mark().map(at)) {
+                    (Some(context), Some((cl, cc))) => (
+                        cl,
+                        format!(
+                            "invalid YAML: {} {context} that starts at column {cc}",
+                            e.problem()
+                        ),
+                    ),
+                    _ => {
+                        let (pl, pc) = problem.unwrap_or((1, 1));
+                        (pl, format!("invalid YAML: {} (column {pc})", e.problem()))
+                    }
+                };
+                builder.fail(line, message);
+                break;
+            }
+        }
     }
-    (builder.docs, error)
+    (builder.docs, builder.error)
 }
 
 enum Frame {
@@ -322,10 +342,12 @@ enum Frame {
         map: Map<String, Value>,
         path: String,
         key: Option<String>,
+        anchor: Option<String>,
     },
     Seq {
         items: Vec<Value>,
         path: String,
+        anchor: Option<String>,
     },
 }
 
@@ -334,8 +356,7 @@ struct Builder {
     docs: Vec<SourceDoc>,
     stack: Vec<Frame>,
     lines: HashMap<String, usize>,
-    anchors: HashMap<usize, Value>,
-    pending_anchor: Vec<usize>,
+    anchors: HashMap<String, Value>,
     doc_line: usize,
     root: Option<Value>,
     error: Option<LoadError>,
@@ -349,7 +370,6 @@ impl Builder {
             stack: Vec::new(),
             lines: HashMap::new(),
             anchors: HashMap::new(),
-            pending_anchor: Vec::new(),
             doc_line: 1,
             root: None,
             error: None,
@@ -366,28 +386,25 @@ impl Builder {
         }
     }
 
-    /// The path the next node will have, recording its line. For a mapping key, returns None: the scalar is
-    /// stored as the pending key instead of a value.
+    /// The path the next value will have, recording its line; None when the next scalar is a mapping key.
     fn next_path(&mut self, line: usize) -> Option<String> {
-        match self.stack.last() {
-            None => Some(String::new()),
-            Some(Frame::Seq { items, path }) => {
-                let p = format!("{path}[{}]", items.len());
-                self.lines.insert(p.clone(), line);
-                Some(p)
-            }
+        let path = match self.stack.last() {
+            None => String::new(),
+            Some(Frame::Seq { items, path, .. }) => format!("{path}[{}]", items.len()),
             Some(Frame::Map {
                 key: Some(k), path, ..
-            }) => Some(join(path, k)),
-            Some(Frame::Map { key: None, .. }) => None,
-        }
+            }) => join(path, k),
+            Some(Frame::Map { key: None, .. }) => return None,
+        };
+        self.lines.entry(path.clone()).or_insert(line);
+        Some(path)
     }
 
     fn push_value(&mut self, value: Value, line: usize) {
         match self.stack.last_mut() {
             None => self.root = Some(value),
             Some(Frame::Seq { items, .. }) => items.push(value),
-            Some(Frame::Map { map, key, .. }) => match key.take() {
+            Some(Frame::Map { map, key, path, .. }) => match key.take() {
                 Some(k) => {
                     map.insert(k, value);
                 }
@@ -397,17 +414,15 @@ impl Builder {
                         Value::Null => "null".to_string(),
                         other => other.to_string(),
                     };
-                    if map.contains_key(&k) {
+                    let duplicate = map.contains_key(&k);
+                    // Where the key is: a problem in its value is reported on the key's line.
+                    self.lines.insert(join(path, &k), line);
+                    *key = Some(k.clone());
+                    if duplicate {
                         self.fail(
                             line,
                             format!("invalid YAML: mapping key {k:?} is defined twice"),
                         );
-                    }
-                    // Record where the key is: a problem in its value is reported on the key's line.
-                    if let Some(Frame::Map { path, key, .. }) = self.stack.last_mut() {
-                        let p = join(path, &k);
-                        self.lines.insert(p, line);
-                        *key = Some(k);
                     }
                 }
             },
@@ -417,106 +432,112 @@ impl Builder {
     fn is_key_position(&self) -> bool {
         matches!(self.stack.last(), Some(Frame::Map { key: None, .. }))
     }
-}
 
-impl MarkedEventReceiver for Builder {
-    fn on_event(&mut self, ev: Event, mark: Marker) {
-        let line = mark.line();
+    fn on_event(&mut self, ev: EventData, line: usize) {
         match ev {
-            Event::DocumentStart => {
+            EventData::DocumentStart { .. } => {
                 self.doc_line = line;
                 self.lines.clear();
                 self.anchors.clear();
                 self.root = None;
             }
-            Event::DocumentEnd => {
-                if let Some(value) = self.root.take() {
-                    if !value.is_null() {
-                        self.docs.push(SourceDoc {
-                            file: self.file.clone(),
-                            line: self.lines.get("").copied().unwrap_or(self.doc_line),
-                            value,
-                            lines: std::mem::take(&mut self.lines),
-                        });
-                    }
+            EventData::DocumentEnd { .. } => {
+                if let Some(value) = self.root.take()
+                    && !value.is_null()
+                {
+                    self.docs.push(SourceDoc {
+                        file: self.file.clone(),
+                        line: self.lines.get("").copied().unwrap_or(self.doc_line),
+                        value,
+                        lines: std::mem::take(&mut self.lines),
+                    });
                 }
             }
-            Event::Scalar(text, style, anchor, tag) => {
-                let key_position = self.is_key_position();
-                if !key_position && let Some(p) = self.next_path(line) {
-                    self.lines.entry(p).or_insert(line);
+            EventData::Scalar {
+                anchor,
+                tag,
+                value,
+                style,
+                ..
+            } => {
+                if !self.is_key_position() {
+                    self.next_path(line);
                 }
-                let value = resolve_scalar(text, style, tag.as_ref());
-                if anchor > 0 {
+                let value = resolve_scalar(value, style == ScalarStyle::Plain, tag.as_deref());
+                if let Some(anchor) = anchor {
                     self.anchors.insert(anchor, value.clone());
                 }
                 self.push_value(value, line);
             }
-            Event::Alias(id) => {
+            EventData::Alias { anchor } => {
                 if self.is_key_position() {
                     self.fail(
                         line,
-                        "invalid YAML: an alias cannot be a mapping key here".to_string(),
+                        "invalid YAML: an alias cannot be a mapping key".to_string(),
                     );
                     return;
                 }
-                let _ = self.next_path(line);
-                let value = self.anchors.get(&id).cloned().unwrap_or(Value::Null);
+                self.next_path(line);
+                let value = self.anchors.get(&anchor).cloned().unwrap_or(Value::Null);
                 self.push_value(value, line);
             }
-            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+            EventData::SequenceStart { ref anchor, .. }
+            | EventData::MappingStart { ref anchor, .. } => {
+                let anchor = anchor.clone();
                 if self.is_key_position() {
                     self.fail(
                         line,
-                        "invalid YAML: a mapping key must be a plain value, not a list or map"
+                        "invalid YAML: a mapping key must be a plain value, not a list or map (a value \
+                         that starts with {{ must be quoted: \"{{args.NAME}}\")"
                             .to_string(),
                     );
+                    return;
                 }
                 let path = self.next_path(line).unwrap_or_default();
-                self.lines.entry(path.clone()).or_insert(line);
-                self.pending_anchor.push(anchor);
-                if matches!(ev, Event::SequenceStart(..)) {
+                if matches!(ev, EventData::SequenceStart { .. }) {
                     self.stack.push(Frame::Seq {
                         items: Vec::new(),
                         path,
+                        anchor,
                     });
                 } else {
                     self.stack.push(Frame::Map {
                         map: Map::new(),
                         path,
                         key: None,
+                        anchor,
                     });
                 }
             }
-            Event::SequenceEnd | Event::MappingEnd => {
-                let value = match self.stack.pop() {
-                    Some(Frame::Seq { items, .. }) => Value::Array(items),
-                    Some(Frame::Map { map, .. }) => Value::Object(map),
+            EventData::SequenceEnd | EventData::MappingEnd => {
+                let (value, anchor) = match self.stack.pop() {
+                    Some(Frame::Seq { items, anchor, .. }) => (Value::Array(items), anchor),
+                    Some(Frame::Map { map, anchor, .. }) => (Value::Object(map), anchor),
                     None => return,
                 };
-                if let Some(anchor) = self.pending_anchor.pop()
-                    && anchor > 0
-                {
+                if let Some(anchor) = anchor {
                     self.anchors.insert(anchor, value.clone());
                 }
                 self.push_value(value, line);
             }
-            Event::StreamStart | Event::StreamEnd | Event::Nothing => {}
+            EventData::StreamStart { .. } | EventData::StreamEnd => {}
         }
     }
 }
 
 /// Resolves a scalar as Kubernetes' YAML reader (go-yaml, YAML 1.1 rules) does: quoted text is a string;
 /// plain text may be null, a boolean, an integer or a float.
-fn resolve_scalar(text: String, style: TScalarStyle, tag: Option<&Tag>) -> Value {
+fn resolve_scalar(text: String, plain: bool, tag: Option<&str>) -> Value {
     if let Some(tag) = tag {
-        match tag.suffix.as_str() {
-            "str" => return Value::String(text),
+        match tag
+            .trim_start_matches("tag:yaml.org,2002:")
+            .trim_start_matches('!')
+        {
             "int" | "float" | "bool" | "null" => {}
             _ => return Value::String(text),
         }
     }
-    if style != TScalarStyle::Plain {
+    if !plain {
         return Value::String(text);
     }
     match text.as_str() {
@@ -584,33 +605,67 @@ fn looks_like_float(text: &str) -> bool {
     saw_digit
 }
 
-/// Renders JSON as block-style YAML (for `canaryd crds` and for printing objects).
+/// Renders JSON as block-style YAML (for `canaryd crds` and for printing objects). Strings that YAML would
+/// read back as something else (`"5"`, `"true"`, `""`) are quoted.
 pub fn to_yaml(value: &Value) -> String {
-    let mut out = String::new();
-    let yaml = json_to_yaml(value);
-    let mut emitter = yaml_rust2::YamlEmitter::new(&mut out);
-    // Emitting to a String cannot fail for trees built from JSON.
-    let _ = emitter.dump(&yaml);
-    let body = out.strip_prefix("---\n").unwrap_or(&out).to_string();
-    body + "\n"
+    let mut out = Vec::new();
+    let mut emitter = libyaml_safer::Emitter::new();
+    emitter.set_output_string(&mut out);
+    emitter.set_width(120);
+    let mut events = vec![
+        Event::stream_start(libyaml_safer::Encoding::Utf8),
+        Event::document_start(None, &[], true),
+    ];
+    json_events(value, &mut events);
+    events.push(Event::document_end(true));
+    events.push(Event::stream_end());
+    for event in events {
+        // Emitting well-formed events built from JSON into memory does not fail.
+        if emitter.emit(event).is_err() {
+            break;
+        }
+    }
+    drop(emitter);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
-fn json_to_yaml(value: &Value) -> yaml_rust2::Yaml {
-    use yaml_rust2::Yaml;
+fn json_events(value: &Value, out: &mut Vec<Event>) {
+    use libyaml_safer::{MappingStyle, SequenceStyle};
+    let scalar = |text: &str, style| Event::scalar(None, None, text, true, true, style);
     match value {
-        Value::Null => Yaml::Null,
-        Value::Bool(b) => Yaml::Boolean(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => Yaml::Integer(i),
-            None => Yaml::Real(n.to_string()),
-        },
-        Value::String(s) => Yaml::String(s.clone()),
-        Value::Array(items) => Yaml::Array(items.iter().map(json_to_yaml).collect()),
-        Value::Object(map) => Yaml::Hash(
-            map.iter()
-                .map(|(k, v)| (Yaml::String(k.clone()), json_to_yaml(v)))
-                .collect(),
-        ),
+        Value::Null => out.push(scalar("null", ScalarStyle::Plain)),
+        Value::Bool(b) => out.push(scalar(
+            if *b { "true" } else { "false" },
+            ScalarStyle::Plain,
+        )),
+        Value::Number(n) => out.push(scalar(&n.to_string(), ScalarStyle::Plain)),
+        Value::String(s) => {
+            let reads_back = resolve_scalar(s.clone(), true, None) == Value::String(s.clone());
+            let style = if reads_back && !s.is_empty() {
+                ScalarStyle::Any
+            } else {
+                ScalarStyle::DoubleQuoted
+            };
+            out.push(scalar(s, style));
+        }
+        Value::Array(items) => {
+            out.push(Event::sequence_start(
+                None,
+                None,
+                true,
+                SequenceStyle::Block,
+            ));
+            items.iter().for_each(|v| json_events(v, out));
+            out.push(Event::sequence_end());
+        }
+        Value::Object(map) => {
+            out.push(Event::mapping_start(None, None, true, MappingStyle::Block));
+            for (k, v) in map {
+                json_events(&Value::String(k.clone()), out);
+                json_events(v, out);
+            }
+            out.push(Event::mapping_end());
+        }
     }
 }
 

@@ -3,8 +3,12 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub mod analyze;
 pub mod crds;
+pub mod demo;
+pub mod eval;
 pub mod load;
+pub mod run;
 pub mod validate;
 
 /// Exit codes shared by every subcommand (DESIGN.md §3).
@@ -69,14 +73,26 @@ pub struct Cli {
 pub enum Command {
     /// Check AnalysisTemplate, ClusterAnalysisTemplate and AnalysisRun files before a rollout depends on them.
     Validate(validate::Args),
+    /// Run one analysis as the daemon would: live, or as a backtest over a past window (--from/--to).
+    Analyze(analyze::Args),
+    /// See canaryd work with no cluster and no Prometheus: a built-in canary scenario, analyzed in seconds.
+    Demo(demo::Args),
+    /// The in-cluster daemon: executes AnalysisRuns and writes their status.
+    Run(run::Args),
     /// Print the CustomResourceDefinitions canaryd generates from its types.
     Crds(crds::Args),
+    /// Evaluate a condition (or a success/failure pair) against a value: debug a condition before a rollout.
+    Eval(eval::Args),
 }
 
 /// Runs the parsed command and returns its exit code.
 pub fn run(cli: Cli) -> Exit {
     match cli.command {
         Command::Validate(args) => validate::run(args),
+        Command::Analyze(args) => analyze::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Run(args) => run::run(args),
         Command::Crds(args) => crds::run(args),
+        Command::Eval(args) => eval::run(args),
     }
 }

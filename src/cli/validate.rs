@@ -1,13 +1,293 @@
-//! `canaryd validate PATH...`: placeholder until the validator lands.
-use super::Exit;
+//! `canaryd validate PATH...`: reads every AnalysisTemplate, ClusterAnalysisTemplate and AnalysisRun in the
+//! given files and folders and prints one line per problem, `FILE:LINE: Kind/name: field.path: message`
+//! (or the same findings as JSON). Other kinds are skipped. The checks themselves are `engine::template`'s;
+//! this module reads files, decodes objects and places each finding on its line.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::load::{self, SourceDoc};
+use super::{Exit, OutputFormat};
+use crate::api::{self, AnalysisTemplateRef, AnalysisTemplateSpec};
+use crate::engine::template::{self, Finding, Severity, SpecView};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Files or folders (searched recursively for *.yaml and *.yml).
+    /// Files or folders (folders are searched recursively for *.yaml and *.yml).
     #[arg(required = true)]
-    pub paths: Vec<std::path::PathBuf>,
+    pub paths: Vec<PathBuf>,
+    /// `text`: one line per problem; `json`: one JSON document with every finding.
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
 }
 
-pub fn run(_: Args) -> Exit {
-    Exit::Ok
+/// One problem, placed in its file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Located {
+    pub file: String,
+    pub line: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub path: String,
+    pub severity: Severity,
+    pub message: String,
+}
+
+impl std::fmt::Display for Located {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: ", self.file, self.line)?;
+        if let Some(kind) = &self.kind {
+            write!(
+                f,
+                "{kind}/{}: ",
+                self.name.as_deref().unwrap_or("<unnamed>")
+            )?;
+        }
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        if self.severity == Severity::Warning {
+            f.write_str("warning: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub valid: bool,
+    pub files: usize,
+    pub objects: usize,
+    pub skipped: usize,
+    pub findings: Vec<Located>,
+}
+
+/// An analysis object decoded from a document.
+enum Object {
+    Template(Box<api::AnalysisTemplate>),
+    ClusterTemplate(Box<api::ClusterAnalysisTemplate>),
+    Run(Box<api::AnalysisRun>),
+}
+
+const KINDS: &[&str] = &["AnalysisTemplate", "ClusterAnalysisTemplate", "AnalysisRun"];
+
+/// Validates already-loaded documents. Split from [`run`] so other commands can reuse the same checks.
+pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
+    let mut findings = Vec::new();
+    let mut decoded: Vec<(&SourceDoc, Object)> = Vec::new();
+    let mut skipped = 0;
+    for doc in docs {
+        let Some(kind) = doc.kind().filter(|k| KINDS.contains(k)) else {
+            skipped += 1;
+            continue;
+        };
+        let place = |path: &str, severity, message: String| Located {
+            file: doc.file.display().to_string(),
+            line: doc.line_of(path),
+            kind: Some(kind.to_string()),
+            name: doc.name().map(str::to_string),
+            path: path.to_string(),
+            severity,
+            message,
+        };
+        let api_version = doc
+            .value
+            .get("apiVersion")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default();
+        if api_version != api::API_VERSION {
+            findings.push(place(
+                "apiVersion",
+                Severity::Error,
+                format!("expected {:?}, got {api_version:?}", api::API_VERSION),
+            ));
+            continue;
+        }
+        // A missing metadata is reported as a missing name, below, rather than as a decoding failure.
+        let mut value = doc.value.clone();
+        if let Some(map) = value.as_object_mut() {
+            map.entry("metadata")
+                .or_insert_with(|| serde_json::json!({}));
+        }
+        let args = value.pointer("/spec/args").and_then(|a| a.as_array());
+        for (i, arg) in args.into_iter().flatten().enumerate() {
+            if let Some(v) = arg.get("value").filter(|v| v.is_number() || v.is_boolean()) {
+                findings.push(place(
+                    &format!("spec.args[{i}].value"),
+                    Severity::Warning,
+                    format!(
+                        "{v} is not a string; canaryd reads it as \"{v}\", but the Kubernetes API server \
+                         rejects it: quote it"
+                    ),
+                ));
+            }
+        }
+        let result = match kind {
+            "AnalysisTemplate" => {
+                load::decode(&value).map(|(o, u)| (Object::Template(Box::new(o)), u))
+            }
+            "ClusterAnalysisTemplate" => {
+                load::decode(&value).map(|(o, u)| (Object::ClusterTemplate(Box::new(o)), u))
+            }
+            _ => load::decode(&value).map(|(o, u)| (Object::Run(Box::new(o)), u)),
+        };
+        match result {
+            Err(e) => findings.push(place(&e.path, Severity::Error, e.message)),
+            Ok((object, unknown)) => {
+                for u in unknown {
+                    findings.push(place(&u.path, Severity::Error, u.message));
+                }
+                decoded.push((doc, object));
+            }
+        }
+    }
+
+    let mut templates: BTreeMap<(bool, &str), &AnalysisTemplateSpec> = BTreeMap::new();
+    for (_, object) in &decoded {
+        match object {
+            Object::Template(t) => {
+                templates.insert(
+                    (false, t.metadata.name.as_deref().unwrap_or_default()),
+                    &t.spec,
+                );
+            }
+            Object::ClusterTemplate(t) => {
+                templates.insert(
+                    (true, t.metadata.name.as_deref().unwrap_or_default()),
+                    &t.spec.0,
+                );
+            }
+            Object::Run(_) => {}
+        }
+    }
+    let lookup = |r: &AnalysisTemplateRef| {
+        let name = r.template_name.as_deref().unwrap_or_default();
+        templates
+            .get(&(r.cluster_scope == Some(true), name))
+            .copied()
+    };
+
+    for (doc, object) in &decoded {
+        let (metadata, view) = match object {
+            Object::Template(t) => (&t.metadata, SpecView::of_template(&t.spec)),
+            Object::ClusterTemplate(t) => (&t.metadata, SpecView::of_template(&t.spec.0)),
+            Object::Run(r) => (&r.metadata, SpecView::of_run(&r.spec)),
+        };
+        let mut object_findings = Vec::new();
+        let named = metadata.name.as_deref().is_some_and(|n| !n.is_empty())
+            || (view.is_run
+                && metadata
+                    .generate_name
+                    .as_deref()
+                    .is_some_and(|n| !n.is_empty()));
+        if !named {
+            object_findings.push(Finding {
+                severity: Severity::Error,
+                path: "metadata.name".to_string(),
+                message: "required".to_string(),
+            });
+        }
+        object_findings.extend(template::check(view, &lookup));
+        for f in object_findings {
+            findings.push(Located {
+                file: doc.file.display().to_string(),
+                line: doc.line_of(&f.path),
+                kind: doc.kind().map(str::to_string),
+                name: doc.name().map(str::to_string),
+                path: f.path,
+                severity: f.severity,
+                message: f.message,
+            });
+        }
+    }
+    (findings, decoded.len(), skipped)
+}
+
+/// Reads and validates the given paths.
+pub fn validate_paths(paths: &[PathBuf]) -> Result<Report, load::LoadError> {
+    let files = load::collect_files(paths)?;
+    let mut docs = Vec::new();
+    let mut findings = Vec::new();
+    for file in &files {
+        let (file_docs, error) = load::load_file(file);
+        if let Some(e) = error {
+            if e.line == 0 {
+                return Err(e);
+            }
+            findings.push(Located {
+                file: e.file.display().to_string(),
+                line: e.line,
+                kind: None,
+                name: None,
+                path: String::new(),
+                severity: Severity::Error,
+                message: e.message,
+            });
+        }
+        docs.extend(file_docs);
+    }
+    let (object_findings, objects, skipped) = validate_documents(&docs);
+    findings.extend(object_findings);
+    // Files in the order given, lines in order within a file (stable: one line's findings keep their order).
+    let order: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    findings.sort_by_key(|f| (order.iter().position(|o| *o == f.file), f.line));
+    let valid = !findings.iter().any(|f| f.severity == Severity::Error);
+    Ok(Report {
+        valid,
+        files: files.len(),
+        objects,
+        skipped,
+        findings,
+    })
+}
+
+pub fn run(args: Args) -> Exit {
+    let report = match validate_paths(&args.paths) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("canaryd validate: {e}");
+            return Exit::Usage;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let written = match args.output {
+        OutputFormat::Json => serde_json::to_string_pretty(&report)
+            .map_err(std::io::Error::other)
+            .and_then(|s| writeln!(out, "{s}")),
+        OutputFormat::Text => report
+            .findings
+            .iter()
+            .try_for_each(|f| writeln!(out, "{f}")),
+    };
+    if written.is_err() {
+        return Exit::Error;
+    }
+    let errors = report
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
+    let warnings = report.findings.len() - errors;
+    eprintln!(
+        "{} object(s) in {} file(s): {} error(s), {} warning(s){}",
+        report.objects,
+        report.files,
+        errors,
+        warnings,
+        if report.skipped > 0 {
+            format!(", {} other document(s) skipped", report.skipped)
+        } else {
+            String::new()
+        }
+    );
+    if report.valid {
+        Exit::Ok
+    } else {
+        Exit::Negative
+    }
 }

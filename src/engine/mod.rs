@@ -2,6 +2,10 @@
 //! phases and decisions. Everything here is synchronous and takes `now` as an argument: no clients, sockets,
 //! tokio or wall clock (a test in `tests/` enforces it), so backtests and restarts are exact.
 
+pub mod analysis;
+pub mod args;
+pub mod compose;
 pub mod condition;
+pub mod template;
 pub mod timeexpr;
 pub mod value;

@@ -1,0 +1,336 @@
+//! `canaryd demo`: shows the main job on a machine with no cluster and no Prometheus. A built-in 30-minute
+//! scenario (baseline steady at 1% errors; canary fine, then at 12% from minute 8) is served by a small
+//! stand-in for Prometheus' query API on loopback, and the shipped `success-rate.yaml` runs against it on a
+//! virtual clock, exactly as `canaryd analyze --from/--to` would. `--write-openmetrics` writes the same
+//! series for a real Prometheus (see the README).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use jiff::{SignedDuration, Timestamp};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::load;
+use super::{Exit, OutputFormat};
+use crate::measure::Providers;
+
+/// The template the demo runs, as shipped.
+const SUCCESS_RATE: &str = include_str!("../../analysis-templates/success-rate.yaml");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScenarioName {
+    /// The canary's errors jump from 0.8% to 12% at minute 8: the analysis fails and the rollout rolls back.
+    Degrading,
+    /// The canary stays at 0.8% errors: the analysis succeeds.
+    Healthy,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[arg(long, value_enum, default_value_t = ScenarioName::Degrading)]
+    pub scenario: ScenarioName,
+    /// Write the scenario's series as OpenMetrics (for `promtool tsdb create-blocks-from openmetrics`) and exit.
+    #[arg(long, value_name = "FILE")]
+    pub write_openmetrics: Option<PathBuf>,
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+/// The scenario: request and error rates per track, minute by minute, from a fixed start.
+#[derive(Debug, Clone, Copy)]
+pub struct Scenario {
+    pub name: ScenarioName,
+    pub start: Timestamp,
+}
+
+/// Requests per second each track serves.
+const RPS: f64 = 20.0;
+/// Scenario length and sample spacing.
+const MINUTES: i64 = 30;
+const STEP_SECONDS: i64 = 15;
+/// The analysis starts once the canary has two minutes of traffic (the template's rate window).
+const ANALYSIS_OFFSET_MINUTES: i64 = 2;
+
+impl Scenario {
+    pub fn new(name: ScenarioName) -> Scenario {
+        // A fixed past window, so the same series can be backfilled into a real Prometheus.
+        let start = Timestamp::from_second(1_767_225_600).unwrap_or(Timestamp::UNIX_EPOCH); // 2026-01-01T00:00:00Z
+        Scenario { name, start }
+    }
+
+    /// Fraction of a track's requests that fail at `seconds` into the scenario.
+    fn error_fraction(&self, service: &str, seconds: f64) -> f64 {
+        match (service, self.name) {
+            ("checkout-canary", ScenarioName::Degrading) if seconds >= 8.0 * 60.0 => 0.12,
+            ("checkout-canary", _) => 0.008,
+            _ => 0.01,
+        }
+    }
+
+    /// Cumulative `http_requests_total` for (service, 5xx or not) at `seconds`, integrated exactly.
+    fn counter(&self, service: &str, errors: bool, seconds: f64) -> f64 {
+        let mut total = 0.0;
+        let mut t = 0.0;
+        while t < seconds {
+            let dt = (seconds - t).min(1.0);
+            let f = self.error_fraction(service, t);
+            total += RPS * dt * if errors { f } else { 1.0 - f };
+            t += dt;
+        }
+        total.round()
+    }
+
+    pub const SERVICES: [&'static str; 2] = ["checkout-canary", "checkout-baseline"];
+
+    /// The series as OpenMetrics text.
+    pub fn openmetrics(&self) -> String {
+        let mut out = String::from("# TYPE http_requests counter\n");
+        for service in Self::SERVICES {
+            for (code, errors) in [("200", false), ("500", true)] {
+                for step in 0..=(MINUTES * 60 / STEP_SECONDS) {
+                    let seconds = step * STEP_SECONDS;
+                    let value = self.counter(service, errors, seconds as f64);
+                    let ts = self.start.as_second() + seconds;
+                    out.push_str(&format!(
+                        "http_requests_total{{service=\"{service}\",namespace=\"shop\",code=\"{code}\"}} {value} {ts}\n"
+                    ));
+                }
+            }
+        }
+        out.push_str("# EOF\n");
+        out
+    }
+
+    /// What Prometheus would answer for one of the shipped templates' ratio queries at `at`: the share of
+    /// a service's requests over the query's range that were (or were not) 5xx. `None` for any other query.
+    fn answer(&self, query: &str, at: Timestamp) -> Option<f64> {
+        let service = Self::SERVICES
+            .into_iter()
+            .find(|s| query.contains(&format!("service=\"{s}\"")))?;
+        let want_errors = if query.contains("code!~\"5..\"") {
+            false
+        } else if query.contains("code=~\"5..\"") {
+            true
+        } else {
+            return None;
+        };
+        let window = query
+            .split('[')
+            .nth(1)
+            .and_then(|rest| rest.split(']').next())
+            .and_then(|w| crate::api::duration::parse_duration(w).ok())?;
+        let end = at.duration_since(self.start).as_secs_f64();
+        let start = (end - window.as_secs_f64()).max(0.0);
+        let delta = |errors: bool| {
+            self.counter(service, errors, end) - self.counter(service, errors, start)
+        };
+        let all = delta(true) + delta(false);
+        Some(if all == 0.0 {
+            f64::NAN
+        } else {
+            delta(want_errors) / all
+        })
+    }
+
+    pub fn analysis_window(&self) -> (Timestamp, Timestamp) {
+        let from = self.start + SignedDuration::from_mins(ANALYSIS_OFFSET_MINUTES);
+        (from, self.start + SignedDuration::from_mins(MINUTES))
+    }
+}
+
+/// Serves `/api/v1/query` for the scenario on 127.0.0.1 until the task is dropped. Returns the address.
+async fn serve(scenario: Scenario) -> std::io::Result<String> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let address = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // Read the head, then as much body as Content-Length says.
+                loop {
+                    let Ok(n) = stream.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(head_end) = find(&buf, b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+                        let length = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if buf.len() >= head_end + 4 + length {
+                            break;
+                        }
+                    }
+                    if buf.len() > 1 << 20 {
+                        return;
+                    }
+                }
+                let body = respond(&scenario, &buf);
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    Ok(address)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The JSON answer to one request: the form fields come from the query string or the body.
+fn respond(scenario: &Scenario, request: &[u8]) -> String {
+    let text = String::from_utf8_lossy(request);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let target = head.split_whitespace().nth(1).unwrap_or("/");
+    let (path, query_string) = target.split_once('?').unwrap_or((target, ""));
+    let fields: Vec<(String, String)> = url::form_urlencoded::parse(query_string.as_bytes())
+        .chain(url::form_urlencoded::parse(body.as_bytes()))
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let error = |message: &str| {
+        serde_json::json!({"status": "error", "errorType": "bad_data", "error": message})
+            .to_string()
+    };
+    if path != "/api/v1/query" {
+        return error("the demo's stand-in answers /api/v1/query only");
+    }
+    let (Some(query), Some(time)) = (field("query"), field("time")) else {
+        return error("query and time are required");
+    };
+    let Some(at) = time
+        .parse::<f64>()
+        .ok()
+        .and_then(|s| Timestamp::from_second(s as i64).ok())
+        .or(time.parse().ok())
+    else {
+        return error("time is not a timestamp");
+    };
+    match scenario.answer(&query, at) {
+        None => error("the demo's stand-in only answers the scenario's success/error-rate queries"),
+        Some(v) => serde_json::json!({
+            "status": "success",
+            "data": {"resultType": "vector", "result": [{"metric": {}, "value": [at.as_second(), crate::engine::value::render_number(v)]}]}
+        })
+        .to_string(),
+    }
+}
+
+pub fn run(args: Args) -> Exit {
+    let scenario = Scenario::new(args.scenario);
+    if let Some(path) = &args.write_openmetrics {
+        return match std::fs::write(path, scenario.openmetrics()) {
+            Ok(()) => Exit::Ok,
+            Err(e) => {
+                eprintln!("canaryd demo: cannot write {}: {e}", path.display());
+                Exit::Usage
+            }
+        };
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("canaryd demo: cannot start the runtime: {e}");
+            return Exit::Error;
+        }
+    };
+    runtime.block_on(async {
+        let address = match serve(scenario).await {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("canaryd demo: cannot listen on loopback: {e}");
+                return Exit::Error;
+            }
+        };
+        let (docs, error) = load::parse_documents(std::path::Path::new("analysis-templates/success-rate.yaml"), SUCCESS_RATE);
+        if let Some(e) = error {
+            eprintln!("canaryd demo: the built-in template does not parse: {e}");
+            return Exit::Error;
+        }
+        let supplied = [
+            ("service".to_string(), "checkout-canary".to_string()),
+            ("namespace".to_string(), "shop".to_string()),
+        ];
+        let (name, prepared) = match super::analyze::prepare_docs(&docs, None, &supplied, Some(&address)) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("canaryd demo: {}", e.0);
+                return Exit::Error;
+            }
+        };
+        let (from, to) = scenario.analysis_window();
+        if args.output == OutputFormat::Text {
+            let story = match args.scenario {
+                ScenarioName::Degrading => "canary fine (0.8% errors) for 8 minutes, then 12%",
+                ScenarioName::Healthy => "canary steady at 0.8% errors",
+            };
+            println!(
+                "canaryd demo: baseline steady at 1% errors; {story}.\n\
+                 Running analysis-templates/success-rate.yaml (service=checkout-canary, threshold 0.99) on a virtual \
+                 clock from {from} to {to},\nagainst a stand-in for Prometheus' query API at {address}.\n"
+            );
+            let _ = std::io::stdout().flush();
+        }
+        super::analyze::execute(&name, &prepared, &Providers::new(None), Some((from, to)), args.output).await
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stand_in_answers_the_ratio_prometheus_would_compute() {
+        let s = Scenario::new(ScenarioName::Degrading);
+        let q = |code: &str| {
+            format!(
+                "sum(rate(x{{service=\"checkout-canary\",code{code}}}[2m])) / sum(rate(x{{service=\"checkout-canary\"}}[2m]))"
+            )
+        };
+        let at = |minute: i64| s.start + SignedDuration::from_mins(minute);
+        let ok = s.answer(&q("!~\"5..\""), at(5)).unwrap();
+        assert!((ok - 0.992).abs() < 0.001, "{ok}");
+        let bad = s.answer(&q("=~\"5..\""), at(12)).unwrap();
+        assert!((bad - 0.12).abs() < 0.001, "{bad}");
+        assert!(s.answer("up", at(5)).is_none());
+        assert!(
+            s.answer(&q("!~\"5..\""), s.start).unwrap().is_nan(),
+            "no traffic yet is 0/0"
+        );
+    }
+
+    #[test]
+    fn the_openmetrics_series_are_cumulative_and_end_with_eof() {
+        let text = Scenario::new(ScenarioName::Healthy).openmetrics();
+        assert!(text.ends_with("# EOF\n"));
+        let canary_ok: Vec<f64> = text
+            .lines()
+            .filter(|l| l.contains("checkout-canary") && l.contains("code=\"200\""))
+            .filter_map(|l| l.split(' ').nth(1)?.parse().ok())
+            .collect();
+        assert_eq!(canary_ok.len(), 121);
+        assert!(
+            canary_ok.windows(2).all(|w| w[1] >= w[0]),
+            "counters never go down"
+        );
+    }
+}

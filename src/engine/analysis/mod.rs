@@ -1,0 +1,491 @@
+//! The analysis state machine, with Argo Rollouts' semantics: which metrics are due at `now`, how a finished
+//! measurement updates its metric's counters, and how counters and limits become metric and run phases, the
+//! summaries and the next wake-up. All state lives in `AnalysisRunStatus` (Argo's fields), so a restarted
+//! daemon resumes from the status alone without losing or repeating a measurement.
+//!
+//! It must not evaluate conditions, substitute args, call providers or read a clock: measurements arrive with
+//! their phase already assessed and `now` is always an argument.
+
+mod plan;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::{AnalysisPhase, AnalysisRunStatus, Measurement, MetricResult, RunSummary};
+
+pub use plan::{
+    AnalysisPlan, DEFAULT_CONSECUTIVE_ERROR_LIMIT, DEFAULT_MEASUREMENT_RETENTION, MetricPlan,
+    PlanError,
+};
+
+/// Argo's `DefaultErrorRetryInterval`: after an Error the metric is measured again this soon, whatever its
+/// interval.
+pub const ERROR_RETRY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The message of a run stopped by `spec.terminate` (or by the end of a backtest), as Argo writes it.
+pub const RUN_TERMINATED: &str = "Run Terminated";
+/// The message of an in-flight measurement closed because the run is terminating, as Argo writes it.
+pub const METRIC_TERMINATED: &str = "Metric Terminated";
+
+/// What the run looks like after [`assess`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assessment {
+    pub phase: AnalysisPhase,
+    pub message: Option<String>,
+    /// When something is next due; `None` once the run is complete. It may lie in the past (an overdue
+    /// measurement after a restart, an in-flight one without `resumeAt`): then measure right away.
+    pub next_wakeup: Option<Timestamp>,
+}
+
+impl Assessment {
+    pub fn is_complete(&self) -> bool {
+        self.phase.is_completed()
+    }
+}
+
+/// `record` was handed a metric index the plan does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the analysis has no metric number {0}")]
+pub struct UnknownMetric(pub usize);
+
+/// A fresh status for a run starting at `now`: every metric Pending, the run Running.
+pub fn start(plan: &AnalysisPlan, now: Timestamp) -> AnalysisRunStatus {
+    let mut status = AnalysisRunStatus::default();
+    assess(plan, &mut status, now, false);
+    status
+}
+
+/// The metrics (indexes into `plan.metrics`) to measure at `now`. Nothing is due once the run is complete or
+/// terminating; an in-flight measurement is due again at its `resumeAt`.
+pub fn due(
+    plan: &AnalysisPlan,
+    status: &AnalysisRunStatus,
+    now: Timestamp,
+    terminate: bool,
+) -> Vec<usize> {
+    if status.phase.is_some_and(AnalysisPhase::is_completed) || terminating(plan, status, terminate)
+    {
+        return Vec::new();
+    }
+    let run_start = started(status, now);
+    plan.metrics
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| {
+            next_due(m, result(status, &m.name), run_start).is_some_and(|at| at <= now)
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Stores one measurement of metric `metric`. A completed measurement updates the counters (an Error never
+/// uses up `count`); one still Running (e.g. with `resumeAt`) is kept in flight and replaced by the `record`
+/// that completes it. Missing
+/// `startedAt`/`finishedAt` are filled with `now`. Only the last `retention` measurements are kept.
+pub fn record(
+    plan: &AnalysisPlan,
+    status: &mut AnalysisRunStatus,
+    metric: usize,
+    mut m: Measurement,
+    now: Timestamp,
+) -> Result<(), UnknownMetric> {
+    let p = plan.metrics.get(metric).ok_or(UnknownMetric(metric))?;
+    let r = result_mut(status, p);
+    if m.started_at.is_none() {
+        m.started_at = Some(Time(now));
+    }
+    if m.phase.is_completed() {
+        if m.finished_at.is_none() {
+            m.finished_at = Some(Time(now));
+        }
+        count(r, m.phase);
+    }
+    // Completing an in-flight measurement replaces it rather than adding a second one.
+    match r.measurements.last_mut() {
+        Some(last) if !last.phase.is_completed() => *last = m,
+        _ => r.measurements.push(m),
+    }
+    let excess = r.measurements.len().saturating_sub(p.retention.max(1));
+    r.measurements.drain(..excess);
+    Ok(())
+}
+
+fn count(r: &mut MetricResult, phase: AnalysisPhase) {
+    let counter = match phase {
+        AnalysisPhase::Successful => &mut r.successful,
+        AnalysisPhase::Failed => &mut r.failed,
+        AnalysisPhase::Inconclusive => &mut r.inconclusive,
+        AnalysisPhase::Error => &mut r.error,
+        AnalysisPhase::Pending | AnalysisPhase::Running => return,
+    };
+    *counter = counter.saturating_add(1);
+    if phase == AnalysisPhase::Error {
+        r.consecutive_error = r.consecutive_error.saturating_add(1);
+    } else {
+        r.count = r.count.saturating_add(1);
+        r.consecutive_error = 0;
+    }
+    if phase == AnalysisPhase::Successful {
+        r.consecutive_success = r.consecutive_success.saturating_add(1);
+    } else {
+        r.consecutive_success = 0;
+    }
+}
+
+/// Brings metric phases, the run phase and message, the summaries and `startedAt`/`completedAt` up to date
+/// at `now`. `terminate` is `spec.terminate` (or the end of a backtest). Once a non-dry-run metric ends Failed,
+/// Error or Inconclusive, the run terminates too: unfinished metrics end Successful.
+pub fn assess(
+    plan: &AnalysisPlan,
+    status: &mut AnalysisRunStatus,
+    now: Timestamp,
+    terminate: bool,
+) -> Assessment {
+    let run_start = started(status, now);
+    status.started_at.get_or_insert(Time(run_start));
+    for p in &plan.metrics {
+        let r = result_mut(status, p);
+        r.dry_run = p.dry_run;
+    }
+    if let Some(phase) = status.phase.filter(|p| p.is_completed()) {
+        return Assessment {
+            phase,
+            message: status.message.clone(),
+            next_wakeup: None,
+        };
+    }
+
+    // Two passes: a metric that ends badly in the first terminates the run, which ends the others in the second.
+    for _ in 0..2 {
+        let stopping = terminating(plan, status, terminate);
+        for p in &plan.metrics {
+            if stopping {
+                close_in_flight(p, status, now);
+            }
+            let r = result_mut(status, p);
+            if r.phase.is_completed() {
+                continue;
+            }
+            let (phase, reason) = verdict(p, r, stopping);
+            if phase != r.phase {
+                r.message = match (&reason, p.dry_run) {
+                    (Some(reason), true) => {
+                        Some(format!("Metric assessed {phase} due to {reason}"))
+                    }
+                    _ => r.measurements.last().and_then(|m| m.message.clone()),
+                };
+                r.phase = phase;
+            }
+        }
+    }
+
+    let (phase, message) = run_phase(plan, status, terminate);
+    status.run_summary = Some(summary(plan, status, false));
+    status.dry_run_summary = Some(summary(plan, status, true));
+    status.phase = Some(phase);
+    status.message = message.clone();
+    let next_wakeup = if phase.is_completed() {
+        status.completed_at.get_or_insert(Time(now));
+        None
+    } else {
+        plan.metrics
+            .iter()
+            .filter_map(|m| next_due(m, result(status, &m.name), run_start))
+            .min()
+    };
+    Assessment {
+        phase,
+        message,
+        next_wakeup,
+    }
+}
+
+/// One tick of a simulated or backtested run: measure what is due at `now` with `measure`, record it, assess.
+/// The daemon does the same with real providers in between; this is for callers whose measurements are
+/// synchronous (simulations, tests).
+pub fn step(
+    plan: &AnalysisPlan,
+    status: &mut AnalysisRunStatus,
+    now: Timestamp,
+    terminate: bool,
+    mut measure: impl FnMut(usize, &MetricPlan, Timestamp) -> Measurement,
+) -> Assessment {
+    status.started_at.get_or_insert(Time(now));
+    for i in due(plan, status, now, terminate) {
+        if let Some(p) = plan.metrics.get(i) {
+            let m = measure(i, p, now);
+            // `i` came from `due`, so it is in range.
+            let _ = record(plan, status, i, m, now);
+        }
+    }
+    assess(plan, status, now, terminate)
+}
+
+/// The run is terminating when asked to, or when a non-dry-run metric has ended Failed, Error or Inconclusive.
+fn terminating(plan: &AnalysisPlan, status: &AnalysisRunStatus, terminate: bool) -> bool {
+    terminate
+        || plan.metrics.iter().any(|p| {
+            !p.dry_run
+                && result(status, &p.name).is_some_and(|r| {
+                    matches!(
+                        r.phase,
+                        AnalysisPhase::Failed | AnalysisPhase::Error | AnalysisPhase::Inconclusive
+                    )
+                })
+        })
+}
+
+/// A terminating run does not wait for in-flight measurements: they end Successful, as Argo's providers
+/// report a terminated measurement.
+fn close_in_flight(p: &MetricPlan, status: &mut AnalysisRunStatus, now: Timestamp) {
+    let r = result_mut(status, p);
+    if r.phase.is_completed() {
+        return;
+    }
+    if let Some(last) = r
+        .measurements
+        .last_mut()
+        .filter(|m| !m.phase.is_completed())
+    {
+        last.phase = AnalysisPhase::Successful;
+        last.message = Some(METRIC_TERMINATED.to_string());
+        last.finished_at = Some(Time(now));
+        last.resume_at = None;
+        count(r, AnalysisPhase::Successful);
+    }
+}
+
+/// The phase a metric's counters and limits give it, and the reason when a limit decided it.
+fn verdict(p: &MetricPlan, r: &MetricResult, terminating: bool) -> (AnalysisPhase, Option<String>) {
+    let Some(last) = r.measurements.last() else {
+        // Argo ends a metric that never measured Successful when the run stops before it started.
+        let phase = if terminating {
+            AnalysisPhase::Successful
+        } else {
+            AnalysisPhase::Pending
+        };
+        return (phase, None);
+    };
+    if !last.phase.is_completed() {
+        return (AnalysisPhase::Running, None);
+    }
+    if let Some(tripped) = limit_tripped(p, r) {
+        return tripped;
+    }
+    if p.consecutive_success_limit > 0 && r.consecutive_success >= p.consecutive_success_limit {
+        return (AnalysisPhase::Successful, None);
+    }
+    if let Some(n) = p.count
+        && i64::from(r.count) >= i64::from(n)
+    {
+        return count_reached(p, r, n);
+    }
+    if terminating {
+        (AnalysisPhase::Successful, None)
+    } else {
+        (AnalysisPhase::Running, None)
+    }
+}
+
+/// failureLimit, inconclusiveLimit and consecutiveErrorLimit, checked in Argo's order; when several trip at
+/// once the later one wins, as in Argo.
+fn limit_tripped(p: &MetricPlan, r: &MetricResult) -> Option<(AnalysisPhase, Option<String>)> {
+    let mut tripped = None;
+    if p.failure_limit >= 0 && r.failed > p.failure_limit {
+        tripped = Some((
+            AnalysisPhase::Failed,
+            format!("failed ({}) > failureLimit ({})", r.failed, p.failure_limit),
+        ));
+    }
+    if r.inconclusive > p.inconclusive_limit {
+        tripped = Some((
+            AnalysisPhase::Inconclusive,
+            format!(
+                "inconclusive ({}) > inconclusiveLimit ({})",
+                r.inconclusive, p.inconclusive_limit
+            ),
+        ));
+    }
+    if r.consecutive_error > p.consecutive_error_limit {
+        tripped = Some((
+            AnalysisPhase::Error,
+            format!(
+                "consecutiveErrors ({}) > consecutiveErrorLimit ({})",
+                r.consecutive_error, p.consecutive_error_limit
+            ),
+        ));
+    }
+    tripped.map(|(phase, reason)| (phase, Some(reason)))
+}
+
+/// Argo 1.8: reaching `count` succeeds, unless a consecutiveSuccessLimit was set and its streak not reached:
+/// then the metric Failed when failureLimit is off (-1), Inconclusive when both limits were in play.
+fn count_reached(p: &MetricPlan, r: &MetricResult, n: u32) -> (AnalysisPhase, Option<String>) {
+    if p.consecutive_success_limit <= 0 {
+        return (AnalysisPhase::Successful, None);
+    }
+    let phase = if p.failure_limit < 0 {
+        AnalysisPhase::Failed
+    } else {
+        AnalysisPhase::Inconclusive
+    };
+    let reason = format!(
+        "count ({n}) reached with consecutiveSuccess ({}) < consecutiveSuccessLimit ({})",
+        r.consecutive_success, p.consecutive_success_limit
+    );
+    (phase, Some(reason))
+}
+
+/// Best to worst, as the run phase orders them.
+fn severity(phase: AnalysisPhase) -> u8 {
+    match phase {
+        AnalysisPhase::Successful => 0,
+        AnalysisPhase::Running => 1,
+        AnalysisPhase::Pending => 2,
+        AnalysisPhase::Inconclusive => 3,
+        AnalysisPhase::Error => 4,
+        AnalysisPhase::Failed => 5,
+    }
+}
+
+/// The run is Running until every metric completed; then it takes the worst non-dry-run metric's phase and
+/// message (dry-run metrics alone give Successful).
+fn run_phase(
+    plan: &AnalysisPlan,
+    status: &AnalysisRunStatus,
+    terminate: bool,
+) -> (AnalysisPhase, Option<String>) {
+    let mut everything_completed = true;
+    let mut worst: Option<(AnalysisPhase, Option<String>)> = None;
+    for p in &plan.metrics {
+        let Some(r) = result(status, &p.name) else {
+            everything_completed = false;
+            continue;
+        };
+        if !r.phase.is_completed() {
+            everything_completed = false;
+            continue;
+        }
+        if p.dry_run {
+            continue;
+        }
+        if worst
+            .as_ref()
+            .is_none_or(|(w, _)| severity(r.phase) > severity(*w))
+        {
+            let message = completed_reason(p, r).map(|reason| {
+                let mut text =
+                    format!("Metric \"{}\" assessed {} due to {reason}", p.name, r.phase);
+                if let Some(detail) = r.message.as_deref().filter(|m| !m.is_empty()) {
+                    text.push_str(&format!(": \"Error Message: {detail}\""));
+                }
+                text
+            });
+            worst = Some((r.phase, message));
+        }
+    }
+    if !everything_completed {
+        return (AnalysisPhase::Running, None);
+    }
+    let (phase, message) = worst.unwrap_or((AnalysisPhase::Successful, None));
+    let message = message.or_else(|| terminate.then(|| RUN_TERMINATED.to_string()));
+    (phase, message)
+}
+
+/// Why a completed metric ended as it did, recomputed from its counters (they no longer change).
+fn completed_reason(p: &MetricPlan, r: &MetricResult) -> Option<String> {
+    let (phase, reason) = limit_tripped(p, r).or_else(|| {
+        p.count
+            .filter(|n| i64::from(r.count) >= i64::from(*n))
+            .map(|n| count_reached(p, r, n))
+    })?;
+    reason.filter(|_| phase == r.phase)
+}
+
+fn summary(plan: &AnalysisPlan, status: &AnalysisRunStatus, dry_run: bool) -> RunSummary {
+    let mut s = RunSummary::default();
+    for p in plan.metrics.iter().filter(|p| p.dry_run == dry_run) {
+        s.count += 1;
+        match result(status, &p.name).map(|r| r.phase) {
+            Some(AnalysisPhase::Successful) => s.successful += 1,
+            Some(AnalysisPhase::Failed) => s.failed += 1,
+            Some(AnalysisPhase::Inconclusive) => s.inconclusive += 1,
+            Some(AnalysisPhase::Error) => s.error += 1,
+            _ => {}
+        }
+    }
+    s
+}
+
+/// When metric `p` should next be measured: run start + initialDelay for the first measurement, the in-flight
+/// one's `resumeAt`, 10 s after an Error, else the last `finishedAt` + interval. `None` when it is finished.
+fn next_due(p: &MetricPlan, r: Option<&MetricResult>, run_start: Timestamp) -> Option<Timestamp> {
+    let r = match r {
+        Some(r) if r.phase.is_completed() => return None,
+        Some(r) => r,
+        None => return Some(plus(run_start, p.initial_delay)),
+    };
+    let Some(last) = r.measurements.last() else {
+        return Some(plus(run_start, p.initial_delay));
+    };
+    let stamp = |t: &Option<Time>| t.as_ref().map(|t| t.0);
+    if !last.phase.is_completed() {
+        // No resumeAt means resume right away.
+        return Some(stamp(&last.resume_at).unwrap_or(run_start));
+    }
+    if p.count.is_some_and(|n| i64::from(r.count) >= i64::from(n)) {
+        return None;
+    }
+    let wait = if last.phase == AnalysisPhase::Error {
+        ERROR_RETRY_INTERVAL
+    } else {
+        p.interval?
+    };
+    let finished = stamp(&last.finished_at)
+        .or(stamp(&last.started_at))
+        .unwrap_or(run_start);
+    Some(plus(finished, wait))
+}
+
+fn plus(t: Timestamp, d: std::time::Duration) -> Timestamp {
+    t.checked_add(d).unwrap_or(Timestamp::MAX)
+}
+
+fn started(status: &AnalysisRunStatus, now: Timestamp) -> Timestamp {
+    status.started_at.as_ref().map_or(now, |t| t.0)
+}
+
+fn result<'a>(status: &'a AnalysisRunStatus, name: &str) -> Option<&'a MetricResult> {
+    status
+        .metric_results
+        .as_ref()?
+        .iter()
+        .find(|r| r.name == name)
+}
+
+/// The metric's result, created Pending (in plan order) if the status has none yet.
+fn result_mut<'a>(status: &'a mut AnalysisRunStatus, p: &MetricPlan) -> &'a mut MetricResult {
+    let results = status.metric_results.get_or_insert_with(Vec::new);
+    let index = match results.iter().position(|r| r.name == p.name) {
+        Some(i) => i,
+        None => {
+            results.push(MetricResult {
+                name: p.name.clone(),
+                phase: AnalysisPhase::Pending,
+                measurements: Vec::new(),
+                message: None,
+                count: 0,
+                successful: 0,
+                failed: 0,
+                inconclusive: 0,
+                error: 0,
+                consecutive_error: 0,
+                consecutive_success: 0,
+                dry_run: p.dry_run,
+                metadata: None,
+            });
+            results.len() - 1
+        }
+    };
+    &mut results[index]
+}

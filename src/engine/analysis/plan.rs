@@ -1,0 +1,572 @@
+//! The analysis plan: an AnalysisRun's metrics with Argo's defaults applied and every duration and limit parsed
+//! once, so the state machine never re-reads wire types. Owns defaults and the timing/limit rules Argo rejects
+//! a spec for; it must not evaluate conditions, substitute args (they arrive substituted) or perform I/O.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use regex::Regex;
+
+use crate::api::duration::{DurationError, parse_duration};
+use crate::api::{DryRun, MeasurementRetention, Metric};
+
+/// Argo's `consecutiveErrorLimit` default: the 5th error in a row ends the metric.
+pub const DEFAULT_CONSECUTIVE_ERROR_LIMIT: i32 = 4;
+/// Argo's default number of measurements kept per metric in status.
+pub const DEFAULT_MEASUREMENT_RETENTION: usize = 10;
+
+/// Why a metric cannot be run as written. Messages name the metric and the Argo field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error("an analysis needs at least one metric")]
+    NoMetrics,
+    #[error("metric {metric:?}: the name is used by more than one metric")]
+    DuplicateName { metric: String },
+    #[error("metric {metric:?}: {field}: {source}")]
+    Duration {
+        metric: String,
+        field: &'static str,
+        source: DurationError,
+    },
+    #[error(
+        "metric {metric:?}: {field}: {text:?} still holds an argument placeholder; pass a value for it"
+    )]
+    UnresolvedArg {
+        metric: String,
+        field: &'static str,
+        text: String,
+    },
+    #[error("metric {metric:?}: {field}: {text:?} is not a whole number")]
+    NotAnInteger {
+        metric: String,
+        field: &'static str,
+        text: String,
+    },
+    #[error("metric {metric:?}: {field}: {value} is below the smallest allowed value {min}")]
+    TooSmall {
+        metric: String,
+        field: &'static str,
+        value: i32,
+        min: i32,
+    },
+    #[error("metric {metric:?}: count is {count} but no interval says how far apart to measure")]
+    CountWithoutInterval { metric: String, count: u32 },
+    #[error(
+        "metric {metric:?}: failureLimit -1 disables failing, so consecutiveSuccessLimit must be above 0"
+    )]
+    NoLimitApplies { metric: String },
+    #[error("metric {metric:?}: count ({count}) must be >= {field} ({limit})")]
+    CountBelowLimit {
+        metric: String,
+        field: &'static str,
+        count: u32,
+        limit: i32,
+    },
+    #[error("{field}: {pattern:?} is not a valid regular expression: {message}")]
+    BadPattern {
+        field: String,
+        pattern: String,
+        message: String,
+    },
+    #[error("{field}: {pattern:?} matches no metric name")]
+    PatternMatchesNothing { field: String, pattern: String },
+}
+
+/// One metric, ready to schedule and judge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricPlan {
+    pub name: String,
+    /// Time between the end of one measurement and the start of the next; `None` measures once.
+    pub interval: Option<Duration>,
+    /// Wait after the run starts before the first measurement.
+    pub initial_delay: Duration,
+    /// Measurements (errors excluded) after which the metric ends; `None` runs until terminated.
+    pub count: Option<u32>,
+    /// Failed measurements tolerated; -1 disables failing on this count.
+    pub failure_limit: i32,
+    pub inconclusive_limit: i32,
+    pub consecutive_error_limit: i32,
+    /// Successes in a row that end the metric Successful; 0 disables it.
+    pub consecutive_success_limit: i32,
+    /// Reported but never decides the run.
+    pub dry_run: bool,
+    /// Measurements kept in status.
+    pub retention: usize,
+}
+
+/// Every metric of one AnalysisRun, in spec order (the order of `status.metricResults`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnalysisPlan {
+    pub metrics: Vec<MetricPlan>,
+}
+
+impl AnalysisPlan {
+    /// Builds the plan from a run's (args-substituted) spec: `dryRun` and `measurementRetention` rules are
+    /// regular expressions searched in the metric name, as Argo does, and each must match some metric.
+    pub fn from_spec(
+        metrics: &[Metric],
+        dry_run: &[DryRun],
+        retention: &[MeasurementRetention],
+    ) -> Result<AnalysisPlan, PlanError> {
+        if metrics.is_empty() {
+            return Err(PlanError::NoMetrics);
+        }
+        let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) {
+                return Err(PlanError::DuplicateName {
+                    metric: name.to_string(),
+                });
+            }
+        }
+        let dry_rules = dry_run
+            .iter()
+            .enumerate()
+            .map(|(i, rule)| {
+                compile_rule(format!("dryRun[{i}].metricName"), &rule.metric_name, &names)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let retention_rules = retention
+            .iter()
+            .enumerate()
+            .map(|(i, rule)| {
+                compile_rule(
+                    format!("measurementRetention[{i}].metricName"),
+                    &rule.metric_name,
+                    &names,
+                )
+                .map(|re| (re, rule.limit))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let metrics = metrics
+            .iter()
+            .map(|m| {
+                let dry = dry_rules.iter().any(|re| re.is_match(&m.name));
+                // Like Argo, a later rule overrides an earlier one, and a limit of 0 or less means the default.
+                let kept = retention_rules
+                    .iter()
+                    .rev()
+                    .find(|(re, _)| re.is_match(&m.name))
+                    .and_then(|(_, limit)| usize::try_from(*limit).ok())
+                    .filter(|limit| *limit > 0)
+                    .unwrap_or(DEFAULT_MEASUREMENT_RETENTION);
+                MetricPlan::from_metric(m, dry, kept)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(AnalysisPlan { metrics })
+    }
+}
+
+fn compile_rule(field: String, pattern: &str, names: &[&str]) -> Result<Regex, PlanError> {
+    let re = Regex::new(pattern).map_err(|e| PlanError::BadPattern {
+        field: field.clone(),
+        pattern: pattern.to_string(),
+        message: e.to_string(),
+    })?;
+    if !names.iter().any(|n| re.is_match(n)) {
+        return Err(PlanError::PatternMatchesNothing {
+            field,
+            pattern: pattern.to_string(),
+        });
+    }
+    Ok(re)
+}
+
+impl MetricPlan {
+    /// Applies Argo's defaults to one metric and rejects what Argo's controller rejects.
+    pub fn from_metric(
+        m: &Metric,
+        dry_run: bool,
+        retention: usize,
+    ) -> Result<MetricPlan, PlanError> {
+        let name = m.name.clone();
+        let duration = |field: &'static str, text: &Option<String>| {
+            text.as_deref()
+                .filter(|t| !t.is_empty())
+                .map(|t| {
+                    parse_duration(t).map_err(|source| PlanError::Duration {
+                        metric: name.clone(),
+                        field,
+                        source,
+                    })
+                })
+                .transpose()
+        };
+        let int = |field: &'static str, value: &Option<IntOrString>, default: i32, min: i32| {
+            let value = match value {
+                None => default,
+                Some(v) => int_value(&name, field, v)?,
+            };
+            if value < min {
+                return Err(PlanError::TooSmall {
+                    metric: name.clone(),
+                    field,
+                    value,
+                    min,
+                });
+            }
+            Ok(value)
+        };
+        let interval = duration("interval", &m.interval)?;
+        let initial_delay = duration("initialDelay", &m.initial_delay)?.unwrap_or(Duration::ZERO);
+        let count = int("count", &m.count, 0, 0)?;
+        let failure_limit = int("failureLimit", &m.failure_limit, 0, -1)?;
+        let inconclusive_limit = int("inconclusiveLimit", &m.inconclusive_limit, 0, 0)?;
+        let consecutive_error_limit = int(
+            "consecutiveErrorLimit",
+            &m.consecutive_error_limit,
+            DEFAULT_CONSECUTIVE_ERROR_LIMIT,
+            0,
+        )?;
+        let consecutive_success_limit = int(
+            "consecutiveSuccessLimit",
+            &m.consecutive_success_limit,
+            0,
+            0,
+        )?;
+
+        // Argo's effective count: 0 and unset mean the same; without an interval that is one measurement,
+        // with one it is "until terminated".
+        let written = u32::try_from(count).unwrap_or(0);
+        let count = match (written, interval) {
+            (0, None) => Some(1),
+            (0, Some(_)) => None,
+            (n, _) => Some(n),
+        };
+        if let (Some(n), None) = (count, interval)
+            && n > 1
+        {
+            return Err(PlanError::CountWithoutInterval {
+                metric: name,
+                count: n,
+            });
+        }
+        if failure_limit < 0 && consecutive_success_limit <= 0 {
+            return Err(PlanError::NoLimitApplies { metric: name });
+        }
+        // Only a count the user wrote is held against the limits (Argo does the same).
+        if written > 0 {
+            let n = written;
+            let limits = [
+                ("failureLimit", failure_limit),
+                ("inconclusiveLimit", inconclusive_limit),
+                ("consecutiveSuccessLimit", consecutive_success_limit),
+            ];
+            if let Some((field, limit)) = limits
+                .into_iter()
+                .find(|(_, l)| i64::from(n) < i64::from(*l))
+            {
+                return Err(PlanError::CountBelowLimit {
+                    metric: name,
+                    field,
+                    count: n,
+                    limit,
+                });
+            }
+        }
+        Ok(MetricPlan {
+            name,
+            interval,
+            initial_delay,
+            count,
+            failure_limit,
+            inconclusive_limit,
+            consecutive_error_limit,
+            consecutive_success_limit,
+            dry_run,
+            retention,
+        })
+    }
+}
+
+/// An IntOrString limit: an int, or (after args substitution) a string holding one.
+fn int_value(metric: &str, field: &'static str, value: &IntOrString) -> Result<i32, PlanError> {
+    match value {
+        IntOrString::Int(i) => Ok(*i),
+        IntOrString::String(text) => {
+            if text.contains("{{") {
+                return Err(PlanError::UnresolvedArg {
+                    metric: metric.to_string(),
+                    field,
+                    text: text.clone(),
+                });
+            }
+            text.trim()
+                .parse::<i32>()
+                .map_err(|_| PlanError::NotAnInteger {
+                    metric: metric.to_string(),
+                    field,
+                    text: text.clone(),
+                })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metric(name: &str) -> Metric {
+        Metric {
+            name: name.to_string(),
+            ..Metric::default()
+        }
+    }
+
+    fn plan(m: &Metric) -> Result<MetricPlan, PlanError> {
+        MetricPlan::from_metric(m, false, DEFAULT_MEASUREMENT_RETENTION)
+    }
+
+    #[test]
+    fn a_bare_metric_gets_argos_defaults() {
+        let p = plan(&metric("m")).unwrap();
+        assert_eq!(p.interval, None);
+        assert_eq!(p.initial_delay, Duration::ZERO);
+        assert_eq!(p.count, Some(1), "no count and no interval measure once");
+        assert_eq!(p.failure_limit, 0);
+        assert_eq!(p.inconclusive_limit, 0);
+        assert_eq!(p.consecutive_error_limit, 4);
+        assert_eq!(p.consecutive_success_limit, 0);
+        assert_eq!(p.retention, 10);
+    }
+
+    #[test]
+    fn interval_without_count_runs_until_terminated() {
+        let m = Metric {
+            interval: Some("5m".into()),
+            ..metric("m")
+        };
+        let p = plan(&m).unwrap();
+        assert_eq!(p.count, None);
+        assert_eq!(p.interval, Some(Duration::from_secs(300)));
+    }
+
+    #[test]
+    fn count_zero_means_the_same_as_unset() {
+        let m = Metric {
+            count: Some(IntOrString::Int(0)),
+            ..metric("m")
+        };
+        assert_eq!(plan(&m).unwrap().count, Some(1));
+    }
+
+    #[test]
+    fn limits_accept_numeric_strings_left_by_args_substitution() {
+        let m = Metric {
+            interval: Some("1m".into()),
+            count: Some(IntOrString::String("5".into())),
+            failure_limit: Some(IntOrString::String(" 3 ".into())),
+            consecutive_error_limit: Some(IntOrString::String("2".into())),
+            ..metric("m")
+        };
+        let p = plan(&m).unwrap();
+        assert_eq!(
+            (p.count, p.failure_limit, p.consecutive_error_limit),
+            (Some(5), 3, 2)
+        );
+    }
+
+    #[test]
+    fn a_leftover_placeholder_is_an_error_naming_the_field() {
+        let m = Metric {
+            failure_limit: Some(IntOrString::String("{{args.limit}}".into())),
+            ..metric("m")
+        };
+        let err = plan(&m).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "metric \"m\": failureLimit: \"{{args.limit}}\" still holds an argument placeholder; pass a value for it"
+        );
+    }
+
+    #[test]
+    fn a_limit_that_is_not_a_number_is_an_error() {
+        let m = Metric {
+            inconclusive_limit: Some(IntOrString::String("three".into())),
+            ..metric("m")
+        };
+        assert!(matches!(
+            plan(&m),
+            Err(PlanError::NotAnInteger {
+                field: "inconclusiveLimit",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_bad_interval_is_an_error_naming_the_field() {
+        let m = Metric {
+            interval: Some("5 minutes".into()),
+            ..metric("m")
+        };
+        let err = plan(&m).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("metric \"m\": interval: invalid duration"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn count_above_one_without_interval_is_invalid() {
+        let m = Metric {
+            count: Some(IntOrString::Int(3)),
+            ..metric("m")
+        };
+        assert_eq!(
+            plan(&m),
+            Err(PlanError::CountWithoutInterval {
+                metric: "m".into(),
+                count: 3
+            })
+        );
+    }
+
+    #[test]
+    fn failure_limit_minus_one_needs_a_consecutive_success_limit() {
+        let m = Metric {
+            failure_limit: Some(IntOrString::Int(-1)),
+            ..metric("m")
+        };
+        assert_eq!(
+            plan(&m),
+            Err(PlanError::NoLimitApplies { metric: "m".into() })
+        );
+        let m = Metric {
+            interval: Some("1m".into()),
+            count: Some(IntOrString::Int(5)),
+            consecutive_success_limit: Some(IntOrString::Int(3)),
+            ..m
+        };
+        assert_eq!(plan(&m).unwrap().failure_limit, -1);
+    }
+
+    #[test]
+    fn limits_below_their_minimum_are_rejected() {
+        let cases = [
+            (
+                Metric {
+                    failure_limit: Some(IntOrString::Int(-2)),
+                    ..metric("m")
+                },
+                "failureLimit",
+            ),
+            (
+                Metric {
+                    consecutive_error_limit: Some(IntOrString::Int(-1)),
+                    ..metric("m")
+                },
+                "consecutiveErrorLimit",
+            ),
+            (
+                Metric {
+                    count: Some(IntOrString::Int(-1)),
+                    ..metric("m")
+                },
+                "count",
+            ),
+        ];
+        for (m, expected) in cases {
+            assert!(
+                matches!(plan(&m), Err(PlanError::TooSmall { field, .. }) if field == expected),
+                "{expected}"
+            );
+        }
+    }
+
+    #[test]
+    fn count_smaller_than_a_limit_is_rejected() {
+        let m = Metric {
+            interval: Some("1m".into()),
+            count: Some(IntOrString::Int(2)),
+            failure_limit: Some(IntOrString::Int(3)),
+            ..metric("m")
+        };
+        assert_eq!(
+            plan(&m).unwrap_err().to_string(),
+            "metric \"m\": count (2) must be >= failureLimit (3)"
+        );
+    }
+
+    #[test]
+    fn a_single_measurement_metric_may_set_a_failure_limit() {
+        let m = Metric {
+            failure_limit: Some(IntOrString::Int(3)),
+            ..metric("m")
+        };
+        assert_eq!(plan(&m).unwrap().count, Some(1));
+    }
+
+    #[test]
+    fn dry_run_and_retention_rules_are_regexes_on_the_name() {
+        let metrics = [metric("success-rate"), metric("latency-p99")];
+        let plan = AnalysisPlan::from_spec(
+            &metrics,
+            &[DryRun {
+                metric_name: "^lat".into(),
+            }],
+            &[
+                MeasurementRetention {
+                    metric_name: ".*".into(),
+                    limit: 20,
+                },
+                MeasurementRetention {
+                    metric_name: "rate".into(),
+                    limit: 3,
+                },
+            ],
+        )
+        .unwrap();
+        let summary: Vec<(bool, usize)> = plan
+            .metrics
+            .iter()
+            .map(|m| (m.dry_run, m.retention))
+            .collect();
+        assert_eq!(summary, [(false, 3), (true, 20)]);
+    }
+
+    #[test]
+    fn a_rule_that_matches_no_metric_is_an_error() {
+        let err = AnalysisPlan::from_spec(
+            &[metric("a")],
+            &[DryRun {
+                metric_name: "b".into(),
+            }],
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "dryRun[0].metricName: \"b\" matches no metric name"
+        );
+    }
+
+    #[test]
+    fn a_rule_that_is_not_a_regex_is_an_error() {
+        let err = AnalysisPlan::from_spec(
+            &[metric("a")],
+            &[],
+            &[MeasurementRetention {
+                metric_name: "(".into(),
+                limit: 1,
+            }],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, PlanError::BadPattern { ref field, .. } if field == "measurementRetention[0].metricName")
+        );
+    }
+
+    #[test]
+    fn duplicate_names_and_empty_specs_are_rejected() {
+        assert_eq!(
+            AnalysisPlan::from_spec(&[], &[], &[]),
+            Err(PlanError::NoMetrics)
+        );
+        assert_eq!(
+            AnalysisPlan::from_spec(&[metric("a"), metric("a")], &[], &[]),
+            Err(PlanError::DuplicateName { metric: "a".into() })
+        );
+    }
+}

@@ -1,0 +1,571 @@
+//! Syntax tree → compiled form. Owns name checking (only `result` is a variable, functions must exist with
+//! the right number of arguments, `#`/`.field` only inside predicates), the lowering of operators onto
+//! prebuilt `evalexpr` nodes, regexes compiled once, and folding of constant subtrees. Evaluation itself lives
+//! in `eval.rs`; nothing here sees a measured value.
+
+use evalexpr::{DefaultNumericTypes, Node, Value};
+use regex::Regex;
+
+use super::ConditionError;
+use super::eval;
+use super::parser::{Ast, AstKind, BinOp, UnOp, error_at};
+
+/// The compiled form of a condition (or of one of its subexpressions).
+#[derive(Debug, Clone)]
+pub(super) enum Expr {
+    Const(Value),
+    /// The measured value.
+    Result,
+    /// `#`, the current element of the innermost predicate.
+    Elem,
+    Array(Vec<Expr>),
+    /// An operation evalexpr performs: arithmetic, comparison, `!`, unary minus, rounding.
+    Native {
+        op: NativeOp,
+        args: Vec<Expr>,
+        /// The whole operation and each operand as written, for messages.
+        text: Box<str>,
+        arg_texts: Vec<Box<str>>,
+    },
+    Member {
+        base: Box<Expr>,
+        key: Box<str>,
+        optional: bool,
+        base_text: Box<str>,
+        text: Box<str>,
+    },
+    Index {
+        base: Box<Expr>,
+        index: Box<Expr>,
+        base_text: Box<str>,
+        text: Box<str>,
+    },
+    /// `&&` / `||`: evaluated here because they short-circuit (`len(result) > 0 && result[0] > 1`) and
+    /// evalexpr evaluates both operands first.
+    Logic {
+        and: bool,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+        text: Box<str>,
+    },
+    Cond {
+        cond: Box<Expr>,
+        then: Box<Expr>,
+        otherwise: Box<Expr>,
+        text: Box<str>,
+    },
+    Coalesce(Box<Expr>, Box<Expr>),
+    Text {
+        op: TextOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+        text: Box<str>,
+    },
+    In {
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+        text: Box<str>,
+    },
+    Predicate {
+        kind: PredicateKind,
+        over: Box<Expr>,
+        body: Box<Expr>,
+        over_text: Box<str>,
+        body_text: Box<str>,
+    },
+    Call {
+        func: Func,
+        args: Vec<Expr>,
+        arg_text: Box<str>,
+    },
+}
+
+/// An operator evaluated by an evalexpr node built once at compile time over the operands `a` (and `b`).
+#[derive(Debug, Clone)]
+pub(super) struct NativeOp {
+    pub kind: NativeKind,
+    pub node: Node<DefaultNumericTypes>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NativeKind {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Pow,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Not,
+    Neg,
+    Abs,
+    Ceil,
+    Floor,
+    Round,
+    IsNaN,
+    IsInf,
+}
+
+impl NativeKind {
+    /// The evalexpr source this operator is lowered to.
+    fn evalexpr_source(self) -> &'static str {
+        match self {
+            NativeKind::Add => "a + b",
+            NativeKind::Sub => "a - b",
+            NativeKind::Mul => "a * b",
+            NativeKind::Div => "a / b",
+            NativeKind::Mod => "a % b",
+            NativeKind::Pow => "a ^ b",
+            NativeKind::Eq => "a == b",
+            NativeKind::Ne => "a != b",
+            NativeKind::Lt => "a < b",
+            NativeKind::Le => "a <= b",
+            NativeKind::Gt => "a > b",
+            NativeKind::Ge => "a >= b",
+            NativeKind::Not => "!a",
+            NativeKind::Neg => "-a",
+            NativeKind::Abs => "math::abs(a)",
+            NativeKind::Ceil => "ceil(a)",
+            NativeKind::Floor => "floor(a)",
+            NativeKind::Round => "round(a)",
+            NativeKind::IsNaN => "math::is_nan(a)",
+            NativeKind::IsInf => "math::is_infinite(a)",
+        }
+    }
+
+    /// The operator as the user wrote it, for messages.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            NativeKind::Add => "+",
+            NativeKind::Sub => "-",
+            NativeKind::Mul => "*",
+            NativeKind::Div => "/",
+            NativeKind::Mod => "%",
+            NativeKind::Pow => "**",
+            NativeKind::Eq => "==",
+            NativeKind::Ne => "!=",
+            NativeKind::Lt => "<",
+            NativeKind::Le => "<=",
+            NativeKind::Gt => ">",
+            NativeKind::Ge => ">=",
+            NativeKind::Not => "!",
+            NativeKind::Neg => "-",
+            NativeKind::Abs => "abs",
+            NativeKind::Ceil => "ceil",
+            NativeKind::Floor => "floor",
+            NativeKind::Round => "round",
+            NativeKind::IsNaN => "isNaN",
+            NativeKind::IsInf => "isInf",
+        }
+    }
+
+    fn build(self) -> Result<NativeOp, ConditionError> {
+        let root = evalexpr::build_operator_tree::<DefaultNumericTypes>(self.evalexpr_source())
+            .map_err(|e| {
+                ConditionError::new(format!("internal error lowering `{}`: {e}", self.symbol()))
+            })?;
+        // The root wraps the operator once more; evaluating the operator directly saves a step per use.
+        let node = root.children().first().cloned().unwrap_or(root);
+        Ok(NativeOp { kind: self, node })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum TextOp {
+    /// A constant pattern is compiled once; a computed one at evaluation.
+    Matches(Option<Regex>),
+    Contains,
+    StartsWith,
+    EndsWith,
+}
+
+impl TextOp {
+    pub fn symbol(&self) -> &'static str {
+        match self {
+            TextOp::Matches(_) => "matches",
+            TextOp::Contains => "contains",
+            TextOp::StartsWith => "startsWith",
+            TextOp::EndsWith => "endsWith",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PredicateKind {
+    All,
+    Any,
+    None,
+    One,
+    Filter,
+    Map,
+    Count,
+}
+
+impl PredicateKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PredicateKind::All => "all",
+            PredicateKind::Any => "any",
+            PredicateKind::None => "none",
+            PredicateKind::One => "one",
+            PredicateKind::Filter => "filter",
+            PredicateKind::Map => "map",
+            PredicateKind::Count => "count",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Func {
+    Len,
+    Sum,
+    Mean,
+    Median,
+    Min,
+    Max,
+    Int,
+    Float,
+    String,
+    AsInt,
+    AsFloat,
+    IsNil,
+    Default,
+}
+
+impl Func {
+    pub fn name(self) -> &'static str {
+        match self {
+            Func::Len => "len",
+            Func::Sum => "sum",
+            Func::Mean => "mean",
+            Func::Median => "median",
+            Func::Min => "min",
+            Func::Max => "max",
+            Func::Int => "int",
+            Func::Float => "float",
+            Func::String => "string",
+            Func::AsInt => "asInt",
+            Func::AsFloat => "asFloat",
+            Func::IsNil => "isNil",
+            Func::Default => "default",
+        }
+    }
+}
+
+enum Callee {
+    Predicate(PredicateKind),
+    Native(NativeKind),
+    Func(Func, usize, Option<usize>),
+}
+
+fn callee(name: &str) -> Option<Callee> {
+    use Callee::{Func as F, Native as N, Predicate as P};
+    Some(match name {
+        "all" => P(PredicateKind::All),
+        "any" => P(PredicateKind::Any),
+        "none" => P(PredicateKind::None),
+        "one" => P(PredicateKind::One),
+        "filter" => P(PredicateKind::Filter),
+        "map" => P(PredicateKind::Map),
+        "count" => P(PredicateKind::Count),
+        "abs" => N(NativeKind::Abs),
+        "ceil" => N(NativeKind::Ceil),
+        "floor" => N(NativeKind::Floor),
+        "round" => N(NativeKind::Round),
+        "isNaN" => N(NativeKind::IsNaN),
+        "isInf" => N(NativeKind::IsInf),
+        "len" => F(Func::Len, 1, Some(1)),
+        "sum" => F(Func::Sum, 1, Some(1)),
+        "mean" => F(Func::Mean, 1, Some(1)),
+        "median" => F(Func::Median, 1, Some(1)),
+        "min" => F(Func::Min, 1, None),
+        "max" => F(Func::Max, 1, None),
+        "int" => F(Func::Int, 1, Some(1)),
+        "float" => F(Func::Float, 1, Some(1)),
+        "string" => F(Func::String, 1, Some(1)),
+        "asInt" => F(Func::AsInt, 1, Some(1)),
+        "asFloat" => F(Func::AsFloat, 1, Some(1)),
+        "isNil" => F(Func::IsNil, 1, Some(1)),
+        "default" => F(Func::Default, 2, Some(2)),
+        _ => return None,
+    })
+}
+
+const FUNCTION_NAMES: &str = "all, any, none, one, filter, map, count, len, sum, mean, median, min, max, abs, \
+ceil, floor, round, int, float, string, isNaN, isInf, asInt, asFloat, isNil, default";
+
+/// Lowers a parsed condition; `source` is the text the spans point into.
+pub(super) fn lower(source: &str, ast: &Ast) -> Result<Expr, ConditionError> {
+    Lowerer { source }.lower(ast, false)
+}
+
+struct Lowerer<'s> {
+    source: &'s str,
+}
+
+fn boxed(e: Expr) -> Box<Expr> {
+    Box::new(e)
+}
+
+impl Lowerer<'_> {
+    fn text(&self, ast: &Ast) -> Box<str> {
+        self.source
+            .get(ast.span.start..ast.span.end)
+            .unwrap_or("")
+            .trim()
+            .into()
+    }
+
+    fn error(&self, ast: &Ast, message: impl std::fmt::Display) -> ConditionError {
+        error_at(self.source, ast.span.start, message)
+    }
+
+    fn lower(&self, ast: &Ast, in_predicate: bool) -> Result<Expr, ConditionError> {
+        let l = |a: &Ast| self.lower(a, in_predicate).map(boxed);
+        Ok(match &ast.kind {
+            AstKind::Nil => Expr::Const(Value::Empty),
+            AstKind::Bool(b) => Expr::Const(Value::Boolean(*b)),
+            AstKind::Number(n) => Expr::Const(Value::Float(*n)),
+            AstKind::Str(s) => Expr::Const(Value::String(s.clone())),
+            AstKind::Ident(name) if name == "result" => Expr::Result,
+            AstKind::Ident(name) => {
+                let hint = if callee(name).is_some() {
+                    format!("(`{name}` is a function: call it as `{name}(...)`)")
+                } else {
+                    "(the value is called `result`)".to_string()
+                };
+                return Err(self.error(ast, format!("unknown name `{name}` {hint}")));
+            }
+            AstKind::Pointer if in_predicate => Expr::Elem,
+            AstKind::Pointer => {
+                return Err(self.error(
+                    ast,
+                    "`#` is the element inside a predicate such as all(result, # < 1) and means nothing here",
+                ));
+            }
+            AstKind::ElemField(key) if in_predicate => Expr::Member {
+                base: boxed(Expr::Elem),
+                key: key.as_str().into(),
+                optional: false,
+                base_text: "#".into(),
+                text: self.text(ast),
+            },
+            AstKind::ElemField(key) => {
+                return Err(self.error(
+                    ast,
+                    format!("`.{key}` is a field of the element inside a predicate and means nothing here; use result.{key}"),
+                ));
+            }
+            AstKind::Array(items) => Expr::Array(
+                items
+                    .iter()
+                    .map(|i| self.lower(i, in_predicate))
+                    .collect::<Result<_, _>>()?,
+            ),
+            AstKind::Unary(op, operand) => match op {
+                UnOp::Plus => *l(operand)?,
+                UnOp::Not => self.native(NativeKind::Not, vec![*l(operand)?], &[operand], ast)?,
+                UnOp::Neg => self.native(NativeKind::Neg, vec![*l(operand)?], &[operand], ast)?,
+            },
+            AstKind::Binary(op, lhs, rhs) => self.binary(*op, lhs, rhs, ast, in_predicate)?,
+            AstKind::Cond(c, t, f) => Expr::Cond {
+                cond: l(c)?,
+                then: l(t)?,
+                otherwise: l(f)?,
+                text: self.text(c),
+            },
+            AstKind::Member {
+                base,
+                key,
+                optional,
+            } => Expr::Member {
+                base: l(base)?,
+                key: key.as_str().into(),
+                optional: *optional,
+                base_text: self.text(base),
+                text: self.text(ast),
+            },
+            AstKind::Index { base, index } => Expr::Index {
+                base: l(base)?,
+                index: l(index)?,
+                base_text: self.text(base),
+                text: self.text(ast),
+            },
+            AstKind::Call { name, args } => self.call(name, args, ast, in_predicate)?,
+            AstKind::Closure(_) => {
+                return Err(self.error(ast, "a `{ ... }` predicate is only allowed as the second argument of all, any, none, one, filter, map or count"));
+            }
+        })
+    }
+
+    fn binary(
+        &self,
+        op: BinOp,
+        lhs: &Ast,
+        rhs: &Ast,
+        ast: &Ast,
+        in_predicate: bool,
+    ) -> Result<Expr, ConditionError> {
+        let l = self.lower(lhs, in_predicate)?;
+        let r = self.lower(rhs, in_predicate)?;
+        let text = self.text(ast);
+        let native = match op {
+            BinOp::Add => NativeKind::Add,
+            BinOp::Sub => NativeKind::Sub,
+            BinOp::Mul => NativeKind::Mul,
+            BinOp::Div => NativeKind::Div,
+            BinOp::Mod => NativeKind::Mod,
+            BinOp::Pow => NativeKind::Pow,
+            BinOp::Eq => NativeKind::Eq,
+            BinOp::Ne => NativeKind::Ne,
+            BinOp::Lt => NativeKind::Lt,
+            BinOp::Le => NativeKind::Le,
+            BinOp::Gt => NativeKind::Gt,
+            BinOp::Ge => NativeKind::Ge,
+            BinOp::And | BinOp::Or => {
+                return Ok(Expr::Logic {
+                    and: op == BinOp::And,
+                    lhs: boxed(l),
+                    rhs: boxed(r),
+                    text,
+                });
+            }
+            BinOp::Coalesce => return Ok(Expr::Coalesce(boxed(l), boxed(r))),
+            BinOp::In => {
+                return Ok(Expr::In {
+                    lhs: boxed(l),
+                    rhs: boxed(r),
+                    text,
+                });
+            }
+            BinOp::Matches => {
+                let regex = match &r {
+                    Expr::Const(Value::String(pattern)) => {
+                        Some(Regex::new(pattern).map_err(|e| {
+                            self.error(rhs, format!("invalid regular expression: {e}"))
+                        })?)
+                    }
+                    _ => None,
+                };
+                return Ok(self.text_op(TextOp::Matches(regex), l, r, text));
+            }
+            BinOp::Contains => return Ok(self.text_op(TextOp::Contains, l, r, text)),
+            BinOp::StartsWith => return Ok(self.text_op(TextOp::StartsWith, l, r, text)),
+            BinOp::EndsWith => return Ok(self.text_op(TextOp::EndsWith, l, r, text)),
+        };
+        self.native(native, vec![l, r], &[lhs, rhs], ast)
+    }
+
+    fn text_op(&self, op: TextOp, lhs: Expr, rhs: Expr, text: Box<str>) -> Expr {
+        Expr::Text {
+            op,
+            lhs: boxed(lhs),
+            rhs: boxed(rhs),
+            text,
+        }
+    }
+
+    /// A native operation; when every operand is a constant it is computed now, once.
+    fn native(
+        &self,
+        kind: NativeKind,
+        args: Vec<Expr>,
+        arg_asts: &[&Ast],
+        ast: &Ast,
+    ) -> Result<Expr, ConditionError> {
+        let expr = Expr::Native {
+            op: kind.build()?,
+            args,
+            text: self.text(ast),
+            arg_texts: arg_asts.iter().map(|a| self.text(a)).collect(),
+        };
+        Ok(match &expr {
+            Expr::Native { args, .. } if args.iter().all(|a| matches!(a, Expr::Const(_))) => {
+                // A constant that cannot be computed (`'a' < 1`) stays as it is and reports at evaluation, as
+                // Argo does.
+                eval::fold_constant(&expr).map_or(expr, Expr::Const)
+            }
+            _ => expr,
+        })
+    }
+
+    fn call(
+        &self,
+        name: &str,
+        args: &[Ast],
+        ast: &Ast,
+        in_predicate: bool,
+    ) -> Result<Expr, ConditionError> {
+        let Some(callee) = callee(name) else {
+            let hint = if name == "result" {
+                " (result is a value, not a function)".to_string()
+            } else {
+                format!(" (known functions: {FUNCTION_NAMES})")
+            };
+            return Err(self.error(ast, format!("unknown function `{name}`{hint}")));
+        };
+        let arity = |min: usize, max: Option<usize>| -> Result<(), ConditionError> {
+            let n = args.len();
+            if n < min || max.is_some_and(|m| n > m) {
+                let wanted = match max {
+                    Some(m) if m == min => format!("{min}"),
+                    Some(m) => format!("{min} to {m}"),
+                    None => format!("at least {min}"),
+                };
+                let plural = if wanted == "1" { "" } else { "s" };
+                return Err(self.error(
+                    ast,
+                    format!("{name}() takes {wanted} argument{plural}, but got {n}"),
+                ));
+            }
+            Ok(())
+        };
+        let plain = |a: &Ast| -> Result<Expr, ConditionError> {
+            if matches!(a.kind, AstKind::Closure(_)) {
+                return Err(
+                    self.error(a, format!("{name}() does not take a `{{ ... }}` predicate"))
+                );
+            }
+            self.lower(a, in_predicate)
+        };
+        match callee {
+            Callee::Predicate(kind) => {
+                arity(2, Some(2))?;
+                let (Some(over), Some(body)) = (args.first(), args.get(1)) else {
+                    return Err(self.error(ast, format!("{name}() takes 2 arguments")));
+                };
+                let body_ast = match &body.kind {
+                    AstKind::Closure(inner) => inner.as_ref(),
+                    _ => body,
+                };
+                Ok(Expr::Predicate {
+                    kind,
+                    over: boxed(plain(over)?),
+                    body: boxed(self.lower(body_ast, true)?),
+                    over_text: self.text(over),
+                    body_text: self.text(body_ast),
+                })
+            }
+            Callee::Native(kind) => {
+                arity(1, Some(1))?;
+                let lowered = args.iter().map(plain).collect::<Result<_, _>>()?;
+                let arg_asts: Vec<&Ast> = args.iter().collect();
+                self.native(kind, lowered, &arg_asts, ast)
+            }
+            Callee::Func(func, min, max) => {
+                arity(min, max)?;
+                let lowered = args.iter().map(plain).collect::<Result<_, _>>()?;
+                Ok(Expr::Call {
+                    func,
+                    args: lowered,
+                    arg_text: args.first().map_or_else(|| "".into(), |a| self.text(a)),
+                })
+            }
+        }
+    }
+}

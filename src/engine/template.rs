@@ -1,0 +1,637 @@
+//! The static checks of an analysis spec (AnalysisTemplate, ClusterAnalysisTemplate or AnalysisRun): Argo's
+//! own validation rules plus what canaryd needs to run it (a supported provider, compilable conditions,
+//! declared args). Each problem is a [`Finding`] with the field path where it is; the caller adds file and
+//! line. Pure: nested templates are looked up through a closure, never read from disk or the cluster.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::args::{self, Placeholder};
+use super::condition::Condition;
+use crate::api::duration::parse_duration;
+use crate::api::{
+    AnalysisTemplateRef, AnalysisTemplateSpec, Argument, DryRun, MeasurementRetention, Metric,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+/// canaryd's own providers, under `provider.plugin."canaryd/<name>"`.
+pub const CANARYD_PLUGINS: &[&str] = &[];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    pub severity: Severity,
+    /// Field path from the object's root, e.g. `spec.metrics[0].interval`.
+    pub path: String,
+    pub message: String,
+}
+
+impl Finding {
+    fn error(path: impl Into<String>, message: impl Into<String>) -> Finding {
+        Finding {
+            severity: Severity::Error,
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The parts of a spec that the checks read; templates and runs share them.
+#[derive(Debug, Clone, Copy)]
+pub struct SpecView<'a> {
+    pub metrics: &'a [Metric],
+    pub args: &'a [Argument],
+    pub dry_run: &'a [DryRun],
+    pub measurement_retention: &'a [MeasurementRetention],
+    pub templates: &'a [AnalysisTemplateRef],
+    /// An AnalysisRun runs now, so every arg must have a value; a template's args may be supplied later.
+    pub is_run: bool,
+}
+
+impl<'a> SpecView<'a> {
+    pub fn of_template(spec: &'a AnalysisTemplateSpec) -> SpecView<'a> {
+        SpecView {
+            metrics: spec.metrics.as_deref().unwrap_or_default(),
+            args: spec.args.as_deref().unwrap_or_default(),
+            dry_run: spec.dry_run.as_deref().unwrap_or_default(),
+            measurement_retention: spec.measurement_retention.as_deref().unwrap_or_default(),
+            templates: spec.templates.as_deref().unwrap_or_default(),
+            is_run: false,
+        }
+    }
+
+    pub fn of_run(spec: &'a crate::api::AnalysisRunSpec) -> SpecView<'a> {
+        SpecView {
+            metrics: &spec.metrics,
+            args: spec.args.as_deref().unwrap_or_default(),
+            dry_run: spec.dry_run.as_deref().unwrap_or_default(),
+            measurement_retention: spec.measurement_retention.as_deref().unwrap_or_default(),
+            templates: &[],
+            is_run: true,
+        }
+    }
+}
+
+/// Looks up a nested template reference; `None` when it is not known here (it may exist in the cluster).
+pub type Lookup<'a> = dyn Fn(&AnalysisTemplateRef) -> Option<&'a AnalysisTemplateSpec> + 'a;
+
+/// Checks a spec. `lookup` resolves `spec.templates[]`; metric names and args of nested templates count
+/// as this spec's own (Argo merges them).
+pub fn check(view: SpecView<'_>, lookup: &Lookup<'_>) -> Vec<Finding> {
+    let mut findings = Vec::new();
+
+    let mut nested_metrics = Vec::new();
+    let mut nested_args = BTreeSet::new();
+    for (i, reference) in view.templates.iter().enumerate() {
+        let path = format!("spec.templates[{i}]");
+        let mut seen = BTreeSet::new();
+        collect_nested(
+            reference,
+            lookup,
+            &path,
+            &mut seen,
+            &mut nested_metrics,
+            &mut nested_args,
+            &mut findings,
+        );
+    }
+
+    if view.metrics.is_empty() && view.templates.is_empty() {
+        findings.push(Finding::error(
+            "spec.metrics",
+            "at least one metric is required",
+        ));
+    }
+
+    let mut declared: BTreeMap<&str, bool> = BTreeMap::new();
+    for (i, arg) in view.args.iter().enumerate() {
+        let path = format!("spec.args[{i}]");
+        if arg.name.is_empty() {
+            findings.push(Finding::error(format!("{path}.name"), "required"));
+            continue;
+        }
+        if declared
+            .insert(&arg.name, arg.value.is_some() || arg.value_from.is_some())
+            .is_some()
+        {
+            findings.push(Finding::error(
+                format!("{path}.name"),
+                format!("arg {:?} is declared twice", arg.name),
+            ));
+        }
+        check_arg(arg, &path, view.is_run, &mut findings);
+    }
+    // For compiling conditions that use args: each declared arg's default, or a number where it has none.
+    let sample_args: BTreeMap<String, Option<String>> = declared
+        .keys()
+        .map(|n| n.to_string())
+        .chain(nested_args.iter().cloned())
+        .map(|name| {
+            let default = view
+                .args
+                .iter()
+                .find(|a| a.name == name)
+                .and_then(|a| a.value.clone());
+            (name, Some(default.unwrap_or_else(|| "0".to_string())))
+        })
+        .collect();
+
+    let mut names: BTreeMap<&str, String> = BTreeMap::new();
+    for (name, origin) in &nested_metrics {
+        names.entry(name.as_str()).or_insert_with(|| origin.clone());
+    }
+    for (i, metric) in view.metrics.iter().enumerate() {
+        let path = format!("spec.metrics[{i}]");
+        if metric.name.is_empty() {
+            findings.push(Finding::error(format!("{path}.name"), "required"));
+        } else if let Some(first) = names.get(metric.name.as_str()) {
+            findings.push(Finding::error(
+                format!("{path}.name"),
+                format!("metric name {:?} is used twice (first at {first}); names must be unique across nested templates", metric.name),
+            ));
+        } else {
+            names.insert(&metric.name, path.clone());
+        }
+        check_metric(metric, &path, &sample_args, &mut findings);
+    }
+
+    let all_names: Vec<&str> = names.keys().copied().collect();
+    for (i, rule) in view.dry_run.iter().enumerate() {
+        check_name_regex(
+            &rule.metric_name,
+            &format!("spec.dryRun[{i}].metricName"),
+            &all_names,
+            &mut findings,
+        );
+    }
+    for (i, rule) in view.measurement_retention.iter().enumerate() {
+        let path = format!("spec.measurementRetention[{i}]");
+        check_name_regex(
+            &rule.metric_name,
+            &format!("{path}.metricName"),
+            &all_names,
+            &mut findings,
+        );
+        if rule.limit <= 0 {
+            findings.push(Finding::error(
+                format!("{path}.limit"),
+                format!(
+                    "must be a positive number of measurements, got {}",
+                    rule.limit
+                ),
+            ));
+        }
+    }
+    findings
+}
+
+fn collect_nested(
+    reference: &AnalysisTemplateRef,
+    lookup: &Lookup<'_>,
+    path: &str,
+    seen: &mut BTreeSet<(bool, String)>,
+    metrics: &mut Vec<(String, String)>,
+    args: &mut BTreeSet<String>,
+    findings: &mut Vec<Finding>,
+) {
+    let Some(name) = reference.template_name.as_deref().filter(|n| !n.is_empty()) else {
+        findings.push(Finding::error(format!("{path}.templateName"), "required"));
+        return;
+    };
+    let kind = if reference.cluster_scope == Some(true) {
+        "ClusterAnalysisTemplate"
+    } else {
+        "AnalysisTemplate"
+    };
+    if !seen.insert((reference.cluster_scope == Some(true), name.to_string())) {
+        findings.push(Finding::error(
+            format!("{path}.templateName"),
+            format!("{kind} {name:?} is nested in itself"),
+        ));
+        return;
+    }
+    let Some(spec) = lookup(reference) else {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            path: format!("{path}.templateName"),
+            message: format!(
+                "{kind} {name:?} is not among the given files; it must exist in the cluster"
+            ),
+        });
+        return;
+    };
+    for metric in spec.metrics.iter().flatten() {
+        metrics.push((metric.name.clone(), format!("{kind}/{name}")));
+    }
+    args.extend(spec.args.iter().flatten().map(|a| a.name.clone()));
+    for nested in spec.templates.iter().flatten() {
+        collect_nested(nested, lookup, path, seen, metrics, args, findings);
+    }
+}
+
+fn check_arg(arg: &Argument, path: &str, is_run: bool, findings: &mut Vec<Finding>) {
+    if let Some(from) = &arg.value_from {
+        match (&from.secret_key_ref, &from.field_ref) {
+            (Some(s), None) => {
+                if s.name.is_empty() {
+                    findings.push(Finding::error(
+                        format!("{path}.valueFrom.secretKeyRef.name"),
+                        "required",
+                    ));
+                }
+                if s.key.is_empty() {
+                    findings.push(Finding::error(
+                        format!("{path}.valueFrom.secretKeyRef.key"),
+                        "required",
+                    ));
+                }
+            }
+            (None, Some(f)) => {
+                if f.field_path.is_empty() {
+                    findings.push(Finding::error(
+                        format!("{path}.valueFrom.fieldRef.fieldPath"),
+                        "required",
+                    ));
+                }
+            }
+            _ => findings.push(Finding::error(
+                format!("{path}.valueFrom"),
+                "exactly one of secretKeyRef or fieldRef is required",
+            )),
+        }
+        if arg.value.is_some() {
+            findings.push(Finding::error(
+                format!("{path}.value"),
+                "value and valueFrom are mutually exclusive",
+            ));
+        }
+    } else if arg.value.is_none() && is_run {
+        findings.push(Finding::error(
+            path.to_string(),
+            format!("arg {:?} has no value", arg.name),
+        ));
+    }
+}
+
+fn check_name_regex(pattern: &str, path: &str, names: &[&str], findings: &mut Vec<Finding>) {
+    match regex::Regex::new(pattern) {
+        Err(e) => findings.push(Finding::error(
+            path,
+            format!(
+                "invalid regular expression {pattern:?}: {}",
+                e.to_string()
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .trim_start_matches("error: ")
+            ),
+        )),
+        Ok(re) => {
+            if !names.iter().any(|n| re.is_match(n)) {
+                findings.push(Finding::error(
+                    path,
+                    format!("{pattern:?} matches no metric name"),
+                ));
+            }
+        }
+    }
+}
+
+/// A count or limit: a number, or a placeholder that becomes one at run time.
+enum Limit {
+    Value(i64),
+    Templated,
+}
+
+fn limit(field: &Option<IntOrString>, path: &str, findings: &mut Vec<Finding>) -> Option<Limit> {
+    match field.as_ref()? {
+        IntOrString::Int(n) => Some(Limit::Value(i64::from(*n))),
+        IntOrString::String(s) if args::is_templated(s) => Some(Limit::Templated),
+        IntOrString::String(s) => match s.trim().parse::<i64>() {
+            Ok(n) => Some(Limit::Value(n)),
+            Err(_) => {
+                findings.push(Finding::error(
+                    path,
+                    format!("{s:?} is not an integer or {{{{args.NAME}}}}"),
+                ));
+                None
+            }
+        },
+    }
+}
+
+fn known(l: &Option<Limit>) -> Option<i64> {
+    match l {
+        Some(Limit::Value(n)) => Some(*n),
+        _ => None,
+    }
+}
+
+fn check_metric(
+    metric: &Metric,
+    path: &str,
+    sample_args: &BTreeMap<String, Option<String>>,
+    findings: &mut Vec<Finding>,
+) {
+    for (field, value) in [
+        ("interval", &metric.interval),
+        ("initialDelay", &metric.initial_delay),
+    ] {
+        if let Some(text) = value
+            && !args::is_templated(text)
+            && let Err(e) = parse_duration(text)
+        {
+            findings.push(Finding::error(format!("{path}.{field}"), e.to_string()));
+        }
+    }
+
+    let count = limit(&metric.count, &format!("{path}.count"), findings);
+    let failure = limit(
+        &metric.failure_limit,
+        &format!("{path}.failureLimit"),
+        findings,
+    );
+    let inconclusive = limit(
+        &metric.inconclusive_limit,
+        &format!("{path}.inconclusiveLimit"),
+        findings,
+    );
+    let consecutive_error = limit(
+        &metric.consecutive_error_limit,
+        &format!("{path}.consecutiveErrorLimit"),
+        findings,
+    );
+    let consecutive_success = limit(
+        &metric.consecutive_success_limit,
+        &format!("{path}.consecutiveSuccessLimit"),
+        findings,
+    );
+
+    if let Some(n) = known(&count) {
+        if n < 0 {
+            findings.push(Finding::error(
+                format!("{path}.count"),
+                format!("must not be negative, got {n}"),
+            ));
+        }
+        if n > 1 && metric.interval.is_none() {
+            findings.push(Finding::error(
+                format!("{path}.count"),
+                format!("count {n} takes more than one measurement, so interval is required"),
+            ));
+        }
+    }
+    if let Some(n) = known(&failure)
+        && n < -1
+    {
+        findings.push(Finding::error(
+            format!("{path}.failureLimit"),
+            format!("must be -1 (off) or more, got {n}"),
+        ));
+    }
+    for (field, value) in [
+        ("inconclusiveLimit", &inconclusive),
+        ("consecutiveErrorLimit", &consecutive_error),
+        ("consecutiveSuccessLimit", &consecutive_success),
+    ] {
+        if let Some(n) = known(value)
+            && n < 0
+        {
+            findings.push(Finding::error(
+                format!("{path}.{field}"),
+                format!("must not be negative, got {n}"),
+            ));
+        }
+    }
+    let templated = |l: &Option<Limit>| matches!(l, Some(Limit::Templated));
+    if known(&failure) == Some(-1)
+        && !templated(&consecutive_success)
+        && known(&consecutive_success).unwrap_or(0) <= 0
+    {
+        findings.push(Finding::error(
+            format!("{path}.failureLimit"),
+            "failureLimit -1 turns failure counting off, so consecutiveSuccessLimit must be > 0 to ever decide",
+        ));
+    }
+    if let Some(n) = known(&count).filter(|n| *n > 0)
+        && !templated(&failure)
+        && !templated(&consecutive_success)
+    {
+        let f = known(&failure).unwrap_or(0).max(0);
+        let s = known(&consecutive_success).unwrap_or(0);
+        if n < f + s {
+            findings.push(Finding::error(
+                format!("{path}.count"),
+                format!("count ({n}) must be >= failureLimit ({f}) + consecutiveSuccessLimit ({s}), or the limits can never be reached"),
+            ));
+        }
+    }
+    if let (Some(n), Some(i)) = (known(&count).filter(|n| *n > 0), known(&inconclusive))
+        && n < i
+    {
+        findings.push(Finding::error(
+            format!("{path}.count"),
+            format!("count ({n}) must be >= inconclusiveLimit ({i})"),
+        ));
+    }
+
+    for (field, condition) in [
+        ("successCondition", &metric.success_condition),
+        ("failureCondition", &metric.failure_condition),
+    ] {
+        // Placeholder problems are reported once, by check_placeholders; compile what the run would see.
+        if let Some(text) = condition
+            && let Ok(resolved) = args::substitute(text, sample_args, &|_| None)
+            && let Err(e) = Condition::compile(&resolved)
+        {
+            findings.push(Finding::error(format!("{path}.{field}"), e.to_string()));
+        }
+    }
+
+    check_provider(metric, path, findings);
+    check_placeholders(metric, path, sample_args, findings);
+}
+
+fn check_provider(metric: &Metric, path: &str, findings: &mut Vec<Finding>) {
+    let provider = &metric.provider;
+    let configured = provider.configured();
+    let ppath = format!("{path}.provider");
+    match configured.as_slice() {
+        [] => {
+            findings.push(Finding::error(
+                ppath,
+                "a provider is required (canaryd runs prometheus, web and plugin \"canaryd/...\")",
+            ));
+            return;
+        }
+        [_] => {}
+        many => {
+            findings.push(Finding::error(
+                ppath,
+                format!("exactly one provider is allowed, found {}", many.join(", ")),
+            ));
+            return;
+        }
+    }
+    if let Some(prom) = &provider.prometheus {
+        let p = format!("{ppath}.prometheus");
+        if prom.query.as_deref().is_none_or(|q| q.trim().is_empty()) {
+            findings.push(Finding::error(format!("{p}.query"), "required"));
+        }
+        if let Some(address) = &prom.address {
+            check_url(address, &format!("{p}.address"), findings);
+        }
+        if let Some(t) = prom.timeout
+            && t <= 0
+        {
+            findings.push(Finding::error(
+                format!("{p}.timeout"),
+                format!("must be a positive number of seconds, got {t}"),
+            ));
+        }
+        if let Some(range) = &prom.range_query {
+            let r = format!("{p}.rangeQuery");
+            for (field, value) in [
+                ("start", &range.start),
+                ("end", &range.end),
+                ("step", &range.step),
+            ] {
+                if value.as_deref().is_none_or(|v| v.trim().is_empty()) {
+                    findings.push(Finding::error(format!("{r}.{field}"), "required"));
+                }
+            }
+            if let Some(step) = &range.step
+                && !args::is_templated(step)
+                && let Err(e) = parse_duration(step)
+            {
+                findings.push(Finding::error(format!("{r}.step"), e.to_string()));
+            }
+        }
+        if prom
+            .authentication
+            .as_ref()
+            .is_some_and(|a| a.sigv4.is_some())
+        {
+            findings.push(Finding::error(
+                format!("{p}.authentication.sigv4"),
+                "sigv4 authentication is not supported by canaryd",
+            ));
+        }
+    } else if let Some(web) = &provider.web {
+        let p = format!("{ppath}.web");
+        match &web.url {
+            Some(url) if !url.trim().is_empty() => check_url(url, &format!("{p}.url"), findings),
+            _ => findings.push(Finding::error(format!("{p}.url"), "required")),
+        }
+        let method = web.method.as_deref().unwrap_or("GET");
+        if !matches!(method, "GET" | "POST" | "PUT") {
+            findings.push(Finding::error(
+                format!("{p}.method"),
+                format!("{method:?} is not one of GET, POST, PUT"),
+            ));
+        }
+        if web.body.is_some() && web.json_body.is_some() {
+            findings.push(Finding::error(
+                format!("{p}.jsonBody"),
+                "body and jsonBody are mutually exclusive",
+            ));
+        }
+        if (web.body.is_some() || web.json_body.is_some()) && method == "GET" {
+            findings.push(Finding::error(
+                format!("{p}.method"),
+                "a request body needs method POST or PUT",
+            ));
+        }
+        if let Some(t) = web.timeout_seconds
+            && t <= 0
+        {
+            findings.push(Finding::error(
+                format!("{p}.timeoutSeconds"),
+                format!("must be a positive number of seconds, got {t}"),
+            ));
+        }
+        if let Some(jp) = &web.json_path
+            && !(jp.trim_start().starts_with('{') && jp.trim_end().ends_with('}'))
+        {
+            findings.push(Finding::error(
+                format!("{p}.jsonPath"),
+                format!("{jp:?} is not a JSONPath template such as {{$.data.ok}}"),
+            ));
+        }
+    } else if let Some(plugins) = &provider.plugin {
+        if plugins.len() != 1 {
+            findings.push(Finding::error(
+                format!("{ppath}.plugin"),
+                format!("exactly one plugin is allowed, found {}", plugins.len()),
+            ));
+        }
+        for name in plugins.keys() {
+            let ours = name
+                .strip_prefix("canaryd/")
+                .is_some_and(|n| CANARYD_PLUGINS.contains(&n));
+            if !ours {
+                findings.push(Finding::error(
+                    format!("{ppath}.plugin.{name}"),
+                    format!("plugin {name} is not supported by canaryd (canaryd runs prometheus, web and its own plugins canaryd/...)"),
+                ));
+            }
+        }
+    } else if let Some(name) = configured.first() {
+        findings.push(Finding::error(
+            format!("{ppath}.{name}"),
+            format!("provider {name} is not supported by canaryd (supported: prometheus, web, plugin \"canaryd/...\")"),
+        ));
+    }
+}
+
+fn check_url(text: &str, path: &str, findings: &mut Vec<Finding>) {
+    if args::is_templated(text) {
+        return;
+    }
+    match url::Url::parse(text) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+        Ok(u) => findings.push(Finding::error(
+            path,
+            format!("{text:?} is not an http(s) URL (scheme {:?})", u.scheme()),
+        )),
+        Err(e) => findings.push(Finding::error(path, format!("{text:?} is not a URL: {e}"))),
+    }
+}
+
+fn check_placeholders(
+    metric: &Metric,
+    path: &str,
+    declared: &BTreeMap<String, Option<String>>,
+    findings: &mut Vec<Finding>,
+) {
+    let Ok(mut json) = serde_json::to_value(metric) else {
+        return;
+    };
+    args::visit_strings(
+        &mut json,
+        path,
+        &mut |field, text| match args::placeholders(text) {
+            Err(e) => findings.push(Finding::error(field, e.to_string())),
+            Ok(found) => {
+                for p in found {
+                    match p {
+                    Placeholder::Arg(name) if !declared.contains_key(&name) => findings.push(Finding::error(
+                        field,
+                        format!("{{{{args.{name}}}}} refers to an arg that is not declared in spec.args"),
+                    )),
+                    Placeholder::Arg(_) => {}
+                    Placeholder::Other(inner) => findings.push(Finding::error(
+                        field,
+                        format!("unknown placeholder {{{{{inner}}}}} (expected {{{{args.NAME}}}})"),
+                    )),
+                }
+                }
+            }
+        },
+    );
+}

@@ -1,0 +1,262 @@
+//! `canaryd validate` end to end: the binary, real files, exit codes and the exact lines users read.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/validate")
+        .join(name)
+}
+
+/// Runs `canaryd validate ARGS` from the repository root; returns (exit code, stdout lines).
+fn validate(args: &[&str]) -> (i32, Vec<String>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("validate")
+        .args(args)
+        .output()
+        .expect("the canaryd binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    (
+        out.status.code().unwrap_or(-1),
+        stdout.lines().map(str::to_string).collect(),
+    )
+}
+
+fn assert_one_problem(file: &str, expected: &str) {
+    let path = format!("tests/fixtures/validate/{file}");
+    let (code, lines) = validate(&[&path]);
+    assert_eq!(code, 1, "{file} must be invalid: {lines:?}");
+    assert_eq!(lines, vec![format!("{path}:{expected}")], "{file}");
+}
+
+#[test]
+fn the_shipped_template_library_is_valid() {
+    let (code, lines) = validate(&["analysis-templates/"]);
+    assert_eq!((code, lines), (0, vec![]));
+}
+
+#[test]
+fn a_misspelled_field_is_named_with_a_suggestion() {
+    assert_one_problem(
+        "misspelled-field.yaml",
+        "8: AnalysisTemplate/misspelled: spec.metrics[0].intervall: unknown field \"intervall\", did you mean \"interval\"?",
+    );
+}
+
+#[test]
+fn a_bad_duration_is_reported_on_its_line() {
+    assert_one_problem(
+        "bad-duration.yaml",
+        "8: AnalysisTemplate/bad-duration: spec.metrics[0].interval: invalid duration \"5 minutes\": unknown unit \" minutes\" (expected ns, us, ms, s, m or h)",
+    );
+}
+
+#[test]
+fn an_undeclared_arg_is_reported_where_it_is_used() {
+    assert_one_problem(
+        "undeclared-arg.yaml",
+        "13: AnalysisTemplate/undeclared-arg: spec.metrics[0].provider.prometheus.query: {{args.namespace}} refers to an arg that is not declared in spec.args",
+    );
+}
+
+#[test]
+fn a_count_above_one_without_interval_is_rejected() {
+    assert_one_problem(
+        "count-without-interval.yaml",
+        "8: AnalysisTemplate/count-without-interval: spec.metrics[0].count: count 5 takes more than one measurement, so interval is required",
+    );
+}
+
+#[test]
+fn an_unsupported_provider_is_named() {
+    assert_one_problem(
+        "datadog-provider.yaml",
+        "11: AnalysisTemplate/datadog: spec.metrics[0].provider.datadog: provider datadog is not supported by canaryd (supported: prometheus, web, plugin \"canaryd/...\")",
+    );
+}
+
+#[test]
+fn broken_yaml_is_reported_where_the_broken_construct_starts() {
+    assert_one_problem(
+        "broken-yaml.yaml",
+        "10: invalid YAML: did not find expected ',' or ']' while parsing a flow sequence that starts at column 16",
+    );
+}
+
+#[test]
+fn nested_templates_are_resolved_among_the_given_files() {
+    let (code, lines) = validate(&["tests/fixtures/validate/valid-nested.yaml"]);
+    assert_eq!((code, lines), (0, vec![]));
+}
+
+#[test]
+fn duplicate_metric_names_across_nested_templates_fail_and_unknown_references_warn() {
+    let p = "tests/fixtures/validate/duplicate-nested-metric.yaml";
+    let (code, lines) = validate(&[p]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        lines,
+        vec![
+            format!(
+                "{p}:20: AnalysisTemplate/outer: spec.templates[1].templateName: warning: AnalysisTemplate \"elsewhere\" is not among the given files; it must exist in the cluster"
+            ),
+            format!(
+                "{p}:22: AnalysisTemplate/outer: spec.metrics[0].name: metric name \"up\" is used twice (first at AnalysisTemplate/inner); names must be unique across nested templates"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn argo_limit_rules_and_provider_rules_each_give_one_line() {
+    let p = "tests/fixtures/validate/limits.yaml";
+    let (code, lines) = validate(&[p]);
+    assert_eq!(code, 1);
+    let expected = [
+        "7: AnalysisTemplate/limits: spec.dryRun[0].metricName: \"nothing-matches\" matches no metric name",
+        "9: AnalysisTemplate/limits: spec.measurementRetention[0].metricName: invalid regular expression \"(\": unclosed group",
+        "14: AnalysisTemplate/limits: spec.metrics[0].count: count (2) must be >= failureLimit (3) + consecutiveSuccessLimit (0), or the limits can never be reached",
+        "18: AnalysisTemplate/limits: spec.metrics[0].provider.prometheus.address: \"prometheus:9090\" is not an http(s) URL (scheme \"prometheus\")",
+        "22: AnalysisTemplate/limits: spec.metrics[1].failureLimit: failureLimit -1 turns failure counting off, so consecutiveSuccessLimit must be > 0 to ever decide",
+        "23: AnalysisTemplate/limits: spec.metrics[1].consecutiveErrorLimit: must not be negative, got -2",
+        "29: AnalysisTemplate/limits: spec.metrics[2].provider: exactly one provider is allowed, found prometheus, web",
+        "38: AnalysisTemplate/limits: spec.metrics[3].provider.plugin.argoproj-labs/metric-ai: plugin argoproj-labs/metric-ai is not supported by canaryd (canaryd runs prometheus, web and its own plugins canaryd/...)",
+    ];
+    let expected: Vec<String> = expected.iter().map(|e| format!("{p}:{e}")).collect();
+    assert_eq!(lines, expected);
+}
+
+#[test]
+fn json_output_carries_the_same_findings_and_nothing_else_on_stdout() {
+    let (code, lines) = validate(&[
+        "--output",
+        "json",
+        "tests/fixtures/validate/datadog-provider.yaml",
+    ]);
+    assert_eq!(code, 1);
+    let report: serde_json::Value =
+        serde_json::from_str(&lines.join("\n")).expect("stdout is one JSON document");
+    assert_eq!(report["valid"], false);
+    assert_eq!(report["objects"], 1);
+    let f = &report["findings"][0];
+    assert_eq!(f["line"], 11);
+    assert_eq!(f["kind"], "AnalysisTemplate");
+    assert_eq!(f["name"], "datadog");
+    assert_eq!(f["path"], "spec.metrics[0].provider.datadog");
+    assert_eq!(f["severity"], "error");
+}
+
+#[test]
+fn a_missing_path_is_a_usage_error() {
+    let (code, _) = validate(&["tests/fixtures/validate/does-not-exist.yaml"]);
+    assert_eq!(code, 2);
+    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+        .arg("validate")
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "no path at all is a usage error"
+    );
+}
+
+/// Argo Rollouts' own published templates (../shared/argo-examples, beside the checkout).
+fn argo_examples() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/argo-examples");
+    assert!(
+        dir.is_dir(),
+        "{} is missing: these tests read Argo Rollouts' published examples from the shared folder beside the checkout",
+        dir.display()
+    );
+    dir
+}
+
+#[test]
+fn argo_documented_prometheus_and_web_templates_validate() {
+    let dir = argo_examples();
+    let valid = [
+        "docs__analysis__prometheus.md__01.yaml",
+        "docs__analysis__prometheus.md__02.yaml",
+        "docs__analysis__prometheus.md__03.yaml",
+        "docs__analysis__prometheus.md__04.yaml",
+        "docs__analysis__web.md__01.yaml",
+        "docs__features__analysis.md__01.yaml",
+        "docs__features__analysis.md__02.yaml",
+        "docs__features__analysis.md__03.yaml",
+        "docs__features__analysis.md__04.yaml",
+        "docs__features__analysis.md__05.yaml",
+        "docs__features__analysis.md__06.yaml",
+        "docs__features__analysis.md__07.yaml",
+        "docs__features__analysis.md__08.yaml",
+        "docs__features__analysis.md__09.yaml",
+        "docs__features__analysis.md__10.yaml",
+        "docs__features__analysis.md__11.yaml",
+        "examples__appmesh__canary-rollout.yaml",
+        "examples__rollout-secret.yaml",
+    ];
+    let paths: Vec<String> = valid
+        .iter()
+        .map(|f| dir.join(f).display().to_string())
+        .collect();
+    let args: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let (code, lines) = validate(&args);
+    let errors: Vec<&String> = lines
+        .iter()
+        .filter(|l| !l.contains(": warning: "))
+        .collect();
+    assert_eq!((code, errors), (0, Vec::<&String>::new()));
+}
+
+#[test]
+fn argo_templates_for_other_providers_fail_naming_the_provider() {
+    let dir = argo_examples();
+    for (file, provider) in [
+        ("docs__analysis__datadog.md__01.yaml", "datadog"),
+        ("examples__analysis-templates.yaml__01.yaml", "job"),
+        ("docs__analysis__cloudwatch.md__01.yaml", "cloudWatch"),
+        ("docs__analysis__newrelic.md__01.yaml", "newRelic"),
+    ] {
+        let path = dir.join(file).display().to_string();
+        let (code, lines) = validate(&[&path]);
+        assert_eq!(code, 1, "{file}");
+        assert_eq!(lines.len(), 1, "{file}: {lines:?}");
+        assert!(
+            lines[0].contains(&format!(
+                "provider.{provider}: provider {provider} is not supported by canaryd"
+            )),
+            "{file}: {}",
+            lines[0]
+        );
+    }
+}
+
+#[test]
+fn an_argo_snippet_without_a_name_fails_naming_metadata_name() {
+    let path = argo_examples()
+        .join("docs__features__analysis.md__12.yaml")
+        .display()
+        .to_string();
+    let (code, lines) = validate(&[&path]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        lines[0],
+        format!("{path}:2: AnalysisTemplate/<unnamed>: metadata.name: required")
+    );
+}
+
+#[test]
+fn a_folder_is_searched_recursively_and_every_document_is_checked() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let nested = dir.path().join("a/b");
+    std::fs::create_dir_all(&nested).expect("mkdir");
+    std::fs::copy(fixture("datadog-provider.yaml"), nested.join("x.yml")).expect("copy");
+    std::fs::copy(fixture("valid-nested.yaml"), dir.path().join("ok.yaml")).expect("copy");
+    std::fs::write(dir.path().join("notes.txt"), "not yaml: [").expect("write");
+    let (code, lines) = validate(&[&dir.path().display().to_string()]);
+    assert_eq!(code, 1);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].ends_with("provider datadog is not supported by canaryd (supported: prometheus, web, plugin \"canaryd/...\")"));
+}
