@@ -3,4 +3,5 @@
 //! tokio or wall clock (a test in `tests/` enforces it), so backtests and restarts are exact.
 
 pub mod condition;
+pub mod judge;
 pub mod value;
