@@ -104,7 +104,7 @@ pub fn judge_error_rate(
 /// Mixture points: `δ = ln(ρ/ρ0)` on a grid that is fine near 0 (where small regressions live) and reaches
 /// ρ = e⁸·ρ0, weighted by a half-normal prior of scale 1 on δ. Any weights summing to 1 keep the guarantee;
 /// this prior spends its evidence on ratios between ~1.05× and ~10× the boundary.
-const MIXTURE_POINTS: usize = 96;
+const MIXTURE_POINTS: usize = 32;
 const MIXTURE_MAX_DELTA: f64 = 8.0;
 /// The interval search covers ratios e^±30; beyond that it reports the bracket end.
 const RATIO_SEARCH_BOUND: f64 = 30.0;
@@ -122,6 +122,8 @@ pub struct ErrorRateTest {
     /// Log likelihood ratio at each mixture point, above (`fail`) and below (`pass`) the boundary.
     log_lr_above: Vec<f64>,
     log_lr_below: Vec<f64>,
+    largest_above: f64,
+    largest_below: f64,
     pools: Vec<Pool>,
     /// Index into `pools` of the last increment's split, whose coefficients are cached.
     last_pool: Option<usize>,
@@ -182,6 +184,8 @@ impl ErrorRateTest {
             log_weights: raw.iter().map(|w| (w / total).ln()).collect(),
             log_lr_above: vec![0.0; deltas.len()],
             log_lr_below: vec![0.0; deltas.len()],
+            largest_above: 0.0,
+            largest_below: 0.0,
             deltas,
             pools: Vec::new(),
             last_pool: None,
@@ -231,20 +235,37 @@ impl ErrorRateTest {
                 p.baseline_errors += xb;
             }
             let margin_requests = self.params.max_absolute_increase * nc as f64;
-            for (lr, c) in self.log_lr_above.iter_mut().zip(&self.coefficients.above) {
-                *lr += xc as f64 * c[0] + xb as f64 * c[1] - margin_requests * c[2];
-            }
-            for (lr, c) in self.log_lr_below.iter_mut().zip(&self.coefficients.below) {
-                *lr += xc as f64 * c[0] + xb as f64 * c[1] - margin_requests * c[2];
+            let (xc, xb) = (xc as f64, xb as f64);
+            // One pass that also tracks the largest LR, the cheap bound `crossed` starts from.
+            for (lrs, coefficients, largest) in [
+                (
+                    &mut self.log_lr_above,
+                    &self.coefficients.above,
+                    &mut self.largest_above,
+                ),
+                (
+                    &mut self.log_lr_below,
+                    &self.coefficients.below,
+                    &mut self.largest_below,
+                ),
+            ] {
+                *largest = f64::NEG_INFINITY;
+                for (lr, c) in lrs.iter_mut().zip(coefficients) {
+                    *lr += xc * c[0] + xb * c[1] - margin_requests * c[2];
+                    if *lr > *largest {
+                        *largest = *lr;
+                    }
+                }
             }
         }
         let enough = look.canary_requests >= self.params.min_requests
             && look.baseline_requests >= self.params.min_requests;
-        if enough && self.mixture(&self.log_lr_above) >= self.log_threshold {
-            self.failed = true;
+        // A crossing is final, so a crossed side needs no more checks.
+        if enough && !self.failed {
+            self.failed = self.crossed(self.largest_above, &self.log_lr_above);
         }
-        if enough && self.mixture(&self.log_lr_below) >= self.log_threshold {
-            self.passed = true;
+        if enough && !self.passed {
+            self.passed = self.crossed(self.largest_below, &self.log_lr_below);
         }
         Ok(self.verdict())
     }
@@ -318,9 +339,12 @@ impl ErrorRateTest {
         index
     }
 
-    /// Log of the mixture `Σ w·LR` (log-sum-exp, so huge likelihood ratios do not overflow).
-    fn mixture(&self, log_lr: &[f64]) -> f64 {
-        log_sum_exp(self.log_weights.iter().zip(log_lr).map(|(w, l)| w + l))
+    /// Whether the mixture `Σ w·LR` has reached `1/α`. The weights sum to 1, so the mixture is at most the
+    /// largest LR: most looks are settled by that bound without any `exp`.
+    fn crossed(&self, largest: f64, log_lr: &[f64]) -> bool {
+        largest >= self.log_threshold
+            && log_sum_exp(self.log_weights.iter().zip(log_lr).map(|(w, l)| w + l))
+                >= self.log_threshold
     }
 
     /// The conditional log likelihood of all errors at `u = ln ρ`; concave in `u`.
