@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod crds;
+pub mod judge;
 pub mod load;
 pub mod validate;
 
@@ -71,6 +72,9 @@ pub enum Command {
     Validate(validate::Args),
     /// Print the CustomResourceDefinitions canaryd generates from its types.
     Crds(crds::Args),
+    /// Judge canary against baseline: sequential error-rate test or distribution test (exit 0 pass, 1 fail,
+    /// 3 inconclusive, 2 bad input).
+    Judge(judge::Args),
 }
 
 /// Runs the parsed command and returns its exit code.
@@ -78,5 +82,6 @@ pub fn run(cli: Cli) -> Exit {
     match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::Crds(args) => crds::run(args),
+        Command::Judge(args) => judge::run(args),
     }
 }

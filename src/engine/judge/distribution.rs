@@ -254,7 +254,7 @@ fn shift_interval(x: &[f64], y: &[f64], confidence: f64) -> Option<(f64, f64)> {
     let z = normal::isf((1.0 - confidence) / 2.0);
     let n = (x.len() + y.len()) as f64;
     let k = (total as f64 / 2.0 - z * (total as f64 * (n + 1.0) / 12.0).sqrt()).floor();
-    if !(k >= 1.0) {
+    if k.is_nan() || k < 1.0 {
         return None;
     }
     let k = k as u64;

@@ -1,40 +1,10 @@
-//! Seeded simulations of the judge, shared by the judge tests and `tests/bench/judge.rs` (which runs more of
-//! them). Owns a small deterministic PRNG (SplitMix64: tiny, well studied, and enough for Monte Carlo of
-//! counts; no `rand` dependency needed for that) and exact binomial and normal samplers. Runs are fully
-//! determined by their seed. It must not be used by the library.
+//! Seeded simulations of the error-rate judge: exact binomial counts per look for canary and baseline,
+//! shared by `tests/judge_error_rate.rs` and the bench (which runs more of them). Runs are fully determined
+//! by their seed.
 
-use canaryd::engine::judge::{
-    DistributionParams, ErrorRateParams, ErrorRateTest, Look, Verdict, judge_distribution,
-};
+use canaryd::engine::judge::{ErrorRateParams, ErrorRateTest, Look, Verdict};
 
-/// SplitMix64 (Steele, Lea & Flood 2014).
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1) with 53 random bits.
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box-Muller; one of the pair is discarded to keep the state simple).
-    pub fn normal(&mut self) -> f64 {
-        let u = 1.0 - self.uniform();
-        let v = self.uniform();
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-}
+use crate::rng::Rng;
 
 /// Exact Binomial(n, p) sampling by inversion of a precomputed CDF table (n and p are fixed per scenario).
 pub struct Binomial {
@@ -117,7 +87,6 @@ impl ErrorRateScenario {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ErrorRateSummary {
-    pub runs: usize,
     /// Runs that said `fail` at some look / `pass` at some look.
     pub fail_fraction: f64,
     pub pass_fraction: f64,
@@ -156,7 +125,6 @@ pub fn simulate_error_rate(s: &ErrorRateScenario, seed: u64) -> ErrorRateSummary
         first_pass.push(pass_at);
     }
     ErrorRateSummary {
-        runs: s.runs,
         fail_fraction: fraction(&first_fail),
         pass_fraction: fraction(&first_pass),
         median_looks_to_fail: median_first(&first_fail),
@@ -172,74 +140,4 @@ fn median_first(firsts: &[Option<usize>]) -> Option<usize> {
     let mut v: Vec<usize> = firsts.iter().map(|f| f.unwrap_or(usize::MAX)).collect();
     v.sort_unstable();
     v.get(v.len() / 2).copied().filter(|&m| m != usize::MAX)
-}
-
-/// Lognormal latencies (median 100, σ 0.3) for the baseline; the canary's are the same plus `shift`.
-#[derive(Debug, Clone)]
-pub struct DistributionScenario {
-    pub runs: usize,
-    pub samples: usize,
-    pub shift: f64,
-    pub params: DistributionParams,
-}
-
-impl DistributionScenario {
-    /// Canary and baseline from the same distribution, with the given margin.
-    pub fn aa(runs: usize, samples: usize, max_relative_shift: f64) -> DistributionScenario {
-        DistributionScenario {
-            runs,
-            samples,
-            shift: 0.0,
-            params: DistributionParams {
-                max_relative_shift,
-                ..DistributionParams::default()
-            },
-        }
-    }
-
-    /// The canary slower by `factor` of the baseline median (as an additive shift), default parameters.
-    pub fn shifted(runs: usize, samples: usize, factor: f64) -> DistributionScenario {
-        DistributionScenario {
-            runs,
-            samples,
-            shift: (factor - 1.0) * 100.0,
-            params: DistributionParams::default(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct DistributionSummary {
-    pub runs: usize,
-    pub fail_fraction: f64,
-    pub pass_fraction: f64,
-    /// Runs whose shift interval contains the true shift.
-    pub coverage: f64,
-}
-
-pub fn simulate_distribution(s: &DistributionScenario, seed: u64) -> DistributionSummary {
-    let mut rng = Rng::new(seed);
-    let (mut fails, mut passes, mut covered) = (0usize, 0usize, 0usize);
-    let mut latency = |rng: &mut Rng| 100.0 * (0.3 * rng.normal()).exp();
-    for _ in 0..s.runs {
-        let baseline: Vec<f64> = (0..s.samples).map(|_| latency(&mut rng)).collect();
-        let canary: Vec<f64> = (0..s.samples)
-            .map(|_| latency(&mut rng) + s.shift)
-            .collect();
-        let Ok(r) = judge_distribution(&canary, &baseline, &s.params) else {
-            break;
-        };
-        fails += usize::from(r.verdict == Verdict::Fail);
-        passes += usize::from(r.verdict == Verdict::Pass);
-        let inside = r.shift_lower.is_some_and(|l| l <= s.shift)
-            && r.shift_upper.is_some_and(|u| u >= s.shift);
-        covered += usize::from(inside);
-    }
-    let runs = s.runs.max(1) as f64;
-    DistributionSummary {
-        runs: s.runs,
-        fail_fraction: fails as f64 / runs,
-        pass_fraction: passes as f64 / runs,
-        coverage: covered as f64 / runs,
-    }
 }
