@@ -269,3 +269,23 @@ fn the_shift_interval_covers_the_true_shift_at_the_stated_confidence() {
     let tolerance = 0.95 - 3.0 * (0.05_f64 * 0.95 / 1000.0).sqrt();
     assert!(s.coverage >= tolerance, "{s:?}");
 }
+
+proptest::proptest! {
+    #[test]
+    fn shift_is_the_median_of_the_materialised_differences(
+        canary in proptest::collection::vec(-1e6f64..1e6, 1..40),
+        baseline in proptest::collection::vec(-1e6f64..1e6, 1..40),
+        round in proptest::bool::ANY,
+    ) {
+        // Rounding to integers makes many differences tie, the hard case for the bisection.
+        let fix = |v: Vec<f64>| if round { v.iter().map(|x| (x / 1e5).round()).collect() } else { v };
+        let (canary, baseline) = (fix(canary), fix(baseline));
+        let params = DistributionParams { min_samples: 1, ..DistributionParams::default() };
+        let r = judge_distribution(&canary, &baseline, &params).expect("valid parameters");
+        let mut d: Vec<f64> = canary.iter().flat_map(|x| baseline.iter().map(move |y| x - y)).collect();
+        d.sort_by(f64::total_cmp);
+        let n = d.len();
+        let expected = if n % 2 == 1 { d[n / 2] } else { 0.5 * (d[n / 2 - 1] + d[n / 2]) };
+        proptest::prop_assert_eq!(r.shift, expected);
+    }
+}
