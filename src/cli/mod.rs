@@ -7,6 +7,7 @@ pub mod analyze;
 pub mod crds;
 pub mod demo;
 pub mod eval;
+pub mod judge;
 pub mod load;
 pub mod run;
 pub mod validate;
@@ -83,6 +84,9 @@ pub enum Command {
     Crds(crds::Args),
     /// Evaluate a condition (or a success/failure pair) against a value: debug a condition before a rollout.
     Eval(eval::Args),
+    /// Judge canary against baseline: sequential error-rate test or distribution test (exit 0 pass, 1 fail,
+    /// 3 inconclusive, 2 bad input).
+    Judge(judge::Args),
 }
 
 /// Runs the parsed command and returns its exit code.
@@ -94,5 +98,6 @@ pub fn run(cli: Cli) -> Exit {
         Command::Run(args) => run::run(args),
         Command::Crds(args) => crds::run(args),
         Command::Eval(args) => eval::run(args),
+        Command::Judge(args) => judge::run(args),
     }
 }

@@ -6,6 +6,7 @@ pub mod analysis;
 pub mod args;
 pub mod compose;
 pub mod condition;
+pub mod judge;
 pub mod template;
 pub mod timeexpr;
 pub mod value;

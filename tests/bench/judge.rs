@@ -1,0 +1,239 @@
+//! `cargo bench --bench judge`: prints the judge's measured false-alarm rates, power and speed. Figures only,
+//! no assertions (the tests assert the bounds with fewer runs); the README quotes this output.
+
+#[path = "../judge_support/distribution.rs"]
+mod distribution_sim;
+#[path = "../judge_support/error_rate.rs"]
+mod error_rate_sim;
+#[path = "../judge_support/rng.rs"]
+mod rng;
+
+use std::time::Instant;
+
+use canaryd::engine::judge::{
+    DistributionParams, ErrorRateParams, ErrorRateTest, Look, judge_distribution, judge_error_rate,
+};
+use distribution_sim::{DistributionScenario, normal, simulate_distribution};
+use error_rate_sim::{Binomial, ErrorRateScenario, simulate_error_rate};
+use rng::Rng;
+
+const RUNS: usize = 10_000;
+
+/// A fraction with its 95 % binomial (Wilson) interval.
+fn with_interval(p: f64, n: usize) -> String {
+    let (n, z) = (n as f64, 1.96);
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / (1.0 + z * z / n);
+    format!(
+        "{:.4} [{:.4}, {:.4}]",
+        p,
+        (centre - half).max(0.0),
+        (centre + half).min(1.0)
+    )
+}
+
+fn looks(m: Option<usize>) -> String {
+    m.map_or("-".to_string(), |m| m.to_string())
+}
+
+fn error_rate_figures() {
+    println!(
+        "error-rate judge, {RUNS} seeded runs per row, 1,000 requests per side per look, confidence 0.95"
+    );
+    println!(
+        "{:<52} {:>6} {:>27} {:>27} {:>9} {:>9}",
+        "scenario", "looks", "P(any fail) [95% CI]", "P(any pass) [95% CI]", "med fail", "med pass"
+    );
+    let absolute = ErrorRateParams {
+        max_absolute_increase: 0.002,
+        ..ErrorRateParams::default()
+    };
+    let wide = ErrorRateParams {
+        max_relative_increase: 0.20,
+        ..ErrorRateParams::default()
+    };
+    let rows: Vec<(&str, ErrorRateScenario)> = vec![
+        (
+            "A/A 0.1%, margin 10%",
+            ErrorRateScenario::new(RUNS, 200, 0.001, 0.001),
+        ),
+        (
+            "A/A 1%, margin 10%",
+            ErrorRateScenario::new(RUNS, 200, 0.01, 0.01),
+        ),
+        (
+            "A/A 10%, margin 10%",
+            ErrorRateScenario::new(RUNS, 200, 0.10, 0.10),
+        ),
+        (
+            "at margin: 1% vs 1.1%",
+            ErrorRateScenario::at_margin(RUNS, 200, 0.01, ErrorRateParams::default()),
+        ),
+        (
+            "at margin: 0.5% vs 0.75% (r 10%, a 0.2 points)",
+            ErrorRateScenario::at_margin(RUNS, 200, 0.005, absolute),
+        ),
+        (
+            "regression 1% -> 2%",
+            ErrorRateScenario::new(RUNS, 20, 0.01, 0.02),
+        ),
+        (
+            "regression 1% -> 1.5%",
+            ErrorRateScenario::new(RUNS, 60, 0.01, 0.015),
+        ),
+        (
+            "A/A 1%, margin 20%",
+            ErrorRateScenario {
+                params: wide,
+                ..ErrorRateScenario::new(RUNS, 300, 0.01, 0.01)
+            },
+        ),
+    ];
+    for (seed, (name, scenario)) in rows.iter().enumerate() {
+        let s = simulate_error_rate(scenario, 1000 + seed as u64);
+        println!(
+            "{:<52} {:>6} {:>27} {:>27} {:>9} {:>9}",
+            name,
+            scenario.looks,
+            with_interval(s.fail_fraction, scenario.runs),
+            with_interval(s.pass_fraction, scenario.runs),
+            looks(s.median_looks_to_fail),
+            looks(s.median_looks_to_pass)
+        );
+    }
+    let sparse = judge_error_rate(
+        &ErrorRateParams::default(),
+        &[Look {
+            canary_errors: 5,
+            canary_requests: 2000,
+            baseline_errors: 0,
+            baseline_requests: 2000,
+        }],
+    );
+    if let Ok(r) = sparse {
+        println!(
+            "sparse: canary 5/2000, baseline 0/2000 -> {}",
+            r.first().map_or(serde_json::Value::Null, |r| r.to_json())
+        );
+    }
+}
+
+fn distribution_figures() {
+    println!();
+    println!(
+        "distribution judge (one look), lognormal latencies median 100 ms, sigma 0.3, {RUNS} runs per row"
+    );
+    println!(
+        "{:<52} {:>27} {:>27} {:>27}",
+        "scenario", "P(fail) [95% CI]", "P(pass) [95% CI]", "CI covers shift"
+    );
+    let rows: Vec<(&str, DistributionScenario)> = vec![
+        (
+            "A/A, 100 per side, margin 0",
+            DistributionScenario::aa(RUNS, 100, 0.0),
+        ),
+        (
+            "A/A, 100 per side, margin 10%",
+            DistributionScenario::aa(RUNS, 100, 0.10),
+        ),
+        (
+            "+10 ms (at the 10% margin), 100 per side",
+            DistributionScenario::shifted(RUNS, 100, 1.1),
+        ),
+        (
+            "+30 ms, 100 per side",
+            DistributionScenario::shifted(RUNS, 100, 1.3),
+        ),
+        (
+            "+20 ms, 50 per side",
+            DistributionScenario::shifted(RUNS, 50, 1.2),
+        ),
+    ];
+    for (seed, (name, scenario)) in rows.iter().enumerate() {
+        let s = simulate_distribution(scenario, 2000 + seed as u64);
+        println!(
+            "{:<52} {:>27} {:>27} {:>27}",
+            name,
+            with_interval(s.fail_fraction, scenario.runs),
+            with_interval(s.pass_fraction, scenario.runs),
+            with_interval(s.coverage, scenario.runs)
+        );
+    }
+}
+
+fn per_call<T>(calls: usize, mut f: impl FnMut(usize) -> T) -> f64 {
+    let start = Instant::now();
+    for i in 0..calls {
+        std::hint::black_box(f(i));
+    }
+    start.elapsed().as_secs_f64() / calls as f64
+}
+
+/// A cumulative history; `varying` gives every look its own request split (its own pool).
+fn history(n: usize, varying: bool) -> Vec<Look> {
+    let mut rng = Rng::new(7);
+    let binomial = Binomial::new(1000, 0.01);
+    let mut l = Look::default();
+    (0..n)
+        .map(|i| {
+            let canary = if varying { 500 + i as u64 } else { 1000 };
+            l.canary_requests += canary;
+            l.baseline_requests += 1000;
+            l.canary_errors += binomial.sample(&mut rng) * canary / 1000;
+            l.baseline_errors += binomial.sample(&mut rng);
+            l
+        })
+        .collect()
+}
+
+fn speed_figures() {
+    println!();
+    println!("speed (release build, this machine)");
+    let params = ErrorRateParams::default();
+    for (looks, varying) in [(200, false), (200, true)] {
+        let h = history(looks, varying);
+        let observe = per_call(200, |_| {
+            ErrorRateTest::replay(&params, &h).map(|t| t.verdict())
+        }) / looks as f64;
+        let full = per_call(20, |_| judge_error_rate(&params, &h).map(|r| r.len())) / looks as f64;
+        let splits = if varying {
+            "a new request split every look"
+        } else {
+            "one request split"
+        };
+        println!(
+            "error rate, {looks} looks, {splits}: verdict only {:.2} us/look, with ratio bounds {:.1} us/look (last look {:.1} us)",
+            observe * 1e6,
+            full * 1e6,
+            per_call(20, |_| ErrorRateTest::replay(&params, &h)
+                .map(|t| t.result()))
+                * 1e6
+                - observe * looks as f64 * 1e6
+        );
+    }
+    let mut rng = Rng::new(8);
+    for n in [100usize, 1_000, 100_000] {
+        let canary: Vec<f64> = (0..n)
+            .map(|_| 100.0 * (0.3 * normal(&mut rng)).exp())
+            .collect();
+        let baseline: Vec<f64> = (0..n)
+            .map(|_| 100.0 * (0.3 * normal(&mut rng)).exp())
+            .collect();
+        let calls = if n > 10_000 { 5 } else { 200 };
+        let t = per_call(calls, |_| {
+            judge_distribution(&canary, &baseline, &DistributionParams::default()).map(|r| r.shift)
+        });
+        println!(
+            "distribution, {n} samples per side: {:.3} ms per judgement",
+            t * 1e3
+        );
+    }
+}
+
+fn main() {
+    let start = Instant::now();
+    error_rate_figures();
+    distribution_figures();
+    speed_figures();
+    println!("\ntotal {:.1} s", start.elapsed().as_secs_f64());
+}
