@@ -97,5 +97,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- with $v.prometheus.address -}}
 {{- $args = append $args (printf "--prometheus=%s" .) -}}
 {{- end -}}
+{{- /* clap rejects a repeated flag, and a flag set behind the chart's back (--namespace) would escape RBAC. */ -}}
+{{- $owned := dict "--metrics-addr" "metrics.port" "--log-level" "log.level" "--log-format" "log.format"
+  "--prometheus-max-concurrency" "prometheus.maxConcurrency" "--leader-elect" "leaderElection.enabled"
+  "--lease-name" "leaderElection.leaseName" "--lease-duration" "leaderElection.leaseDuration"
+  "--renew-deadline" "leaderElection.renewDeadline" "--retry-period" "leaderElection.retryPeriod"
+  "--namespace" "watch.namespaces" "--instance-id" "instanceId" "--prometheus" "prometheus.address" -}}
+{{- range $v.extraArgs -}}
+{{- $flag := regexReplaceAll "=.*$" . "" -}}
+{{- if hasKey $owned $flag -}}
+{{- fail (printf "extraArgs: %s is set by the chart; use the value %s instead" $flag (get $owned $flag)) -}}
+{{- end -}}
+{{- end -}}
 {{- toYaml (concat $args $v.extraArgs) -}}
 {{- end -}}
