@@ -98,7 +98,9 @@ MATRIX: dict[str, dict[str, Any]] = {
         "affinity": {
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "arch", "operator": "In", "values": ["amd64"]}]}]
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "arch", "operator": "In", "values": ["amd64"]}]}
+                    ]
                 }
             }
         },
@@ -110,6 +112,28 @@ MATRIX: dict[str, dict[str, Any]] = {
 }
 for example in sorted((CHART / "examples").glob("*.yaml")):
     MATRIX[f"example {example.name}"] = yaml.safe_load(example.read_text()) or {}
+
+# Values Helm must refuse, with the error type and the words its message must contain.
+REFUSED: list[tuple[str, dict[str, Any], type[Exception], str]] = [
+    ("the schema rejects a string for replicas", {"replicas": "two"},
+     helm.HelmValuesError, "at '/replicas': got string, want integer"),
+    ("the schema rejects an unknown top-level key", {"replica": 2},
+     helm.HelmValuesError, "at '': additional properties 'replica' not allowed"),
+    ("the schema rejects an unknown nested key", {"crds": {"instal": False}},
+     helm.HelmValuesError, "at '/crds': additional properties 'instal' not allowed"),
+    ("the schema rejects a lease duration without a unit", {"leaderElection": {"leaseDuration": "15"}},
+     helm.HelmValuesError, "at '/leaderElection/leaseDuration': '15' does not match pattern"),
+    ("the schema rejects an unknown log format", {"log": {"format": "xml"}},
+     helm.HelmValuesError, "at '/log/format'"),
+    ("the schema rejects a namespace that is not a DNS label", {"watch": {"namespaces": ["Team_A"]}},
+     helm.HelmValuesError, "at '/watch/namespaces/0'"),
+    ("extraArgs may not repeat a flag the chart sets", {"extraArgs": ["--log-format=text"]},
+     helm.HelmRenderError, "extraArgs: --log-format is set by the chart; use the value log.format instead"),
+    ("extraArgs may not widen the watched namespaces behind RBAC's back", {"extraArgs": ["--namespace=kube-system"]},
+     helm.HelmRenderError, "extraArgs: --namespace is set by the chart; use the value watch.namespaces instead"),
+    ("an existing service account needs a name", {"serviceAccount": {"create": False}},
+     helm.HelmRenderError, "serviceAccount.name is required when serviceAccount.create is false"),
+]
 
 WATCH_RULES = {
     ("argoproj.io", "analysisruns"): {"get", "list", "watch", "patch", "update", "delete"},
@@ -152,10 +176,6 @@ def render(chart: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
     return objects
 
 
-def merged(chart: Any, values: dict[str, Any]) -> dict[str, Any]:
-    return chart.merge_values(values)
-
-
 def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [o for o in objects if o["kind"] == kind]
 
@@ -177,7 +197,7 @@ def grants(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
     return out
 
 
-def sa_validator_metadata(metadata: dict[str, Any], version: str) -> None:
+def validate_metadata(metadata: dict[str, Any], version: str) -> None:
     """Checks a CRD-typed object's metadata against Kubernetes' ObjectMeta by validating a ConfigMap wearing it."""
     kv.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}, version, strict=True)
 
@@ -192,7 +212,7 @@ def validate_objects(objects: list[dict[str, Any]]) -> None:
             try:
                 if obj["kind"] == "ServiceMonitor":
                     jsonschema.Draft202012Validator(SERVICE_MONITOR_SCHEMA).validate(obj)
-                    sa_validator_metadata(obj["metadata"], version)
+                    validate_metadata(obj["metadata"], version)
                 else:
                     kv.validate(obj, version, strict=True)
             except kv.ValidationError as e:
@@ -323,22 +343,14 @@ def check_value_set(chart: Any, canaryd: Path, values: dict[str, Any]) -> None:
         errors = [m for m in report["messages"] if m["severity"] >= 3] + [{"error": e} for e in report["errors"]]
         expect(not errors, f"helm lint (Kubernetes {version}): {errors}")
     check_config(canaryd, one(objects, "Deployment"))
-    check_invariants(merged(chart, values), objects)
+    check_invariants(chart.merge_values(values), objects)
 
 
-def schema_rejects(chart: Any, values: dict[str, Any], message: str) -> None:
+def render_fails(chart: Any, values: dict[str, Any], error: type[Exception], message: str) -> None:
+    """Helm refuses the values with `error` (the schema's HelmValuesError, a template's HelmRenderError)."""
     try:
         chart.render(values, name=RELEASE, namespace=NAMESPACE)
-    except helm.HelmValuesError as e:
-        expect(message in str(e), f"Helm's message {str(e)!r} does not say {message!r}")
-        return
-    raise CheckFailed(f"the schema accepted {values}")
-
-
-def render_fails(chart: Any, values: dict[str, Any], message: str) -> None:
-    try:
-        chart.render(values, name=RELEASE, namespace=NAMESPACE)
-    except helm.HelmRenderError as e:
+    except error as e:
         expect(message in str(e), f"Helm's message {str(e)!r} does not say {message!r}")
         return
     raise CheckFailed(f"the chart rendered {values}")
@@ -390,26 +402,14 @@ def main() -> int:
         ("the chart version and appVersion follow Cargo.toml", versions_follow_the_crate),
         ("the canaryd binary exists", lambda: expect(
             canaryd.is_file(), f"{canaryd} is missing: build it with `cargo build --locked --bin canaryd`")),
-        ("the schema rejects a string for replicas",
-         lambda: schema_rejects(chart, {"replicas": "two"}, "at '/replicas': got string, want integer")),
-        ("the schema rejects an unknown top-level key",
-         lambda: schema_rejects(chart, {"replica": 2}, "additional properties 'replica' not allowed")),
-        ("the schema rejects an unknown nested key",
-         lambda: schema_rejects(chart, {"crds": {"instal": False}}, "additional properties 'instal' not allowed")),
-        ("the schema rejects a lease duration without a unit",
-         lambda: schema_rejects(chart, {"leaderElection": {"leaseDuration": "15"}},
-                                "at '/leaderElection/leaseDuration': '15' does not match pattern")),
-        ("the schema rejects an unknown log format",
-         lambda: schema_rejects(chart, {"log": {"format": "xml"}}, "at '/log/format'")),
-        ("extraArgs may not repeat a flag the chart sets", lambda: render_fails(
-            chart, {"extraArgs": ["--log-format=text"]},
-            "extraArgs: --log-format is set by the chart; use the value log.format instead")),
         ("the CRD template carries the generated CRDs with the keep annotation",
          lambda: crds_template_carries_the_generated_crds(chart)),
         ("check-config rejects a flag canaryd does not know, so the args check can fail", lambda: expect_rejected(
             canaryd, render(chart, {"extraArgs": ["--no-such-flag"]}))),
         ("the chart README documents every value", readme_documents_every_value),
     ]
+    checks += [(name, (lambda v=values, e=error, m=message: render_fails(chart, v, e, m)))
+               for name, values, error, message in REFUSED]
     checks += [(f"{name}: renders, lints, validates and passes check-config",
                 (lambda v=values: check_value_set(chart, canaryd, v))) for name, values in MATRIX.items()]
     passed = failed = 0
