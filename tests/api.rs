@@ -205,13 +205,13 @@ status:
 #[test]
 fn the_committed_crds_match_the_types() {
     let committed_path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/canaryd/crds/crds.yaml");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/canaryd/files/crds.yaml");
     let committed =
-        std::fs::read_to_string(&committed_path).expect("charts/canaryd/crds/crds.yaml exists");
+        std::fs::read_to_string(&committed_path).expect("charts/canaryd/files/crds.yaml exists");
     let generated = canaryd::cli::crds::render().expect("renders");
     assert!(
         committed == generated,
-        "charts/canaryd/crds/crds.yaml is stale: run `cargo run -- crds > charts/canaryd/crds/crds.yaml`"
+        "charts/canaryd/files/crds.yaml is stale: run `cargo run -- crds > charts/canaryd/files/crds.yaml`"
     );
 }
 

@@ -29,6 +29,19 @@ cargo fmt --all -- --check
 log "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
 
+# --- Helm chart checks (charts/canaryd, tests/chart/) -----------------------------------------------------
+# Real Helm v4 through PyPI's helm-python-sdk and kubernetes-validate, in a git-ignored virtualenv; pip leaves
+# pinned packages that are already there alone, so a second run installs nothing.
+log "chart checks: Python packages"
+if ! [ -x .venv/bin/python ]; then
+  python3 -m venv .venv || { echo "python3 -m venv failed: install Debian's python3-venv package" >&2; exit 1; }
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/chart/requirements.txt
+log "chart checks"
+cargo build --locked --quiet --bin canaryd
+.venv/bin/python tests/chart/verify.py --canaryd target/debug/canaryd
+# --- end of Helm chart checks -----------------------------------------------------------------------------
+
 log "tests"
 cargo nextest run --locked --no-fail-fast
 # Doc tests are not run by nextest.

@@ -1,0 +1,113 @@
+{{/* Names and labels shared by every object of the release. */}}
+
+{{- define "canaryd.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "canaryd.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "canaryd.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "canaryd.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "canaryd.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "canaryd.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "canaryd.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "canaryd.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "canaryd.leaseName" -}}
+{{- default (include "canaryd.fullname" .) .Values.leaderElection.leaseName -}}
+{{- end -}}
+
+{{/* The rules canaryd needs wherever it watches AnalysisRuns: a Role per namespace or one ClusterRole. */}}
+{{- define "canaryd.watchRules" -}}
+- apiGroups: ["argoproj.io"]
+  resources: ["analysisruns"]
+  verbs: ["get", "list", "watch", "patch", "update", "delete"]
+- apiGroups: ["argoproj.io"]
+  resources: ["analysisruns/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["argoproj.io"]
+  resources: ["analysistemplates"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- if .Values.rbac.secrets }}
+# Args with valueFrom.secretKeyRef are read at measurement time.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+{{- end }}
+{{- end -}}
+
+{{- define "canaryd.clusterTemplateRules" -}}
+- apiGroups: ["argoproj.io"]
+  resources: ["clusteranalysistemplates"]
+  verbs: ["get", "list", "watch"]
+{{- end -}}
+
+{{/* The flags of `canaryd run` as a YAML list; tests/chart/verify.py runs them through --check-config. */}}
+{{- define "canaryd.args" -}}
+{{- $v := .Values -}}
+{{- $args := list "run"
+  (printf "--metrics-addr=0.0.0.0:%d" (int $v.metrics.port))
+  (printf "--log-level=%s" $v.log.level)
+  (printf "--log-format=%s" $v.log.format)
+  (printf "--prometheus-max-concurrency=%d" (int $v.prometheus.maxConcurrency))
+  (printf "--leader-elect=%t" $v.leaderElection.enabled) -}}
+{{- if $v.leaderElection.enabled -}}
+{{- $args = concat $args (list
+  (printf "--lease-name=%s" (include "canaryd.leaseName" .))
+  (printf "--lease-duration=%s" $v.leaderElection.leaseDuration)
+  (printf "--renew-deadline=%s" $v.leaderElection.renewDeadline)
+  (printf "--retry-period=%s" $v.leaderElection.retryPeriod)) -}}
+{{- end -}}
+{{- range $v.watch.namespaces -}}
+{{- $args = append $args (printf "--namespace=%s" .) -}}
+{{- end -}}
+{{- with $v.instanceId -}}
+{{- $args = append $args (printf "--instance-id=%s" .) -}}
+{{- end -}}
+{{- with $v.prometheus.address -}}
+{{- $args = append $args (printf "--prometheus=%s" .) -}}
+{{- end -}}
+{{- /* clap rejects a repeated flag, and a flag set behind the chart's back (--namespace) would escape RBAC. */ -}}
+{{- $owned := dict "--metrics-addr" "metrics.port" "--log-level" "log.level" "--log-format" "log.format"
+  "--prometheus-max-concurrency" "prometheus.maxConcurrency" "--leader-elect" "leaderElection.enabled"
+  "--lease-name" "leaderElection.leaseName" "--lease-duration" "leaderElection.leaseDuration"
+  "--renew-deadline" "leaderElection.renewDeadline" "--retry-period" "leaderElection.retryPeriod"
+  "--namespace" "watch.namespaces" "--instance-id" "instanceId" "--prometheus" "prometheus.address" -}}
+{{- range $v.extraArgs -}}
+{{- $flag := regexReplaceAll "=.*$" . "" -}}
+{{- if hasKey $owned $flag -}}
+{{- fail (printf "extraArgs: %s is set by the chart; use the value %s instead" $flag (get $owned $flag)) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (concat $args $v.extraArgs) -}}
+{{- end -}}

@@ -1,0 +1,444 @@
+"""Checks the Helm chart charts/canaryd with real Helm (Helm v4's Go SDK through helm-python-sdk).
+
+For the default values, a matrix of value sets and every file in the chart's examples/, it renders the chart,
+lints it, validates every rendered object with kubernetes-validate --strict (the ServiceMonitor against the
+vendored servicemonitor.schema.json, which the validator has no schema for), runs the Deployment's args through
+`canaryd run --check-config`, and checks the RBAC, security and lease invariants the chart promises. It also
+checks the values schema's rejections, the CRD template against the generated file, the README's values table
+and the chart version against Cargo.toml.
+
+Usage: .venv/bin/python tests/chart/verify.py [--canaryd PATH]   (tests/run.sh installs .venv and builds PATH)
+Prints one line per check and a closing `N passed, M failed`; exits 1 when any check failed. Nothing is skipped:
+a missing package or binary is a failure that says how to get it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import tomllib
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+INSTALL_HINT = (
+    "run tests/run.sh, or: python3 -m venv .venv && .venv/bin/pip install -r tests/chart/requirements.txt, "
+    "then run this script with .venv/bin/python"
+)
+try:
+    import helm_python as helm
+    import jsonschema
+    import kubernetes_validate.utils as kv
+    import yaml
+except ImportError as missing:
+    print(f"FAIL the chart checks need the Python package {missing.name!r}: {INSTALL_HINT}", file=sys.stderr)
+    print("0 passed, 1 failed")
+    sys.exit(1)
+
+# libyaml's loader: the rendered CRDs are large, and the pure-Python one dominated the run time.
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# kubernetes-validate re-reads its JSON schemas on every call; they never change during a run.
+kv.schema_contents = functools.lru_cache(maxsize=None)(kv.schema_contents)
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "canaryd"
+HERE = Path(__file__).resolve().parent
+RELEASE = "canaryd"
+NAMESPACE = "canaryd"
+# The chart's kubeVersion floor and the newest Kubernetes the validator knows.
+KUBE_VERSIONS = ["1.25", kv.major_minor(kv.latest_version())]
+# Seconds a stopping leader needs beyond the lease duration to release its Lease and finish in-flight work.
+LEASE_RELEASE_MARGIN = 5
+
+MATRIX: dict[str, dict[str, Any]] = {
+    "default values": {},
+    "all namespaces with an instance id and a Prometheus address": {
+        "instanceId": "canaryd",
+        "prometheus": {"address": "http://prometheus.monitoring:9090", "maxConcurrency": 4},
+        "log": {"level": "canaryd=debug,info", "format": "text"},
+        "extraArgs": ["--lease-namespace=canaryd"],
+    },
+    "a namespace list": {"watch": {"namespaces": ["team-a", "team-b"]}},
+    "a namespace list without secrets access": {
+        "watch": {"namespaces": ["team-a"]},
+        "rbac": {"secrets": False},
+    },
+    "ServiceMonitor and PodDisruptionBudget on": {
+        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+        "podDisruptionBudget": {"enabled": True},
+    },
+    "PodDisruptionBudget by maxUnavailable": {"podDisruptionBudget": {"enabled": True, "maxUnavailable": "50%"}},
+    "CRDs off": {"crds": {"install": False}},
+    "CRDs not kept on uninstall": {"crds": {"keep": False}},
+    "existing service account": {"serviceAccount": {"create": False, "name": "platform-canaryd"}},
+    "one replica without leader election": {"replicas": 1, "leaderElection": {"enabled": False}},
+    "longer lease with a matching grace period": {
+        "leaderElection": {"leaseDuration": "1m", "renewDeadline": "40s", "retryPeriod": "5s"},
+        "terminationGracePeriodSeconds": 75,
+    },
+    "NetworkPolicy with egress rules": {
+        "networkPolicy": {
+            "enabled": True,
+            "metricsFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+            "egress": [{"ports": [{"port": 443, "protocol": "TCP"}, {"port": 9090, "protocol": "TCP"}]}],
+        }
+    },
+    "scheduling, pod metadata, env and pull secrets": {
+        "imagePullSecrets": [{"name": "regcred"}],
+        "podAnnotations": {"example.com/team": "platform"},
+        "podLabels": {"team": "platform"},
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "platform", "effect": "NoSchedule"}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "arch", "operator": "In", "values": ["amd64"]}]}
+                    ]
+                }
+            }
+        },
+        "priorityClassName": "system-cluster-critical",
+        "env": [{"name": "RUST_BACKTRACE", "value": "1"}],
+        "envFrom": [{"configMapRef": {"name": "canaryd-extra"}}],
+        "metrics": {"port": 9100, "service": {"port": 80}},
+    },
+}
+for example in sorted((CHART / "examples").glob("*.yaml")):
+    MATRIX[f"example {example.name}"] = yaml.safe_load(example.read_text()) or {}
+
+# Values Helm must refuse, with the error type and the words its message must contain.
+REFUSED: list[tuple[str, dict[str, Any], type[Exception], str]] = [
+    ("the schema rejects a string for replicas", {"replicas": "two"},
+     helm.HelmValuesError, "at '/replicas': got string, want integer"),
+    ("the schema rejects an unknown top-level key", {"replica": 2},
+     helm.HelmValuesError, "at '': additional properties 'replica' not allowed"),
+    ("the schema rejects an unknown nested key", {"crds": {"instal": False}},
+     helm.HelmValuesError, "at '/crds': additional properties 'instal' not allowed"),
+    ("the schema rejects a lease duration without a unit", {"leaderElection": {"leaseDuration": "15"}},
+     helm.HelmValuesError, "at '/leaderElection/leaseDuration': '15' does not match pattern"),
+    ("the schema rejects an unknown log format", {"log": {"format": "xml"}},
+     helm.HelmValuesError, "at '/log/format'"),
+    ("the schema rejects a namespace that is not a DNS label", {"watch": {"namespaces": ["Team_A"]}},
+     helm.HelmValuesError, "at '/watch/namespaces/0'"),
+    ("extraArgs may not repeat a flag the chart sets", {"extraArgs": ["--log-format=text"]},
+     helm.HelmRenderError, "extraArgs: --log-format is set by the chart; use the value log.format instead"),
+    ("extraArgs may not widen the watched namespaces behind RBAC's back", {"extraArgs": ["--namespace=kube-system"]},
+     helm.HelmRenderError, "extraArgs: --namespace is set by the chart; use the value watch.namespaces instead"),
+    ("an existing service account needs a name", {"serviceAccount": {"create": False}},
+     helm.HelmRenderError, "serviceAccount.name is required when serviceAccount.create is false"),
+]
+
+WATCH_RULES = {
+    ("argoproj.io", "analysisruns"): {"get", "list", "watch", "patch", "update", "delete"},
+    ("argoproj.io", "analysisruns/status"): {"get", "patch", "update"},
+    ("argoproj.io", "analysistemplates"): {"get", "list", "watch"},
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+}
+SECRET_RULE = {("", "secrets"): {"get"}}
+CLUSTER_TEMPLATE_RULE = {("argoproj.io", "clusteranalysistemplates"): {"get", "list", "watch"}}
+LEASE_RULE = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise CheckFailed(message)
+
+
+def go_duration_seconds(text: str) -> float:
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+    parts = re.findall(r"([0-9.]+)(ns|us|µs|ms|s|m|h)", text)
+    expect("".join(n + u for n, u in parts) == text, f"{text!r} is not a Go duration")
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def render(chart: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
+    manifests = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    objects = []
+    for path, text in sorted(manifests.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        for doc in yaml.load_all(text, Loader=LOADER):
+            if doc:
+                expect(isinstance(doc, dict) and "kind" in doc, f"{path} rendered a non-object: {doc!r}")
+                objects.append(doc)
+    return objects
+
+
+def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = by_kind(objects, kind)
+    expect(len(found) == 1, f"expected one {kind}, found {len(found)}")
+    return found[0]
+
+
+def grants(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    """The verbs a Role or ClusterRole grants, keyed by (apiGroup, resource)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for rule in role.get("rules", []):
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                expect("*" not in rule["verbs"] and group != "*" and resource != "*", f"wildcard in {rule}")
+                out.setdefault((group, resource), set()).update(rule["verbs"])
+    return out
+
+
+def validate_metadata(metadata: dict[str, Any], version: str) -> None:
+    """Checks a CRD-typed object's metadata against Kubernetes' ObjectMeta by validating a ConfigMap wearing it."""
+    kv.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}, version, strict=True)
+
+
+SERVICE_MONITOR_SCHEMA = json.loads((HERE / "servicemonitor.schema.json").read_text())
+
+
+def validate_objects(objects: list[dict[str, Any]]) -> None:
+    for obj in objects:
+        name = f"{obj['kind']}/{obj.get('metadata', {}).get('name')}"
+        for version in KUBE_VERSIONS:
+            try:
+                if obj["kind"] == "ServiceMonitor":
+                    jsonschema.Draft202012Validator(SERVICE_MONITOR_SCHEMA).validate(obj)
+                    validate_metadata(obj["metadata"], version)
+                else:
+                    kv.validate(obj, version, strict=True)
+            except kv.ValidationError as e:
+                path = ".".join(str(p) for p in e.path)
+                raise CheckFailed(f"{name} is invalid for Kubernetes {version}: {path}: {e.message}") from None
+            except jsonschema.ValidationError as e:
+                path = ".".join(str(p) for p in e.path)
+                raise CheckFailed(f"{name} fails servicemonitor.schema.json: {path}: {e.message}") from None
+            except kv.SchemaNotFoundError as e:
+                raise CheckFailed(f"{name}: {e.message}; add a vendored schema for it") from None
+
+
+def check_config(canaryd: Path, deployment: dict[str, Any]) -> None:
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    expect(args[:1] == ["run"], f"the args must start with the run subcommand: {args}")
+    # The container's literal env, and POD_NAMESPACE as the downward API would set it.
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    for var in container.get("env", []):
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        elif var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+            env[var["name"]] = deployment["metadata"]["namespace"]
+    command = [str(canaryd), "run", "--check-config", *args[1:]]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    expect(done.returncode == 0, f"`{' '.join(command)}` exited {done.returncode}: {done.stderr.strip()}")
+
+
+def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> None:
+    """What the chart promises for any values: security, probes, lease timing, RBAC scoped to what canaryd uses."""
+    deployment = one(objects, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    expect(deployment["spec"]["replicas"] == values["replicas"], "replicas are not the value's")
+    sc = container["securityContext"]
+    expect(sc.get("runAsNonRoot") is True and sc.get("runAsUser") == 65532, f"container not non-root: {sc}")
+    expect(sc.get("readOnlyRootFilesystem") is True, "root filesystem is writable")
+    expect(sc.get("allowPrivilegeEscalation") is False, "privilege escalation allowed")
+    expect(sc.get("capabilities", {}).get("drop") == ["ALL"], "capabilities not dropped")
+    expect(sc.get("seccompProfile", {}).get("type") == "RuntimeDefault", "no RuntimeDefault seccomp profile")
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = container[probe]["httpGet"]
+        expect(get == {"path": path, "port": "metrics"}, f"{probe} is {get}")
+    expect(
+        container["ports"] == [{"name": "metrics", "containerPort": values["metrics"]["port"], "protocol": "TCP"}],
+        f"ports: {container['ports']}",
+    )
+    pod_namespace = [e for e in container["env"] if e["name"] == "POD_NAMESPACE"]
+    expect(
+        pod_namespace == [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+        "POD_NAMESPACE does not come from the downward API",
+    )
+    lease = values["leaderElection"]
+    if lease["enabled"]:
+        needed = go_duration_seconds(lease["leaseDuration"]) + LEASE_RELEASE_MARGIN
+        expect(
+            pod["terminationGracePeriodSeconds"] >= needed,
+            f"terminationGracePeriodSeconds {pod['terminationGracePeriodSeconds']} < lease duration + "
+            f"{LEASE_RELEASE_MARGIN}s ({needed}s): the leader cannot release its Lease",
+        )
+    else:
+        expect(values["replicas"] <= 1, "several replicas without leader election would all reconcile")
+
+    sa_name = pod["serviceAccountName"]
+    accounts = by_kind(objects, "ServiceAccount")
+    if values["serviceAccount"]["create"]:
+        expect([a["metadata"]["name"] for a in accounts] == [sa_name], "the ServiceAccount is not the pod's")
+    else:
+        expect(accounts == [], "a ServiceAccount was created although serviceAccount.create is false")
+        expect(sa_name == values["serviceAccount"]["name"], "the pod does not use the existing ServiceAccount")
+
+    roles = {(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")): o for o in objects
+             if o["kind"] in ("Role", "ClusterRole")}
+    for binding in by_kind(objects, "RoleBinding") + by_kind(objects, "ClusterRoleBinding"):
+        expect(
+            binding["subjects"] == [{"kind": "ServiceAccount", "name": sa_name, "namespace": NAMESPACE}],
+            f"{binding['kind']}/{binding['metadata']['name']} binds {binding['subjects']}",
+        )
+        key = (binding["roleRef"]["kind"], binding["roleRef"]["name"],
+               binding["metadata"].get("namespace") if binding["roleRef"]["kind"] == "Role" else None)
+        expect(key in roles, f"{binding['kind']}/{binding['metadata']['name']} refers to a missing {key}")
+    expect(len(roles) == len(by_kind(objects, "RoleBinding")) + len(by_kind(objects, "ClusterRoleBinding")),
+           "a role without a binding")
+
+    watch_rules = WATCH_RULES | (SECRET_RULE if values["rbac"]["secrets"] else {})
+    namespaces = values["watch"]["namespaces"]
+    cluster_roles = [grants(r) for (kind, _, _), r in roles.items() if kind == "ClusterRole"]
+    namespaced = {ns: grants(r) for (kind, _, ns), r in roles.items() if kind == "Role"}
+    lease_roles = {ns: g for ns, g in namespaced.items() if ("coordination.k8s.io", "leases") in g}
+    if lease["enabled"]:
+        expect(list(lease_roles) == [NAMESPACE], f"Lease access outside the release namespace: {list(lease_roles)}")
+        expect(lease_roles[NAMESPACE] == LEASE_RULE, f"Lease role grants {lease_roles[NAMESPACE]}")
+    else:
+        expect(lease_roles == {}, "Lease access without leader election")
+    for ns in lease_roles:
+        namespaced.pop(ns)
+    if not namespaces:
+        expect(cluster_roles == [watch_rules | CLUSTER_TEMPLATE_RULE], f"ClusterRole grants {cluster_roles}")
+        expect(namespaced == {}, f"Roles although all namespaces are watched: {list(namespaced)}")
+    else:
+        expect(cluster_roles == [CLUSTER_TEMPLATE_RULE], f"cluster-wide grants beyond ClusterAnalysisTemplates: "
+                                                         f"{cluster_roles}")
+        expect(namespaced == {ns: watch_rules for ns in namespaces}, f"Roles per namespace: {namespaced}")
+
+    crds = by_kind(objects, "CustomResourceDefinition")
+    expected_crds = 3 if values["crds"]["install"] else 0
+    expect(len(crds) == expected_crds, f"{len(crds)} CRDs rendered, expected {expected_crds}")
+    for crd in crds:
+        keep = crd["metadata"].get("annotations", {}).get("helm.sh/resource-policy") == "keep"
+        expect(keep == values["crds"]["keep"], f"{crd['metadata']['name']}: keep annotation is {keep}")
+
+    monitors = by_kind(objects, "ServiceMonitor")
+    expect(len(monitors) == int(values["metrics"]["serviceMonitor"]["enabled"]), "ServiceMonitor switch ignored")
+    expect(len(by_kind(objects, "PodDisruptionBudget")) == int(values["podDisruptionBudget"]["enabled"]),
+           "PodDisruptionBudget switch ignored")
+    expect(len(by_kind(objects, "NetworkPolicy")) == int(values["networkPolicy"]["enabled"]),
+           "NetworkPolicy switch ignored")
+    service = one(objects, "Service")
+    expect(service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"],
+           "the metrics Service does not select the pods")
+
+
+def check_value_set(chart: Any, canaryd: Path, values: dict[str, Any]) -> None:
+    objects = render(chart, values)
+    validate_objects(objects)
+    for version in KUBE_VERSIONS:
+        report = helm.lint(str(CHART), values, namespace=NAMESPACE, kube_version=f"v{version}.0")
+        errors = [m for m in report["messages"] if m["severity"] >= 3] + [{"error": e} for e in report["errors"]]
+        expect(not errors, f"helm lint (Kubernetes {version}): {errors}")
+    check_config(canaryd, one(objects, "Deployment"))
+    check_invariants(chart.merge_values(values), objects)
+
+
+def render_fails(chart: Any, values: dict[str, Any], error: type[Exception], message: str) -> None:
+    """Helm refuses the values with `error` (the schema's HelmValuesError, a template's HelmRenderError)."""
+    try:
+        chart.render(values, name=RELEASE, namespace=NAMESPACE)
+    except error as e:
+        expect(message in str(e), f"Helm's message {str(e)!r} does not say {message!r}")
+        return
+    raise CheckFailed(f"the chart rendered {values}")
+
+
+def crds_template_carries_the_generated_crds(chart: Any) -> None:
+    generated = [d for d in yaml.load_all((CHART / "files" / "crds.yaml").read_text(), Loader=LOADER) if d]
+    rendered = by_kind(render(chart, {}), "CustomResourceDefinition")
+    expect(len(rendered) == len(generated) == 3, f"{len(rendered)} rendered, {len(generated)} generated")
+    for want, got in zip(generated, rendered):
+        meta = dict(got["metadata"])
+        expect(meta.pop("annotations") == {"helm.sh/resource-policy": "keep"}, "unexpected annotations")
+        expect(meta.pop("labels")["app.kubernetes.io/instance"] == RELEASE, "no chart labels")
+        expect({**got, "metadata": meta} == want, f"{want['metadata']['name']} differs from files/crds.yaml")
+    # Helm would install anything under crds/ unconditionally, defeating crds.install.
+    expect(chart.crds == [], f"the chart has files under crds/: {[c['filename'] for c in chart.crds]}")
+
+
+def versions_follow_the_crate() -> None:
+    crate = tomllib.loads((ROOT / "Cargo.toml").read_text())["package"]["version"]
+    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    expect(meta["version"] == crate and meta["appVersion"] == crate,
+           f"Chart.yaml version {meta['version']} / appVersion {meta['appVersion']} != Cargo.toml {crate}")
+
+
+def leaf_paths(values: Any, prefix: str = "") -> list[str]:
+    if isinstance(values, dict) and values:
+        return [p for k, v in values.items() for p in leaf_paths(v, f"{prefix}{k}.")]
+    return [prefix.rstrip(".")]
+
+
+def readme_documents_every_value() -> None:
+    readme = (CHART / "README.md").read_text()
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    # Kubernetes pass-through blocks are documented as one row each.
+    whole = {"resources", "podSecurityContext", "securityContext", "livenessProbe", "readinessProbe"}
+    paths = sorted({p.split(".")[0] if p.split(".")[0] in whole else p for p in leaf_paths(defaults)})
+    missing = [p for p in paths if f"| `{p}` |" not in readme]
+    expect(not missing, f"charts/canaryd/README.md's values table lacks {missing}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--canaryd", type=Path, default=ROOT / "target" / "debug" / "canaryd")
+    canaryd = parser.parse_args().canaryd
+    started = time.monotonic()
+    chart = helm.Chart.load(str(CHART))
+    checks: list[tuple[str, Callable[[], None]]] = [
+        ("the chart version and appVersion follow Cargo.toml", versions_follow_the_crate),
+        ("the canaryd binary exists", lambda: expect(
+            canaryd.is_file(), f"{canaryd} is missing: build it with `cargo build --locked --bin canaryd`")),
+        ("the CRD template carries the generated CRDs with the keep annotation",
+         lambda: crds_template_carries_the_generated_crds(chart)),
+        ("check-config rejects a flag canaryd does not know, so the args check can fail", lambda: expect_rejected(
+            canaryd, render(chart, {"extraArgs": ["--no-such-flag"]}))),
+        ("the chart README documents every value", readme_documents_every_value),
+    ]
+    checks += [(name, (lambda v=values, e=error, m=message: render_fails(chart, v, e, m)))
+               for name, values, error, message in REFUSED]
+    checks += [(f"{name}: renders, lints, validates and passes check-config",
+                (lambda v=values: check_value_set(chart, canaryd, v))) for name, values in MATRIX.items()]
+    passed = failed = 0
+    for name, check in checks:
+        began = time.monotonic()
+        try:
+            check()
+            passed += 1
+            print(f"ok   {name} ({time.monotonic() - began:.1f}s)")
+        except CheckFailed as e:
+            failed += 1
+            print(f"FAIL {name}: {e}")
+        except Exception as e:  # noqa: BLE001 - a Helm or validator error fails the check, with its trace
+            failed += 1
+            print(f"FAIL {name}: {type(e).__name__}: {e}")
+            traceback.print_exc()
+    print(f"chart checks took {time.monotonic() - started:.1f}s", file=sys.stderr)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def expect_rejected(canaryd: Path, objects: list[dict[str, Any]]) -> None:
+    try:
+        check_config(canaryd, one(objects, "Deployment"))
+    except CheckFailed as e:
+        expect("--no-such-flag" in str(e) and "exited 2" in str(e), f"unexpected failure: {e}")
+        return
+    raise CheckFailed("canaryd accepted --no-such-flag")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
