@@ -7,7 +7,7 @@ use super::Exit;
 #[derive(Debug, clap::Args)]
 pub struct Args {}
 
-/// The CRDs as YAML documents separated by `---`, exactly as committed under `charts/canaryd/crds/`.
+/// The CRDs as YAML documents separated by `---`, exactly as committed at `charts/canaryd/files/crds.yaml`.
 pub fn render() -> Result<String, serde_json::Error> {
     let mut out = String::new();
     for crd in crate::api::crds() {
