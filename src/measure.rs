@@ -7,11 +7,32 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::{AnalysisPhase, Measurement, Metric};
+use crate::api::compare::{COMPARE_PLUGIN, CompareSpec, DistributionCompare, ErrorRateCompare};
+use crate::api::{
+    AnalysisPhase, Measurement, Metric, MetricResult, PrometheusMetric, PrometheusRangeQuery,
+};
+use crate::engine::compare;
 use crate::engine::condition::{Condition, measurement_phase};
+use crate::engine::judge::{self, DistributionParams, ErrorRateParams, ErrorRateTest, Verdict};
+use crate::engine::value::MetricValue;
 use crate::providers::{
     HttpClients, Prometheus, PrometheusRequest, ProviderError, ProviderResult, Web, WebRequest,
 };
+
+/// When and with what one measurement is taken.
+#[derive(Debug, Clone, Copy)]
+pub struct MeasureAt<'a> {
+    /// The (possibly virtual) time of the measurement.
+    pub now: Timestamp,
+    /// A backtest's virtual time: queries are evaluated then.
+    pub eval_time: Option<Timestamp>,
+    /// Values that must not appear in what is returned.
+    pub secrets: &'a [String],
+    /// Where `{{window}}` opens (see `engine::compare::window_start`).
+    pub window_start: Timestamp,
+    /// The metric's result so far: `canaryd/compare` keeps its error-rate history in its metadata.
+    pub previous: Option<&'a MetricResult>,
+}
 
 /// A metric ready to be measured: its conditions compiled once.
 #[derive(Debug, Clone)]
@@ -67,7 +88,7 @@ impl Outcome {
 }
 
 /// Metadata keys that describe the metric rather than one measurement.
-const METRIC_METADATA: &[&str] = &["ResolvedPrometheusQuery"];
+const METRIC_METADATA: &[&str] = &["ResolvedPrometheusQuery", compare::LOOKS_KEY];
 
 /// The providers canaryd runs, with their pooled HTTP clients. Build once, share.
 #[derive(Debug, Clone)]
@@ -88,16 +109,19 @@ impl Providers {
         }
     }
 
-    /// Measures `m` at `now`. `eval_time` is the virtual time of a backtest (queries are evaluated then).
-    /// `secrets` are values that must not appear in what is returned.
-    pub async fn measure(
-        &self,
-        m: &MeasurableMetric,
-        now: Timestamp,
-        eval_time: Option<Timestamp>,
-        secrets: &[String],
-    ) -> Outcome {
-        match self.fetch(&m.metric, now, eval_time, secrets).await {
+    /// Takes one measurement of `m`.
+    pub async fn measure(&self, m: &MeasurableMetric, at: MeasureAt<'_>) -> Outcome {
+        let compared = m
+            .metric
+            .provider
+            .plugin
+            .as_ref()
+            .and_then(|p| p.get(COMPARE_PLUGIN));
+        let fetched = match compared {
+            Some(spec) => self.compare(spec, at).await,
+            None => self.fetch(&m.metric, at).await.map(|r| (r, None)),
+        };
+        match fetched {
             Err(e) => Outcome {
                 phase: AnalysisPhase::Error,
                 value: None,
@@ -105,13 +129,15 @@ impl Providers {
                 metadata: BTreeMap::new(),
                 metric_metadata: BTreeMap::new(),
             },
-            Ok(result) => {
+            Ok((result, verdict)) => {
                 let value = result.value.render();
-                let (phase, message) = match measurement_phase(
-                    m.success.as_ref(),
-                    m.failure.as_ref(),
-                    &result.value,
-                ) {
+                let no_conditions = m.success.is_none() && m.failure.is_none();
+                let phase = match verdict {
+                    // canaryd/compare without conditions: the verdict decides.
+                    Some(v) if no_conditions => Ok(compare::verdict_phase(v)),
+                    _ => measurement_phase(m.success.as_ref(), m.failure.as_ref(), &result.value),
+                };
+                let (phase, message) = match phase {
                     Ok(phase) => (phase, None),
                     Err(e) => (AnalysisPhase::Error, Some(e.to_string())),
                 };
@@ -121,7 +147,7 @@ impl Providers {
                     .partition(|(k, _)| METRIC_METADATA.contains(&k.as_str()));
                 Outcome {
                     phase,
-                    value: Some(hide(value, secrets)),
+                    value: Some(hide(value, at.secrets)),
                     message,
                     metadata,
                     metric_metadata,
@@ -133,22 +159,13 @@ impl Providers {
     async fn fetch(
         &self,
         metric: &Metric,
-        now: Timestamp,
-        eval_time: Option<Timestamp>,
-        secrets: &[String],
+        at: MeasureAt<'_>,
     ) -> Result<ProviderResult, ProviderError> {
         let provider = &metric.provider;
         if let Some(prom) = &provider.prometheus {
-            let req = PrometheusRequest::from_metric(
-                prom,
-                self.default_prometheus.as_deref(),
-                now,
-                eval_time,
-            )?
-            .with_secret_values(secrets.iter().cloned());
-            self.prometheus.query(&req).await
+            self.prometheus_query(prom, at).await
         } else if let Some(web) = &provider.web {
-            let req = WebRequest::from_metric(web)?.with_secret_values(secrets.iter().cloned());
+            let req = WebRequest::from_metric(web)?.with_secret_values(at.secrets.iter().cloned());
             self.web.fetch(&req).await
         } else {
             let names = provider.configured();
@@ -157,6 +174,176 @@ impl Providers {
                 names.first().copied().unwrap_or("(none)")
             )))
         }
+    }
+
+    async fn prometheus_query(
+        &self,
+        prom: &PrometheusMetric,
+        at: MeasureAt<'_>,
+    ) -> Result<ProviderResult, ProviderError> {
+        let req = PrometheusRequest::from_metric(
+            prom,
+            self.default_prometheus.as_deref(),
+            at.now,
+            at.eval_time,
+        )?
+        .with_secret_values(at.secrets.iter().cloned());
+        self.prometheus.query(&req).await
+    }
+
+    /// `canaryd/compare`: the queries of both sides over the window, judged together. Returns the judgement
+    /// as a JSON `result` and the verdict (which decides when the metric has no conditions).
+    async fn compare(
+        &self,
+        spec: &serde_json::Value,
+        at: MeasureAt<'_>,
+    ) -> Result<(ProviderResult, Option<Verdict>), ProviderError> {
+        let spec: CompareSpec = serde_json::from_value(spec.clone())
+            .map_err(|e| ProviderError::Invalid(format!("plugin {COMPARE_PLUGIN}: {e}")))?;
+        let until = at.eval_time.unwrap_or(at.now);
+        let window = compare::window(at.window_start, until);
+        let query = |text: &str, range: Option<PrometheusRangeQuery>| PrometheusMetric {
+            address: spec.address.clone(),
+            query: Some(text.replace("{{window}}", &window)),
+            timeout: spec.timeout,
+            range_query: range,
+            ..Default::default()
+        };
+        let mut metadata = BTreeMap::from([("window".to_string(), window.clone())]);
+        let (value, verdict) = match (&spec.error_rate, &spec.distribution) {
+            (Some(e), None) => {
+                self.compare_error_rate(e, &query, at, &mut metadata)
+                    .await?
+            }
+            (None, Some(d)) => self.compare_distribution(d, &query, at, until).await?,
+            _ => {
+                return Err(ProviderError::Invalid(format!(
+                    "plugin {COMPARE_PLUGIN}: set exactly one of errorRate and distribution"
+                )));
+            }
+        };
+        Ok((
+            ProviderResult {
+                value: MetricValue::Json(value),
+                metadata,
+            },
+            Some(verdict),
+        ))
+    }
+
+    async fn compare_error_rate(
+        &self,
+        e: &ErrorRateCompare,
+        query: &(dyn Fn(&str, Option<PrometheusRangeQuery>) -> PrometheusMetric + Sync),
+        at: MeasureAt<'_>,
+        metadata: &mut BTreeMap<String, String>,
+    ) -> Result<(serde_json::Value, Verdict), ProviderError> {
+        let defaults = ErrorRateParams::default();
+        let params = ErrorRateParams {
+            max_relative_increase: e
+                .max_relative_increase
+                .unwrap_or(defaults.max_relative_increase),
+            max_absolute_increase: e
+                .max_absolute_increase
+                .unwrap_or(defaults.max_absolute_increase),
+            confidence: e.confidence.unwrap_or(defaults.confidence),
+            min_requests: e.min_requests.unwrap_or(defaults.min_requests),
+        };
+        let invalid = |e: String| ProviderError::Invalid(format!("plugin {COMPARE_PLUGIN}: {e}"));
+        let history =
+            compare::looks_from(at.previous.and_then(|r| r.metadata.as_ref())).map_err(invalid)?;
+        let [ce, cr, be, br] = [
+            &e.canary.errors,
+            &e.canary.requests,
+            &e.baseline.errors,
+            &e.baseline.requests,
+        ]
+        .map(|q| query(q, None));
+        let (ce, cr, be, br) = tokio::join!(
+            self.prometheus_query(&ce, at),
+            self.prometheus_query(&cr, at),
+            self.prometheus_query(&be, at),
+            self.prometheus_query(&br, at)
+        );
+        let counts = [
+            compare::count("canary.errors", &ce?.value),
+            compare::count("canary.requests", &cr?.value),
+            compare::count("baseline.errors", &be?.value),
+            compare::count("baseline.requests", &br?.value),
+        ];
+        let mut numbers = [0u64; 4];
+        let mut traffic = true;
+        for (slot, c) in numbers.iter_mut().zip(counts) {
+            match c.map_err(|e| invalid(e.to_string()))? {
+                Some(n) => *slot = n,
+                None => traffic = false,
+            }
+        }
+        let judge_err = |e: judge::JudgeError| invalid(e.to_string());
+        let mut test = ErrorRateTest::replay(&params, &history).map_err(judge_err)?;
+        let mut looks = history;
+        // No series, NaN or zero requests on a side: no traffic yet, so no look and an undecided measurement.
+        let looked = traffic && numbers[1] > 0 && numbers[3] > 0;
+        if looked {
+            let look = compare::look(numbers, looks.last());
+            test.observe(&look).map_err(judge_err)?;
+            looks.push(look);
+        }
+        metadata.insert(compare::LOOKS_KEY.to_string(), compare::looks_to(&looks));
+        let result = test.result();
+        let verdict = if looked {
+            result.verdict
+        } else {
+            Verdict::Inconclusive
+        };
+        Ok((result.to_json(), verdict))
+    }
+
+    async fn compare_distribution(
+        &self,
+        d: &DistributionCompare,
+        query: &(dyn Fn(&str, Option<PrometheusRangeQuery>) -> PrometheusMetric + Sync),
+        at: MeasureAt<'_>,
+        until: Timestamp,
+    ) -> Result<(serde_json::Value, Verdict), ProviderError> {
+        let invalid = |e: String| ProviderError::Invalid(format!("plugin {COMPARE_PLUGIN}: {e}"));
+        let defaults = DistributionParams::default();
+        let params = DistributionParams {
+            direction: match d.direction.as_deref() {
+                None => defaults.direction,
+                Some(text) => text.parse().map_err(invalid)?,
+            },
+            confidence: d.confidence.unwrap_or(defaults.confidence),
+            max_relative_shift: d.max_relative_shift.unwrap_or(defaults.max_relative_shift),
+            min_samples: d.min_samples.unwrap_or(defaults.min_samples),
+        };
+        // The range is absolute here: `now()` in the expressions is the measurement's (virtual) time.
+        let seconds = until.duration_since(at.window_start).as_secs().max(1);
+        let range = PrometheusRangeQuery {
+            start: Some(format!("now() - duration(\"{seconds}s\")")),
+            end: Some("now()".to_string()),
+            step: Some(d.step.clone().unwrap_or_else(|| "30s".to_string())),
+        };
+        let (canary, baseline) = (
+            query(&d.canary, Some(range.clone())),
+            query(&d.baseline, Some(range)),
+        );
+        let (canary, baseline) = tokio::join!(
+            self.prometheus_query(&canary, at),
+            self.prometheus_query(&baseline, at)
+        );
+        let samples = |v: &MetricValue| match v {
+            MetricValue::Numbers(ns) => ns.clone(),
+            MetricValue::Number(n) => vec![*n],
+            _ => Vec::new(),
+        };
+        let result = judge::judge_distribution(
+            &samples(&canary?.value),
+            &samples(&baseline?.value),
+            &params,
+        )
+        .map_err(|e| invalid(e.to_string()))?;
+        Ok((result.to_json(), result.verdict))
     }
 }
 

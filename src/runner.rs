@@ -9,7 +9,8 @@ use jiff::Timestamp;
 
 use crate::api::{AnalysisRunStatus, Measurement, MetricResult};
 use crate::engine::analysis::{self, AnalysisPlan, Assessment};
-use crate::measure::{MeasurableMetric, Providers};
+use crate::engine::compare;
+use crate::measure::{MeasurableMetric, MeasureAt, Providers};
 use crate::time::Clock;
 
 /// Everything one run needs, resolved.
@@ -55,16 +56,30 @@ pub async fn run(
         let due = analysis::due(&run.plan, &status, now, terminate);
         let eval_time = clock.is_virtual().then_some(now);
         let mut tasks = tokio::task::JoinSet::new();
+        let started = status.started_at.as_ref().map_or(now, |t| t.0);
         for index in due {
             let (providers, secrets) = (providers.clone(), run.secrets.clone());
-            let Some(metric) = run.metrics.get(index).cloned() else {
+            let (Some(metric), Some(plan)) =
+                (run.metrics.get(index).cloned(), run.plan.metrics.get(index))
+            else {
                 continue;
             };
+            let window_start = compare::window_start(plan, started);
+            let previous = status
+                .metric_results
+                .iter()
+                .flatten()
+                .find(|r| r.name == plan.name)
+                .cloned();
             tasks.spawn(async move {
-                (
-                    index,
-                    providers.measure(&metric, now, eval_time, &secrets).await,
-                )
+                let at = MeasureAt {
+                    now,
+                    eval_time,
+                    secrets: &secrets,
+                    window_start,
+                    previous: previous.as_ref(),
+                };
+                (index, providers.measure(&metric, at).await)
             });
         }
         let mut outcomes = Vec::new();

@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
+use canaryd::api::decode::decode;
 use canaryd::api::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate, Rollout};
-use canaryd::cli::load::{decode, parse_documents};
+use canaryd::cli::load::parse_documents;
 use serde_json::Value;
 
 /// Decodes `yaml` as `T`, re-encodes it, and asserts the JSON is exactly what was written.

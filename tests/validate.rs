@@ -122,7 +122,7 @@ fn argo_limit_rules_and_provider_rules_each_give_one_line() {
         "22: AnalysisTemplate/limits: spec.metrics[1].failureLimit: failureLimit -1 turns failure counting off, so consecutiveSuccessLimit must be > 0 to ever decide",
         "23: AnalysisTemplate/limits: spec.metrics[1].consecutiveErrorLimit: must not be negative, got -2",
         "29: AnalysisTemplate/limits: spec.metrics[2].provider: exactly one provider is allowed, found prometheus, web",
-        "38: AnalysisTemplate/limits: spec.metrics[3].provider.plugin.argoproj-labs/metric-ai: plugin argoproj-labs/metric-ai is not supported by canaryd (canaryd runs prometheus, web and its own plugins canaryd/...)",
+        "38: AnalysisTemplate/limits: spec.metrics[3].provider.plugin.argoproj-labs/metric-ai: plugin argoproj-labs/metric-ai is not supported by canaryd (canaryd runs prometheus, web and its own plugin canaryd/compare)",
     ];
     let expected: Vec<String> = expected.iter().map(|e| format!("{p}:{e}")).collect();
     assert_eq!(lines, expected);
@@ -259,4 +259,21 @@ fn a_folder_is_searched_recursively_and_every_document_is_checked() {
     assert_eq!(code, 1);
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].ends_with("provider datadog is not supported by canaryd (supported: prometheus, web, plugin \"canaryd/...\")"));
+}
+
+#[test]
+fn the_compare_plugin_is_checked_field_by_field_and_window_belongs_to_it_alone() {
+    let p = "tests/fixtures/validate/compare.yaml";
+    let (code, lines) = validate(&[p]);
+    assert_eq!(code, 1);
+    let c = "provider.plugin.canaryd/compare";
+    let expected = [
+        format!("13: AnalysisTemplate/compare: spec.metrics[0].{c}.errorRate.baseline.requests: required"),
+        format!("14: AnalysisTemplate/compare: spec.metrics[0].{c}.errorRate.confidense: unknown field \"confidense\", did you mean \"confidence\"?"),
+        format!("22: AnalysisTemplate/compare: spec.metrics[1].{c}.distribution.confidence: must be between 0 and 1, got 1.5"),
+        format!("23: AnalysisTemplate/compare: spec.metrics[1].{c}.distribution.direction: \"up\" is not one of increase, decrease, either"),
+        "28: AnalysisTemplate/compare: spec.metrics[2].provider.prometheus.query: unknown placeholder {{window}} (expected {{args.NAME}})".to_string(),
+    ];
+    let expected: Vec<String> = expected.iter().map(|e| format!("{p}:{e}")).collect();
+    assert_eq!(lines, expected);
 }

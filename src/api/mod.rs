@@ -3,6 +3,7 @@
 
 pub mod analysis;
 pub mod compare;
+pub mod decode;
 pub mod duration;
 pub mod rollout;
 mod schema;

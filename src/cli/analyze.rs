@@ -99,15 +99,16 @@ pub fn prepare_docs(
     for doc in docs {
         let name = doc.name().unwrap_or_default().to_string();
         let decoded = match doc.kind() {
-            Some("AnalysisTemplate") => load::decode::<api::AnalysisTemplate>(&doc.value)
-                .map(|(t, _)| templates.push((false, name, t.spec))),
+            Some("AnalysisTemplate") => {
+                crate::api::decode::decode::<api::AnalysisTemplate>(&doc.value)
+                    .map(|(t, _)| templates.push((false, name, t.spec)))
+            }
             Some("ClusterAnalysisTemplate") => {
-                load::decode::<api::ClusterAnalysisTemplate>(&doc.value)
+                crate::api::decode::decode::<api::ClusterAnalysisTemplate>(&doc.value)
                     .map(|(t, _)| templates.push((true, name, t.spec.0)))
             }
-            Some("AnalysisRun") => {
-                load::decode::<api::AnalysisRun>(&doc.value).map(|(r, _)| runs.push((name, r.spec)))
-            }
+            Some("AnalysisRun") => crate::api::decode::decode::<api::AnalysisRun>(&doc.value)
+                .map(|(r, _)| runs.push((name, r.spec))),
             _ => Ok(()),
         };
         decoded
@@ -166,10 +167,11 @@ pub fn prepare_docs(
         .map_err(|e| BadInput(format!("{name}: {e}")))?;
     let mut metrics = Vec::new();
     for metric in &spec.metrics {
-        let mut resolved = compose::resolve_metric(metric, &values, &|_| None)
-            .map_err(|e| BadInput(format!("{name}: {e}")))?;
-        if let (Some(address), Some(prom)) = (prometheus, resolved.provider.prometheus.as_mut()) {
-            prom.address = Some(address.to_string());
+        let mut resolved =
+            compose::resolve_metric(metric, &values, &crate::engine::compare::keep_window)
+                .map_err(|e| BadInput(format!("{name}: {e}")))?;
+        if let Some(address) = prometheus {
+            override_address(&mut resolved, address);
         }
         metrics
             .push(MeasurableMetric::new(resolved).map_err(|e| BadInput(format!("{name}: {e}")))?);
@@ -185,6 +187,24 @@ pub fn prepare_docs(
             secrets: values.secrets,
         },
     ))
+}
+
+/// `--prometheus`: every Prometheus a metric asks, directly or through canaryd/compare, is this one.
+fn override_address(metric: &mut api::Metric, address: &str) {
+    if let Some(prom) = metric.provider.prometheus.as_mut() {
+        prom.address = Some(address.to_string());
+    }
+    let compare = metric
+        .provider
+        .plugin
+        .as_mut()
+        .and_then(|p| p.get_mut(api::compare::COMPARE_PLUGIN));
+    if let Some(serde_json::Value::Object(spec)) = compare {
+        spec.insert(
+            "address".to_string(),
+            serde_json::Value::String(address.to_string()),
+        );
+    }
 }
 
 /// What an Argo Rollout does with a run that ended in `phase`.

@@ -129,12 +129,11 @@ pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
         }
         let result = match kind {
             "AnalysisTemplate" => {
-                load::decode(&value).map(|(o, u)| (Object::Template(Box::new(o)), u))
+                crate::api::decode::decode(&value).map(|(o, u)| (Object::Template(Box::new(o)), u))
             }
-            "ClusterAnalysisTemplate" => {
-                load::decode(&value).map(|(o, u)| (Object::ClusterTemplate(Box::new(o)), u))
-            }
-            _ => load::decode(&value).map(|(o, u)| (Object::Run(Box::new(o)), u)),
+            "ClusterAnalysisTemplate" => crate::api::decode::decode(&value)
+                .map(|(o, u)| (Object::ClusterTemplate(Box::new(o)), u)),
+            _ => crate::api::decode::decode(&value).map(|(o, u)| (Object::Run(Box::new(o)), u)),
         };
         match result {
             Err(e) => findings.push(place(&e.path, Severity::Error, e.message)),

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::api::decode::join;
+
 /// A placeholder found in a string, by what it names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placeholder {
@@ -121,14 +123,6 @@ pub fn visit_strings(value: &mut Value, path: &str, f: &mut dyn FnMut(&str, &mut
             }
         }
         _ => {}
-    }
-}
-
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod analysis;
 pub mod args;
+pub mod compare;
 pub mod compose;
 pub mod condition;
 pub mod judge;

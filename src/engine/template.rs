@@ -7,14 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::args::{self, Placeholder};
 use super::condition::Condition;
+use crate::api::compare::{COMPARE_PLUGIN, CompareSpec};
 use crate::api::duration::parse_duration;
 use crate::api::{
     AnalysisTemplateRef, AnalysisTemplateSpec, Argument, DryRun, MeasurementRetention, Metric,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-
-/// canaryd's own providers, under `provider.plugin."canaryd/<name>"`.
-pub const CANARYD_PLUGINS: &[&str] = &[];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -570,14 +568,17 @@ fn check_provider(metric: &Metric, path: &str, findings: &mut Vec<Finding>) {
                 format!("exactly one plugin is allowed, found {}", plugins.len()),
             ));
         }
-        for name in plugins.keys() {
-            let ours = name
-                .strip_prefix("canaryd/")
-                .is_some_and(|n| CANARYD_PLUGINS.contains(&n));
-            if !ours {
+        for (name, config) in plugins {
+            let p = format!("{ppath}.plugin.{name}");
+            if name == COMPARE_PLUGIN {
+                check_compare(config, &p, findings);
+            } else {
                 findings.push(Finding::error(
-                    format!("{ppath}.plugin.{name}"),
-                    format!("plugin {name} is not supported by canaryd (canaryd runs prometheus, web and its own plugins canaryd/...)"),
+                    p,
+                    format!(
+                        "plugin {name} is not supported by canaryd (canaryd runs prometheus, web and its own \
+                         plugin {COMPARE_PLUGIN})"
+                    ),
                 ));
             }
         }
@@ -625,6 +626,9 @@ fn check_placeholders(
                         format!("{{{{args.{name}}}}} refers to an arg that is not declared in spec.args"),
                     )),
                     Placeholder::Arg(_) => {}
+                    // `{{window}}` is canaryd/compare's own: the time the analysis has covered so far.
+                    Placeholder::Other(inner)
+                        if inner == "window" && field.contains(&format!(".plugin.{COMPARE_PLUGIN}.")) => {}
                     Placeholder::Other(inner) => findings.push(Finding::error(
                         field,
                         format!("unknown placeholder {{{{{inner}}}}} (expected {{{{args.NAME}}}})"),
@@ -634,4 +638,92 @@ fn check_placeholders(
             }
         },
     );
+}
+
+/// The `canaryd/compare` plugin's own shape and ranges.
+fn check_compare(config: &serde_json::Value, path: &str, findings: &mut Vec<Finding>) {
+    let spec: CompareSpec = match crate::api::decode::decode(config) {
+        Ok((spec, unknown)) => {
+            for u in unknown {
+                findings.push(Finding::error(format!("{path}.{}", u.path), u.message));
+            }
+            spec
+        }
+        Err(e) => {
+            let at = if e.path.is_empty() {
+                path.to_string()
+            } else {
+                format!("{path}.{}", e.path)
+            };
+            findings.push(Finding::error(at, e.message));
+            return;
+        }
+    };
+    if let Some(address) = &spec.address {
+        check_url(address, &format!("{path}.address"), findings);
+    }
+    let mut required = |field: &str, text: &str| {
+        if text.trim().is_empty() {
+            findings.push(Finding::error(format!("{path}.{field}"), "required"));
+        }
+    };
+    let mut probabilities = Vec::new();
+    let mut margins = Vec::new();
+    match (&spec.error_rate, &spec.distribution) {
+        (Some(e), None) => {
+            required("errorRate.canary.errors", &e.canary.errors);
+            required("errorRate.canary.requests", &e.canary.requests);
+            required("errorRate.baseline.errors", &e.baseline.errors);
+            required("errorRate.baseline.requests", &e.baseline.requests);
+            probabilities.push(("errorRate.confidence", e.confidence));
+            margins.push(("errorRate.maxRelativeIncrease", e.max_relative_increase));
+            margins.push(("errorRate.maxAbsoluteIncrease", e.max_absolute_increase));
+        }
+        (None, Some(d)) => {
+            required("distribution.canary", &d.canary);
+            required("distribution.baseline", &d.baseline);
+            probabilities.push(("distribution.confidence", d.confidence));
+            margins.push(("distribution.maxRelativeShift", d.max_relative_shift));
+            if let Some(step) = &d.step
+                && let Err(e) = parse_duration(step)
+            {
+                findings.push(Finding::error(
+                    format!("{path}.distribution.step"),
+                    e.to_string(),
+                ));
+            }
+            if let Some(direction) = &d.direction
+                && !matches!(direction.as_str(), "increase" | "decrease" | "either")
+            {
+                findings.push(Finding::error(
+                    format!("{path}.distribution.direction"),
+                    format!("{direction:?} is not one of increase, decrease, either"),
+                ));
+            }
+        }
+        _ => findings.push(Finding::error(
+            path,
+            "set exactly one of errorRate and distribution",
+        )),
+    }
+    for (field, value) in probabilities {
+        if let Some(c) = value
+            && !(c > 0.0 && c < 1.0)
+        {
+            findings.push(Finding::error(
+                format!("{path}.{field}"),
+                format!("must be between 0 and 1, got {c}"),
+            ));
+        }
+    }
+    for (field, value) in margins {
+        if let Some(m) = value
+            && !(m >= 0.0 && m.is_finite())
+        {
+            findings.push(Finding::error(
+                format!("{path}.{field}"),
+                format!("must be 0 or more, got {m}"),
+            ));
+        }
+    }
 }
