@@ -136,8 +136,11 @@ pub struct Store {
     objects: BTreeMap<Key, Value>,
     history: VecDeque<Change>,
     history_limit: usize,
-    /// The oldest resourceVersion a watch may start from; older ones get 410 Expired.
+    /// Changes up to here fell out of the history window: a watch behind it gets 410 Expired.
     pub compacted_rv: u64,
+    /// Set by the fixture: a new watch from a resourceVersion before this gets 410 Expired, while open watches
+    /// that keep up continue, as after an etcd compaction.
+    pub expired_before: u64,
     /// Bumped to cut every open watch.
     pub watch_epoch: u64,
     conflicts: Vec<Key>,
@@ -152,6 +155,7 @@ impl Store {
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
             compacted_rv: 0,
+            expired_before: 0,
             watch_epoch: 0,
             conflicts: Vec::new(),
             serial: 0,
@@ -179,10 +183,14 @@ impl Store {
         self.history.iter().filter(move |c| c.rv > rv)
     }
 
-    /// Forget every change so far: a watch from any earlier resourceVersion now gets 410 Expired.
+    /// Every resourceVersion handed out so far becomes too old to start a watch from.
     pub fn expire_history(&mut self) {
-        self.history.clear();
-        self.compacted_rv = self.rv;
+        self.expired_before = self.rv + 1;
+    }
+
+    /// The oldest resourceVersion a new watch may start from.
+    pub fn oldest_watchable(&self) -> u64 {
+        self.compacted_rv.max(self.expired_before)
     }
 
     /// The next update or patch of this object fails with 409 Conflict, as if another writer won the race.

@@ -121,9 +121,9 @@ async fn run(
     let start = {
         let store = shared.lock_store();
         match request.from {
-            Some(rv) if rv < store.compacted_rv => Err(format!(
+            Some(rv) if rv < store.oldest_watchable() => Err(format!(
                 "too old resource version: {rv} ({})",
-                store.compacted_rv
+                store.oldest_watchable()
             )),
             Some(rv) => Ok((rv, store.watch_epoch, Vec::new())),
             None => {
