@@ -22,9 +22,11 @@
 //!   `get::<K>(ns, name)`, `get_json::<K>(ns, name)`, `put::<K>(&obj)` (stores status too, bumps the
 //!   resourceVersion and notifies watches, as if another client wrote it).
 //! - Faults: `fail_next(pattern, times, status)` (500, 503, 429 with `Retry-After: 1`, ...), `delay_next(pattern,
-//!   times, delay)`, `drop_watches()` (every open watch connection is cut mid-stream), `expire_history()` (a watch
-//!   from any earlier resourceVersion gets 410 Expired), `conflict_next_write::<K>(ns, name)` (next update/patch
-//!   of that object gets 409 Conflict). `RequestPattern::new("PATCH", "/analysisruns/")` matches a method ("*" for
+//!   times, delay)`, `drop_watches()` (every open watch connection is cut mid-stream), `expire_history()` (a new
+//!   watch from an older resourceVersion gets 410 Expired, and so does the very next watch from any, so that a
+//!   caught-up client must relist once; open watches continue), `conflict_next_write::<K>(ns, name)` (next
+//!   update/patch of that object gets 409 Conflict). Note that kube's client itself retries 429/503/504
+//!   (honouring `Retry-After`), so inject those `times > 1` or expect the retry. `RequestPattern::new("PATCH", "/analysisruns/")` matches a method ("*" for
 //!   any) and a path substring; `.query("watch=true")` adds a query substring.
 //!
 //! # What it implements
@@ -433,7 +435,8 @@ impl FakeApiServer {
         self.shared.write(|store| store.watch_epoch += 1);
     }
 
-    /// Forget the change history: a watch resuming from any resourceVersion so far gets 410 Expired.
+    /// Compact the history: a new watch from an older resourceVersion gets 410 Expired, and so does the next
+    /// watch from the current one, forcing even a caught-up client to relist once. Open watches continue.
     pub fn expire_history(&self) {
         self.shared.write(Store::expire_history);
     }

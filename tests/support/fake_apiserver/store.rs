@@ -140,7 +140,10 @@ pub struct Store {
     pub compacted_rv: u64,
     /// Set by the fixture: a new watch from a resourceVersion before this gets 410 Expired, while open watches
     /// that keep up continue, as after an etcd compaction.
-    pub expired_before: u64,
+    expired_before: u64,
+    /// Set by the fixture: the next watch from any resourceVersion gets 410 Expired, so that even a client
+    /// that was fully caught up must relist once.
+    expire_next_watch: bool,
     /// Bumped to cut every open watch.
     pub watch_epoch: u64,
     conflicts: Vec<Key>,
@@ -156,6 +159,7 @@ impl Store {
             history_limit: history_limit.max(1),
             compacted_rv: 0,
             expired_before: 0,
+            expire_next_watch: false,
             watch_epoch: 0,
             conflicts: Vec::new(),
             serial: 0,
@@ -183,14 +187,18 @@ impl Store {
         self.history.iter().filter(move |c| c.rv > rv)
     }
 
-    /// Every resourceVersion handed out so far becomes too old to start a watch from.
+    /// Compact at the current resourceVersion: new watches from older ones get 410 Expired, and so does the
+    /// next watch from the current one.
     pub fn expire_history(&mut self) {
-        self.expired_before = self.rv + 1;
+        self.expired_before = self.rv;
+        self.expire_next_watch = true;
     }
 
-    /// The oldest resourceVersion a new watch may start from.
-    pub fn oldest_watchable(&self) -> u64 {
-        self.compacted_rv.max(self.expired_before)
+    /// Whether a new watch from `rv` is refused with 410 Expired, and from which version on history is kept.
+    pub fn refuse_watch_from(&mut self, rv: u64) -> Option<u64> {
+        let oldest = self.compacted_rv.max(self.expired_before);
+        let refused = rv < oldest || std::mem::take(&mut self.expire_next_watch);
+        refused.then_some(oldest)
     }
 
     /// The next update or patch of this object fails with 409 Conflict, as if another writer won the race.

@@ -119,14 +119,14 @@ async fn run(
     let interval = shared.bookmark_interval;
 
     let start = {
-        let store = shared.lock_store();
-        match request.from {
-            Some(rv) if rv < store.oldest_watchable() => Err(format!(
-                "too old resource version: {rv} ({})",
-                store.oldest_watchable()
-            )),
-            Some(rv) => Ok((rv, store.watch_epoch, Vec::new())),
-            None => {
+        let mut store = shared.lock_store();
+        let refused = request
+            .from
+            .and_then(|rv| Some((rv, store.refuse_watch_from(rv)?)));
+        match (request.from, refused) {
+            (_, Some((rv, oldest))) => Err(format!("too old resource version: {rv} ({oldest})")),
+            (Some(rv), None) => Ok((rv, store.watch_epoch, Vec::new())),
+            (None, None) => {
                 let res_id = request.resource.id();
                 let mut events: Vec<Value> = store
                     .list(&res_id, request.namespace.as_deref())
