@@ -545,6 +545,81 @@ async fn a_stale_resource_version_is_a_conflict_for_update_and_status_patch() {
 }
 
 #[tokio::test]
+async fn a_put_without_resource_version_is_refused_for_custom_resources_but_not_secrets() {
+    let server = FakeApiServer::start().await;
+    let client = server.client().await;
+    let api: Api<AnalysisRun> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &run("canary-1"))
+        .await
+        .unwrap();
+    let unconditional = api
+        .replace("canary-1", &PostParams::default(), &run("canary-1"))
+        .await;
+    assert_eq!(api_error(unconditional), (422, "Invalid".into()));
+
+    let secrets: Api<Secret> = Api::namespaced(client, "default");
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("token".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    secrets
+        .replace("token", &PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn creating_an_object_that_carries_a_resource_version_is_refused() {
+    let server = FakeApiServer::start().await;
+    let api = runs(&server).await;
+    let created = api
+        .create(&PostParams::default(), &run("canary-1"))
+        .await
+        .unwrap();
+    api.delete("canary-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    let again = api.create(&PostParams::default(), &created).await;
+    assert_eq!(
+        api_error(again).0,
+        500,
+        "kube-apiserver's answer when a re-created object keeps its version"
+    );
+}
+
+#[tokio::test]
+async fn a_put_of_an_absent_lease_creates_it() {
+    let server = FakeApiServer::start().await;
+    let api: Api<Lease> = Api::namespaced(server.client().await, "canaryd");
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some("canaryd-leader".into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("pod-a".into()),
+            ..Default::default()
+        }),
+    };
+    let created = api
+        .replace("canaryd-leader", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+    assert!(created.metadata.uid.is_some());
+    assert_eq!(
+        server.request_count(&RequestPattern::new("POST", "/leases")),
+        0
+    );
+}
+
+#[tokio::test]
 async fn an_injected_conflict_fails_only_the_next_write() {
     let server = FakeApiServer::start().await;
     let api = runs(&server).await;

@@ -101,6 +101,11 @@ pub struct ResourceDef {
     pub status_subresource: bool,
     /// A custom resource: `metadata.generation` is kept.
     pub custom: bool,
+    /// A PUT without `metadata.resourceVersion` is accepted (true for most built-in kinds; false for custom
+    /// resources and Leases, which answer 422 "must be specified for an update").
+    pub unconditional_update: bool,
+    /// A PUT of an absent object creates it (Leases); otherwise it is 404.
+    pub create_on_update: bool,
 }
 
 impl ResourceDef {
@@ -137,6 +142,8 @@ impl ResourceDef {
             namespaced,
             status_subresource,
             custom: true,
+            unconditional_update: false,
+            create_on_update: false,
         };
         let builtin = |group, version, plural, singular, kind| ResourceDef {
             group,
@@ -147,6 +154,8 @@ impl ResourceDef {
             namespaced: true,
             status_subresource: false,
             custom: false,
+            unconditional_update: true,
+            create_on_update: false,
         };
         vec![
             argo("analysisruns", "analysisrun", "AnalysisRun", true, true),
@@ -169,7 +178,11 @@ impl ResourceDef {
             builtin("", "v1", "configmaps", "configmap", "ConfigMap"),
             builtin("", "v1", "events", "event", "Event"),
             builtin("events.k8s.io", "v1", "events", "event", "Event"),
-            builtin("coordination.k8s.io", "v1", "leases", "lease", "Lease"),
+            ResourceDef {
+                unconditional_update: false,
+                create_on_update: true,
+                ..builtin("coordination.k8s.io", "v1", "leases", "lease", "Lease")
+            },
         ]
     }
 }
@@ -715,9 +728,17 @@ fn serve_resource(
                 .ok_or_else(|| ApiError::not_found(&resource, name))
         }
         Method::PUT => {
-            let object =
-                shared.write(|store| store.update(&resource, &key, target, call.json_body()?))?;
-            Ok(ok(StatusCode::OK, &object))
+            let body = call.json_body()?;
+            let (object, created) =
+                shared.write(|store| store.replace(&resource, &key, target, body))?;
+            Ok(ok(
+                if created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                },
+                &object,
+            ))
         }
         Method::PATCH => {
             let kind = match call.content_type.as_str() {

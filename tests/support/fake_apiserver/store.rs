@@ -65,7 +65,12 @@ impl ApiError {
     }
 
     pub fn invalid(res: &ResourceDef, name: &str, why: impl Into<String>) -> Self {
-        let message = format!("{} \"{name}\" is invalid: {}", res.kind, why.into());
+        let kind = if res.group.is_empty() {
+            res.kind.to_owned()
+        } else {
+            format!("{}.{}", res.kind, res.group)
+        };
+        let message = format!("{kind} \"{name}\" is invalid: {}", why.into());
         Self::new(422, "Invalid", message).about(res, name)
     }
 
@@ -214,6 +219,18 @@ impl Store {
     ) -> Result<Value, ApiError> {
         let metadata = metadata_of(&mut object)
             .ok_or_else(|| ApiError::bad_request("the object has no metadata"))?;
+        if metadata
+            .get("resourceVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|rv| !rv.is_empty())
+        {
+            // etcd's storage layer refuses this with a plain error, which kube-apiserver sends as a 500.
+            return Err(ApiError::new(
+                500,
+                "",
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
         let sent_namespace = metadata
             .get("namespace")
             .and_then(Value::as_str)
@@ -277,7 +294,36 @@ impl Store {
         Ok(object)
     }
 
-    /// PUT semantics: `candidate` is the whole object as the client wants it.
+    /// HTTP PUT: the kind's rules for an absent object and a missing resourceVersion, then `update`. Returns
+    /// the object and whether it was created.
+    pub fn replace(
+        &mut self,
+        res: &ResourceDef,
+        key: &Key,
+        target: Target,
+        mut candidate: Value,
+    ) -> Result<(Value, bool), ApiError> {
+        if !self.objects.contains_key(key) && res.create_on_update && target == Target::Main {
+            set_meta(&mut candidate, "resourceVersion", Value::Null);
+            set_meta(&mut candidate, "name", json!(key.2));
+            return self.create(res, &key.1, candidate).map(|o| (o, true));
+        }
+        let sent_rv = candidate
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str);
+        if !res.unconditional_update
+            && sent_rv.is_none_or(str::is_empty)
+            && self.objects.contains_key(key)
+        {
+            let why =
+                "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update";
+            return Err(ApiError::invalid(res, &key.2, why));
+        }
+        self.update(res, key, target, candidate).map(|o| (o, false))
+    }
+
+    /// Whole-object write semantics shared by PUT, PATCH and the fixture: `candidate` is the object as the
+    /// client wants it; a non-empty `metadata.resourceVersion` in it is a precondition.
     pub fn update(
         &mut self,
         res: &ResourceDef,
@@ -496,6 +542,7 @@ impl Store {
             String::new()
         };
         let key = (res.id(), namespace.clone(), name.clone());
+        set_meta(&mut object, "resourceVersion", Value::Null);
         let Some(old) = self.objects.get(&key).cloned() else {
             let status = object.get("status").cloned();
             let created = self.create(res, &namespace, object)?;
@@ -504,7 +551,6 @@ impl Store {
                 None => Ok(created),
             };
         };
-        set_meta(&mut object, "resourceVersion", Value::Null);
         let with_status = object.get("status").cloned();
         let updated = self.update(res, &key, Target::Main, object)?;
         if res.status_subresource && with_status != old.get("status").cloned() {
