@@ -130,8 +130,10 @@ async fn created_objects_can_be_got_listed_and_deleted() {
         .await
         .unwrap();
     assert!(
-        deleted.is_right(),
-        "an object without finalizers is gone at once"
+        deleted
+            .left()
+            .is_some_and(|d| d.metadata.deletion_timestamp.is_none()),
+        "custom resources answer a delete with the object, gone at once without finalizers"
     );
     assert_eq!(
         api_error(api.get("canary-1").await),
@@ -708,6 +710,14 @@ async fn secrets_keep_base64_data_and_fold_string_data_into_it() {
     assert_eq!(stored.string_data, None);
     let raw = server.get_json::<Secret>("default", "prometheus").unwrap();
     assert_eq!(raw["data"]["user"], "Y2FuYXJ5ZA==");
+    let deleted = api
+        .delete("prometheus", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        deleted.is_right(),
+        "built-in kinds answer a delete with a Success Status"
+    );
 }
 
 #[tokio::test]

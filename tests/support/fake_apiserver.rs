@@ -25,19 +25,23 @@
 //!   times, delay)`, `drop_watches()` (every open watch connection is cut mid-stream), `expire_history()` (a new
 //!   watch from an older resourceVersion gets 410 Expired, and so does the very next watch from any, so that a
 //!   caught-up client must relist once; open watches continue), `conflict_next_write::<K>(ns, name)` (next
-//!   update/patch of that object gets 409 Conflict). Note that kube's client itself retries 429/503/504
-//!   (honouring `Retry-After`), so inject those `times > 1` or expect the retry. `RequestPattern::new("PATCH", "/analysisruns/")` matches a method ("*" for
-//!   any) and a path substring; `.query("watch=true")` adds a query substring.
+//!   update/patch of that object gets 409 Conflict). `RequestPattern::new("PATCH", "/analysisruns/")` matches a
+//!   method ("*" for any) and a path substring; `.query("watch=true")` adds a query substring.
+//! - kube's client retries 429, 503 and 504 by itself (up to 15 times, honouring `Retry-After`): a single
+//!   injected 503 is invisible to the caller, a 500 is not.
 //!
 //! # What it implements
 //!
 //! Discovery (`/version`, `/api`, `/apis`, `/api/v1`, `/apis/GROUP/VERSION`); for every resource: list (list
 //! `resourceVersion`, `labelSelector` with `=`, `==`, `!=`, `in`, `notin`, `key`, `!key`; `fieldSelector` on
 //! `metadata.name`/`metadata.namespace`), watch (`resourceVersion`, `allowWatchBookmarks`, `timeoutSeconds`,
-//! `sendInitialEvents`, 410 Expired as an in-stream ERROR event as kube-apiserver sends it), get, create
-//! (`generateName`, 409 AlreadyExists, status dropped where status is a subresource), update (409 Conflict on a
-//! stale `metadata.resourceVersion`), patch (merge RFC 7386, JSON RFC 6902 including `test`, strategic merge,
-//! server-side apply), delete (preconditions, finalizers → `deletionTimestamp`), and the `/status` subresource
+//! `sendInitialEvents`, 410 Expired as an in-stream ERROR event as kube-apiserver sends it, selector
+//! transitions seen as ADDED/DELETED), get, create
+//! (`generateName`, 409 AlreadyExists, status dropped where status is a subresource, 500 when a
+//! resourceVersion is sent), update (409 Conflict on a stale `metadata.resourceVersion`; 422 without one for
+//! custom resources and Leases; PUT creates an absent Lease), patch (merge RFC 7386, JSON RFC 6902 including
+//! `test`, strategic merge, server-side apply), delete (preconditions, finalizers → `deletionTimestamp`; custom
+//! resources answer with the deleted object, built-in kinds with a Success Status), and the `/status` subresource
 //! (writes there change only `.status`; writes to the object ignore `.status`). Every write bumps one global
 //! resourceVersion; no-op writes do not. Server-set metadata: uid, creationTimestamp, resourceVersion,
 //! namespace, generation (custom resources; bumped on changes outside metadata and status).
@@ -49,7 +53,6 @@
 //!   the real server requires it); no managedFields, no ownership conflicts, fields left out are not removed.
 //! - `limit`/`continue` are ignored (one page holds everything, which the API allows); list `resourceVersion`
 //!   and `resourceVersionMatch` parameters are ignored (lists are always current).
-//! - Label-selected watches see selector transitions as ADDED/DELETED, like the real server.
 //! - core/v1 Events and events.k8s.io/v1 Events are stored separately; no schema validation, no admission.
 
 #![allow(dead_code)] // Each test binary includes this fixture and uses a different part of it.
@@ -650,7 +653,9 @@ fn route(shared: &Arc<Shared>, call: Call<'_>) -> Result<Response<Body>, ApiErro
             StatusCode::OK,
             &json!({
                 "kind": "APIVersions", "versions": ["v1"],
-                "serverAddressByClientCIDRs": [{ "clientCIDR": "0.0.0.0/0", "serverAddress": shared.address.to_string() }],
+                "serverAddressByClientCIDRs": [
+                    { "clientCIDR": "0.0.0.0/0", "serverAddress": shared.address.to_string() },
+                ],
             }),
         )),
         ["apis"] => Ok(ok(StatusCode::OK, &group_list(&shared.resources))),
@@ -779,6 +784,9 @@ fn serve_resource(
             let preconditions = options.get("preconditions").cloned().unwrap_or(json!({}));
             match shared.write(|store| store.delete(&resource, &key, &preconditions))? {
                 Deletion::Pending(object) => Ok(ok(StatusCode::OK, &object)),
+                // kube-apiserver's custom resource storage returns the deleted object; most built-in
+                // kinds (Secrets, ConfigMaps, Events, Leases) return a Success Status instead.
+                Deletion::Gone(object) if resource.custom => Ok(ok(StatusCode::OK, &object)),
                 Deletion::Gone(object) => Ok(ok(
                     StatusCode::OK,
                     &json!({
@@ -865,7 +873,8 @@ fn watch(
 
 fn version() -> Value {
     json!({
-        "major": "1", "minor": "35", "gitVersion": "v1.35.0-fake", "gitCommit": "0000000000000000000000000000000000000000",
+        "major": "1", "minor": "35", "gitVersion": "v1.35.0-fake",
+        "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25", "compiler": "gc",
         "platform": "linux/amd64",
     })
@@ -920,7 +929,9 @@ fn resource_list(resources: &[ResourceDef], group: &str, version: &str) -> Optio
     } else {
         format!("{group}/{version}")
     };
-    let list = json!({ "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": entries });
+    let list = json!({
+        "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": entries,
+    });
     Some(ok(StatusCode::OK, &list))
 }
 
