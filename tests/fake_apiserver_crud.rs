@@ -897,3 +897,50 @@ async fn objects_put_by_the_fixture_are_served_with_their_status() {
     let got = runs(&server).await.get("restored").await.unwrap();
     assert_eq!(json(&got), json(&stored));
 }
+
+#[tokio::test]
+async fn extra_kinds_can_be_served_and_used_through_dynamic_objects() {
+    let virtual_service = fake_apiserver::ResourceDef {
+        group: "networking.istio.io",
+        version: "v1",
+        plural: "virtualservices",
+        singular: "virtualservice",
+        kind: "VirtualService",
+        namespaced: true,
+        status_subresource: true,
+        custom: true,
+        unconditional_update: false,
+        create_on_update: false,
+    };
+    let server = FakeApiServer::builder()
+        .resource(virtual_service)
+        .start()
+        .await;
+    let client = server.client().await;
+    let discovery = kube::Discovery::new(client.clone()).run().await.unwrap();
+    let gvk = kube::api::GroupVersionKind::gvk("networking.istio.io", "v1", "VirtualService");
+    let (resource, _) = discovery
+        .resolve_gvk(&gvk)
+        .expect("the extra kind is discoverable");
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client, "default", &resource);
+    let object: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": { "name": "web" },
+        "spec": { "http": [{ "route": [{ "destination": { "host": "stable" }, "weight": 100 }] }] },
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &object).await.unwrap();
+    let weights = Patch::Json::<()>(
+        serde_json::from_value(json!([
+            { "op": "test", "path": "/spec/http/0/route/0/weight", "value": 100 },
+            { "op": "replace", "path": "/spec/http/0/route/0/weight", "value": 80 },
+        ]))
+        .unwrap(),
+    );
+    let patched = api
+        .patch("web", &PatchParams::default(), &weights)
+        .await
+        .unwrap();
+    assert_eq!(patched.data["spec"]["http"][0]["route"][0]["weight"], 80);
+    assert_eq!(patched.metadata.generation, Some(2));
+}
