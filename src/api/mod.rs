@@ -2,6 +2,7 @@
 //! Nothing here validates, defaults or performs I/O; `engine/` gives the fields their meaning.
 
 pub mod analysis;
+pub mod compare;
 pub mod duration;
 pub mod rollout;
 mod schema;

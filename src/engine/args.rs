@@ -95,7 +95,7 @@ pub fn substitute_value(
     other: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(), (String, ArgsError)> {
     let mut failure = None;
-    visit_strings_mut(value, "", &mut |path, s| {
+    visit_strings(value, "", &mut |path, s| {
         if failure.is_none() {
             match substitute(s, args, other) {
                 Ok(new) => *s = new,
@@ -107,34 +107,17 @@ pub fn substitute_value(
 }
 
 /// Calls `f(path, string)` for every string in a JSON tree; paths look like `provider.prometheus.query`.
-pub fn visit_strings(value: &Value, path: &str, f: &mut dyn FnMut(&str, &str)) {
-    match value {
-        Value::String(s) => f(path, s),
-        Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                visit_strings(v, &format!("{path}[{i}]"), f);
-            }
-        }
-        Value::Object(map) => {
-            for (k, v) in map {
-                visit_strings(v, &join(path, k), f);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn visit_strings_mut(value: &mut Value, path: &str, f: &mut dyn FnMut(&str, &mut String)) {
+pub fn visit_strings(value: &mut Value, path: &str, f: &mut dyn FnMut(&str, &mut String)) {
     match value {
         Value::String(s) => f(path, s),
         Value::Array(items) => {
             for (i, v) in items.iter_mut().enumerate() {
-                visit_strings_mut(v, &format!("{path}[{i}]"), f);
+                visit_strings(v, &format!("{path}[{i}]"), f);
             }
         }
         Value::Object(map) => {
             for (k, v) in map.iter_mut() {
-                visit_strings_mut(v, &join(path, k), f);
+                visit_strings(v, &join(path, k), f);
             }
         }
         _ => {}

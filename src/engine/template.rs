@@ -609,11 +609,11 @@ fn check_placeholders(
     declared: &BTreeMap<String, Option<String>>,
     findings: &mut Vec<Finding>,
 ) {
-    let Ok(json) = serde_json::to_value(metric) else {
+    let Ok(mut json) = serde_json::to_value(metric) else {
         return;
     };
     args::visit_strings(
-        &json,
+        &mut json,
         path,
         &mut |field, text| match args::placeholders(text) {
             Err(e) => findings.push(Finding::error(field, e.to_string())),

@@ -83,12 +83,6 @@ impl Headers {
         Ok(Headers(out))
     }
 
-    pub fn contains(&self, name: &str) -> bool {
-        self.0
-            .iter()
-            .any(|(n, _)| n.as_str().eq_ignore_ascii_case(name))
-    }
-
     /// Header values, for callers that scrub text with them.
     pub(crate) fn values_as_secrets(&self) -> impl Iterator<Item = Secret> + '_ {
         self.0

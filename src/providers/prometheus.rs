@@ -32,9 +32,15 @@ pub const ADDRESS_ENV_VARS: [&str; 2] = [
 /// The default address from the environment: `CANARYD_PROMETHEUS_ADDRESS`, else
 /// `ARGO_ROLLOUTS_PROMETHEUS_ADDRESS`; empty values count as unset.
 pub fn default_address_from_env() -> Option<String> {
+    default_address_from(|name| std::env::var(name).ok())
+}
+
+/// [`default_address_from_env`] over any variable lookup, so the precedence is testable without touching
+/// the process environment.
+fn default_address_from(lookup: impl Fn(&str) -> Option<String>) -> Option<String> {
     ADDRESS_ENV_VARS
         .iter()
-        .filter_map(|name| std::env::var(name).ok())
+        .filter_map(|name| lookup(name))
         .map(|v| v.trim().to_string())
         .find(|v| !v.is_empty())
 }
@@ -597,6 +603,34 @@ mod tests {
             PrometheusRequest::from_metric(&m, Some("http://b"), ts("2026-01-01T00:00:00Z"), None)
                 .unwrap();
         assert_eq!(r.address, "http://b");
+    }
+
+    #[test]
+    fn canaryd_env_var_wins_over_argos_and_empty_counts_as_unset() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let both = env(&[
+            ("CANARYD_PROMETHEUS_ADDRESS", "http://canaryd"),
+            ("ARGO_ROLLOUTS_PROMETHEUS_ADDRESS", "http://argo"),
+        ]);
+        assert_eq!(
+            default_address_from(both).as_deref(),
+            Some("http://canaryd")
+        );
+        let empty_canaryd = env(&[
+            ("CANARYD_PROMETHEUS_ADDRESS", " "),
+            ("ARGO_ROLLOUTS_PROMETHEUS_ADDRESS", "http://argo"),
+        ]);
+        assert_eq!(
+            default_address_from(empty_canaryd).as_deref(),
+            Some("http://argo")
+        );
+        assert_eq!(default_address_from(env(&[])), None);
     }
 
     #[test]

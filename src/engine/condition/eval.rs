@@ -210,8 +210,13 @@ fn eval<'a>(
             text,
             arg_texts,
         } => {
-            let values = args.iter().map(ev).collect::<Result<Vec<_>, _>>()?;
-            native(op, &values, text, arg_texts)
+            // At most two operands, kept on the stack: this runs once per element inside predicates.
+            let Some(a) = args.first() else {
+                return err(format!("`{text}` is missing an operand"));
+            };
+            let a = ev(a)?;
+            let b = args.get(1).map(ev).transpose()?;
+            native(op, &a, b.as_ref(), text, arg_texts)
         }
         Expr::Member {
             base,
@@ -311,13 +316,16 @@ fn boolean(v: Val<'_>, op: &str, text: &str) -> Result<bool, EvalError> {
 
 fn native<'a>(
     op: &NativeOp,
-    values: &[Val<'a>],
+    a: &Val<'a>,
+    b: Option<&Val<'a>>,
     text: &str,
     arg_texts: &[Box<str>],
 ) -> Result<Val<'a>, EvalError> {
-    let (Some(a), b) = (values.first(), values.get(1)) else {
-        return err(format!("`{text}` is missing an operand"));
-    };
+    if let (Val::Scalar(Value::Float(x)), Some(Val::Scalar(Value::Float(y)))) = (a, b)
+        && let Some(v) = float_fast_path(op.kind, *x, *y)
+    {
+        return Ok(Val::Scalar(v));
+    }
     let a_text = arg_texts.first().map_or("", |t| t.as_ref());
     let b_text = arg_texts.get(1).map_or("", |t| t.as_ref());
     let sym = op.kind.symbol();
@@ -410,6 +418,25 @@ fn native<'a>(
         .eval_with_context(&Operands { a, b })
         .map(Val::Scalar)
         .map_err(|e| EvalError::new(format!("`{text}` cannot be computed: {e}")))
+}
+
+/// The most common shape, two numbers compared or combined, computed directly: the same f64 operation
+/// evalexpr's operator performs for two floats (a unit test holds the two equal, NaN and infinities included),
+/// without its generic dispatch and argument vector. Everything else goes through the evalexpr node.
+fn float_fast_path(kind: NativeKind, x: f64, y: f64) -> Option<Value> {
+    Some(match kind {
+        NativeKind::Lt => Value::Boolean(x < y),
+        NativeKind::Le => Value::Boolean(x <= y),
+        NativeKind::Gt => Value::Boolean(x > y),
+        NativeKind::Ge => Value::Boolean(x >= y),
+        NativeKind::Eq => Value::Boolean(x == y),
+        NativeKind::Ne => Value::Boolean(x != y),
+        NativeKind::Add => Value::Float(x + y),
+        NativeKind::Sub => Value::Float(x - y),
+        NativeKind::Mul => Value::Float(x * y),
+        NativeKind::Div => Value::Float(x / y),
+        _ => return None,
+    })
 }
 
 /// `==`/`!=` where evalexpr's equality would be wrong or meaningless: nil against anything (only nil equals
@@ -618,7 +645,14 @@ fn predicate<'a>(
             .collect::<Result<_, _>>()?;
         return Ok(Val::List(mapped));
     }
+    let shortcut = element_against_number(body);
     let test = |item: &Val<'a>| -> Result<bool, EvalError> {
+        if let (Some((kind, c, elem_first)), Val::Scalar(Value::Float(x))) = (shortcut, item) {
+            let (l, r) = if elem_first { (*x, c) } else { (c, *x) };
+            if let Some(Value::Boolean(b)) = float_fast_path(kind, l, r) {
+                return Ok(b);
+            }
+        }
         match eval(body, result, Some(item))? {
             Val::Scalar(Value::Boolean(b)) => Ok(b),
             other => err(format!(
@@ -648,6 +682,19 @@ fn predicate<'a>(
         PredicateKind::Count => Val::Scalar(Value::Float(hits as f64)),
         PredicateKind::Filter | PredicateKind::Map => Val::List(kept),
     })
+}
+
+/// A predicate body of the shape `# < 1000` or `0 < #` (the element against a constant number): for number
+/// elements the lowered operator is applied through `float_fast_path` without walking the tree per element.
+fn element_against_number(body: &Expr) -> Option<(NativeKind, f64, bool)> {
+    let Expr::Native { op, args, .. } = body else {
+        return None;
+    };
+    match args.as_slice() {
+        [Expr::Elem, Expr::Const(Value::Float(c))] => Some((op.kind, *c, true)),
+        [Expr::Const(Value::Float(c)), Expr::Elem] => Some((op.kind, *c, false)),
+        _ => None,
+    }
 }
 
 /// The numbers of an array argument (`sum`, `mean`, `min`, ...): every element must be a number.
@@ -801,5 +848,61 @@ fn parse_go_float(s: &str) -> Option<f64> {
         s.parse::<f64>().ok()
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::condition::lower::NativeKind;
+
+    #[test]
+    fn the_float_fast_path_agrees_with_evalexpr_on_every_special_value() {
+        let values = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.5,
+            0.95,
+            1e308,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        let kinds = [
+            NativeKind::Lt,
+            NativeKind::Le,
+            NativeKind::Gt,
+            NativeKind::Ge,
+            NativeKind::Eq,
+            NativeKind::Ne,
+            NativeKind::Add,
+            NativeKind::Sub,
+            NativeKind::Mul,
+            NativeKind::Div,
+        ];
+        for kind in kinds {
+            let Ok(op) = kind.build() else {
+                panic!("{kind:?} does not build");
+            };
+            for x in values {
+                for y in values {
+                    let (a, b) = (Value::Float(x), Value::Float(y));
+                    let slow = op.node.eval_with_context(&Operands { a: &a, b: Some(&b) });
+                    let fast = float_fast_path(kind, x, y);
+                    let same = match (&slow, &fast) {
+                        (Ok(Value::Float(s)), Some(Value::Float(f))) => {
+                            s.to_bits() == f.to_bits() || (s.is_nan() && f.is_nan())
+                        }
+                        (Ok(s), Some(f)) => s == f,
+                        _ => false,
+                    };
+                    assert!(
+                        same,
+                        "{kind:?} {x} {y}: evalexpr {slow:?}, fast path {fast:?}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -164,7 +164,7 @@ impl NativeKind {
         }
     }
 
-    fn build(self) -> Result<NativeOp, ConditionError> {
+    pub fn build(self) -> Result<NativeOp, ConditionError> {
         let root = evalexpr::build_operator_tree::<DefaultNumericTypes>(self.evalexpr_source())
             .map_err(|e| {
                 ConditionError::new(format!("internal error lowering `{}`: {e}", self.symbol()))
