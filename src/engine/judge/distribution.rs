@@ -7,6 +7,10 @@
 //! pairwise differences canary − baseline, with its distribution-free confidence interval from the ordered
 //! differences (Lehmann 1963; Hollander & Wolfe, "Nonparametric Statistical Methods", §4.3).
 //!
+//! `fail` is a level-(1 − confidence) test of "no difference" plus a practical-significance filter on the
+//! point estimate, not a test of "shift > margin": a canary exactly at the margin fails about half the time
+//! (see the bench). `pass` is the conservative claim: the two-sided interval lies inside the margin.
+//!
 //! This is a fixed-sample test: judging the same growing samples again and again inflates false alarms
 //! (unlike [`super::error_rate`]). The pairwise differences are never materialised: order statistics are found
 //! by bisection over f64 values with a two-pointer count, O((n1 + n2) log) time and O(n1 + n2) memory.
