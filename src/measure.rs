@@ -118,7 +118,8 @@ impl Providers {
             .as_ref()
             .and_then(|p| p.get(COMPARE_PLUGIN));
         let fetched = match compared {
-            Some(spec) => self.compare(spec, at).await,
+            // Boxed: four concurrent queries make a large future, which every other metric would carry.
+            Some(spec) => Box::pin(self.compare(spec, at)).await,
             None => self.fetch(&m.metric, at).await.map(|r| (r, None)),
         };
         match fetched {

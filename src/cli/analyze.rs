@@ -360,7 +360,7 @@ pub fn run(args: Args) -> Exit {
     }
     let window = args.from.zip(args.to);
     let providers = Providers::new(crate::providers::default_address_from_env());
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

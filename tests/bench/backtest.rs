@@ -11,6 +11,12 @@ use support::{Analyze, Prometheus, Scenario, steady};
 
 /// CPU seconds (user + system) of a process from /proc/PID/stat, or of this process' waited-for children.
 fn cpu_seconds(pid: Option<u32>) -> f64 {
+    let (user, system) = cpu_split(pid);
+    user + system
+}
+
+/// (user, system) CPU seconds, as [`cpu_seconds`].
+fn cpu_split(pid: Option<u32>) -> (f64, f64) {
     let path = pid.map_or("/proc/self/stat".to_string(), |p| format!("/proc/{p}/stat"));
     let stat = std::fs::read_to_string(&path).unwrap_or_default();
     // Fields after the command name, which is in parentheses and may hold spaces.
@@ -20,11 +26,15 @@ fn cpu_seconds(pid: Option<u32>) -> f64 {
         .unwrap_or_default();
     // 0-based after ')': state is 0, utime 11, stime 12, cutime 13, cstime 14.
     let (a, b) = if pid.is_some() { (11, 12) } else { (13, 14) };
-    let ticks: f64 = [a, b]
-        .iter()
-        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
-        .sum();
-    ticks / 100.0 // USER_HZ is 100 on Linux
+    // USER_HZ is 100 on Linux.
+    let seconds = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 100.0
+    };
+    (seconds(a), seconds(b))
 }
 
 /// The pid of the Prometheus serving `addr` (it runs under the harness' supervisor shell).
@@ -61,7 +71,7 @@ fn main() {
     let addr = prometheus.url().trim_start_matches("http://").to_string();
     let pid = prometheus_pid(&addr);
 
-    let (prom_before, ours_before) = (pid.map(|p| cpu_seconds(Some(p))), cpu_seconds(None));
+    let (prom_before, ours_before) = (pid.map(|p| cpu_seconds(Some(p))), cpu_split(None));
     let started = Instant::now();
     let run = Analyze::fixture("../bench/success-rate-indefinite.yaml")
         .arg("service", "checkout")
@@ -69,7 +79,9 @@ fn main() {
         .minutes(3, 3 + 24 * 60)
         .run();
     let wall = started.elapsed();
-    let ours = cpu_seconds(None) - ours_before;
+    let ours_after = cpu_split(None);
+    let (user, system) = (ours_after.0 - ours_before.0, ours_after.1 - ours_before.1);
+    let ours = user + system;
     let result = run.metric("success-rate");
     println!(
         "24 h backtest at 1 m: {} measurements ({} successful), phase {:?}, wall {:.2?} ({:.0} measurements/s)",
@@ -83,7 +95,8 @@ fn main() {
         (Some(p), Some(before)) => {
             let theirs = cpu_seconds(Some(p)) - before;
             println!(
-                "CPU: canaryd {ours:.2} s, Prometheus {theirs:.2} s for the same run: canaryd = {:.1}% of Prometheus",
+                "CPU: canaryd {ours:.2} s ({user:.2} user, {system:.2} system), Prometheus {theirs:.2} s for the same run: \
+                 canaryd = {:.1}% of Prometheus",
                 100.0 * ours / theirs.max(0.01)
             );
         }
