@@ -331,9 +331,9 @@ mod limits {
         let p = plan(&[Metric {
             failure_limit: limit(2),
             consecutive_success_limit: limit(3),
-            ..every("x", Some("1s"), Some(4))
+            ..every("x", Some("1s"), Some(5))
         }]);
-        let (_, a) = feed(&p, &[Successful, Failed, Successful, Successful]);
+        let (_, a) = feed(&p, &[Successful, Failed, Successful, Successful, Failed]);
         assert_eq!(a.phase, Inconclusive);
     }
 }

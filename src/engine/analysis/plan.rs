@@ -244,13 +244,18 @@ impl MetricPlan {
         if failure_limit < 0 && consecutive_success_limit <= 0 {
             return Err(PlanError::NoLimitApplies { metric: name });
         }
-        // Only a count the user wrote is held against the limits (Argo does the same).
+        // Only a count the user wrote is held against the limits (Argo does the same). The same rule as
+        // `validate` (engine/template.rs): the limits must be reachable within the count.
         if written > 0 {
             let n = written;
             let limits = [
-                ("failureLimit", failure_limit),
+                (
+                    "failureLimit + consecutiveSuccessLimit",
+                    failure_limit
+                        .max(0)
+                        .saturating_add(consecutive_success_limit),
+                ),
                 ("inconclusiveLimit", inconclusive_limit),
-                ("consecutiveSuccessLimit", consecutive_success_limit),
             ];
             if let Some((field, limit)) = limits
                 .into_iter()
@@ -485,8 +490,19 @@ mod tests {
         };
         assert_eq!(
             plan(&m).unwrap_err().to_string(),
-            "metric \"m\": count (2) must be >= failureLimit (3)"
+            "metric \"m\": count (2) must be >= failureLimit + consecutiveSuccessLimit (3)"
         );
+        // Both limits together must fit in the count, as `validate` requires.
+        let both = Metric {
+            count: Some(IntOrString::Int(3)),
+            failure_limit: Some(IntOrString::Int(2)),
+            consecutive_success_limit: Some(IntOrString::Int(2)),
+            ..m
+        };
+        assert!(matches!(
+            plan(&both),
+            Err(PlanError::CountBelowLimit { limit: 4, .. })
+        ));
     }
 
     #[test]
