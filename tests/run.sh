@@ -44,5 +44,3 @@ cargo build --locked --quiet --bin canaryd
 
 log "tests"
 cargo nextest run --locked --no-fail-fast
-# Doc tests are not run by nextest.
-cargo test --locked --doc
