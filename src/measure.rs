@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{AnalysisPhase, Measurement, Metric};
 use crate::engine::condition::{Condition, measurement_phase};
+use crate::providers::gate::Gate;
 use crate::providers::{
     HttpClients, Prometheus, PrometheusRequest, ProviderError, ProviderResult, Web, WebRequest,
 };
@@ -75,6 +76,8 @@ pub struct Providers {
     prometheus: Prometheus,
     web: Web,
     default_prometheus: Option<String>,
+    /// The daemon's singleflight and per-address limits; `None` sends every query as asked.
+    gate: Option<std::sync::Arc<Gate>>,
 }
 
 impl Providers {
@@ -85,7 +88,15 @@ impl Providers {
             prometheus: Prometheus::new(http.clone()),
             web: Web::new(http),
             default_prometheus,
+            gate: None,
         }
+    }
+
+    /// The same providers with Prometheus queries shared and limited through `gate` (the daemon: many runs
+    /// asking the same question). `now` rounded down to the second is the sharing window.
+    pub fn with_gate(mut self, gate: std::sync::Arc<Gate>) -> Providers {
+        self.gate = Some(gate);
+        self
     }
 
     /// Measures `m` at `now`. `eval_time` is the virtual time of a backtest (queries are evaluated then).
@@ -146,10 +157,18 @@ impl Providers {
                 eval_time,
             )?
             .with_secret_values(secrets.iter().cloned());
-            self.prometheus.query(&req).await
+            match &self.gate {
+                Some(gate) => gate.query(&self.prometheus, &req, now.as_second()).await,
+                None => self.prometheus.query(&req).await,
+            }
         } else if let Some(web) = &provider.web {
             let req = WebRequest::from_metric(web)?.with_secret_values(secrets.iter().cloned());
-            self.web.fetch(&req).await
+            let started = std::time::Instant::now();
+            let answer = self.web.fetch(&req).await;
+            if let Some(gate) = &self.gate {
+                gate.observe("web", started.elapsed());
+            }
+            answer
         } else {
             let names = provider.configured();
             Err(ProviderError::Invalid(format!(

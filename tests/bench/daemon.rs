@@ -1,0 +1,2 @@
+//! Daemon bench (filled in by the next commit).
+fn main() {}
