@@ -1,0 +1,609 @@
+//! The fake's storage and write semantics: objects by (resource, namespace, name), the global resourceVersion
+//! counter, the change history watches read, and the rules kube-apiserver applies on create, update, patch and
+//! delete (status subresource isolation, optimistic concurrency, generation, finalizers). No HTTP here: the
+//! server module turns requests into these calls and `ApiError`s into `Status` responses.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use super::ResourceDef;
+
+/// (resource id such as `argoproj.io/v1alpha1/analysisruns`, namespace or "" when cluster-scoped, name).
+pub type Key = (String, String, String);
+
+/// A failure as kube-apiserver reports it: HTTP code, `reason`, and a message in its words.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    /// `details` of the Status: (name, group, kind as the resource's plural).
+    pub details: Option<(String, String, String)>,
+}
+
+impl ApiError {
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    fn about(mut self, res: &ResourceDef, name: &str) -> Self {
+        self.details = Some((name.to_owned(), res.group.to_owned(), res.plural.to_owned()));
+        self
+    }
+
+    pub fn not_found(res: &ResourceDef, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", res.qualified()),
+        )
+        .about(res, name)
+    }
+
+    fn already_exists(res: &ResourceDef, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", res.qualified()),
+        )
+        .about(res, name)
+    }
+
+    fn conflict(res: &ResourceDef, name: &str, why: &str) -> Self {
+        let message = format!(
+            "Operation cannot be fulfilled on {} \"{name}\": {why}",
+            res.qualified()
+        );
+        Self::new(409, "Conflict", message).about(res, name)
+    }
+
+    pub fn invalid(res: &ResourceDef, name: &str, why: impl Into<String>) -> Self {
+        let message = format!("{} \"{name}\" is invalid: {}", res.kind, why.into());
+        Self::new(422, "Invalid", message).about(res, name)
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// The `Status` object kube-apiserver sends for this failure.
+    pub fn status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": self.message, "reason": self.reason, "code": self.code,
+        });
+        if let Some((name, group, kind)) = &self.details {
+            status["details"] = json!({ "name": name, "group": group, "kind": kind });
+        }
+        status
+    }
+}
+
+/// What a write did, as watch events name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One committed write, kept so that watches can resume from any resourceVersion still in the window.
+#[derive(Clone, Debug)]
+pub struct Change {
+    pub rv: u64,
+    pub kind: ChangeKind,
+    pub key: Key,
+    /// The object before a modification: label-selected watches turn selector transitions into ADDED/DELETED.
+    pub previous: Option<Value>,
+    pub object: Value,
+}
+
+/// Which part of an object a write may change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Main,
+    Status,
+}
+
+/// The patch flavours kube clients send, named by their Content-Type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchKind {
+    /// `application/merge-patch+json` (RFC 7386).
+    Merge,
+    /// `application/json-patch+json` (RFC 6902).
+    Json,
+    /// `application/strategic-merge-patch+json`: applied as a merge patch (lists replaced, not merged by key).
+    Strategic,
+    /// `application/apply-patch+yaml` (server-side apply): applied as a merge patch, creating when absent.
+    Apply,
+}
+
+/// The outcome of DELETE: gone now, or kept with `deletionTimestamp` until its finalizers are removed.
+pub enum Deletion {
+    Gone(Value),
+    Pending(Value),
+}
+
+pub struct Store {
+    pub rv: u64,
+    objects: BTreeMap<Key, Value>,
+    history: VecDeque<Change>,
+    history_limit: usize,
+    /// Changes up to here fell out of the history window: a watch behind it gets 410 Expired.
+    pub compacted_rv: u64,
+    /// Set by the fixture: a new watch from a resourceVersion before this gets 410 Expired, while open watches
+    /// that keep up continue, as after an etcd compaction.
+    pub expired_before: u64,
+    /// Bumped to cut every open watch.
+    pub watch_epoch: u64,
+    conflicts: Vec<Key>,
+    serial: u64,
+}
+
+impl Store {
+    pub fn new(history_limit: usize) -> Self {
+        Store {
+            rv: 1,
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            history_limit: history_limit.max(1),
+            compacted_rv: 0,
+            expired_before: 0,
+            watch_epoch: 0,
+            conflicts: Vec::new(),
+            serial: 0,
+        }
+    }
+
+    pub fn get(&self, key: &Key) -> Option<&Value> {
+        self.objects.get(key)
+    }
+
+    /// Objects of one resource in key order (namespace, then name), like etcd's.
+    pub fn list<'a>(
+        &'a self,
+        res_id: &'a str,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Value> + 'a {
+        self.objects
+            .iter()
+            .filter(move |((id, ns, _), _)| id == res_id && namespace.is_none_or(|n| n == ns))
+            .map(|(_, object)| object)
+    }
+
+    /// Changes committed after `rv`, oldest first.
+    pub fn changes_after(&self, rv: u64) -> impl Iterator<Item = &Change> {
+        self.history.iter().filter(move |c| c.rv > rv)
+    }
+
+    /// Every resourceVersion handed out so far becomes too old to start a watch from.
+    pub fn expire_history(&mut self) {
+        self.expired_before = self.rv + 1;
+    }
+
+    /// The oldest resourceVersion a new watch may start from.
+    pub fn oldest_watchable(&self) -> u64 {
+        self.compacted_rv.max(self.expired_before)
+    }
+
+    /// The next update or patch of this object fails with 409 Conflict, as if another writer won the race.
+    pub fn conflict_next_write(&mut self, key: Key) {
+        self.conflicts.push(key);
+    }
+
+    pub fn create(
+        &mut self,
+        res: &ResourceDef,
+        namespace: &str,
+        mut object: Value,
+    ) -> Result<Value, ApiError> {
+        let metadata = metadata_of(&mut object)
+            .ok_or_else(|| ApiError::bad_request("the object has no metadata"))?;
+        let sent_namespace = metadata
+            .get("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !sent_namespace.is_empty() && sent_namespace != namespace {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        let name = match metadata
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            Some(name) => name.to_owned(),
+            None => match metadata
+                .get("generateName")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+            {
+                Some(prefix) => {
+                    self.serial += 1;
+                    format!("{prefix}{}", random_suffix(self.serial))
+                }
+                None => {
+                    return Err(ApiError::invalid(
+                        res,
+                        "",
+                        "metadata.name: Required value: name or generateName is required",
+                    ));
+                }
+            },
+        };
+        let key = (res.id(), namespace.to_owned(), name.clone());
+        if self.objects.contains_key(&key) {
+            return Err(ApiError::already_exists(res, &name));
+        }
+        self.serial += 1;
+        let rv = self.rv + 1;
+        metadata.insert("name".into(), json!(name));
+        if res.namespaced {
+            metadata.insert("namespace".into(), json!(namespace));
+        }
+        metadata.insert(
+            "uid".into(),
+            json!(format!("00000000-0000-4000-8000-{:012x}", self.serial)),
+        );
+        metadata.insert("creationTimestamp".into(), json!(now()));
+        metadata.insert("resourceVersion".into(), json!(rv.to_string()));
+        metadata.remove("deletionTimestamp");
+        if res.custom {
+            metadata.insert("generation".into(), json!(1));
+        }
+        if res.status_subresource {
+            // kube-apiserver drops status on create when the status subresource is enabled.
+            object.as_object_mut().map(|o| o.remove("status"));
+        }
+        fill_type_meta(res, &mut object);
+        normalize(res, &mut object);
+        self.commit(ChangeKind::Added, key, None, object.clone());
+        Ok(object)
+    }
+
+    /// PUT semantics: `candidate` is the whole object as the client wants it.
+    pub fn update(
+        &mut self,
+        res: &ResourceDef,
+        key: &Key,
+        target: Target,
+        candidate: Value,
+    ) -> Result<Value, ApiError> {
+        let old = self
+            .objects
+            .get(key)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(res, &key.2))?;
+        if let Some(at) = self.conflicts.iter().position(|k| k == key) {
+            self.conflicts.remove(at);
+            return Err(ApiError::conflict(
+                res,
+                &key.2,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
+        }
+        let old_rv = old
+            .pointer("/metadata/resourceVersion")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let sent_rv = candidate
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !sent_rv.is_empty() && Some(sent_rv) != old_rv.as_str() {
+            return Err(ApiError::conflict(
+                res,
+                &key.2,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
+        }
+        for (field, expected) in [("name", &key.2), ("namespace", &key.1)] {
+            let sent = candidate
+                .pointer(&format!("/metadata/{field}"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if !sent.is_empty() && sent != expected {
+                return Err(ApiError::bad_request(format!(
+                    "the {field} of the object ({sent}) does not match the {field} on the URL ({expected})"
+                )));
+            }
+        }
+        let mut new = match target {
+            Target::Status => {
+                let mut new = old.clone();
+                set_field(&mut new, "status", candidate.get("status").cloned());
+                new
+            }
+            Target::Main => {
+                let mut new = candidate;
+                if !new.is_object() {
+                    return Err(ApiError::bad_request("the object is not a JSON object"));
+                }
+                let old_meta = old
+                    .get("metadata")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                let metadata = metadata_of(&mut new)
+                    .ok_or_else(|| ApiError::bad_request("the object has no metadata"))?;
+                for field in [
+                    "name",
+                    "namespace",
+                    "uid",
+                    "creationTimestamp",
+                    "generation",
+                    "deletionTimestamp",
+                ] {
+                    match old_meta.get(field) {
+                        Some(value) => metadata.insert(field.into(), value.clone()),
+                        None => metadata.remove(field),
+                    };
+                }
+                if res.status_subresource {
+                    set_field(&mut new, "status", old.get("status").cloned());
+                }
+                fill_type_meta(res, &mut new);
+                normalize(res, &mut new);
+                new
+            }
+        };
+        set_meta(&mut new, "resourceVersion", old_rv);
+        if res.custom && spec_view(res, &old) != spec_view(res, &new) {
+            let generation = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            set_meta(&mut new, "generation", json!(generation + 1));
+        }
+        if new == old {
+            // kube-apiserver does not bump resourceVersion or notify watches for a no-op write.
+            return Ok(old);
+        }
+        let rv = self.rv + 1;
+        set_meta(&mut new, "resourceVersion", json!(rv.to_string()));
+        let finalized = new.pointer("/metadata/deletionTimestamp").is_some()
+            && new
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty);
+        if finalized {
+            self.objects.remove(key);
+            self.commit(ChangeKind::Deleted, key.clone(), None, new.clone());
+        } else {
+            self.commit(ChangeKind::Modified, key.clone(), Some(old), new.clone());
+        }
+        Ok(new)
+    }
+
+    /// PATCH semantics. Returns the object and whether it was created (server-side apply of an absent object).
+    pub fn patch(
+        &mut self,
+        res: &ResourceDef,
+        key: &Key,
+        target: Target,
+        kind: PatchKind,
+        patch: &Value,
+    ) -> Result<(Value, bool), ApiError> {
+        let Some(current) = self.objects.get(key).cloned() else {
+            if kind == PatchKind::Apply && target == Target::Main {
+                let mut object = patch.clone();
+                set_meta(&mut object, "name", json!(key.2));
+                return self.create(res, &key.1, object).map(|o| (o, true));
+            }
+            return Err(ApiError::not_found(res, &key.2));
+        };
+        let mut doc = current;
+        match kind {
+            PatchKind::Merge | PatchKind::Strategic | PatchKind::Apply => {
+                json_patch::merge(&mut doc, patch)
+            }
+            PatchKind::Json => {
+                let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+                    .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+                json_patch::patch(&mut doc, &ops.0)
+                    .map_err(|e| ApiError::invalid(res, &key.2, e.to_string()))?;
+            }
+        }
+        self.update(res, key, target, doc).map(|o| (o, false))
+    }
+
+    /// DELETE, honouring `preconditions` (uid, resourceVersion) and finalizers.
+    pub fn delete(
+        &mut self,
+        res: &ResourceDef,
+        key: &Key,
+        preconditions: &Value,
+    ) -> Result<Deletion, ApiError> {
+        let old = self
+            .objects
+            .get(key)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(res, &key.2))?;
+        for (field, pointer) in [
+            ("UID", "/metadata/uid"),
+            ("ResourceVersion", "/metadata/resourceVersion"),
+        ] {
+            let wanted = preconditions
+                .get(if field == "UID" {
+                    "uid"
+                } else {
+                    "resourceVersion"
+                })
+                .and_then(Value::as_str);
+            let actual = old
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if let Some(wanted) = wanted.filter(|w| *w != actual) {
+                let why = format!(
+                    "Precondition failed: {field} in precondition: {wanted}, {field} in object meta: {actual}"
+                );
+                return Err(ApiError::conflict(res, &key.2, &why));
+            }
+        }
+        let rv = self.rv + 1;
+        let mut object = old.clone();
+        set_meta(&mut object, "resourceVersion", json!(rv.to_string()));
+        let has_finalizers = old
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        if has_finalizers {
+            if old.pointer("/metadata/deletionTimestamp").is_some() {
+                return Ok(Deletion::Pending(old));
+            }
+            set_meta(&mut object, "deletionTimestamp", json!(now()));
+            self.commit(ChangeKind::Modified, key.clone(), Some(old), object.clone());
+            return Ok(Deletion::Pending(object));
+        }
+        self.objects.remove(key);
+        self.commit(ChangeKind::Deleted, key.clone(), None, object.clone());
+        Ok(Deletion::Gone(object))
+    }
+
+    /// The fixture's back door: store `object` as given (status included), creating or replacing it, with fresh
+    /// server-set metadata and a watch event, as if another client had written it.
+    pub fn put_direct(&mut self, res: &ResourceDef, mut object: Value) -> Result<Value, ApiError> {
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let namespace = if res.namespaced {
+            namespace
+        } else {
+            String::new()
+        };
+        let key = (res.id(), namespace.clone(), name.clone());
+        let Some(old) = self.objects.get(&key).cloned() else {
+            let status = object.get("status").cloned();
+            let created = self.create(res, &namespace, object)?;
+            return match status {
+                Some(status) => self.update(res, &key, Target::Status, json!({ "status": status })),
+                None => Ok(created),
+            };
+        };
+        set_meta(&mut object, "resourceVersion", Value::Null);
+        let with_status = object.get("status").cloned();
+        let updated = self.update(res, &key, Target::Main, object)?;
+        if res.status_subresource && with_status != old.get("status").cloned() {
+            return self.update(res, &key, Target::Status, json!({ "status": with_status }));
+        }
+        Ok(updated)
+    }
+
+    fn commit(&mut self, kind: ChangeKind, key: Key, previous: Option<Value>, object: Value) {
+        self.rv += 1;
+        if kind != ChangeKind::Deleted {
+            self.objects.insert(key.clone(), object.clone());
+        }
+        self.history.push_back(Change {
+            rv: self.rv,
+            kind,
+            key,
+            previous,
+            object,
+        });
+        while self.history.len() > self.history_limit {
+            if let Some(dropped) = self.history.pop_front() {
+                self.compacted_rv = dropped.rv;
+            }
+        }
+    }
+}
+
+fn metadata_of(object: &mut Value) -> Option<&mut Map<String, Value>> {
+    let object = object.as_object_mut()?;
+    object
+        .entry("metadata")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+}
+
+fn set_meta(object: &mut Value, field: &str, value: Value) {
+    if let Some(metadata) = metadata_of(object) {
+        if value.is_null() {
+            metadata.remove(field);
+        } else {
+            metadata.insert(field.into(), value);
+        }
+    }
+}
+
+fn set_field(object: &mut Value, field: &str, value: Option<Value>) {
+    if let Some(object) = object.as_object_mut() {
+        match value {
+            Some(value) if !value.is_null() => object.insert(field.into(), value),
+            _ => object.remove(field),
+        };
+    }
+}
+
+fn fill_type_meta(res: &ResourceDef, object: &mut Value) {
+    if let Some(object) = object.as_object_mut() {
+        object.insert("apiVersion".into(), json!(res.api_version()));
+        object.insert("kind".into(), json!(res.kind));
+    }
+}
+
+/// What `generation` tracks: everything but metadata, and but status where status is a subresource.
+fn spec_view(res: &ResourceDef, object: &Value) -> Value {
+    let mut view = object.clone();
+    if let Some(view) = view.as_object_mut() {
+        view.remove("metadata");
+        if res.status_subresource {
+            view.remove("status");
+        }
+    }
+    view
+}
+
+/// Per-kind defaulting kube-apiserver does that clients observe: Secrets' `stringData` folds into base64 `data`.
+fn normalize(res: &ResourceDef, object: &mut Value) {
+    if res.group.is_empty() && res.kind == "Secret" {
+        let Some(object) = object.as_object_mut() else {
+            return;
+        };
+        if let Some(Value::Object(strings)) = object.remove("stringData") {
+            let data = object.entry("data").or_insert_with(|| json!({}));
+            for (key, value) in strings {
+                let text = value.as_str().unwrap_or_default().as_bytes().to_vec();
+                data[key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+            }
+        }
+    }
+}
+
+/// Five characters from the alphabet kube-apiserver uses for generateName, varied by a counter.
+fn random_suffix(serial: u64) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut state = serial.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+    (0..5)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let at = usize::try_from((state >> 33) % ALPHABET.len() as u64).unwrap_or(0);
+            char::from(ALPHABET.get(at).copied().unwrap_or(b'x'))
+        })
+        .collect()
+}
+
+pub fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}

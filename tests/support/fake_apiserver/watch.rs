@@ -1,0 +1,214 @@
+//! Watch streams: newline-delimited JSON events over a chunked, long-lived response, resumed from a
+//! resourceVersion out of the store's change history. Owns event selection (resource, namespace, selectors,
+//! selector transitions), BOOKMARKs, `timeoutSeconds`, 410 Expired and being cut by the fixture. It never writes.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Bytes, Frame};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+
+use super::selector::{FieldSelector, LabelSelector};
+use super::store::{ApiError, Change, ChangeKind};
+use super::{Body, ResourceDef, Shared};
+
+/// One watch request, parsed from the query string.
+pub struct WatchRequest {
+    pub resource: ResourceDef,
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    /// `None` for an absent or "0" resourceVersion: start with the current state as ADDED events.
+    pub from: Option<u64>,
+    pub timeout: Option<Duration>,
+    pub bookmarks: bool,
+    /// `sendInitialEvents=true`: the current state, then a BOOKMARK annotated `k8s.io/initial-events-end`.
+    pub initial_events: bool,
+}
+
+impl WatchRequest {
+    fn selects(&self, object: &Value) -> bool {
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        self.namespace.as_deref().is_none_or(|n| n == namespace)
+            && self.labels.matches(object)
+            && self.fields.matches(object)
+    }
+
+    /// The event this watch sees for a change, if any: leaving the selector reads as DELETED, entering as ADDED.
+    fn event_for(&self, change: &Change) -> Option<Value> {
+        if change.key.0 != self.resource.id() {
+            return None;
+        }
+        let now = self.selects(&change.object);
+        let before = change.previous.as_ref().is_some_and(|p| self.selects(p));
+        let kind = match change.kind {
+            ChangeKind::Added => now.then_some("ADDED"),
+            ChangeKind::Deleted => now.then_some("DELETED"),
+            ChangeKind::Modified => match (before, now) {
+                (true, true) => Some("MODIFIED"),
+                (false, true) => Some("ADDED"),
+                (true, false) => Some("DELETED"),
+                (false, false) => None,
+            },
+        }?;
+        Some(json!({ "type": kind, "object": change.object }))
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Value {
+        let mut metadata = json!({ "resourceVersion": rv.to_string() });
+        if initial_end {
+            metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
+        }
+        json!({ "type": "BOOKMARK", "object": {
+            "kind": self.resource.kind, "apiVersion": self.resource.api_version(), "metadata": metadata,
+        }})
+    }
+}
+
+enum Step {
+    Send(Vec<Value>),
+    /// The fixture cut open watches: end the body with an error so the connection drops mid-stream.
+    Cut,
+    /// The watch fell out of the history window.
+    Expired(u64),
+}
+
+/// Start the stream task and return the response body it feeds.
+pub fn serve(shared: Arc<Shared>, request: WatchRequest) -> Body {
+    let (tx, mut rx) = mpsc::channel::<Result<Frame<Bytes>, io::Error>>(256);
+    tokio::spawn(run(shared, request, tx));
+    let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    BodyExt::boxed(StreamBody::new(stream))
+}
+
+struct OpenWatch(Arc<Shared>);
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        self.0.open_watches.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn run(
+    shared: Arc<Shared>,
+    request: WatchRequest,
+    tx: mpsc::Sender<Result<Frame<Bytes>, io::Error>>,
+) {
+    shared.open_watches.fetch_add(1, Ordering::SeqCst);
+    let _open = OpenWatch(shared.clone());
+    let mut signal = shared.signal.subscribe();
+    let mut shutdown = shared.shutdown.subscribe();
+    let send = |event: Value| {
+        let tx = tx.clone();
+        async move {
+            let mut line = event.to_string().into_bytes();
+            line.push(b'\n');
+            tx.send(Ok(Frame::data(Bytes::from(line)))).await.is_ok()
+        }
+    };
+    let far = Instant::now() + Duration::from_secs(24 * 3600);
+    let deadline = request.timeout.map_or(far, |t| Instant::now() + t);
+    let interval = shared.bookmark_interval;
+
+    let start = {
+        let store = shared.lock_store();
+        match request.from {
+            Some(rv) if rv < store.oldest_watchable() => Err(format!(
+                "too old resource version: {rv} ({})",
+                store.oldest_watchable()
+            )),
+            Some(rv) => Ok((rv, store.watch_epoch, Vec::new())),
+            None => {
+                let res_id = request.resource.id();
+                let mut events: Vec<Value> = store
+                    .list(&res_id, request.namespace.as_deref())
+                    .filter(|o| request.selects(o))
+                    .map(|o| json!({ "type": "ADDED", "object": o }))
+                    .collect();
+                if request.initial_events {
+                    events.push(request.bookmark(store.rv, true));
+                }
+                Ok((store.rv, store.watch_epoch, events))
+            }
+        }
+    };
+    let (mut cursor, epoch, initial) = match start {
+        Ok(start) => start,
+        Err(message) => {
+            send(json!({ "type": "ERROR", "object": ApiError::new(410, "Expired", message).status() })).await;
+            return;
+        }
+    };
+    for event in initial {
+        if !send(event).await {
+            return;
+        }
+    }
+
+    let mut next_bookmark = Instant::now() + interval;
+    let mut bookmark_due = false;
+    loop {
+        let step = {
+            let store = shared.lock_store();
+            if store.watch_epoch != epoch {
+                Step::Cut
+            } else if cursor < store.compacted_rv {
+                Step::Expired(cursor)
+            } else {
+                let events = store
+                    .changes_after(cursor)
+                    .filter_map(|c| request.event_for(c))
+                    .collect();
+                cursor = store.rv;
+                Step::Send(events)
+            }
+        };
+        match step {
+            Step::Cut => {
+                let _ = tx
+                    .send(Err(io::Error::new(
+                        io::ErrorKind::ConnectionAborted,
+                        "watch cut by the fixture",
+                    )))
+                    .await;
+                return;
+            }
+            Step::Expired(rv) => {
+                let gone = ApiError::new(410, "Expired", format!("too old resource version: {rv}"));
+                send(json!({ "type": "ERROR", "object": gone.status() })).await;
+                return;
+            }
+            Step::Send(events) => {
+                for event in events {
+                    if !send(event).await {
+                        return;
+                    }
+                }
+            }
+        }
+        if bookmark_due {
+            bookmark_due = false;
+            if !send(request.bookmark(cursor, false)).await {
+                return;
+            }
+        }
+        tokio::select! {
+            changed = signal.changed() => if changed.is_err() { return },
+            _ = sleep_until(next_bookmark), if request.bookmarks => {
+                bookmark_due = true;
+                next_bookmark = Instant::now() + interval;
+            }
+            _ = sleep_until(deadline) => return,
+            _ = tx.closed() => return,
+            _ = shutdown.changed() => return,
+        }
+    }
+}
