@@ -24,13 +24,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{Action, trigger_self};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store, reflector};
+use kube::runtime::{WatchStreamExt, applier, watcher};
 use tracing::{info, warn};
 
 use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus};
@@ -81,6 +81,8 @@ pub enum ReconcileError {
     Reread(kube::Error),
     #[error("deleting the expired run failed: {0}")]
     Delete(kube::Error),
+    #[error("the reconcile task was cancelled")]
+    Aborted,
 }
 
 impl ReconcileError {
@@ -92,6 +94,7 @@ impl ReconcileError {
             ReconcileError::Write(_) => "status_patch",
             ReconcileError::Reread(_) => "reread",
             ReconcileError::Delete(_) => "delete",
+            ReconcileError::Aborted => "aborted",
         }
     }
 }
@@ -120,7 +123,8 @@ pub struct Context {
     recorder: Recorder,
     ahead: Mutex<HashMap<(String, String), Ahead>>,
     stores: Mutex<Vec<Store<AnalysisRun>>>,
-    synced: Arc<AtomicBool>,
+    /// One flag per watch: its first list is in the cache.
+    synced: Mutex<Vec<Arc<AtomicBool>>>,
     leadership_known: AtomicBool,
 }
 
@@ -164,7 +168,13 @@ impl Probe for Context {
 
     fn ready(&self) -> bool {
         self.leadership_known.load(Ordering::Relaxed)
-            && (!self.metrics.is_leader() || self.synced.load(Ordering::Relaxed))
+            && (!self.metrics.is_leader()
+                || self
+                    .synced
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .iter()
+                    .all(|s| s.load(Ordering::Relaxed)))
     }
 }
 
@@ -201,7 +211,7 @@ impl Daemon {
             recorder,
             ahead: Mutex::new(HashMap::new()),
             stores: Mutex::new(Vec::new()),
-            synced: Arc::new(AtomicBool::new(false)),
+            synced: Mutex::new(Vec::new()),
             leadership_known: AtomicBool::new(config.leader_election.is_none()),
             config,
         });
@@ -309,7 +319,7 @@ async fn elect_and_lead(
 struct Controllers {
     stops: Vec<tokio::sync::oneshot::Sender<()>>,
     tasks: tokio::task::JoinSet<()>,
-    synced: Arc<AtomicBool>,
+    ctx: Arc<Context>,
 }
 
 impl Controllers {
@@ -327,46 +337,57 @@ impl Controllers {
         let mut tasks = tokio::task::JoinSet::new();
         let mut stops = Vec::new();
         let mut stores = Vec::new();
+        let mut synced = Vec::new();
         for api in apis {
-            let controller = Controller::new(api, watcher::Config::default().labels(&selector));
-            stores.push(controller.store());
+            // `Controller` assembled by hand (kube's `applier` over our own reflector) to see when the
+            // first list is in: awaiting `Store::wait_until_ready` from a second task would steal the
+            // applier's wake-up.
+            let (reader, writer) = reflector::store();
+            let flag = Arc::new(AtomicBool::new(false));
+            synced.push(flag.clone());
+            let watch =
+                watcher(api, watcher::Config::default().labels(&selector)).default_backoff();
+            let events = reflector(writer, watch)
+                .inspect_ok(move |event| {
+                    if matches!(event, watcher::Event::InitDone) {
+                        flag.store(true, Ordering::Relaxed);
+                    }
+                })
+                .applied_objects();
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            // When the queue ends the applier lets in-flight reconciles finish, then ends: a graceful stop.
+            let queue = trigger_self(events, ()).take_until(stopped);
             stops.push(stop);
+            let store = reader.clone();
+            stores.push(reader);
             let ctx = ctx.clone();
             let metrics = ctx.metrics.clone();
             tasks.spawn(async move {
-                controller
-                    .graceful_shutdown_on(async move {
-                        let _ = stopped.await;
-                    })
-                    .run(reconcile, error_policy, ctx)
-                    .for_each(|result| {
-                        if let Err(kube::runtime::controller::Error::QueueError(e)) = &result {
-                            // The watcher re-lists by itself (410 Gone, dropped connections); count it.
-                            metrics.reconcile_error("watch");
-                            warn!(error = %e, "Watch failed; retrying");
-                        }
-                        futures::future::ready(())
-                    })
-                    .await;
+                applier(
+                    |run, ctx| Box::pin(spawn_reconcile(run, ctx)),
+                    error_policy,
+                    ctx,
+                    store,
+                    queue,
+                    kube::runtime::Config::default(),
+                )
+                .for_each(|result| {
+                    if let Err(kube::runtime::controller::Error::QueueError(e)) = &result {
+                        // The watcher re-lists by itself (410 Gone, dropped connections); count it.
+                        metrics.reconcile_error("watch");
+                        warn!(error = %e, "Watch failed; retrying");
+                    }
+                    futures::future::ready(())
+                })
+                .await;
             });
         }
-        ctx.synced.store(false, Ordering::Relaxed);
-        let synced = ctx.synced.clone();
-        let waiting = stores.clone();
-        tasks.spawn(async move {
-            for store in waiting {
-                if store.wait_until_ready().await.is_err() {
-                    return;
-                }
-            }
-            synced.store(true, Ordering::Relaxed);
-        });
+        *ctx.synced.lock().unwrap_or_else(PoisonError::into_inner) = synced;
         *ctx.stores.lock().unwrap_or_else(PoisonError::into_inner) = stores;
         Controllers {
             stops,
             tasks,
-            synced: ctx.synced.clone(),
+            ctx: ctx.clone(),
         }
     }
 
@@ -375,15 +396,28 @@ impl Controllers {
         for stop in self.stops.drain(..) {
             let _ = stop.send(());
         }
-        self.synced.store(false, Ordering::Relaxed);
-        // The readiness waiter may still be waiting for a store that never syncs.
-        while let Some(done) = self.tasks.join_next().await {
-            let _ = done;
-            if self.tasks.len() == 1 {
-                self.tasks.abort_all();
-            }
-        }
+        while self.tasks.join_next().await.is_some() {}
+        self.ctx
+            .synced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.ctx
+            .stores
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
+}
+
+/// Each reconcile on its own task, so runs are measured on every core.
+async fn spawn_reconcile(
+    run: Arc<AnalysisRun>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    tokio::spawn(reconcile(run, ctx))
+        .await
+        .unwrap_or(Err(ReconcileError::Aborted))
 }
 
 fn error_policy(run: Arc<AnalysisRun>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
