@@ -117,7 +117,9 @@ pub async fn measure_due(
         if analysis::record(&run.plan, status, index, measurement, finished).is_err() {
             continue;
         }
-        let name = &run.plan.metrics[index].name;
+        let Some(name) = run.plan.metrics.get(index).map(|m| &m.name) else {
+            continue;
+        };
         if !metric_metadata.is_empty()
             && let Some(result) = status
                 .metric_results
@@ -160,7 +162,9 @@ pub async fn run(
         })
         .await;
         for index in recorded {
-            let name = &run.plan.metrics[index].name;
+            let Some(name) = run.plan.metrics.get(index).map(|m| &m.name) else {
+                continue;
+            };
             if let Some(result) = status
                 .metric_results
                 .iter()

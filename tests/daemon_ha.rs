@@ -143,10 +143,16 @@ async fn when_the_leader_dies_the_standby_finishes_the_run_without_a_duplicate()
     })
     .await;
     // Within the lease duration (3 s) plus one retry period.
-    assert!(killed.elapsed() < Duration::from_millis(3300 + 300 + 500), "{:?}", killed.elapsed());
+    assert!(
+        killed.elapsed() < Duration::from_millis(3300 + 300 + 500),
+        "{:?}",
+        killed.elapsed()
+    );
     let done = finished(&server, "ha").await;
     assert_exactly_scheduled(&first_result(&done).expect("a result"), 6);
-    let lease = server.get::<Lease>("default", "canaryd").expect("the Lease");
+    let lease = server
+        .get::<Lease>("default", "canaryd")
+        .expect("the Lease");
     let spec = lease.spec.expect("a Lease spec");
     assert_eq!(spec.holder_identity.as_deref(), Some("b"));
     assert_eq!(spec.lease_transitions, Some(1));
@@ -180,6 +186,10 @@ async fn a_leader_stopped_gracefully_releases_the_lease_and_the_standby_takes_ov
     })
     .await;
     // Well before the 3 s lease would have expired.
-    assert!(stopped.elapsed() < Duration::from_secs(2), "{:?}", stopped.elapsed());
+    assert!(
+        stopped.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        stopped.elapsed()
+    );
     b.stop().await;
 }

@@ -138,10 +138,10 @@ struct Scripted {
 impl Respond for Scripted {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         self.queries.fetch_add(1, Ordering::SeqCst);
-        if let Ok(mut seen) = self.seen.lock() {
-            if seen.len() < 1000 {
-                seen.push(request.clone());
-            }
+        if let Ok(mut seen) = self.seen.lock()
+            && seen.len() < 1000
+        {
+            seen.push(request.clone());
         }
         let answer = self
             .answer
