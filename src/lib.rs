@@ -5,8 +5,11 @@
 
 pub mod api;
 pub mod cli;
+pub mod controller;
 pub mod engine;
+pub mod k8s;
 pub mod measure;
+pub mod observe;
 pub mod providers;
 pub mod runner;
 pub mod time;

@@ -15,6 +15,7 @@ use crate::engine::compare;
 use crate::engine::condition::{Condition, measurement_phase};
 use crate::engine::judge::{self, DistributionParams, ErrorRateParams, ErrorRateTest, Verdict};
 use crate::engine::value::MetricValue;
+use crate::providers::gate::Gate;
 use crate::providers::{
     HttpClients, Prometheus, PrometheusRequest, ProviderError, ProviderResult, Web, WebRequest,
 };
@@ -96,6 +97,8 @@ pub struct Providers {
     prometheus: Prometheus,
     web: Web,
     default_prometheus: Option<String>,
+    /// The daemon's singleflight and per-address limits; `None` sends every query as asked.
+    gate: Option<std::sync::Arc<Gate>>,
 }
 
 impl Providers {
@@ -106,7 +109,15 @@ impl Providers {
             prometheus: Prometheus::new(http.clone()),
             web: Web::new(http),
             default_prometheus,
+            gate: None,
         }
+    }
+
+    /// The same providers with Prometheus queries shared and limited through `gate` (the daemon: many runs
+    /// asking the same question). `now` rounded down to the second is the sharing window.
+    pub fn with_gate(mut self, gate: std::sync::Arc<Gate>) -> Providers {
+        self.gate = Some(gate);
+        self
     }
 
     /// Takes one measurement of `m`.
@@ -167,7 +178,12 @@ impl Providers {
             self.prometheus_query(prom, at).await
         } else if let Some(web) = &provider.web {
             let req = WebRequest::from_metric(web)?.with_secret_values(at.secrets.iter().cloned());
-            self.web.fetch(&req).await
+            let started = std::time::Instant::now();
+            let answer = self.web.fetch(&req).await;
+            if let Some(gate) = &self.gate {
+                gate.observe("web", started.elapsed());
+            }
+            answer
         } else {
             let names = provider.configured();
             Err(ProviderError::Invalid(format!(
@@ -189,7 +205,10 @@ impl Providers {
             at.eval_time,
         )?
         .with_secret_values(at.secrets.iter().cloned());
-        self.prometheus.query(&req).await
+        match &self.gate {
+            Some(gate) => gate.query(&self.prometheus, &req, at.now.as_second()).await,
+            None => self.prometheus.query(&req).await,
+        }
     }
 
     /// `canaryd/compare`: the queries of both sides over the window, judged together. Returns the judgement

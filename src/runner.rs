@@ -3,13 +3,14 @@
 //! wake-up. With a virtual clock this is a backtest. Used by `canaryd analyze` and `canaryd demo`; the
 //! daemon drives the same engine functions one reconcile at a time instead.
 
-use std::sync::Arc;
-
 use jiff::Timestamp;
 
-use crate::api::{AnalysisRunStatus, Measurement, MetricResult};
-use crate::engine::analysis::{self, AnalysisPlan, Assessment};
+use std::collections::BTreeMap;
+
+use crate::api::{AnalysisRunStatus, Measurement, MetricResult, SecretKeyRef};
+use crate::engine::analysis::{self, AnalysisPlan, Assessment, PlanError};
 use crate::engine::compare;
+use crate::engine::compose::{self, ComposeError, RunSpec};
 use crate::measure::{MeasurableMetric, MeasureAt, Providers};
 use crate::time::Clock;
 
@@ -23,6 +24,46 @@ pub struct PreparedRun {
     pub secrets: Vec<String>,
 }
 
+/// Why a run cannot be prepared; the message is for the run's author.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PrepareError {
+    #[error(transparent)]
+    Compose(#[from] ComposeError),
+    #[error("{0}")]
+    Condition(String),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+impl PreparedRun {
+    /// Resolves a run's args (`supplied` values win; `read_secret` reads `valueFrom.secretKeyRef`),
+    /// substitutes them into every metric, compiles the conditions and builds the plan. `prometheus`
+    /// overrides every Prometheus metric's address. The one preparation shared by the CLI and the daemon.
+    pub fn prepare(
+        spec: &RunSpec,
+        supplied: &BTreeMap<String, String>,
+        read_secret: &dyn Fn(&SecretKeyRef) -> Result<String, String>,
+        prometheus: Option<&str>,
+    ) -> Result<PreparedRun, PrepareError> {
+        let values = compose::resolve_args(&spec.args, supplied, read_secret)?;
+        let mut metrics = Vec::new();
+        for metric in &spec.metrics {
+            let mut resolved = compose::resolve_metric(metric, &values, &compare::keep_window)?;
+            if let Some(address) = prometheus {
+                override_address(&mut resolved, address);
+            }
+            metrics.push(MeasurableMetric::new(resolved).map_err(PrepareError::Condition)?);
+        }
+        let resolved: Vec<crate::api::Metric> = metrics.iter().map(|m| m.metric.clone()).collect();
+        let plan = AnalysisPlan::from_spec(&resolved, &spec.dry_run, &spec.measurement_retention)?;
+        Ok(PreparedRun {
+            plan,
+            metrics,
+            secrets: values.secrets,
+        })
+    }
+}
+
 /// What the run reports as it goes.
 pub enum Event<'a> {
     Measured {
@@ -32,6 +73,101 @@ pub enum Event<'a> {
     },
     /// The clock moved (backtests show progress with it).
     Clock(Timestamp),
+}
+
+/// Measures the metrics `due` (indexes into the plan) concurrently, so a slow provider never delays another
+/// metric, and records each outcome in plan order, so the status does not depend on which answer came first.
+/// Measurements start at `now` and finish at `finished()`. Returns the indexes recorded. Shared by the CLI's
+/// loop and the daemon's reconcile.
+pub async fn measure_due(
+    run: &PreparedRun,
+    providers: &Providers,
+    status: &mut AnalysisRunStatus,
+    due: &[usize],
+    now: Timestamp,
+    eval_time: Option<Timestamp>,
+    finished: &(dyn Fn() -> Timestamp + Sync),
+) -> Vec<usize> {
+    let mut tasks = tokio::task::JoinSet::new();
+    let started = status.started_at.as_ref().map_or(now, |t| t.0);
+    for &index in due {
+        let (providers, secrets) = (providers.clone(), run.secrets.clone());
+        let (Some(metric), Some(plan)) =
+            (run.metrics.get(index).cloned(), run.plan.metrics.get(index))
+        else {
+            continue;
+        };
+        let window_start = compare::window_start(plan, started);
+        let previous = status
+            .metric_results
+            .iter()
+            .flatten()
+            .find(|r| r.name == plan.name)
+            .cloned();
+        tasks.spawn(async move {
+            let at = MeasureAt {
+                now,
+                eval_time,
+                secrets: &secrets,
+                window_start,
+                previous: previous.as_ref(),
+            };
+            (index, providers.measure(&metric, at).await)
+        });
+    }
+    let mut outcomes = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        // A measurement task cannot panic on outside input; if one did, skipping it only delays the metric.
+        if let Ok(outcome) = joined {
+            outcomes.push(outcome);
+        }
+    }
+    outcomes.sort_by_key(|(index, _)| *index);
+    let mut recorded = Vec::new();
+    for (index, outcome) in outcomes {
+        let finished = finished();
+        let metric_metadata = outcome.metric_metadata.clone();
+        let measurement = outcome.into_measurement(now, finished);
+        if analysis::record(&run.plan, status, index, measurement, finished).is_err() {
+            continue;
+        }
+        let Some(name) = run.plan.metrics.get(index).map(|m| &m.name) else {
+            continue;
+        };
+        if !metric_metadata.is_empty()
+            && let Some(result) = status
+                .metric_results
+                .iter_mut()
+                .flatten()
+                .find(|r| &r.name == name)
+        {
+            result
+                .metadata
+                .get_or_insert_default()
+                .extend(metric_metadata);
+        }
+        recorded.push(index);
+    }
+    recorded
+}
+
+/// A forced Prometheus address (`analyze --prometheus`) applies to every Prometheus a metric asks, directly
+/// or through canaryd/compare.
+fn override_address(metric: &mut crate::api::Metric, address: &str) {
+    if let Some(prom) = metric.provider.prometheus.as_mut() {
+        prom.address = Some(address.to_string());
+    }
+    let compare = metric
+        .provider
+        .plugin
+        .as_mut()
+        .and_then(|p| p.get_mut(crate::api::compare::COMPARE_PLUGIN));
+    if let Some(serde_json::Value::Object(spec)) = compare {
+        spec.insert(
+            "address".to_string(),
+            serde_json::Value::String(address.to_string()),
+        );
+    }
 }
 
 /// Runs to completion. `end` (a backtest's `--to`) terminates the run when the clock passes it; a `true` on
@@ -44,7 +180,6 @@ pub async fn run(
     mut stop: tokio::sync::watch::Receiver<bool>,
     on_event: &mut dyn FnMut(Event<'_>),
 ) -> (AnalysisRunStatus, Assessment) {
-    let providers = Arc::new(providers.clone());
     let mut status = analysis::start(&run.plan, clock.now());
     let mut terminate = false;
     loop {
@@ -55,69 +190,26 @@ pub async fn run(
         }
         let due = analysis::due(&run.plan, &status, now, terminate);
         let eval_time = clock.is_virtual().then_some(now);
-        let mut tasks = tokio::task::JoinSet::new();
-        let started = status.started_at.as_ref().map_or(now, |t| t.0);
-        for index in due {
-            let (providers, secrets) = (providers.clone(), run.secrets.clone());
-            let (Some(metric), Some(plan)) =
-                (run.metrics.get(index).cloned(), run.plan.metrics.get(index))
-            else {
+        let recorded = measure_due(run, providers, &mut status, &due, now, eval_time, &|| {
+            clock.now()
+        })
+        .await;
+        for index in recorded {
+            let Some(name) = run.plan.metrics.get(index).map(|m| &m.name) else {
                 continue;
             };
-            let window_start = compare::window_start(plan, started);
-            let previous = status
+            if let Some(result) = status
                 .metric_results
                 .iter()
                 .flatten()
-                .find(|r| r.name == plan.name)
-                .cloned();
-            tasks.spawn(async move {
-                let at = MeasureAt {
-                    now,
-                    eval_time,
-                    secrets: &secrets,
-                    window_start,
-                    previous: previous.as_ref(),
-                };
-                (index, providers.measure(&metric, at).await)
-            });
-        }
-        let mut outcomes = Vec::new();
-        while let Some(joined) = tasks.join_next().await {
-            // A measurement task cannot panic on outside input; if one did, skipping it only delays the metric.
-            if let Ok(outcome) = joined {
-                outcomes.push(outcome);
-            }
-        }
-        // Record in plan order so the status does not depend on which answer came first.
-        outcomes.sort_by_key(|(index, _)| *index);
-        for (index, outcome) in outcomes {
-            let finished = clock.now();
-            let metric_metadata = outcome.metric_metadata.clone();
-            let measurement = outcome.into_measurement(now, finished);
-            if analysis::record(&run.plan, &mut status, index, measurement, finished).is_err() {
-                continue;
-            }
-            let name = &run.plan.metrics[index].name;
-            if let Some(result) = status
-                .metric_results
-                .iter_mut()
-                .flatten()
                 .find(|r| &r.name == name)
+                && let Some(m) = result.measurements.last()
             {
-                if !metric_metadata.is_empty() {
-                    result
-                        .metadata
-                        .get_or_insert_default()
-                        .extend(metric_metadata);
-                }
-                if let Some(m) = result.measurements.last() {
-                    on_event(Event::Measured {
-                        at: now,
-                        measurement: m,
-                        result,
-                    });
-                }
+                on_event(Event::Measured {
+                    at: now,
+                    measurement: m,
+                    result,
+                });
             }
         }
         let assessment = analysis::assess(&run.plan, &mut status, clock.now(), terminate);

@@ -14,10 +14,10 @@ use super::{Exit, OutputFormat};
 use crate::api::{
     self, AnalysisPhase, AnalysisRunStatus, AnalysisTemplateRef, AnalysisTemplateSpec,
 };
-use crate::engine::analysis::{AnalysisPlan, Assessment};
-use crate::engine::compose::{self, RunSpec};
+use crate::engine::analysis::Assessment;
+use crate::engine::compose::RunSpec;
 use crate::engine::template::Severity;
-use crate::measure::{MeasurableMetric, Providers};
+use crate::measure::Providers;
 use crate::runner::{self, Event, PreparedRun};
 use crate::time::Clock;
 
@@ -163,48 +163,9 @@ pub fn prepare_docs(
             s.key
         ))
     };
-    let values = compose::resolve_args(&spec.args, &supplied, &secret_help)
+    let prepared = PreparedRun::prepare(&spec, &supplied, &secret_help, prometheus)
         .map_err(|e| BadInput(format!("{name}: {e}")))?;
-    let mut metrics = Vec::new();
-    for metric in &spec.metrics {
-        let mut resolved =
-            compose::resolve_metric(metric, &values, &crate::engine::compare::keep_window)
-                .map_err(|e| BadInput(format!("{name}: {e}")))?;
-        if let Some(address) = prometheus {
-            override_address(&mut resolved, address);
-        }
-        metrics
-            .push(MeasurableMetric::new(resolved).map_err(|e| BadInput(format!("{name}: {e}")))?);
-    }
-    let resolved: Vec<api::Metric> = metrics.iter().map(|m| m.metric.clone()).collect();
-    let plan = AnalysisPlan::from_spec(&resolved, &spec.dry_run, &spec.measurement_retention)
-        .map_err(|e| BadInput(format!("{name}: {e}")))?;
-    Ok((
-        name,
-        PreparedRun {
-            plan,
-            metrics,
-            secrets: values.secrets,
-        },
-    ))
-}
-
-/// `--prometheus`: every Prometheus a metric asks, directly or through canaryd/compare, is this one.
-fn override_address(metric: &mut api::Metric, address: &str) {
-    if let Some(prom) = metric.provider.prometheus.as_mut() {
-        prom.address = Some(address.to_string());
-    }
-    let compare = metric
-        .provider
-        .plugin
-        .as_mut()
-        .and_then(|p| p.get_mut(api::compare::COMPARE_PLUGIN));
-    if let Some(serde_json::Value::Object(spec)) = compare {
-        spec.insert(
-            "address".to_string(),
-            serde_json::Value::String(address.to_string()),
-        );
-    }
+    Ok((name, prepared))
 }
 
 /// What an Argo Rollout does with a run that ended in `phase`.

@@ -1,10 +1,12 @@
-//! `canaryd run`: the in-cluster daemon's flags. `--check-config` parses and checks them and exits, so the
-//! Helm chart's rendered args are tested against the binary itself.
+//! `canaryd run`: the in-cluster daemon's flags, and starting it (`controller`). `--check-config` parses and
+//! checks them and exits, so the Helm chart's rendered args are tested against the binary itself.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::Exit;
+use crate::controller::{Config, Daemon};
+use crate::k8s::lease::LeaseConfig;
 
 fn duration(text: &str) -> Result<Duration, String> {
     crate::api::duration::parse_duration(text).map_err(|e| e.to_string())
@@ -84,8 +86,94 @@ pub fn run(args: Args) -> Exit {
         println!("canaryd run: configuration is valid");
         return Exit::Ok;
     }
-    eprintln!(
-        "canaryd run: the daemon is not implemented in this build yet; use --check-config to check flags"
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("canaryd run: cannot start the runtime: {e}");
+            return Exit::Error;
+        }
+    };
+    runtime.block_on(daemon(args))
+}
+
+/// The pod name (downward API `POD_NAME`), else the hostname: the base of this process's Lease identity.
+fn identity_base() -> String {
+    ["POD_NAME", "HOSTNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
+        .unwrap_or_else(|| "canaryd".to_string())
+}
+
+impl Args {
+    /// The daemon's configuration from the flags (after [`Args::check`]).
+    pub fn config(&self, identity: String) -> Config {
+        Config {
+            namespaces: self.namespaces.clone(),
+            instance_id: self.instance_id.clone(),
+            prometheus: self
+                .prometheus
+                .clone()
+                .or_else(crate::providers::default_address_from_env),
+            prometheus_max_concurrency: self.prometheus_max_concurrency,
+            metrics_addr: self.metrics_addr,
+            leader_election: self.leader_elect.then(|| LeaseConfig {
+                name: self.lease_name.clone(),
+                namespace: self.lease_namespace.clone(),
+                identity: identity.clone(),
+                lease_duration: self.lease_duration,
+                renew_deadline: self.renew_deadline,
+                retry_period: self.retry_period,
+            }),
+            identity,
+        }
+    }
+}
+
+async fn daemon(args: Args) -> Exit {
+    // In the cluster: the service account; outside: the kubeconfig (KUBECONFIG or ~/.kube/config).
+    let client = match kube::Client::try_default().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("canaryd run: cannot configure a Kubernetes client: {e}");
+            return Exit::Error;
+        }
+    };
+    let config = args.config(crate::k8s::lease::identity(&identity_base()));
+    let daemon = match Daemon::bind(client, config).await {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("canaryd run: {e}");
+            return Exit::Error;
+        }
+    };
+    tracing::info!(
+        metrics = ?daemon.metrics_addr(),
+        namespaces = ?args.namespaces,
+        instance_id = ?args.instance_id,
+        leader_elect = args.leader_elect,
+        "canaryd run started"
     );
-    Exit::Error
+    daemon.run(termination()).await;
+    tracing::info!("canaryd run stopped");
+    Exit::Ok
+}
+
+/// SIGTERM (the kubelet stopping the pod) or Ctrl-C.
+async fn termination() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let sigterm = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = sigterm => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }

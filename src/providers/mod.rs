@@ -6,6 +6,7 @@
 //! Secrets (passwords, OAuth2 client secrets, header values, and any value the caller marks as secret) never
 //! appear in error messages, metadata or `Debug` output.
 
+pub mod gate;
 pub mod http;
 pub mod jsonpath;
 pub mod prometheus;

@@ -1,0 +1,660 @@
+//! `canaryd run`: the wiring of the in-cluster daemon. A kube-rs `Controller` per watched namespace (or one
+//! over all namespaces) feeds AnalysisRuns this process owns into [`reconcile`], which drives the same engine
+//! functions the CLI uses one step at a time: restore from `status`, measure what is due at `now`, record,
+//! assess, write the new status through the status subresource, requeue at the next wake-up. Leader
+//! election decides whether this process reconciles at all; `/metrics`, `/healthz` and `/readyz` show how it
+//! goes.
+//!
+//! Delivery semantics (restart safety). All state is in `status`; nothing is remembered across restarts. A
+//! measurement is recorded only by a successful status patch guarded by the resourceVersion it was computed
+//! from, so a recorded measurement is never lost and never recorded twice. If the process dies (or the patch
+//! fails, or another writer got there first) between querying and patching, that answer is dropped and the
+//! metric is still due by the status, so it is queried again: queries are at-least-once (Prometheus queries
+//! are read-only), recorded measurements exactly-once, and the next measurement is due exactly when the
+//! stored status says. Events are published after the patch that makes the transition, so a crash in between
+//! loses that one Event (at-most-once) rather than repeating it.
+//!
+//! This module owns no analysis rules (`engine/`), no HTTP details of providers (`providers/`) and no wire
+//! shapes of Kubernetes calls (`k8s/`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::{Action, trigger_self};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, Store, reflector};
+use kube::runtime::{WatchStreamExt, applier, watcher};
+use tracing::{info, warn};
+
+use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus};
+use crate::engine::analysis;
+use crate::engine::compose::RunSpec;
+use crate::k8s::lease::{Elector, LeaseConfig};
+use crate::k8s::owner_selector;
+use crate::k8s::runs::{self, WriteError};
+use crate::measure::Providers;
+use crate::observe::{Metrics, Probe};
+use crate::providers::gate::Gate;
+use crate::runner::{self, PreparedRun};
+use crate::time::Clock;
+
+/// How the daemon runs; built from `canaryd run`'s flags.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Watched namespaces; empty watches all.
+    pub namespaces: Vec<String>,
+    pub instance_id: Option<String>,
+    /// Prometheus address for metrics whose template names none.
+    pub prometheus: Option<String>,
+    pub prometheus_max_concurrency: u32,
+    pub metrics_addr: SocketAddr,
+    /// `None`: no election, this process always reconciles.
+    pub leader_election: Option<LeaseConfig>,
+    /// Reported as the Events' reporting instance.
+    pub identity: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot listen on {addr} for /metrics: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// Why one reconcile did not finish; it is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("reading the run's Secrets failed: {0}")]
+    Secrets(kube::Error),
+    #[error("{0}")]
+    Write(WriteError),
+    #[error("re-reading the run after a conflict failed: {0}")]
+    Reread(kube::Error),
+    #[error("deleting the expired run failed: {0}")]
+    Delete(kube::Error),
+    #[error("the reconcile task was cancelled")]
+    Aborted,
+}
+
+impl ReconcileError {
+    /// The `reason` label of `canaryd_reconcile_errors_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ReconcileError::Secrets(_) => "secret_read",
+            ReconcileError::Write(WriteError::Conflict) => "conflict",
+            ReconcileError::Write(_) => "status_patch",
+            ReconcileError::Reread(_) => "reread",
+            ReconcileError::Delete(_) => "delete",
+            ReconcileError::Aborted => "aborted",
+        }
+    }
+}
+
+/// A status this process computed that the watch cache may not show yet: after a successful patch the
+/// cached object lags until its watch event arrives; after a failed one the measurements are kept to write
+/// again rather than queried again.
+#[derive(Debug, Clone)]
+struct Ahead {
+    /// The resourceVersion of the cached object the status was computed from.
+    base_rv: String,
+    status: AnalysisRunStatus,
+    /// The resourceVersion the patch produced; `None` when the patch did not land.
+    written_rv: Option<String>,
+    /// Measurements (phase, provider) not yet counted in `canaryd_measurements_total`.
+    uncounted: Vec<(AnalysisPhase, &'static str)>,
+}
+
+/// Everything reconciles share. One per process.
+pub struct Context {
+    client: kube::Client,
+    config: Config,
+    providers: Providers,
+    gate: Arc<Gate>,
+    pub metrics: Arc<Metrics>,
+    recorder: Recorder,
+    ahead: Mutex<HashMap<(String, String), Ahead>>,
+    stores: Mutex<Vec<Store<AnalysisRun>>>,
+    /// One flag per watch: its first list is in the cache.
+    synced: Mutex<Vec<Arc<AtomicBool>>>,
+    leadership_known: AtomicBool,
+}
+
+impl Context {
+    /// Queries sent to Prometheus so far (shared answers count once).
+    pub fn queries_sent(&self) -> u64 {
+        self.gate.queries_sent()
+    }
+
+    fn remember(&self, key: (String, String), ahead: Option<Ahead>) {
+        let mut map = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
+        match ahead {
+            Some(a) => map.insert(key, a),
+            None => map.remove(&key),
+        };
+    }
+}
+
+impl Probe for Context {
+    fn metrics(&self) -> String {
+        let mut runs: BTreeMap<String, u64> = BTreeMap::new();
+        let stores = self.stores.lock().unwrap_or_else(PoisonError::into_inner);
+        for store in stores.iter() {
+            for run in store.state() {
+                let phase = run
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase)
+                    .unwrap_or(AnalysisPhase::Pending);
+                *runs.entry(phase.as_str().to_string()).or_default() += 1;
+            }
+        }
+        let durations = self
+            .gate
+            .durations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        self.metrics.render(&runs, &durations.into_iter().collect())
+    }
+
+    fn ready(&self) -> bool {
+        self.leadership_known.load(Ordering::Relaxed)
+            && (!self.metrics.is_leader()
+                || self
+                    .synced
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .iter()
+                    .all(|s| s.load(Ordering::Relaxed)))
+    }
+}
+
+/// A daemon bound to its metrics address, not yet running.
+pub struct Daemon {
+    ctx: Arc<Context>,
+    listener: tokio::net::TcpListener,
+}
+
+impl Daemon {
+    /// Binds `config.metrics_addr` and builds the shared context (one `Providers` for the process, so
+    /// connections are pooled across runs).
+    pub async fn bind(client: kube::Client, config: Config) -> Result<Daemon, DaemonError> {
+        let listener = tokio::net::TcpListener::bind(config.metrics_addr)
+            .await
+            .map_err(|source| DaemonError::Listen {
+                addr: config.metrics_addr,
+                source,
+            })?;
+        let gate = Arc::new(Gate::new(config.prometheus_max_concurrency));
+        let providers = Providers::new(config.prometheus.clone()).with_gate(gate.clone());
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "canaryd".to_string(),
+                instance: Some(config.identity.clone()),
+            },
+        );
+        let ctx = Arc::new(Context {
+            client,
+            providers,
+            gate,
+            metrics: Arc::new(Metrics::default()),
+            recorder,
+            ahead: Mutex::new(HashMap::new()),
+            stores: Mutex::new(Vec::new()),
+            synced: Mutex::new(Vec::new()),
+            leadership_known: AtomicBool::new(config.leader_election.is_none()),
+            config,
+        });
+        Ok(Daemon { ctx, listener })
+    }
+
+    /// Where `/metrics` is served (useful with port 0).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    pub fn context(&self) -> Arc<Context> {
+        self.ctx.clone()
+    }
+
+    /// Runs until `shutdown` resolves: then in-flight reconciles (and their patches) finish, the Lease is
+    /// released, and this returns.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
+        let ctx = self.ctx;
+        let server = tokio::spawn(crate::observe::serve(self.listener, ctx.clone()));
+        let mut shutdown = std::pin::pin!(shutdown);
+        match ctx.config.leader_election.clone() {
+            None => {
+                ctx.metrics.set_leader(true);
+                let controllers = Controllers::start(&ctx);
+                shutdown.as_mut().await;
+                controllers.stop().await;
+            }
+            Some(lease) => elect_and_lead(&ctx, lease, shutdown).await,
+        }
+        ctx.metrics.set_leader(false);
+        server.abort();
+    }
+}
+
+/// Candidate → leader → (lost → candidate again | shutdown → release). client-go's timing: try every
+/// retry period; a leader that cannot renew for the renew deadline stops reconciling before its lease can
+/// expire for the others.
+async fn elect_and_lead(
+    ctx: &Arc<Context>,
+    lease: LeaseConfig,
+    mut shutdown: std::pin::Pin<&mut (impl Future<Output = ()> + Send)>,
+) {
+    let (retry, deadline) = (lease.retry_period, lease.renew_deadline);
+    let mut elector = Elector::new(ctx.client.clone(), lease);
+    let mut ticker = tokio::time::interval(retry);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        loop {
+            tokio::select! {
+                _ = shutdown.as_mut() => return,
+                _ = ticker.tick() => {}
+            }
+            match tokio::time::timeout(deadline, elector.try_acquire_or_renew(Clock::Wall.now()))
+                .await
+            {
+                Ok(Ok(true)) => break,
+                Ok(Ok(false)) => ctx.leadership_known.store(true, Ordering::Relaxed),
+                Ok(Err(e)) => {
+                    ctx.metrics.reconcile_error("lease");
+                    warn!(lease = %elector.config().name, error = %e, "Cannot read or take the Lease");
+                }
+                Err(_) => ctx.metrics.reconcile_error("lease"),
+            }
+        }
+        info!(identity = %elector.config().identity, lease = %elector.config().name, "Became the leader");
+        ctx.leadership_known.store(true, Ordering::Relaxed);
+        ctx.metrics.set_leader(true);
+        let controllers = Controllers::start(ctx);
+        let mut renewed = Instant::now();
+        let lost = loop {
+            tokio::select! {
+                _ = shutdown.as_mut() => break false,
+                _ = ticker.tick() => {}
+            }
+            match tokio::time::timeout(deadline, elector.try_acquire_or_renew(Clock::Wall.now()))
+                .await
+            {
+                Ok(Ok(true)) => renewed = Instant::now(),
+                Ok(Ok(false)) => break true,
+                Ok(Err(_)) | Err(_) => {
+                    ctx.metrics.reconcile_error("lease");
+                    if renewed.elapsed() >= deadline {
+                        break true;
+                    }
+                }
+            }
+        };
+        // Stop taking new work and let in-flight patches land before giving the lease up.
+        controllers.stop().await;
+        ctx.metrics.set_leader(false);
+        if !lost {
+            if let Err(e) = elector.release(Clock::Wall.now()).await {
+                warn!(error = %e, "Cannot release the Lease; the standby takes over when it expires");
+            } else {
+                info!(identity = %elector.config().identity, "Released the Lease");
+            }
+            return;
+        }
+        warn!(identity = %elector.config().identity, "Lost the Lease; standing by");
+    }
+}
+
+/// The running controllers of one leadership term.
+struct Controllers {
+    stops: Vec<tokio::sync::oneshot::Sender<()>>,
+    tasks: tokio::task::JoinSet<()>,
+    ctx: Arc<Context>,
+}
+
+impl Controllers {
+    fn start(ctx: &Arc<Context>) -> Controllers {
+        let selector = owner_selector(ctx.config.instance_id.as_deref());
+        let apis: Vec<Api<AnalysisRun>> = if ctx.config.namespaces.is_empty() {
+            vec![Api::all(ctx.client.clone())]
+        } else {
+            ctx.config
+                .namespaces
+                .iter()
+                .map(|ns| Api::namespaced(ctx.client.clone(), ns))
+                .collect()
+        };
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut stops = Vec::new();
+        let mut stores = Vec::new();
+        let mut synced = Vec::new();
+        for api in apis {
+            // `Controller` assembled by hand (kube's `applier` over our own reflector) to see when the
+            // first list is in: awaiting `Store::wait_until_ready` from a second task would steal the
+            // applier's wake-up.
+            let (reader, writer) = reflector::store();
+            let flag = Arc::new(AtomicBool::new(false));
+            synced.push(flag.clone());
+            let watch =
+                watcher(api, watcher::Config::default().labels(&selector)).default_backoff();
+            let events = reflector(writer, watch)
+                .inspect_ok(move |event| {
+                    if matches!(event, watcher::Event::InitDone) {
+                        flag.store(true, Ordering::Relaxed);
+                    }
+                })
+                .applied_objects();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            // When the queue ends the applier lets in-flight reconciles finish, then ends: a graceful stop.
+            let queue = trigger_self(events, ()).take_until(stopped);
+            stops.push(stop);
+            let store = reader.clone();
+            stores.push(reader);
+            let ctx = ctx.clone();
+            let metrics = ctx.metrics.clone();
+            tasks.spawn(async move {
+                applier(
+                    |run, ctx| Box::pin(spawn_reconcile(run, ctx)),
+                    error_policy,
+                    ctx,
+                    store,
+                    queue,
+                    kube::runtime::Config::default(),
+                )
+                .for_each(|result| {
+                    if let Err(kube::runtime::controller::Error::QueueError(e)) = &result {
+                        // The watcher re-lists by itself (410 Gone, dropped connections); count it.
+                        metrics.reconcile_error("watch");
+                        warn!(error = %e, "Watch failed; retrying");
+                    }
+                    futures::future::ready(())
+                })
+                .await;
+            });
+        }
+        *ctx.synced.lock().unwrap_or_else(PoisonError::into_inner) = synced;
+        *ctx.stores.lock().unwrap_or_else(PoisonError::into_inner) = stores;
+        Controllers {
+            stops,
+            tasks,
+            ctx: ctx.clone(),
+        }
+    }
+
+    /// Graceful: no new reconciles start, running ones finish.
+    async fn stop(mut self) {
+        for stop in self.stops.drain(..) {
+            let _ = stop.send(());
+        }
+        while self.tasks.join_next().await.is_some() {}
+        self.ctx
+            .synced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.ctx
+            .stores
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+}
+
+/// Each reconcile on its own task, so runs are measured on every core.
+async fn spawn_reconcile(
+    run: Arc<AnalysisRun>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    tokio::spawn(reconcile(run, ctx))
+        .await
+        .unwrap_or(Err(ReconcileError::Aborted))
+}
+
+fn error_policy(run: Arc<AnalysisRun>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    ctx.metrics.reconcile_error(error.reason());
+    warn!(run = %key_of(&run), reason = error.reason(), error = %error, "Reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(1))
+}
+
+fn key_of(run: &AnalysisRun) -> String {
+    format!("{}/{}", run.namespace().unwrap_or_default(), run.name_any())
+}
+
+fn provider_name(run: &PreparedRun, index: usize) -> &'static str {
+    run.metrics
+        .get(index)
+        .and_then(|m| m.metric.provider.configured().first().copied())
+        .unwrap_or("unknown")
+}
+
+/// One step of one run. Public so tests and benches can drive it; the daemon calls it from its
+/// controllers.
+pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let namespace = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let key = (namespace.clone(), name.clone());
+    let run_key = key_of(&obj);
+    let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), &namespace);
+    let rv = obj.resource_version().unwrap_or_default();
+    let ahead = ctx
+        .ahead
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+        .cloned();
+    // What the server holds, what to build on, and the resourceVersion to write against.
+    let (server, mut working, mut write_rv, mut uncounted) = match ahead {
+        Some(a) if a.base_rv == rv => match a.written_rv {
+            Some(w) => (Some(a.status.clone()), Some(a.status), w, a.uncounted),
+            None => (obj.status.clone(), Some(a.status), rv.clone(), a.uncounted),
+        },
+        _ => {
+            ctx.remember(key.clone(), None);
+            (
+                obj.status.clone(),
+                obj.status.clone(),
+                rv.clone(),
+                Vec::new(),
+            )
+        }
+    };
+
+    if let Some(done) = server
+        .as_ref()
+        .and_then(|s| s.phase)
+        .filter(|p| p.is_completed())
+    {
+        let mut judged = (*obj).clone();
+        judged.status = server.clone();
+        return expire(&api, &judged, done).await;
+    }
+
+    let spec = RunSpec::from_run(&obj.spec);
+    let secrets = runs::read_secrets(&ctx.client, &namespace, &spec.args)
+        .await
+        .map_err(ReconcileError::Secrets)?;
+    let prepared = PreparedRun::prepare(
+        &spec,
+        &BTreeMap::new(),
+        &|r| runs::lookup(&secrets, r),
+        None,
+    );
+    let now = Clock::Wall.now();
+    let (new_status, assessment_wakeup, secret_values) = match prepared {
+        Err(e) => {
+            // A spec that cannot run ends Error now, with the reason, rather than retrying forever.
+            let mut status = working.unwrap_or_default();
+            status.phase = Some(AnalysisPhase::Error);
+            status.message = Some(e.to_string());
+            status
+                .started_at
+                .get_or_insert(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+            status.completed_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+            warn!(run = %run_key, phase = "Error", message = %e, "AnalysisRun cannot run");
+            let values: Vec<String> = secrets.values().filter_map(|v| v.clone().ok()).collect();
+            (status, None, values)
+        }
+        Ok(run) => {
+            let terminate = obj.spec.terminate == Some(true);
+            let mut status = working
+                .take()
+                .unwrap_or_else(|| analysis::start(&run.plan, now));
+            let due = analysis::due(&run.plan, &status, now, terminate);
+            let recorded =
+                runner::measure_due(&run, &ctx.providers, &mut status, &due, now, None, &|| {
+                    Clock::Wall.now()
+                })
+                .await;
+            for index in &recorded {
+                let Some(plan) = run.plan.metrics.get(*index) else {
+                    continue;
+                };
+                let measurement = status
+                    .metric_results
+                    .iter()
+                    .flatten()
+                    .find(|r| r.name == plan.name)
+                    .and_then(|r| r.measurements.last());
+                if let Some(m) = measurement {
+                    uncounted.push((m.phase, provider_name(&run, *index)));
+                    let mut shown = serde_json::json!([m.value, m.message]);
+                    runs::scrub(&mut shown, &run.secrets);
+                    info!(
+                        run = %run_key,
+                        metric = %plan.name,
+                        value = %shown[0].as_str().unwrap_or("-"),
+                        phase = %m.phase,
+                        message = %shown[1].as_str().unwrap_or(""),
+                        "Measured"
+                    );
+                }
+            }
+            let assessment = analysis::assess(&run.plan, &mut status, Clock::Wall.now(), terminate);
+            (status, assessment.next_wakeup, run.secrets.clone())
+        }
+    };
+
+    let phase_before = server.as_ref().and_then(|s| s.phase);
+    if server.as_ref() != Some(&new_status) {
+        let mut attempts = 0;
+        let written = loop {
+            attempts += 1;
+            match runs::patch_status(&api, &name, &write_rv, &new_status, &secret_values).await {
+                Ok(obj) => break obj,
+                Err(WriteError::Gone) => {
+                    ctx.remember(key, None);
+                    return Ok(Action::await_change());
+                }
+                Err(WriteError::Conflict) if attempts < 3 => {
+                    ctx.metrics.reconcile_error("conflict");
+                    let fresh = api.get(&name).await.map_err(ReconcileError::Reread)?;
+                    if fresh.status != server {
+                        // Someone else wrote status (a former leader): build on theirs, drop our answers.
+                        ctx.remember(key, None);
+                        return Ok(Action::requeue(Duration::from_millis(100)));
+                    }
+                    write_rv = fresh.resource_version().unwrap_or_default();
+                }
+                Err(e) => {
+                    // Keep the measurements to write again instead of querying again.
+                    if matches!(e, WriteError::Api(_)) && write_rv == rv {
+                        ctx.remember(
+                            key,
+                            Some(Ahead {
+                                base_rv: rv,
+                                status: new_status,
+                                written_rv: None,
+                                uncounted,
+                            }),
+                        );
+                    }
+                    return Err(ReconcileError::Write(e));
+                }
+            }
+        };
+        for (phase, provider) in uncounted.drain(..) {
+            ctx.metrics.measured(phase.as_str(), provider);
+        }
+        ctx.remember(
+            key,
+            Some(Ahead {
+                base_rv: rv,
+                status: new_status.clone(),
+                written_rv: written.resource_version(),
+                uncounted: Vec::new(),
+            }),
+        );
+        if let Some(phase) = new_status.phase
+            && phase_before != Some(phase)
+        {
+            if phase.is_completed() {
+                info!(run = %run_key, phase = %phase, message = new_status.message.as_deref().unwrap_or(""), "AnalysisRun completed");
+            }
+            if let Err(e) = runs::publish_transition(
+                &ctx.recorder,
+                &written,
+                phase,
+                new_status.message.as_deref(),
+                &secret_values,
+            )
+            .await
+            {
+                ctx.metrics.reconcile_error("event");
+                warn!(run = %run_key, error = %e, "Cannot publish the Event");
+            }
+        }
+        if let Some(phase) = new_status.phase.filter(|p| p.is_completed()) {
+            return expire(
+                &api,
+                &AnalysisRun {
+                    status: Some(new_status),
+                    ..written
+                },
+                phase,
+            )
+            .await;
+        }
+    }
+    Ok(match assessment_wakeup {
+        None => Action::await_change(),
+        Some(at) => {
+            let wait = at.duration_since(Clock::Wall.now());
+            Action::requeue(
+                Duration::try_from(wait)
+                    .unwrap_or(Duration::ZERO)
+                    .max(Duration::from_millis(50)),
+            )
+        }
+    })
+}
+
+/// A completed run: delete it when its TTL has run out, else look again then.
+async fn expire(
+    api: &Api<AnalysisRun>,
+    run: &AnalysisRun,
+    phase: AnalysisPhase,
+) -> Result<Action, ReconcileError> {
+    let Some(at) = runs::ttl_expiry(run) else {
+        return Ok(Action::await_change());
+    };
+    let now = Clock::Wall.now();
+    if at <= now {
+        runs::delete_run(api, run)
+            .await
+            .map_err(ReconcileError::Delete)?;
+        info!(run = %key_of(run), phase = %phase, "Deleted the AnalysisRun: its ttlStrategy expired");
+        return Ok(Action::await_change());
+    }
+    let wait = Duration::try_from(at.duration_since(now)).unwrap_or(Duration::ZERO);
+    Ok(Action::requeue(wait.max(Duration::from_millis(50))))
+}

@@ -1,0 +1,257 @@
+//! Reading and writing one AnalysisRun: the Secrets its args name, its status (a merge patch on the status
+//! subresource carrying `metadata.resourceVersion`, so the API server refuses it with 409 when the object
+//! changed since it was read), its deletion when its TTL runs out, and the Events of its phase changes.
+//! Secret values never leave this module except into the measuring code; what is written is scrubbed.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::is_status;
+use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus, Argument, SecretKeyRef};
+
+/// The values of every `valueFrom.secretKeyRef` an arg without a value names, read from `namespace`. A
+/// Secret or key that does not exist is kept as the reason (the run then ends Error); any other API error
+/// is returned, so the reconcile is retried.
+pub async fn read_secrets(
+    client: &kube::Client,
+    namespace: &str,
+    args: &[Argument],
+) -> Result<BTreeMap<(String, String), Result<String, String>>, kube::Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let mut out = BTreeMap::new();
+    let refs = args
+        .iter()
+        .filter(|a| a.value.is_none())
+        .filter_map(|a| a.value_from.as_ref()?.secret_key_ref.as_ref());
+    for r in refs {
+        let key = (r.name.clone(), r.key.clone());
+        if out.contains_key(&key) {
+            continue;
+        }
+        let value = match api.get_opt(&r.name).await? {
+            None => Err(format!("Secret {namespace}/{} not found", r.name)),
+            Some(secret) => secret_value(&secret, &r.key).ok_or_else(|| {
+                format!(
+                    "Secret {namespace}/{} has no key {:?} (or it is not UTF-8)",
+                    r.name, r.key
+                )
+            }),
+        };
+        out.insert(key, value);
+    }
+    Ok(out)
+}
+
+fn secret_value(secret: &Secret, key: &str) -> Option<String> {
+    if let Some(bytes) = secret.data.as_ref().and_then(|d| d.get(key)) {
+        return String::from_utf8(bytes.0.clone()).ok();
+    }
+    secret.string_data.as_ref()?.get(key).cloned()
+}
+
+/// Looks a reference up in what [`read_secrets`] returned.
+pub fn lookup(
+    read: &BTreeMap<(String, String), Result<String, String>>,
+    r: &SecretKeyRef,
+) -> Result<String, String> {
+    read.get(&(r.name.clone(), r.key.clone()))
+        .cloned()
+        .unwrap_or_else(|| Err(format!("Secret {} was not read", r.name)))
+}
+
+/// Why a status write did not land.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// 409: the object changed since `resource_version` was read.
+    #[error("the AnalysisRun changed since it was read (409 Conflict)")]
+    Conflict,
+    /// 404: it was deleted.
+    #[error("the AnalysisRun is gone")]
+    Gone,
+    #[error("status patch failed: {0}")]
+    Api(kube::Error),
+}
+
+/// Writes `status` over the object's status, provided the object is still at `resource_version`. Top-level
+/// fields the new status lacks are removed (a merge patch would keep them). Returns the updated object.
+pub async fn patch_status(
+    api: &Api<AnalysisRun>,
+    name: &str,
+    resource_version: &str,
+    status: &AnalysisRunStatus,
+    secrets: &[String],
+) -> Result<AnalysisRun, WriteError> {
+    let mut value =
+        serde_json::to_value(status).map_err(|e| WriteError::Api(kube::Error::SerdeError(e)))?;
+    scrub(&mut value, secrets);
+    if let Value::Object(fields) = &mut value {
+        for key in [
+            "phase",
+            "message",
+            "metricResults",
+            "startedAt",
+            "completedAt",
+            "runSummary",
+            "dryRunSummary",
+        ] {
+            fields.entry(key).or_insert(Value::Null);
+        }
+    }
+    let patch = json!({
+        "metadata": { "resourceVersion": resource_version },
+        "status": value,
+    });
+    match api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(obj) => Ok(obj),
+        Err(e) if is_status(&e, 409) => Err(WriteError::Conflict),
+        Err(e) if is_status(&e, 404) => Err(WriteError::Gone),
+        Err(e) => Err(WriteError::Api(e)),
+    }
+}
+
+/// Replaces every secret value inside every string of `value` with `*****`: the last guard before anything
+/// is written, whatever a provider or message put there.
+pub fn scrub(value: &mut Value, secrets: &[String]) {
+    match value {
+        Value::String(text) => {
+            for s in secrets.iter().filter(|s| !s.is_empty()) {
+                if text.contains(s.as_str()) {
+                    *text = text.replace(s.as_str(), "*****");
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| scrub(v, secrets)),
+        Value::Object(fields) => fields.values_mut().for_each(|v| scrub(v, secrets)),
+        _ => {}
+    }
+}
+
+/// When a completed run is to be deleted (`spec.ttlStrategy`, counted from `status.completedAt`):
+/// secondsAfterFailure for Failed and Error, secondsAfterSuccess for Successful, else
+/// secondsAfterCompletion.
+pub fn ttl_expiry(run: &AnalysisRun) -> Option<Timestamp> {
+    let ttl = run.spec.ttl_strategy.as_ref()?;
+    let status = run.status.as_ref()?;
+    let completed = status.completed_at.as_ref()?.0;
+    let specific = match status.phase? {
+        AnalysisPhase::Failed | AnalysisPhase::Error => ttl.seconds_after_failure,
+        AnalysisPhase::Successful => ttl.seconds_after_success,
+        _ => None,
+    };
+    let seconds = specific.or(ttl.seconds_after_completion)?;
+    completed
+        .checked_add(jiff::SignedDuration::from_secs(i64::from(seconds.max(0))))
+        .ok()
+}
+
+/// Deletes the run, only if it is still the object we judged (uid precondition).
+pub async fn delete_run(api: &Api<AnalysisRun>, run: &AnalysisRun) -> Result<(), kube::Error> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: run.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&run.name_any(), &params).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_status(&e, 404) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The Event reason of a run entering `phase`, as Argo Rollouts names them.
+pub fn event_reason(phase: AnalysisPhase) -> Option<&'static str> {
+    match phase {
+        AnalysisPhase::Running => Some("AnalysisRunRunning"),
+        AnalysisPhase::Successful => Some("AnalysisRunSuccessful"),
+        AnalysisPhase::Failed => Some("AnalysisRunFailed"),
+        AnalysisPhase::Error => Some("AnalysisRunError"),
+        AnalysisPhase::Inconclusive => Some("AnalysisRunInconclusive"),
+        AnalysisPhase::Pending => None,
+    }
+}
+
+/// Publishes the Event of a run entering `phase`, with the run's message (scrubbed) as the note.
+pub async fn publish_transition(
+    recorder: &Recorder,
+    run: &AnalysisRun,
+    phase: AnalysisPhase,
+    message: Option<&str>,
+    secrets: &[String],
+) -> Result<(), kube::Error> {
+    let Some(reason) = event_reason(phase) else {
+        return Ok(());
+    };
+    let mut note = Value::String(match message {
+        Some(m) => format!("AnalysisRun {phase}: {m}"),
+        None => format!("AnalysisRun {phase}"),
+    });
+    scrub(&mut note, secrets);
+    let type_ = match phase {
+        AnalysisPhase::Running | AnalysisPhase::Successful | AnalysisPhase::Pending => {
+            EventType::Normal
+        }
+        _ => EventType::Warning,
+    };
+    let event = Event {
+        type_,
+        reason: reason.to_string(),
+        note: note.as_str().map(str::to_string),
+        action: "Analyze".to_string(),
+        secondary: None,
+    };
+    recorder.publish(&event, &run.object_ref(&())).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::TtlStrategy;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    #[test]
+    fn scrubbing_reaches_every_string() {
+        let mut v = json!({"a": "x-s3cr3t-y", "b": [{"c": "s3cr3t"}], "n": 1});
+        scrub(&mut v, &["s3cr3t".to_string(), String::new()]);
+        assert_eq!(v, json!({"a": "x-*****-y", "b": [{"c": "*****"}], "n": 1}));
+    }
+
+    #[test]
+    fn ttl_prefers_the_phase_specific_field() {
+        let completed: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut run = AnalysisRun::new("r", Default::default());
+        run.spec.ttl_strategy = Some(TtlStrategy {
+            seconds_after_completion: Some(100),
+            seconds_after_failure: Some(10),
+            seconds_after_success: None,
+        });
+        run.status = Some(AnalysisRunStatus {
+            phase: Some(AnalysisPhase::Failed),
+            completed_at: Some(Time(completed)),
+            ..Default::default()
+        });
+        assert_eq!(
+            ttl_expiry(&run),
+            Some(completed + jiff::SignedDuration::from_secs(10))
+        );
+        if let Some(s) = run.status.as_mut() {
+            s.phase = Some(AnalysisPhase::Successful);
+        }
+        assert_eq!(
+            ttl_expiry(&run),
+            Some(completed + jiff::SignedDuration::from_secs(100))
+        );
+        run.spec.ttl_strategy = None;
+        assert_eq!(ttl_expiry(&run), None);
+    }
+}

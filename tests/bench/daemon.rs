@@ -1,0 +1,206 @@
+//! `cargo bench --bench daemon`: N AnalysisRuns of one Prometheus metric at a 10 s interval for M seconds,
+//! executed by an in-process `canaryd run` against the fake API server and a fake Prometheus (wiremock), with
+//! 100 distinct queries shared across the runs. Prints: lag between due time and measurement start (p50/p99),
+//! decision latency from the completing measurement to the status patch being seen on a watch (p50/p99),
+//! peak resident memory (VmHWM) and CPU of the process (daemon, fake API server and fake Prometheus together),
+//! and queries sent vs measurements taken.
+//!
+//! CANARYD_BENCH_RUNS (default 500), CANARYD_BENCH_SECONDS (default 60), CANARYD_BENCH_INTERVAL (default 10).
+
+#[path = "../support/fake_apiserver.rs"]
+mod fake_apiserver;
+#[path = "../support/daemon.rs"]
+mod harness;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use canaryd::api::AnalysisRun;
+use futures::StreamExt;
+use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn proc_field(file: &str, key: &str) -> String {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .map(|l| l[key.len()..].trim().to_string())
+        .unwrap_or_default()
+}
+
+/// utime + stime of this process, in seconds (clock ticks of 100 Hz, Linux' USER_HZ).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of stat; here indexes 11 and 12 after "pid (comm)".
+    (tick(11) + tick(12)) / 100.0
+}
+
+fn main() {
+    let runs = env("CANARYD_BENCH_RUNS", 500) as usize;
+    let seconds = env("CANARYD_BENCH_SECONDS", 60);
+    let interval = env("CANARYD_BENCH_INTERVAL", 10).max(1);
+    let count = (seconds / interval).max(1);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(bench(runs, count, interval));
+}
+
+async fn bench(runs: usize, count: u64, interval: u64) {
+    let server = fake_apiserver::FakeApiServer::start().await;
+    let client = server.client().await;
+    let prom = harness::FakePrometheus::start(harness::Answer::Scalar(1.0)).await;
+    let api: Api<AnalysisRun> = Api::namespaced(client.clone(), "default");
+
+    // Watch for completions: decision latency is when the completing patch is seen minus its
+    // measurement's finishedAt.
+    let mut completed: HashMap<String, f64> = HashMap::new();
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<(String, f64)>();
+    let watch_api = api.clone();
+    tokio::spawn(async move {
+        let mut stream = watcher(watch_api, watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(run)) = stream.next().await {
+            let Some(status) = run.status.as_ref() else {
+                continue;
+            };
+            if !status.phase.is_some_and(|p| p.is_completed()) {
+                continue;
+            }
+            let finished = status
+                .metric_results
+                .iter()
+                .flatten()
+                .filter_map(|r| r.measurements.last()?.finished_at.as_ref())
+                .map(|t| t.0)
+                .max();
+            if let Some(f) = finished {
+                let seen = jiff::Timestamp::now().duration_since(f).as_secs_f64();
+                let _ = done_tx.send((run.metadata.name.clone().unwrap_or_default(), seen));
+            }
+        }
+    });
+
+    let cpu_before = cpu_seconds();
+    let wall = Instant::now();
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    for i in 0..runs {
+        let r = harness::run(
+            &format!("bench-{i}"),
+            &prom.uri(),
+            json!({
+                "interval": format!("{interval}s"),
+                "count": count,
+                "successCondition": "result >= 0.5",
+                "provider": {"prometheus": {"query": format!("sum(rate(http_requests_total{{service=\"svc-{}\"}}[1m]))", i % 100)}}
+            }),
+        );
+        api.create(&PostParams::default(), &r)
+            .await
+            .expect("a run is created");
+    }
+    let created = wall.elapsed();
+    let limit = Duration::from_secs(count * interval + 120);
+    while completed.len() < runs && wall.elapsed() < limit {
+        match tokio::time::timeout(Duration::from_secs(5), done_rx.recv()).await {
+            Ok(Some((name, latency))) => {
+                completed.entry(name).or_insert(latency);
+            }
+            Ok(None) => break,
+            Err(_) => {}
+        }
+    }
+    let elapsed = wall.elapsed();
+    let cpu = cpu_seconds() - cpu_before;
+    let queries = prom.queries();
+    let measurements = daemon.ctx.metrics.measurements_total();
+    daemon.stop().await;
+
+    let mut lags = Vec::new();
+    let mut taken = 0usize;
+    for i in 0..runs {
+        let Some(run) = server.get::<AnalysisRun>("default", &format!("bench-{i}")) else {
+            continue;
+        };
+        let Some(status) = run.status else { continue };
+        let start = status.started_at.map(|t| t.0);
+        for r in status.metric_results.iter().flatten() {
+            taken += r.measurements.len();
+            let mut due = start;
+            for m in &r.measurements {
+                if let (Some(d), Some(s)) = (due, m.started_at.as_ref()) {
+                    lags.push(s.0.duration_since(d).as_secs_f64());
+                }
+                due = m
+                    .finished_at
+                    .as_ref()
+                    .map(|f| f.0 + jiff::SignedDuration::from_secs(interval as i64));
+            }
+        }
+    }
+    lags.sort_by(f64::total_cmp);
+    let mut decisions: Vec<f64> = completed.values().copied().collect();
+    decisions.sort_by(f64::total_cmp);
+    println!(
+        "canaryd daemon bench: {runs} runs x {count} measurements at {interval}s, 100 distinct queries"
+    );
+    println!("  runs created in         {:.1} s", created.as_secs_f64());
+    println!(
+        "  runs completed          {} / {runs} in {:.1} s",
+        completed.len(),
+        elapsed.as_secs_f64()
+    );
+    println!(
+        "  lag due -> start        p50 {:.1} ms  p99 {:.1} ms  max {:.1} ms  ({} measurements)",
+        percentile(&lags, 0.5) * 1e3,
+        percentile(&lags, 0.99) * 1e3,
+        lags.last().copied().unwrap_or(f64::NAN) * 1e3,
+        lags.len()
+    );
+    println!(
+        "  decision latency        p50 {:.1} ms  p99 {:.1} ms  (completing measurement -> patch seen on a watch)",
+        percentile(&decisions, 0.5) * 1e3,
+        percentile(&decisions, 0.99) * 1e3
+    );
+    println!(
+        "  queries sent            {queries} for {measurements} measurements recorded ({taken} in status), {:.1}x shared",
+        measurements as f64 / queries.max(1) as f64
+    );
+    println!(
+        "  CPU                     {cpu:.1} s over {:.1} s wall ({:.0}% of one core; daemon + fake API server + fake Prometheus)",
+        elapsed.as_secs_f64(),
+        100.0 * cpu / elapsed.as_secs_f64().max(1e-9)
+    );
+    println!(
+        "  peak RSS (VmHWM)        {} (whole process)",
+        proc_field("/proc/self/status", "VmHWM:")
+    );
+}

@@ -1,0 +1,513 @@
+//! `canaryd run` against the fake API server and a scripted Prometheus: runs from creation to verdict,
+//! terminate, secrets, invalid specs, ownership, TTL, API faults, Prometheus outages and `/metrics`.
+
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+#[path = "support/daemon.rs"]
+mod harness;
+
+use std::time::Duration;
+
+use canaryd::api::{AnalysisPhase, AnalysisRun};
+use fake_apiserver::{FakeApiServer, RequestPattern};
+use harness::{Answer, FakePrometheus, create, eventually, run};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn finished(server: &FakeApiServer, name: &str) -> AnalysisRun {
+    eventually(WAIT, &format!("{name} to complete"), || async {
+        server.get::<AnalysisRun>("default", name).filter(|r| {
+            r.status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .is_some_and(|p| p.is_completed())
+        })
+    })
+    .await
+}
+
+fn phase(run: &AnalysisRun) -> Option<AnalysisPhase> {
+    run.status.as_ref().and_then(|s| s.phase)
+}
+
+fn result(run: &AnalysisRun) -> canaryd::api::MetricResult {
+    first_result(run).expect("a metric result")
+}
+
+fn first_result(run: &AnalysisRun) -> Option<canaryd::api::MetricResult> {
+    run.status
+        .as_ref()
+        .and_then(|s| s.metric_results.as_ref())
+        .and_then(|r| r.first())
+        .cloned()
+}
+
+async fn event_reasons(client: &kube::Client, name: &str) -> Vec<String> {
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+    let events = api.list(&ListParams::default()).await.expect("events list");
+    events
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+/// Measurement start of each measurement minus when the status said it was due (previous finish + 1 s).
+fn spacing_ok(result: &canaryd::api::MetricResult, interval: Duration) -> bool {
+    result.measurements.windows(2).all(|w| {
+        let (Some(prev), Some(next)) = (w[0].finished_at.as_ref(), w[1].started_at.as_ref()) else {
+            return false;
+        };
+        let gap = next.0.duration_since(prev.0);
+        gap >= jiff::SignedDuration::try_from(interval).unwrap_or_default()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_goes_from_creation_to_successful_with_its_events_and_metrics() {
+    let server = FakeApiServer::start().await;
+    let client = server.client().await;
+    let prom = FakePrometheus::start(Answer::Scalar(0.99)).await;
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    create(
+        &client,
+        &run(
+            "ok",
+            &prom.uri(),
+            json!({"interval": "1s", "count": 3, "successCondition": "result >= 0.95"}),
+        ),
+    )
+    .await;
+    let done = finished(&server, "ok").await;
+    assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
+    let r = result(&done);
+    assert_eq!((r.count, r.successful, r.measurements.len()), (3, 3, 3));
+    assert!(spacing_ok(&r, Duration::from_secs(1)), "{r:?}");
+    let reasons = eventually(WAIT, "the Successful event", || async {
+        let reasons = event_reasons(&client, "ok").await;
+        reasons
+            .contains(&"AnalysisRunSuccessful".to_string())
+            .then_some(reasons)
+    })
+    .await;
+    assert_eq!(
+        reasons
+            .iter()
+            .filter(|r| *r == "AnalysisRunRunning")
+            .count(),
+        1
+    );
+    // /metrics, parsed as Prometheus parses it.
+    assert_eq!(
+        daemon
+            .metric(
+                "canaryd_measurements_total",
+                &[("phase", "Successful"), ("provider", "prometheus")]
+            )
+            .await,
+        3.0
+    );
+    assert_eq!(daemon.metric("canaryd_leader", &[]).await, 1.0);
+    assert_eq!(
+        daemon
+            .metric(
+                "canaryd_build_info",
+                &[("version", env!("CARGO_PKG_VERSION"))]
+            )
+            .await,
+        1.0
+    );
+    assert_eq!(
+        daemon
+            .metric("canaryd_analysis_runs", &[("phase", "Successful")])
+            .await,
+        1.0
+    );
+    assert_eq!(
+        daemon
+            .metric(
+                "canaryd_provider_query_duration_seconds_count",
+                &[("provider", "prometheus")]
+            )
+            .await,
+        3.0
+    );
+    assert_eq!(daemon.scrape("/healthz").await.0, 200);
+    assert_eq!(daemon.scrape("/readyz").await.0, 200);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_run_ends_failed_with_the_limit_in_its_message_and_event() {
+    let server = FakeApiServer::start().await;
+    let client = server.client().await;
+    let prom = FakePrometheus::start(Answer::Scalar(0.5)).await;
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    create(
+        &client,
+        &run(
+            "bad",
+            &prom.uri(),
+            json!({"interval": "1s", "count": 5, "failureLimit": 1, "successCondition": "result >= 0.95"}),
+        ),
+    )
+    .await;
+    let done = finished(&server, "bad").await;
+    assert_eq!(phase(&done), Some(AnalysisPhase::Failed));
+    let message = done
+        .status
+        .as_ref()
+        .and_then(|s| s.message.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        message,
+        "Metric \"rate\" assessed Failed due to failed (2) > failureLimit (1)"
+    );
+    assert_eq!(result(&done).failed, 2);
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+    let event = eventually(WAIT, "the Failed event", || async {
+        api.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("AnalysisRunFailed"))
+    })
+    .await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert!(event.note.unwrap_or_default().contains("failureLimit (1)"));
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminating_a_run_mid_way_stops_measuring_and_ends_it_successful() {
+    let server = FakeApiServer::start().await;
+    let client = server.client().await;
+    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    create(
+        &client,
+        &run(
+            "bg",
+            &prom.uri(),
+            json!({"interval": "1s", "successCondition": "result == 1"}),
+        ),
+    )
+    .await;
+    eventually(WAIT, "two measurements", || async {
+        let r = server.get::<AnalysisRun>("default", "bg")?;
+        (first_result(&r)?.count >= 2).then_some(())
+    })
+    .await;
+    let api: Api<AnalysisRun> = Api::namespaced(client.clone(), "default");
+    api.patch(
+        "bg",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"terminate": true}})),
+    )
+    .await
+    .expect("terminate");
+    let done = finished(&server, "bg").await;
+    assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
+    assert_eq!(
+        done.status.as_ref().and_then(|s| s.message.as_deref()),
+        Some("Run Terminated")
+    );
+    let measured = result(&done).count;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let later = server
+        .get::<AnalysisRun>("default", "bg")
+        .expect("still there");
+    assert_eq!(
+        result(&later).count,
+        measured,
+        "no measurement after terminate"
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_arg_is_used_but_appears_in_no_stored_object_or_event() {
+    let server = FakeApiServer::start().await;
+    let client = server.client().await;
+    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "prom-creds", "namespace": "default"},
+                "stringData": {"token": "hunter2-very-secret"}
+            }))
+            .expect("a Secret"),
+        )
+        .await
+        .expect("secret created");
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    let mut r = run(
+        "secret",
+        &prom.uri(),
+        json!({
+            "count": 1,
+            "successCondition": "result == 1",
+            "provider": {"prometheus": {
+                "query": "up{token=\"{{args.token}}\"}",
+                "headers": [{"key": "Authorization", "value": "Bearer {{args.token}}"}]
+            }}
+        }),
+    );
+    r.spec.args = Some(vec![
+        serde_json::from_value(json!({
+            "name": "token",
+            "valueFrom": {"secretKeyRef": {"name": "prom-creds", "key": "token"}}
+        }))
+        .expect("an arg"),
+    ]);
+    create(&client, &r).await;
+    let done = finished(&server, "secret").await;
+    assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
+    let seen = prom.seen.lock().expect("requests").clone();
+    assert!(
+        seen.iter().any(|q| q
+            .headers
+            .get("authorization")
+            .is_some_and(|v| v.to_str().unwrap_or_default() == "Bearer hunter2-very-secret")),
+        "the secret was sent to Prometheus"
+    );
+    let stored = server
+        .get_json::<AnalysisRun>("default", "secret")
+        .expect("stored")
+        .to_string();
+    assert!(!stored.contains("hunter2"), "{stored}");
+    assert!(
+        stored.contains("*****"),
+        "the resolved query shows the secret masked: {stored}"
+    );
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let all = serde_json::to_string(
+        &events
+            .list(&ListParams::default())
+            .await
+            .expect("events")
+            .items,
+    )
+    .expect("json");
+    assert!(!all.contains("hunter2"));
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_run_ends_error_with_a_clear_message_and_never_stops_a_valid_one() {
+    let server = FakeApiServer::start().await;
+    let client = server.client().await;
+    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    create(
+        &client,
+        &run(
+            "broken",
+            &prom.uri(),
+            json!({"count": 3, "successCondition": "result == 1"}),
+        ),
+    )
+    .await;
+    create(
+        &client,
+        &run(
+            "typo",
+            &prom.uri(),
+            json!({"count": 1, "successCondition": "result =="}),
+        ),
+    )
+    .await;
+    create(
+        &client,
+        &run(
+            "fine",
+            &prom.uri(),
+            json!({"interval": "1s", "count": 2, "successCondition": "result == 1"}),
+        ),
+    )
+    .await;
+    let broken = finished(&server, "broken").await;
+    assert_eq!(phase(&broken), Some(AnalysisPhase::Error));
+    assert_eq!(
+        broken.status.as_ref().and_then(|s| s.message.as_deref()),
+        Some("metric \"rate\": count is 3 but no interval says how far apart to measure")
+    );
+    let typo = finished(&server, "typo").await;
+    assert_eq!(phase(&typo), Some(AnalysisPhase::Error));
+    assert!(
+        typo.status
+            .as_ref()
+            .and_then(|s| s.message.as_deref())
+            .is_some_and(|m| m.contains("successCondition")),
+        "{typo:?}"
+    );
+    let fine = finished(&server, "fine").await;
+    assert_eq!(phase(&fine), Some(AnalysisPhase::Successful));
+    assert_eq!(result(&fine).count, 2);
+    let reasons = event_reasons(&client, "broken").await;
+    assert!(
+        reasons.contains(&"AnalysisRunError".to_string()),
+        "{reasons:?}"
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_runs_of_this_instance_are_touched_and_completed_runs_expire() {
+    let server = FakeApiServer::start().await;
+    let client = server.client().await;
+    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    let mut theirs = run("argo-owned", &prom.uri(), json!({"count": 1}));
+    theirs.metadata.labels = Some(
+        [(canaryd::k8s::INSTANCE_LABEL.to_string(), "argo".to_string())]
+            .into_iter()
+            .collect(),
+    );
+    create(&client, &theirs).await;
+    let mut ours = run("short-lived", &prom.uri(), json!({"count": 1}));
+    ours.spec.ttl_strategy = Some(canaryd::api::TtlStrategy {
+        seconds_after_completion: Some(1),
+        seconds_after_failure: None,
+        seconds_after_success: None,
+    });
+    create(&client, &ours).await;
+    eventually(WAIT, "the expired run to be deleted", || async {
+        server
+            .get::<AnalysisRun>("default", "short-lived")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let untouched = server
+        .get::<AnalysisRun>("default", "argo-owned")
+        .expect("still there");
+    assert!(untouched.status.is_none(), "{untouched:?}");
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicts_expired_watches_and_a_flapping_api_server_neither_lose_nor_repeat_measurements()
+{
+    let server = FakeApiServer::start().await;
+    let client = server.client().await;
+    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    create(
+        &client,
+        &run(
+            "flaky",
+            &prom.uri(),
+            json!({"interval": "1s", "count": 6, "successCondition": "result == 1"}),
+        ),
+    )
+    .await;
+    eventually(WAIT, "a first measurement", || async {
+        let r = server.get::<AnalysisRun>("default", "flaky")?;
+        (first_result(&r)?.count >= 1).then_some(())
+    })
+    .await;
+    server.conflict_next_write::<AnalysisRun>("default", "flaky");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    server.expire_history();
+    server.drop_watches();
+    server.fail_next(RequestPattern::new("PATCH", "/analysisruns/"), 2, 500);
+    server.fail_next(RequestPattern::new("GET", "/analysisruns"), 2, 503);
+    let done = finished(&server, "flaky").await;
+    assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
+    let r = result(&done);
+    assert_eq!((r.count, r.successful, r.measurements.len()), (6, 6, 6));
+    assert!(spacing_ok(&r, Duration::from_secs(1)), "{r:?}");
+    assert!(
+        daemon
+            .metric("canaryd_reconcile_errors_total", &[("reason", "conflict")])
+            .await
+            >= 1.0
+    );
+    assert!(
+        daemon
+            .metric(
+                "canaryd_reconcile_errors_total",
+                &[("reason", "status_patch")]
+            )
+            .await
+            >= 1.0
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_down_counts_errors_against_the_limit_and_a_recovery_continues_the_run() {
+    let server = FakeApiServer::start().await;
+    let client = server.client().await;
+    let down = FakePrometheus::start(Answer::Down).await;
+    let flapping = FakePrometheus::start(Answer::Down).await;
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    create(
+        &client,
+        &run(
+            "gives-up",
+            &down.uri(),
+            json!({"interval": "1s", "count": 3, "consecutiveErrorLimit": 1}),
+        ),
+    )
+    .await;
+    create(
+        &client,
+        &run(
+            "recovers",
+            &flapping.uri(),
+            json!({"interval": "1s", "count": 2, "successCondition": "result == 1"}),
+        ),
+    )
+    .await;
+    eventually(WAIT, "a first error", || async {
+        let r = server.get::<AnalysisRun>("default", "recovers")?;
+        (first_result(&r)?.error >= 1).then_some(())
+    })
+    .await;
+    flapping.set(Answer::Scalar(1.0));
+    assert_eq!(daemon.scrape("/healthz").await.0, 200);
+    assert_eq!(daemon.scrape("/readyz").await.0, 200);
+    let gave_up = finished(&server, "gives-up").await;
+    assert_eq!(phase(&gave_up), Some(AnalysisPhase::Error));
+    let r = result(&gave_up);
+    assert_eq!((r.error, r.consecutive_error, r.count), (2, 2, 0));
+    assert!(
+        gave_up
+            .status
+            .as_ref()
+            .and_then(|s| s.message.as_deref())
+            .is_some_and(
+                |m| m.contains("consecutiveErrors (2) > consecutiveErrorLimit (1)")
+                    && m.contains("503")
+            ),
+        "{gave_up:?}"
+    );
+    let recovered = finished(&server, "recovers").await;
+    assert_eq!(phase(&recovered), Some(AnalysisPhase::Successful));
+    let r = result(&recovered);
+    assert_eq!(
+        (r.error, r.successful, r.count, r.consecutive_error),
+        (1, 2, 2, 0)
+    );
+    assert_eq!(
+        daemon
+            .metric(
+                "canaryd_measurements_total",
+                &[("phase", "Error"), ("provider", "prometheus")]
+            )
+            .await,
+        3.0
+    );
+    daemon.stop().await;
+}

@@ -1,0 +1,254 @@
+//! Test harness for `canaryd run` (tests/daemon_*.rs and the daemon bench): the daemon run in-process as a
+//! task that can be stopped gracefully or aborted (a crash), a scripted Prometheus on wiremock, AnalysisRun
+//! builders and polling helpers. TEST FIXTURE ONLY.
+
+#![allow(dead_code)] // Each test binary uses a different part of it.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use canaryd::api::AnalysisRun;
+use canaryd::controller::{Config, Context, Daemon};
+use canaryd::k8s::lease::LeaseConfig;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// A daemon running as a task of this test.
+pub struct Running {
+    pub ctx: Arc<Context>,
+    pub metrics_addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// SIGTERM: finish in-flight patches, release the lease, return.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(20), &mut self.task).await;
+    }
+
+    /// A crash: the task is dropped wherever it is; nothing is released.
+    pub async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    pub async fn scrape(&self, path: &str) -> (u16, String) {
+        let url = format!("http://{}{path}", self.metrics_addr);
+        match reqwest::get(&url).await {
+            Ok(r) => (r.status().as_u16(), r.text().await.unwrap_or_default()),
+            Err(_) => (0, String::new()),
+        }
+    }
+
+    /// The value of one sample of `/metrics` (parsed with prometheus-parse), 0 when absent.
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let (_, text) = self.scrape("/metrics").await;
+        let lines = text.lines().map(|l| Ok(l.to_string()));
+        let scrape = prometheus_parse::Scrape::parse(lines).expect("/metrics parses");
+        scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric == name)
+            .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => 0.0,
+            })
+            .sum()
+    }
+}
+
+pub fn config() -> Config {
+    Config {
+        namespaces: vec![],
+        instance_id: None,
+        prometheus: None,
+        prometheus_max_concurrency: 10,
+        metrics_addr: "127.0.0.1:0".parse().expect("an address"),
+        leader_election: None,
+        identity: "test".to_string(),
+    }
+}
+
+/// Short lease timings so fail-over tests take seconds.
+pub fn elected(identity: &str) -> Config {
+    Config {
+        leader_election: Some(LeaseConfig {
+            name: "canaryd".into(),
+            namespace: "default".into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(3),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(300),
+        }),
+        identity: identity.into(),
+        ..config()
+    }
+}
+
+pub async fn spawn(client: kube::Client, config: Config) -> Running {
+    let daemon = Daemon::bind(client, config)
+        .await
+        .expect("the daemon binds");
+    let ctx = daemon.context();
+    let metrics_addr = daemon.metrics_addr().expect("a bound address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(daemon.run(async move {
+        let _ = stopped.await;
+    }));
+    Running {
+        ctx,
+        metrics_addr,
+        stop: Some(stop),
+        task,
+    }
+}
+
+/// What the scripted Prometheus answers.
+#[derive(Clone, Debug)]
+pub enum Answer {
+    Scalar(f64),
+    Down,
+}
+
+/// A Prometheus that answers every instant query with the current [`Answer`] and counts queries.
+#[derive(Clone)]
+pub struct FakePrometheus {
+    pub server: Arc<MockServer>,
+    answer: Arc<Mutex<Answer>>,
+    queries: Arc<AtomicUsize>,
+    pub seen: Arc<Mutex<Vec<Request>>>,
+}
+
+struct Scripted {
+    answer: Arc<Mutex<Answer>>,
+    queries: Arc<AtomicUsize>,
+    seen: Arc<Mutex<Vec<Request>>>,
+}
+
+impl Respond for Scripted {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        self.queries.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut seen) = self.seen.lock()
+            && seen.len() < 1000
+        {
+            seen.push(request.clone());
+        }
+        let answer = self
+            .answer
+            .lock()
+            .map(|a| a.clone())
+            .unwrap_or(Answer::Down);
+        match answer {
+            Answer::Scalar(v) => ResponseTemplate::new(200).set_body_json(json!({
+                "status": "success",
+                "data": {"resultType": "scalar", "result": [1.0, v.to_string()]}
+            })),
+            Answer::Down => ResponseTemplate::new(503).set_body_string("down for maintenance"),
+        }
+    }
+}
+
+impl FakePrometheus {
+    pub async fn start(answer: Answer) -> FakePrometheus {
+        let server = MockServer::start().await;
+        let answer = Arc::new(Mutex::new(answer));
+        let queries = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        Mock::given(wiremock::matchers::path("/api/v1/query"))
+            .respond_with(Scripted {
+                answer: answer.clone(),
+                queries: queries.clone(),
+                seen: seen.clone(),
+            })
+            .mount(&server)
+            .await;
+        FakePrometheus {
+            server: Arc::new(server),
+            answer,
+            queries,
+            seen,
+        }
+    }
+
+    pub fn uri(&self) -> String {
+        self.server.uri()
+    }
+
+    pub fn set(&self, answer: Answer) {
+        if let Ok(mut a) = self.answer.lock() {
+            *a = answer;
+        }
+    }
+
+    pub fn queries(&self) -> usize {
+        self.queries.load(Ordering::SeqCst)
+    }
+}
+
+/// An AnalysisRun with one Prometheus metric.
+pub fn run(name: &str, address: &str, metric: Value) -> AnalysisRun {
+    let mut m = json!({
+        "name": "rate",
+        "provider": {"prometheus": {"address": address, "query": "sum(rate(x[1m]))"}},
+    });
+    merge(&mut m, metric);
+    serde_json::from_value(json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "AnalysisRun",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"metrics": [m]},
+    }))
+    .expect("a valid AnalysisRun")
+}
+
+pub fn merge(into: &mut Value, patch: Value) {
+    match (into, patch) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+pub async fn create(client: &kube::Client, run: &AnalysisRun) -> AnalysisRun {
+    let api: Api<AnalysisRun> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), run)
+        .await
+        .expect("the run is created")
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, or panics after `within` with `what`.
+pub async fn eventually<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            start.elapsed() < within,
+            "timed out after {within:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A counter shared between a test and the closures it polls with.
+pub fn counter() -> Arc<AtomicU64> {
+    Arc::new(AtomicU64::new(0))
+}
