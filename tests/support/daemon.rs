@@ -127,17 +127,27 @@ pub struct FakePrometheus {
     answer: Arc<Mutex<Answer>>,
     queries: Arc<AtomicUsize>,
     pub seen: Arc<Mutex<Vec<Request>>>,
+    /// Every query and when it arrived.
+    pub arrivals: Arc<Mutex<Vec<(String, jiff::Timestamp)>>>,
 }
 
 struct Scripted {
     answer: Arc<Mutex<Answer>>,
     queries: Arc<AtomicUsize>,
     seen: Arc<Mutex<Vec<Request>>>,
+    arrivals: Arc<Mutex<Vec<(String, jiff::Timestamp)>>>,
 }
 
 impl Respond for Scripted {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         self.queries.fetch_add(1, Ordering::SeqCst);
+        let query = url::form_urlencoded::parse(&request.body)
+            .find(|(k, _)| k == "query")
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default();
+        if let Ok(mut arrivals) = self.arrivals.lock() {
+            arrivals.push((query, jiff::Timestamp::now()));
+        }
         if let Ok(mut seen) = self.seen.lock()
             && seen.len() < 1000
         {
@@ -164,11 +174,13 @@ impl FakePrometheus {
         let answer = Arc::new(Mutex::new(answer));
         let queries = Arc::new(AtomicUsize::new(0));
         let seen = Arc::new(Mutex::new(Vec::new()));
+        let arrivals = Arc::new(Mutex::new(Vec::new()));
         Mock::given(wiremock::matchers::path("/api/v1/query"))
             .respond_with(Scripted {
                 answer: answer.clone(),
                 queries: queries.clone(),
                 seen: seen.clone(),
+                arrivals: arrivals.clone(),
             })
             .mount(&server)
             .await;
@@ -177,6 +189,7 @@ impl FakePrometheus {
             answer,
             queries,
             seen,
+            arrivals,
         }
     }
 
