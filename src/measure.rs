@@ -159,7 +159,7 @@ impl Providers {
                     .partition(|(k, _)| METRIC_METADATA.contains(&k.as_str()));
                 Outcome {
                     phase,
-                    value: Some(hide(value, at.secrets)),
+                    value: Some(crate::providers::http::scrub(value, at.secrets)),
                     message,
                     metadata,
                     metric_metadata,
@@ -365,11 +365,4 @@ impl Providers {
         .map_err(|e| invalid(e.to_string()))?;
         Ok((result.to_json(), result.verdict))
     }
-}
-
-fn hide(mut text: String, secrets: &[String]) -> String {
-    for s in secrets.iter().filter(|s| !s.is_empty()) {
-        text = text.replace(s.as_str(), "*****");
-    }
-    text
 }

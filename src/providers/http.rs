@@ -33,6 +33,12 @@ impl Secret {
     }
 }
 
+impl AsRef<str> for Secret {
+    fn as_ref(&self) -> &str {
+        self.expose()
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(REDACTED)
@@ -41,10 +47,10 @@ impl fmt::Debug for Secret {
 
 /// Replaces every non-empty secret value in `text` by `*****`, longest first so a secret that contains
 /// another is hidden whole.
-pub(crate) fn scrub(mut text: String, secrets: &[Secret]) -> String {
+pub fn scrub<S: AsRef<str>>(mut text: String, secrets: &[S]) -> String {
     let mut values: Vec<&str> = secrets
         .iter()
-        .map(Secret::expose)
+        .map(AsRef::as_ref)
         .filter(|v| !v.is_empty())
         .collect();
     values.sort_by_key(|v| std::cmp::Reverse(v.len()));
