@@ -10,19 +10,11 @@ use std::time::Duration;
 
 use canaryd::api::{AnalysisPhase, AnalysisRun, MetricResult};
 use fake_apiserver::FakeApiServer;
-use harness::{Answer, FakePrometheus, create, eventually, run};
+use harness::{Answer, FakePrometheus, create, eventually, first_result, run};
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(40);
-
-fn first_result(run: &AnalysisRun) -> Option<MetricResult> {
-    run.status
-        .as_ref()
-        .and_then(|s| s.metric_results.as_ref())
-        .and_then(|r| r.first())
-        .cloned()
-}
 
 async fn measured_at_least(server: &FakeApiServer, name: &str, n: i32) {
     eventually(WAIT, &format!("{n} measurements of {name}"), || async {
@@ -30,18 +22,6 @@ async fn measured_at_least(server: &FakeApiServer, name: &str, n: i32) {
         (first_result(&r)?.count >= n).then_some(())
     })
     .await;
-}
-
-async fn finished(server: &FakeApiServer, name: &str) -> AnalysisRun {
-    eventually(WAIT, &format!("{name} to complete"), || async {
-        server.get::<AnalysisRun>("default", name).filter(|r| {
-            r.status
-                .as_ref()
-                .and_then(|s| s.phase)
-                .is_some_and(|p| p.is_completed())
-        })
-    })
-    .await
 }
 
 /// Every measurement started no earlier than the previous one finished plus the interval (none early, none
@@ -84,7 +64,7 @@ async fn a_daemon_killed_mid_run_and_restarted_neither_loses_nor_repeats_a_measu
         .count;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let second = harness::spawn(client.clone(), harness::config()).await;
-    let done = finished(&server, "restart").await;
+    let done = harness::finished(&server, "restart", WAIT).await;
     assert_eq!(
         done.status.as_ref().and_then(|s| s.phase),
         Some(AnalysisPhase::Successful)
@@ -148,7 +128,7 @@ async fn when_the_leader_dies_the_standby_finishes_the_run_without_a_duplicate()
         "{:?}",
         killed.elapsed()
     );
-    let done = finished(&server, "ha").await;
+    let done = harness::finished(&server, "ha", WAIT).await;
     assert_exactly_scheduled(&first_result(&done).expect("a result"), 6);
     let lease = server
         .get::<Lease>("default", "canaryd")

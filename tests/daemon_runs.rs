@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use canaryd::api::{AnalysisPhase, AnalysisRun};
 use fake_apiserver::{FakeApiServer, RequestPattern};
-use harness::{Answer, FakePrometheus, create, eventually, run};
+use harness::{Answer, FakePrometheus, create, eventually, first_result, run};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -18,32 +18,12 @@ use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-async fn finished(server: &FakeApiServer, name: &str) -> AnalysisRun {
-    eventually(WAIT, &format!("{name} to complete"), || async {
-        server.get::<AnalysisRun>("default", name).filter(|r| {
-            r.status
-                .as_ref()
-                .and_then(|s| s.phase)
-                .is_some_and(|p| p.is_completed())
-        })
-    })
-    .await
-}
-
 fn phase(run: &AnalysisRun) -> Option<AnalysisPhase> {
     run.status.as_ref().and_then(|s| s.phase)
 }
 
 fn result(run: &AnalysisRun) -> canaryd::api::MetricResult {
     first_result(run).expect("a metric result")
-}
-
-fn first_result(run: &AnalysisRun) -> Option<canaryd::api::MetricResult> {
-    run.status
-        .as_ref()
-        .and_then(|s| s.metric_results.as_ref())
-        .and_then(|r| r.first())
-        .cloned()
 }
 
 async fn event_reasons(client: &kube::Client, name: &str) -> Vec<String> {
@@ -83,7 +63,7 @@ async fn a_run_goes_from_creation_to_successful_with_its_events_and_metrics() {
         ),
     )
     .await;
-    let done = finished(&server, "ok").await;
+    let done = harness::finished(&server, "ok", WAIT).await;
     assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
     let r = result(&done);
     assert_eq!((r.count, r.successful, r.measurements.len()), (3, 3, 3));
@@ -157,7 +137,7 @@ async fn a_failing_run_ends_failed_with_the_limit_in_its_message_and_event() {
         ),
     )
     .await;
-    let done = finished(&server, "bad").await;
+    let done = harness::finished(&server, "bad", WAIT).await;
     assert_eq!(phase(&done), Some(AnalysisPhase::Failed));
     let message = done
         .status
@@ -212,7 +192,7 @@ async fn terminating_a_run_mid_way_stops_measuring_and_ends_it_successful() {
     )
     .await
     .expect("terminate");
-    let done = finished(&server, "bg").await;
+    let done = harness::finished(&server, "bg", WAIT).await;
     assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
     assert_eq!(
         done.status.as_ref().and_then(|s| s.message.as_deref()),
@@ -270,7 +250,7 @@ async fn a_secret_arg_is_used_but_appears_in_no_stored_object_or_event() {
         .expect("an arg"),
     ]);
     create(&client, &r).await;
-    let done = finished(&server, "secret").await;
+    let done = harness::finished(&server, "secret", WAIT).await;
     assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
     let seen = prom.seen.lock().expect("requests").clone();
     assert!(
@@ -335,13 +315,13 @@ async fn an_invalid_run_ends_error_with_a_clear_message_and_never_stops_a_valid_
         ),
     )
     .await;
-    let broken = finished(&server, "broken").await;
+    let broken = harness::finished(&server, "broken", WAIT).await;
     assert_eq!(phase(&broken), Some(AnalysisPhase::Error));
     assert_eq!(
         broken.status.as_ref().and_then(|s| s.message.as_deref()),
         Some("metric \"rate\": count is 3 but no interval says how far apart to measure")
     );
-    let typo = finished(&server, "typo").await;
+    let typo = harness::finished(&server, "typo", WAIT).await;
     assert_eq!(phase(&typo), Some(AnalysisPhase::Error));
     assert!(
         typo.status
@@ -350,7 +330,7 @@ async fn an_invalid_run_ends_error_with_a_clear_message_and_never_stops_a_valid_
             .is_some_and(|m| m.contains("successCondition")),
         "{typo:?}"
     );
-    let fine = finished(&server, "fine").await;
+    let fine = harness::finished(&server, "fine", WAIT).await;
     assert_eq!(phase(&fine), Some(AnalysisPhase::Successful));
     assert_eq!(result(&fine).count, 2);
     let reasons = event_reasons(&client, "broken").await;
@@ -422,7 +402,7 @@ async fn conflicts_expired_watches_and_a_flapping_api_server_neither_lose_nor_re
     server.drop_watches();
     server.fail_next(RequestPattern::new("PATCH", "/analysisruns/"), 2, 500);
     server.fail_next(RequestPattern::new("GET", "/analysisruns"), 2, 503);
-    let done = finished(&server, "flaky").await;
+    let done = harness::finished(&server, "flaky", WAIT).await;
     assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
     let r = result(&done);
     assert_eq!((r.count, r.successful, r.measurements.len()), (6, 6, 6));
@@ -478,7 +458,7 @@ async fn prometheus_down_counts_errors_against_the_limit_and_a_recovery_continue
     flapping.set(Answer::Scalar(1.0));
     assert_eq!(daemon.scrape("/healthz").await.0, 200);
     assert_eq!(daemon.scrape("/readyz").await.0, 200);
-    let gave_up = finished(&server, "gives-up").await;
+    let gave_up = harness::finished(&server, "gives-up", WAIT).await;
     assert_eq!(phase(&gave_up), Some(AnalysisPhase::Error));
     let r = result(&gave_up);
     assert_eq!((r.error, r.consecutive_error, r.count), (2, 2, 0));
@@ -493,7 +473,7 @@ async fn prometheus_down_counts_errors_against_the_limit_and_a_recovery_continue
             ),
         "{gave_up:?}"
     );
-    let recovered = finished(&server, "recovers").await;
+    let recovered = harness::finished(&server, "recovers", WAIT).await;
     assert_eq!(phase(&recovered), Some(AnalysisPhase::Successful));
     let r = result(&recovered);
     assert_eq!(

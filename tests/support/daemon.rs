@@ -265,3 +265,31 @@ where
 pub fn counter() -> Arc<AtomicU64> {
     Arc::new(AtomicU64::new(0))
 }
+
+/// The run's first metric result, once it has one.
+pub fn first_result(run: &canaryd::api::AnalysisRun) -> Option<canaryd::api::MetricResult> {
+    run.status
+        .as_ref()
+        .and_then(|st| st.metric_results.as_ref())
+        .and_then(|r| r.first())
+        .cloned()
+}
+
+/// Waits until the run in `default` has a completed phase and returns it.
+pub async fn finished(
+    server: &super::fake_apiserver::FakeApiServer,
+    name: &str,
+    within: Duration,
+) -> canaryd::api::AnalysisRun {
+    eventually(within, &format!("{name} to complete"), || async {
+        server
+            .get::<canaryd::api::AnalysisRun>("default", name)
+            .filter(|r| {
+                r.status
+                    .as_ref()
+                    .and_then(|st| st.phase)
+                    .is_some_and(|p| p.is_completed())
+            })
+    })
+    .await
+}
