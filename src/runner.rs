@@ -170,6 +170,11 @@ fn override_address(metric: &mut crate::api::Metric, address: &str) {
     }
 }
 
+/// One second later, unless that is past the last instant a timestamp can hold (`--to 9999-12-31T...`).
+fn after_a_second(t: Timestamp) -> Option<Timestamp> {
+    t.checked_add(jiff::SignedDuration::from_secs(1)).ok()
+}
+
 /// Runs to completion. `end` (a backtest's `--to`) terminates the run when the clock passes it; a `true` on
 /// `stop` (Ctrl-C) terminates it as `spec.terminate` would.
 pub async fn run(
@@ -185,7 +190,9 @@ pub async fn run(
     loop {
         let now = clock.now();
         on_event(Event::Clock(now));
-        if end.is_some_and(|end| now > end) || *stop.borrow() {
+        // A window ending at the last representable instant ends there: there is no "just after" it.
+        let past = |end: Timestamp| now > end || (now == end && after_a_second(end).is_none());
+        if end.is_some_and(past) || *stop.borrow() {
             terminate = true;
         }
         let due = analysis::due(&run.plan, &status, now, terminate);
@@ -219,13 +226,11 @@ pub async fn run(
         let wake = match assessment.next_wakeup {
             Some(t) if t > now => t,
             // Overdue or nothing scheduled: look again shortly rather than spin.
-            _ => now + jiff::SignedDuration::from_secs(1),
+            _ => after_a_second(now).unwrap_or(now),
         };
         let wake = match end {
-            Some(end) if wake > end => {
-                // Past the backtest window: terminate just after its end.
-                end + jiff::SignedDuration::from_secs(1)
-            }
+            // Past the backtest window: terminate just after its end.
+            Some(end) if wake > end => after_a_second(end).unwrap_or(end),
             _ => wake,
         };
         tokio::select! {
