@@ -41,6 +41,8 @@ pub struct MeasurableMetric {
     pub metric: Metric,
     success: Option<Condition>,
     failure: Option<Condition>,
+    /// `canaryd/compare`'s configuration, decoded once.
+    compare: Option<CompareSpec>,
 }
 
 impl MeasurableMetric {
@@ -54,10 +56,24 @@ impl MeasurableMetric {
         };
         let success = compile("successCondition", &metric.success_condition)?;
         let failure = compile("failureCondition", &metric.failure_condition)?;
+        let compare = metric
+            .provider
+            .plugin
+            .as_ref()
+            .and_then(|p| p.get(COMPARE_PLUGIN))
+            .map(|spec| serde_json::from_value::<CompareSpec>(spec.clone()))
+            .transpose()
+            .map_err(|e| {
+                format!(
+                    "metric {:?}: provider.plugin.{COMPARE_PLUGIN}: {e}",
+                    metric.name
+                )
+            })?;
         Ok(MeasurableMetric {
             metric,
             success,
             failure,
+            compare,
         })
     }
 }
@@ -122,13 +138,7 @@ impl Providers {
 
     /// Takes one measurement of `m`.
     pub async fn measure(&self, m: &MeasurableMetric, at: MeasureAt<'_>) -> Outcome {
-        let compared = m
-            .metric
-            .provider
-            .plugin
-            .as_ref()
-            .and_then(|p| p.get(COMPARE_PLUGIN));
-        let fetched = match compared {
+        let fetched = match &m.compare {
             // Boxed: four concurrent queries make a large future, which every other metric would carry.
             Some(spec) => Box::pin(self.compare(spec, at)).await,
             None => self.fetch(&m.metric, at).await.map(|r| (r, None)),
@@ -215,11 +225,9 @@ impl Providers {
     /// as a JSON `result` and the verdict (which decides when the metric has no conditions).
     async fn compare(
         &self,
-        spec: &serde_json::Value,
+        spec: &CompareSpec,
         at: MeasureAt<'_>,
     ) -> Result<(ProviderResult, Option<Verdict>), ProviderError> {
-        let spec: CompareSpec = serde_json::from_value(spec.clone())
-            .map_err(|e| ProviderError::Invalid(format!("plugin {COMPARE_PLUGIN}: {e}")))?;
         let until = at.eval_time.unwrap_or(at.now);
         let window = compare::window(at.window_start, until);
         let query = |text: &str, range: Option<PrometheusRangeQuery>| PrometheusMetric {
