@@ -45,6 +45,14 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Adds values to hide (for the requests' `with_secret_values`).
+pub(crate) fn add_secrets<S: Into<String>>(
+    secrets: &mut Vec<Secret>,
+    values: impl IntoIterator<Item = S>,
+) {
+    secrets.extend(values.into_iter().map(Secret::new));
+}
+
 /// Replaces every non-empty secret value in `text` by `*****`, longest first so a secret that contains
 /// another is hidden whole.
 pub fn scrub<S: AsRef<str>>(mut text: String, secrets: &[S]) -> String {

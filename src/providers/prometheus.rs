@@ -175,13 +175,11 @@ impl PrometheusRequest {
 
     /// Marks values (typically those of `valueFrom.secretKeyRef` args) that must be hidden wherever the
     /// request or its errors are shown, even inside the query or the address.
-    pub fn with_secret_values<I, S>(mut self, values: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.secrets
-            .extend(values.into_iter().map(|v| Secret::new(v)));
+    pub fn with_secret_values<S: Into<String>>(
+        mut self,
+        values: impl IntoIterator<Item = S>,
+    ) -> Self {
+        http::add_secrets(&mut self.secrets, values);
         self
     }
 
