@@ -43,7 +43,7 @@ use crate::measure::Providers;
 use crate::observe::{Metrics, Probe};
 use crate::providers::gate::Gate;
 use crate::runner::{self, PreparedRun};
-use crate::time::Clock;
+use crate::time::{Clock, whole_second};
 
 /// How the daemon runs; built from `canaryd run`'s flags.
 #[derive(Debug, Clone)]
@@ -111,6 +111,8 @@ struct Ahead {
     written_rv: Option<String>,
     /// Measurements (phase, provider) not yet counted in `canaryd_measurements_total`.
     uncounted: Vec<(AnalysisPhase, &'static str)>,
+    /// When the written status next needs a reconcile; `None` when it is complete or was not written.
+    wakeup: Option<jiff::Timestamp>,
 }
 
 /// Everything reconciles share. One per process.
@@ -315,10 +317,14 @@ async fn elect_and_lead(
     }
 }
 
+/// Watch events decoded ahead of the applier, per watch.
+const WATCH_BUFFER: usize = 1024;
+
 /// The running controllers of one leadership term.
 struct Controllers {
     stops: Vec<tokio::sync::oneshot::Sender<()>>,
     tasks: tokio::task::JoinSet<()>,
+    watches: tokio::task::JoinSet<()>,
     ctx: Arc<Context>,
 }
 
@@ -335,6 +341,7 @@ impl Controllers {
                 .collect()
         };
         let mut tasks = tokio::task::JoinSet::new();
+        let mut watches = tokio::task::JoinSet::new();
         let mut stops = Vec::new();
         let mut stores = Vec::new();
         let mut synced = Vec::new();
@@ -347,13 +354,20 @@ impl Controllers {
             synced.push(flag.clone());
             let watch =
                 watcher(api, watcher::Config::default().labels(&selector)).default_backoff();
-            let events = reflector(writer, watch)
+            // The watch (decoding every event, updating the cache) runs on a task of its own, so a burst
+            // of status events never holds up the reconciles the applier is about to start.
+            let (sender, events) = futures::channel::mpsc::channel(WATCH_BUFFER);
+            let decoded = reflector(writer, watch)
                 .inspect_ok(move |event| {
                     if matches!(event, watcher::Event::InitDone) {
                         flag.store(true, Ordering::Relaxed);
                     }
                 })
                 .applied_objects();
+            watches.spawn(async move {
+                // Ends when the applier (the receiver) is gone.
+                let _ = decoded.map(Ok).forward(sender).await;
+            });
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             // When the queue ends the applier lets in-flight reconciles finish, then ends: a graceful stop.
             let queue = trigger_self(events, ()).take_until(stopped);
@@ -387,6 +401,7 @@ impl Controllers {
         Controllers {
             stops,
             tasks,
+            watches,
             ctx: ctx.clone(),
         }
     }
@@ -397,6 +412,8 @@ impl Controllers {
             let _ = stop.send(());
         }
         while self.tasks.join_next().await.is_some() {}
+        // Watches only read; nothing is lost by dropping them where they are.
+        self.watches.shutdown().await;
         self.ctx
             .synced
             .lock()
@@ -452,6 +469,15 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
         .unwrap_or_else(PoisonError::into_inner)
         .get(&key)
         .cloned();
+    // The watch caught up with this process's own write: the object is exactly what the last reconcile
+    // wrote and planned for, so there is nothing to do before that plan's wake-up.
+    if let Some(a) = &ahead
+        && a.written_rv.as_deref() == Some(rv.as_str())
+        && let Some(wakeup) = a.wakeup.filter(|w| *w > Clock::Wall.now())
+    {
+        ctx.remember(key, None);
+        return Ok(requeue_at(Some(wakeup)));
+    }
     // What the server holds, what to build on, and the resourceVersion to write against.
     let (server, mut working, mut write_rv, mut uncounted) = match ahead {
         Some(a) if a.base_rv == rv => match a.written_rv {
@@ -489,7 +515,8 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
         &|r| runs::lookup(&secrets, r),
         None,
     );
-    let now = Clock::Wall.now();
+    // Stamped as the API server will store it, so the next due time is the same before and after the patch.
+    let now = whole_second(Clock::Wall.now());
     let (new_status, assessment_wakeup, secret_values) = match prepared {
         Err(e) => {
             // A spec that cannot run ends Error now, with the reason, rather than retrying forever.
@@ -512,7 +539,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
             let due = analysis::due(&run.plan, &status, now, terminate);
             let recorded =
                 runner::measure_due(&run, &ctx.providers, &mut status, &due, now, None, &|| {
-                    Clock::Wall.now()
+                    whole_second(Clock::Wall.now())
                 })
                 .await;
             for index in &recorded {
@@ -539,7 +566,12 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
                     );
                 }
             }
-            let assessment = analysis::assess(&run.plan, &mut status, Clock::Wall.now(), terminate);
+            let assessment = analysis::assess(
+                &run.plan,
+                &mut status,
+                whole_second(Clock::Wall.now()),
+                terminate,
+            );
             (status, assessment.next_wakeup, run.secrets.clone())
         }
     };
@@ -575,6 +607,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
                                 status: new_status,
                                 written_rv: None,
                                 uncounted,
+                                wakeup: None,
                             }),
                         );
                     }
@@ -592,6 +625,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
                 status: new_status.clone(),
                 written_rv: written.resource_version(),
                 uncounted: Vec::new(),
+                wakeup: assessment_wakeup,
             }),
         );
         if let Some(phase) = new_status.phase
@@ -625,7 +659,12 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
             .await;
         }
     }
-    Ok(match assessment_wakeup {
+    Ok(requeue_at(assessment_wakeup))
+}
+
+/// Reconcile again at `at` (at least 50 ms from now, so an overdue plan never spins), or on the next change.
+fn requeue_at(at: Option<jiff::Timestamp>) -> Action {
+    match at {
         None => Action::await_change(),
         Some(at) => {
             let wait = at.duration_since(Clock::Wall.now());
@@ -635,7 +674,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
                     .max(Duration::from_millis(50)),
             )
         }
-    })
+    }
 }
 
 /// A completed run: delete it when its TTL has run out, else look again then.
@@ -647,14 +686,12 @@ async fn expire(
     let Some(at) = runs::ttl_expiry(run) else {
         return Ok(Action::await_change());
     };
-    let now = Clock::Wall.now();
-    if at <= now {
+    if at <= Clock::Wall.now() {
         runs::delete_run(api, run)
             .await
             .map_err(ReconcileError::Delete)?;
         info!(run = %key_of(run), phase = %phase, "Deleted the AnalysisRun: its ttlStrategy expired");
         return Ok(Action::await_change());
     }
-    let wait = Duration::try_from(at.duration_since(now)).unwrap_or(Duration::ZERO);
-    Ok(Action::requeue(wait.max(Duration::from_millis(50))))
+    Ok(requeue_at(Some(at)))
 }

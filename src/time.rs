@@ -48,9 +48,31 @@ impl Clock {
     }
 }
 
+/// `t` at the resolution Kubernetes stores a status timestamp in (`metav1.Time`: whole seconds, truncated).
+/// The daemon stamps status with it, so what it computes from a status it has just written (the next due
+/// time, above all) is what it computes from the stored copy after a watch event or a restart.
+pub fn whole_second(t: Timestamp) -> Timestamp {
+    // Toward the past, as the civil time written is (`as_second` alone truncates toward 1970).
+    let second = t.as_second() - i64::from(t.subsec_nanosecond() < 0);
+    Timestamp::from_second(second).unwrap_or(t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_second_truncates_as_a_stored_status_timestamp_does() {
+        let t: Timestamp = "2026-01-01T00:00:07.999Z".parse().unwrap();
+        let stored: Timestamp = "2026-01-01T00:00:07Z".parse().unwrap();
+        assert_eq!(whole_second(t), stored);
+        assert_eq!(whole_second(stored), stored);
+        let before_epoch: Timestamp = "1969-12-31T23:59:59.5Z".parse().unwrap();
+        assert_eq!(
+            whole_second(before_epoch),
+            "1969-12-31T23:59:59Z".parse::<Timestamp>().unwrap()
+        );
+    }
 
     #[tokio::test]
     async fn a_virtual_clock_jumps_forward_and_never_back() {

@@ -58,11 +58,18 @@ impl Key {
     }
 }
 
+/// The answers being shared, and the newest second asked about.
+#[derive(Debug, Default)]
+struct Flights {
+    cells: HashMap<Key, Arc<OnceCell<Answer>>>,
+    newest: i64,
+}
+
 /// Singleflight and per-address limits in front of one [`Prometheus`]. Build once per process.
 #[derive(Debug)]
 pub struct Gate {
     max_concurrency: usize,
-    flights: Mutex<HashMap<Key, Arc<OnceCell<Answer>>>>,
+    flights: Mutex<Flights>,
     limits: Mutex<HashMap<String, Arc<Semaphore>>>,
     sent: AtomicU64,
     /// How long the queries actually sent took, by provider (`prometheus`, `web`).
@@ -73,7 +80,7 @@ impl Gate {
     pub fn new(max_concurrency: u32) -> Gate {
         Gate {
             max_concurrency: usize::try_from(max_concurrency.max(1)).unwrap_or(1),
-            flights: Mutex::new(HashMap::new()),
+            flights: Mutex::new(Flights::default()),
             limits: Mutex::new(HashMap::new()),
             sent: AtomicU64::new(0),
             durations: Mutex::new(HashMap::new()),
@@ -105,9 +112,13 @@ impl Gate {
         let key = Key::of(req, second);
         let cell = {
             let mut flights = self.flights.lock().unwrap_or_else(PoisonError::into_inner);
-            // Answers of past seconds can no longer be shared: drop them so the map stays small.
-            flights.retain(|k, _| k.second >= second - 1);
-            flights.entry(key).or_default().clone()
+            // Answers of past seconds can no longer be shared: drop them, once a second, so the map
+            // stays small without a scan on every query.
+            if second > flights.newest {
+                flights.newest = second;
+                flights.cells.retain(|k, _| k.second >= second - 1);
+            }
+            flights.cells.entry(key).or_default().clone()
         };
         cell.get_or_init(|| async {
             let limit = {
