@@ -131,17 +131,34 @@ pub struct Context {
 }
 
 impl Context {
-    /// Queries sent to Prometheus so far (shared answers count once).
-    pub fn queries_sent(&self) -> u64 {
-        self.gate.queries_sent()
-    }
-
     fn remember(&self, key: (String, String), ahead: Option<Ahead>) {
         let mut map = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
         match ahead {
             Some(a) => map.insert(key, a),
             None => map.remove(&key),
         };
+    }
+}
+
+impl Context {
+    /// Waits for `at` when it is at most [`PREWAKE`] away (a reconcile started early on purpose). Returns
+    /// false when the watch delivered a version of `run` other than the one read (or the one this process
+    /// wrote, `write_rv`) meanwhile, so the caller would work on a stale copy.
+    async fn wait_until_due(&self, run: &AnalysisRun, write_rv: &str, at: jiff::Timestamp) -> bool {
+        let Ok(wait) = Duration::try_from(at.duration_since(Clock::Wall.now())) else {
+            return true; // Due already.
+        };
+        if wait.is_zero() || wait > PREWAKE {
+            return true;
+        }
+        tokio::time::sleep(wait).await;
+        let reference = reflector::ObjectRef::from_obj(run);
+        let stores = self.stores.lock().unwrap_or_else(PoisonError::into_inner);
+        stores
+            .iter()
+            .filter_map(|store| store.get(&reference))
+            .filter_map(|seen| seen.resource_version())
+            .all(|seen| Some(&seen) == run.metadata.resource_version.as_ref() || seen == write_rv)
     }
 }
 
@@ -476,7 +493,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
         && let Some(wakeup) = a.wakeup.filter(|w| *w > Clock::Wall.now())
     {
         ctx.remember(key, None);
-        return Ok(requeue_at(Some(wakeup)));
+        return Ok(requeue_before(Some(wakeup)));
     }
     // What the server holds, what to build on, and the resourceVersion to write against.
     let (server, mut working, mut write_rv, mut uncounted) = match ahead {
@@ -515,10 +532,9 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
         &|r| runs::lookup(&secrets, r),
         None,
     );
-    // Stamped as the API server will store it, so the next due time is the same before and after the patch.
-    let now = whole_second(Clock::Wall.now());
     let (new_status, assessment_wakeup, secret_values) = match prepared {
         Err(e) => {
+            let now = whole_second(Clock::Wall.now());
             // A spec that cannot run ends Error now, with the reason, rather than retrying forever.
             let mut status = working.unwrap_or_default();
             status.phase = Some(AnalysisPhase::Error);
@@ -532,6 +548,18 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
             (status, None, values)
         }
         Ok(run) => {
+            if let Some(at) = working
+                .as_ref()
+                .and_then(|st| analysis::next_wakeup(&run.plan, st, Clock::Wall.now()))
+                && !ctx.wait_until_due(&obj, &write_rv, at).await
+            {
+                // The object changed while this reconcile waited; the reconcile its watch event queued
+                // (held until this one returns) starts from the new version.
+                return Ok(Action::await_change());
+            }
+            // Stamped as the API server will store it, so the next due time is the same before and after
+            // the patch.
+            let now = whole_second(Clock::Wall.now());
             let terminate = obj.spec.terminate == Some(true);
             let mut status = working
                 .take()
@@ -659,7 +687,18 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
             .await;
         }
     }
-    Ok(requeue_at(assessment_wakeup))
+    Ok(requeue_before(assessment_wakeup))
+}
+
+/// How long before a measurement is due its reconcile starts: reading Secrets, preparing the run and being
+/// scheduled behind other runs' patches happen ahead of time, and the reconcile then waits for the due
+/// instant itself, so the query starts on time even when thousands of runs are due in the same second (status
+/// timestamps have one-second resolution, so due times bunch on whole seconds).
+const PREWAKE: Duration = Duration::from_secs(1);
+
+/// Reconcile [`PREWAKE`] before the measurement due at `at`, or on the next change.
+fn requeue_before(at: Option<jiff::Timestamp>) -> Action {
+    requeue_at(at.map(|at| at - PREWAKE))
 }
 
 /// Reconcile again at `at` (at least 50 ms from now, so an overdue plan never spins), or on the next change.

@@ -80,15 +80,6 @@ impl Metrics {
         self.leader.load(Ordering::Relaxed)
     }
 
-    /// Measurements recorded so far, over every phase and provider.
-    pub fn measurements_total(&self) -> u64 {
-        let m = self
-            .measurements
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        m.values().sum()
-    }
-
     /// The whole exposition: `runs` is the number of runs per phase, `durations` the query histograms per
     /// provider.
     pub fn render(

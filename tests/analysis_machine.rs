@@ -5,7 +5,7 @@ use canaryd::api::{
     AnalysisPhase, AnalysisRunStatus, DryRun, Measurement, MeasurementRetention, Metric,
 };
 use canaryd::engine::analysis::{
-    AnalysisPlan, Assessment, UnknownMetric, assess, due, record, start, step,
+    AnalysisPlan, Assessment, UnknownMetric, assess, due, next_wakeup, record, start, step,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -448,6 +448,21 @@ mod scheduling {
         let a = assess(&p, &mut status, at(0), false);
         assert_eq!(result(&status, "once").phase, Successful);
         assert_eq!(a.next_wakeup, Some(at(120)));
+    }
+
+    #[test]
+    fn the_next_wakeup_read_from_a_stored_status_is_the_one_assess_returned() {
+        let p = plan(&[every("m", Some("10s"), Some(2))]);
+        let mut status = start(&p, at(0));
+        assert_eq!(next_wakeup(&p, &status, at(5)), Some(at(0)));
+        record(&p, &mut status, 0, measured(Successful, 1), at(1)).unwrap();
+        let a = assess(&p, &mut status, at(1), false);
+        // A restarted daemon, reading only the status, wakes when the running one planned to.
+        assert_eq!(next_wakeup(&p, &status, at(7)), a.next_wakeup);
+        assert_eq!(a.next_wakeup, Some(at(11)));
+        record(&p, &mut status, 0, measured(Successful, 11), at(11)).unwrap();
+        assess(&p, &mut status, at(11), false);
+        assert_eq!(next_wakeup(&p, &status, at(11)), None);
     }
 }
 

@@ -49,6 +49,46 @@ fn spacing_ok(result: &canaryd::api::MetricResult, interval: Duration) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_measurement_starts_in_the_second_its_status_says_it_is_due() {
+    let server = FakeApiServer::start().await;
+    let client = server.client().await;
+    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    create(
+        &client,
+        &run(
+            "punctual",
+            &prom.uri(),
+            json!({"interval": "2s", "count": 4, "successCondition": "result >= 0.5"}),
+        ),
+    )
+    .await;
+    let done = harness::finished(&server, "punctual", WAIT).await;
+    daemon.stop().await;
+    let r = result(&done);
+    assert_eq!((r.count, r.measurements.len()), (4, 4));
+    let arrivals = prom.arrivals.lock().expect("arrivals").clone();
+    for w in r.measurements.windows(2) {
+        let (Some(previous), Some(next)) = (&w[0].finished_at, &w[1].started_at) else {
+            panic!("measurements without timestamps: {r:?}");
+        };
+        // Due at the previous finish plus the interval, in whole seconds as the status stores them.
+        assert_eq!(
+            next.0,
+            previous.0 + jiff::SignedDuration::from_secs(2),
+            "{r:?}"
+        );
+        assert!(
+            arrivals
+                .iter()
+                .any(|(_, at)| canaryd::time::whole_second(*at) == next.0),
+            "no query reached Prometheus in the second {} it was due: {arrivals:?}",
+            next.0
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_goes_from_creation_to_successful_with_its_events_and_metrics() {
     let server = FakeApiServer::start().await;
     let client = server.client().await;

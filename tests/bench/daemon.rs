@@ -1,11 +1,12 @@
 //! `cargo bench --bench daemon`: N AnalysisRuns of one Prometheus metric at a 10 s interval for M seconds,
-//! executed by an in-process `canaryd run` against the fake API server and a fake Prometheus (wiremock), with
-//! 100 distinct queries shared across the runs. Prints: lag between due time and measurement start (p50/p99:
-//! the query's arrival at the fake Prometheus minus the second it was due; status timestamps have one-second
-//! resolution, so every due time is a whole second), decision latency from the completing measurement's query
-//! reaching Prometheus to the completed status being seen on a watch (p50/p99),
-//! peak resident memory (VmHWM) and CPU of the process (daemon, fake API server and fake Prometheus together),
-//! and queries sent vs measurements taken.
+//! executed by the real `canaryd run` binary in a child process against the fake API server and a fake
+//! Prometheus (wiremock) served by this process, with 100 distinct queries shared across the runs. The daemon
+//! being a process of its own, its CPU and memory are measured alone, and the fakes are scheduled by the OS
+//! next to it as a real API server and Prometheus would be. Prints: lag between due time and measurement
+//! start (p50/p99: the query's arrival at the fake Prometheus minus the second it was due; status timestamps
+//! have one-second resolution, so every due time is a whole second), decision latency from the completing
+//! measurement's query reaching Prometheus to the completed status being seen on a watch (p50/p99), the
+//! daemon's peak resident memory (VmHWM) and CPU, and queries sent vs measurements taken.
 //!
 //! CANARYD_BENCH_RUNS (default 500), CANARYD_BENCH_SECONDS (default 60), CANARYD_BENCH_INTERVAL (default 10).
 
@@ -15,6 +16,7 @@ mod fake_apiserver;
 mod harness;
 
 use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use canaryd::api::AnalysisRun;
@@ -47,9 +49,9 @@ fn proc_field(file: &str, key: &str) -> String {
         .unwrap_or_default()
 }
 
-/// utime + stime of this process, in seconds (clock ticks of 100 Hz, Linux' USER_HZ).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+/// utime + stime of process `pid`, in seconds (clock ticks of 100 Hz, Linux' USER_HZ).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name, which is in parentheses and may hold spaces.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -104,9 +106,9 @@ async fn bench(runs: usize, count: u64, interval: u64) {
         }
     });
 
-    let cpu_before = cpu_seconds();
+    let (daemon, metrics_addr) = spawn_daemon(&server);
+    let cpu_before = cpu_seconds(daemon.id());
     let wall = Instant::now();
-    let daemon = harness::spawn(client.clone(), harness::config()).await;
     for i in 0..runs {
         let r = harness::run(
             &format!("bench-{i}"),
@@ -136,10 +138,11 @@ async fn bench(runs: usize, count: u64, interval: u64) {
         }
     }
     let elapsed = wall.elapsed();
-    let cpu = cpu_seconds() - cpu_before;
+    let cpu = cpu_seconds(daemon.id()) - cpu_before;
+    let peak_rss = proc_field(&format!("/proc/{}/status", daemon.id()), "VmHWM:");
     let queries = prom.queries();
-    let measurements = daemon.ctx.metrics.measurements_total();
-    daemon.stop().await;
+    let measurements = measurements_total(metrics_addr).await;
+    stop(daemon);
 
     let arrivals = prom.arrivals.lock().map(|a| a.clone()).unwrap_or_default();
     let mut lags: Vec<f64> = arrivals
@@ -198,15 +201,75 @@ async fn bench(runs: usize, count: u64, interval: u64) {
     );
     println!(
         "  queries sent            {queries} for {measurements} measurements recorded ({taken} in status), {:.1}x shared",
-        measurements as f64 / queries.max(1) as f64
+        measurements / queries.max(1) as f64
     );
     println!(
-        "  CPU                     {cpu:.1} s over {:.1} s wall ({:.0}% of one core; daemon + fake API server + fake Prometheus)",
+        "  daemon CPU              {cpu:.1} s over {:.1} s wall ({:.0}% of one core on average)",
         elapsed.as_secs_f64(),
         100.0 * cpu / elapsed.as_secs_f64().max(1e-9)
     );
-    println!(
-        "  peak RSS (VmHWM)        {} (whole process)",
-        proc_field("/proc/self/status", "VmHWM:")
-    );
+    println!("  daemon peak RSS (VmHWM) {peak_rss}");
+}
+
+/// `canaryd run` (the binary cargo built for this bench) against the fake API server, without leader
+/// election, serving /metrics on a free loopback port.
+fn spawn_daemon(server: &fake_apiserver::FakeApiServer) -> (DaemonProcess, std::net::SocketAddr) {
+    let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port");
+    let child = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+        .args(["run", "--leader-elect", "false", "--metrics-addr"])
+        .arg(metrics_addr.to_string())
+        .env("KUBECONFIG", server.kubeconfig_path())
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("canaryd run starts");
+    (DaemonProcess(child), metrics_addr)
+}
+
+/// The daemon's process; killed if the bench ends without [`stop`] (a panic), so it never outlives the bench.
+struct DaemonProcess(Child);
+
+impl DaemonProcess {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// SIGTERM, as Kubernetes stops a pod, then wait for the graceful stop.
+fn stop(mut daemon: DaemonProcess) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status();
+    let _ = daemon.0.wait();
+}
+
+/// The sum of `canaryd_measurements_total` over its labels, read from the daemon's /metrics.
+async fn measurements_total(addr: std::net::SocketAddr) -> f64 {
+    let text = match reqwest::get(format!("http://{addr}/metrics")).await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    let Ok(scrape) = prometheus_parse::Scrape::parse(lines) else {
+        return f64::NAN;
+    };
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "canaryd_measurements_total")
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+            _ => 0.0,
+        })
+        .sum()
 }

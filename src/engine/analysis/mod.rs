@@ -78,6 +78,23 @@ pub fn due(
         .collect()
 }
 
+/// When something is next due by `status` alone (a run not started yet starts at `now`); `None` once the run
+/// is complete. It may lie in the past: then it is due right away.
+pub fn next_wakeup(
+    plan: &AnalysisPlan,
+    status: &AnalysisRunStatus,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    if status.phase.is_some_and(AnalysisPhase::is_completed) {
+        return None;
+    }
+    let run_start = started(status, now);
+    plan.metrics
+        .iter()
+        .filter_map(|m| next_due(m, result(status, &m.name), run_start))
+        .min()
+}
+
 /// Stores one measurement of metric `metric`. A completed measurement updates the counters (an Error never
 /// uses up `count`); one still Running (e.g. with `resumeAt`) is kept in flight and replaced by the `record`
 /// that completes it. Missing
@@ -188,10 +205,7 @@ pub fn assess(
         status.completed_at.get_or_insert(Time(now));
         None
     } else {
-        plan.metrics
-            .iter()
-            .filter_map(|m| next_due(m, result(status, &m.name), run_start))
-            .min()
+        next_wakeup(plan, status, run_start)
     };
     Assessment {
         phase,
