@@ -28,7 +28,6 @@ use futures::{StreamExt, TryStreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::{Action, trigger_self};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, applier, watcher};
 use tracing::{info, warn};
@@ -122,7 +121,7 @@ pub struct Context {
     providers: Providers,
     gate: Arc<Gate>,
     pub metrics: Arc<Metrics>,
-    recorder: Recorder,
+    reporter: runs::Reporter,
     ahead: Mutex<HashMap<(String, String), Ahead>>,
     stores: Mutex<Vec<Store<AnalysisRun>>>,
     /// One flag per watch: its first list is in the cache.
@@ -215,19 +214,16 @@ impl Daemon {
             })?;
         let gate = Arc::new(Gate::new(config.prometheus_max_concurrency));
         let providers = Providers::new(config.prometheus.clone()).with_gate(gate.clone());
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "canaryd".to_string(),
-                instance: Some(config.identity.clone()),
-            },
-        );
+        let reporter = runs::Reporter {
+            controller: "canaryd".to_string(),
+            instance: config.identity.clone(),
+        };
         let ctx = Arc::new(Context {
             client,
             providers,
             gate,
             metrics: Arc::new(Metrics::default()),
-            recorder,
+            reporter,
             ahead: Mutex::new(HashMap::new()),
             stores: Mutex::new(Vec::new()),
             synced: Mutex::new(Vec::new()),
@@ -663,11 +659,13 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
                 info!(run = %run_key, phase = %phase, message = new_status.message.as_deref().unwrap_or(""), "AnalysisRun completed");
             }
             if let Err(e) = runs::publish_transition(
-                &ctx.recorder,
+                &ctx.client,
+                &ctx.reporter,
                 &written,
                 phase,
                 new_status.message.as_deref(),
                 &secret_values,
+                Clock::Wall.now(),
             )
             .await
             {

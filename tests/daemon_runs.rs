@@ -200,6 +200,13 @@ async fn a_failing_run_ends_failed_with_the_limit_in_its_message_and_event() {
     })
     .await;
     assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.reporting_controller.as_deref(), Some("canaryd"));
+    assert_eq!(event.reporting_instance.as_deref(), Some("test"));
+    let regarding = event.regarding.clone().unwrap_or_default();
+    assert_eq!(
+        (regarding.kind.as_deref(), regarding.namespace.as_deref()),
+        (Some("AnalysisRun"), Some("default"))
+    );
     assert!(event.note.unwrap_or_default().contains("failureLimit (1)"));
     daemon.stop().await;
 }

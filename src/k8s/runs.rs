@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::runtime::events::{Event, EventType, Recorder};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -181,13 +182,24 @@ pub fn event_reason(phase: AnalysisPhase) -> Option<&'static str> {
     }
 }
 
-/// Publishes the Event of a run entering `phase`, with the run's message (scrubbed) as the note.
+/// Who publishes Events (`reportingController`, `reportingInstance`).
+#[derive(Debug, Clone)]
+pub struct Reporter {
+    pub controller: String,
+    pub instance: String,
+}
+
+/// Creates the events.k8s.io/v1 Event of a run entering `phase` at `now`, with the run's message (scrubbed)
+/// as the note. A run enters each phase once, so Events are created directly: kube's `Recorder` would keep
+/// every Event for six minutes to count repeats into a series, and scan them all on every publish.
 pub async fn publish_transition(
-    recorder: &Recorder,
+    client: &kube::Client,
+    reporter: &Reporter,
     run: &AnalysisRun,
     phase: AnalysisPhase,
     message: Option<&str>,
     secrets: &[String],
+    now: Timestamp,
 ) -> Result<(), kube::Error> {
     let Some(reason) = event_reason(phase) else {
         return Ok(());
@@ -198,19 +210,32 @@ pub async fn publish_transition(
     });
     scrub(&mut note, secrets);
     let type_ = match phase {
-        AnalysisPhase::Running | AnalysisPhase::Successful | AnalysisPhase::Pending => {
-            EventType::Normal
-        }
-        _ => EventType::Warning,
+        AnalysisPhase::Running | AnalysisPhase::Successful | AnalysisPhase::Pending => "Normal",
+        _ => "Warning",
     };
+    let regarding = run.object_ref(&());
+    let namespace = regarding.namespace.clone().unwrap_or_default();
     let event = Event {
-        type_,
-        reason: reason.to_string(),
+        metadata: ObjectMeta {
+            // Unique per run and instant, as client-go names Events.
+            name: Some(format!("{}.{:x}", run.name_any(), now.as_nanosecond())),
+            namespace: regarding.namespace.clone(),
+            ..ObjectMeta::default()
+        },
+        action: Some("Analyze".to_string()),
+        reason: Some(reason.to_string()),
         note: note.as_str().map(str::to_string),
-        action: "Analyze".to_string(),
-        secondary: None,
+        type_: Some(type_.to_string()),
+        event_time: Some(MicroTime(now)),
+        regarding: Some(regarding),
+        reporting_controller: Some(reporter.controller.clone()),
+        reporting_instance: Some(reporter.instance.clone()),
+        ..Event::default()
     };
-    recorder.publish(&event, &run.object_ref(&())).await
+    Api::<Event>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), &event)
+        .await
+        .map(drop)
 }
 
 #[cfg(test)]

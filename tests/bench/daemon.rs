@@ -8,7 +8,8 @@
 //! measurement's query reaching Prometheus to the completed status being seen on a watch (p50/p99), the
 //! daemon's peak resident memory (VmHWM) and CPU, and queries sent vs measurements taken.
 //!
-//! CANARYD_BENCH_RUNS (default 500), CANARYD_BENCH_SECONDS (default 60), CANARYD_BENCH_INTERVAL (default 10).
+//! The runs are created evenly over the first interval. CANARYD_BENCH_RUNS (default 500),
+//! CANARYD_BENCH_SECONDS (default 60), CANARYD_BENCH_INTERVAL (default 10).
 
 #[path = "../support/fake_apiserver.rs"]
 mod fake_apiserver;
@@ -109,7 +110,12 @@ async fn bench(runs: usize, count: u64, interval: u64) {
     let (daemon, metrics_addr) = spawn_daemon(&server);
     let cpu_before = cpu_seconds(daemon.id());
     let wall = Instant::now();
+    // Created evenly over one interval, as runs that start independently are: every second of the interval
+    // then has its share of due measurements (all of them due in the same few seconds is another test).
+    let spacing = Duration::from_secs(interval) / u32::try_from(runs.max(1)).unwrap_or(u32::MAX);
+    let start = tokio::time::Instant::now();
     for i in 0..runs {
+        tokio::time::sleep_until(start + spacing * u32::try_from(i).unwrap_or(u32::MAX)).await;
         let r = harness::run(
             &format!("bench-{i}"),
             &prom.uri(),
