@@ -53,6 +53,9 @@ pub struct Config {
     /// Prometheus address for metrics whose template names none.
     pub prometheus: Option<String>,
     pub prometheus_max_concurrency: u32,
+    /// How long a successful answer serves later measurements of the same query (one second: the same
+    /// second only).
+    pub prometheus_share_window: Duration,
     pub metrics_addr: SocketAddr,
     /// `None`: no election, this process always reconciles.
     pub leader_election: Option<LeaseConfig>,
@@ -212,7 +215,10 @@ impl Daemon {
                 addr: config.metrics_addr,
                 source,
             })?;
-        let gate = Arc::new(Gate::new(config.prometheus_max_concurrency));
+        let gate = Arc::new(Gate::new(
+            config.prometheus_max_concurrency,
+            config.prometheus_share_window,
+        ));
         let providers = Providers::new(config.prometheus.clone()).with_gate(gate.clone());
         let reporter = runs::Reporter {
             controller: "canaryd".to_string(),

@@ -27,6 +27,11 @@ pub struct Args {
     /// Most queries in flight to one Prometheus address at once.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub prometheus_max_concurrency: u32,
+    /// How long a successful Prometheus answer also serves later measurements of the identical query (other
+    /// runs' included): 1s shares only between measurements due in the same second; 10s lets one query per
+    /// 10 s serve every run asking it, each answer then being up to 9 s older than its measurement.
+    #[arg(long, default_value = "1s", value_parser = duration, value_name = "DURATION")]
+    pub prometheus_share_window: Duration,
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, default_value = "0.0.0.0:8090")]
     pub metrics_addr: SocketAddr,
@@ -69,6 +74,12 @@ impl Args {
                 Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
                 _ => return Err(format!("--prometheus {address:?} is not an http(s) URL")),
             }
+        }
+        if self.prometheus_share_window < Duration::from_secs(1) {
+            return Err(format!(
+                "--prometheus-share-window ({:?}) must be at least 1s: answers are always shared within a second",
+                self.prometheus_share_window
+            ));
         }
         if self.namespaces.iter().any(|n| n.trim().is_empty()) {
             return Err("--namespace must not be empty".to_string());
@@ -118,6 +129,7 @@ impl Args {
                 .clone()
                 .or_else(crate::providers::default_address_from_env),
             prometheus_max_concurrency: self.prometheus_max_concurrency,
+            prometheus_share_window: self.prometheus_share_window,
             metrics_addr: self.metrics_addr,
             leader_election: self.leader_elect.then(|| LeaseConfig {
                 name: self.lease_name.clone(),

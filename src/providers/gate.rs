@@ -1,7 +1,8 @@
-//! Sharing Prometheus between many runs: identical resolved queries due in the same second are sent once and
-//! the answer handed to every asker (singleflight keyed by address, query, window, auth and the second), and
-//! at most `max_concurrency` queries are in flight to one address. Owns no judging and no retries; the
-//! answer (or error) is exactly what one [`Prometheus::query`] returned.
+//! Sharing Prometheus between many runs: identical resolved queries (same address, query, window, headers and
+//! auth) due in the same second are sent once and the answer handed to every asker; with a sharing window of
+//! W seconds, a successful answer also serves measurements due up to W - 1 seconds after it was asked. At most
+//! `max_concurrency` queries are in flight to one address. Owns no judging and no retries; the answer (or
+//! error) is exactly what one [`Prometheus::query`] returned.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -16,11 +17,10 @@ use super::{ProviderError, ProviderResult};
 
 type Answer = Result<ProviderResult, ProviderError>;
 
-/// The key of one shared query. The hash covers headers and auth secrets, so two runs with different
-/// credentials never share an answer; the hash is kept in memory only.
+/// The question one shared answer is for. The hash covers headers and auth secrets, so two runs with
+/// different credentials never share an answer; the hash is kept in memory only.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
-    second: i64,
     address: String,
     query: String,
     window: Option<(i64, i64, u128)>,
@@ -28,7 +28,7 @@ struct Key {
 }
 
 impl Key {
-    fn of(req: &PrometheusRequest, second: i64) -> Key {
+    fn of(req: &PrometheusRequest) -> Key {
         let mut h = DefaultHasher::new();
         req.timeout.hash(&mut h);
         req.insecure.hash(&mut h);
@@ -48,7 +48,6 @@ impl Key {
             }
         };
         Key {
-            second,
             address: req.address.clone(),
             query: req.query.clone(),
             window,
@@ -57,17 +56,37 @@ impl Key {
     }
 }
 
-/// The answers being shared, and the newest second asked about.
+/// One answer being shared: the second it was asked in, and the answer once it is in.
+#[derive(Debug, Clone)]
+struct Flight {
+    second: i64,
+    answer: Arc<OnceCell<Answer>>,
+}
+
+impl Flight {
+    /// Whether a measurement due in `second` may take this answer: one asked in the same second always
+    /// (in flight or answered, error or not); a successful one asked less than `window` seconds before.
+    fn serves(&self, second: i64, window: i64) -> bool {
+        self.second == second
+            || (self.second < second
+                && second - self.second < window
+                && self.answer.get().is_some_and(Result::is_ok))
+    }
+}
+
+/// The newest answer for each question, and the newest second asked about.
 #[derive(Debug, Default)]
 struct Flights {
-    cells: HashMap<Key, Arc<OnceCell<Answer>>>,
-    newest: i64,
+    newest: HashMap<Key, Flight>,
+    second: i64,
 }
 
 /// Singleflight and per-address limits in front of one [`Prometheus`]. Build once per process.
 #[derive(Debug)]
 pub struct Gate {
     max_concurrency: usize,
+    /// In whole seconds, at least 1 (the same second only).
+    share_window: i64,
     flights: Mutex<Flights>,
     limits: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// How long the queries actually sent took, by provider (`prometheus`, `web`).
@@ -75,9 +94,13 @@ pub struct Gate {
 }
 
 impl Gate {
-    pub fn new(max_concurrency: u32) -> Gate {
+    /// `share_window`: how long a successful answer serves later measurements of the same question, rounded
+    /// up to whole seconds; anything up to one second shares within the same second only.
+    pub fn new(max_concurrency: u32, share_window: std::time::Duration) -> Gate {
+        let window = share_window.as_secs() + u64::from(share_window.subsec_nanos() > 0);
         Gate {
             max_concurrency: usize::try_from(max_concurrency.max(1)).unwrap_or(1),
+            share_window: i64::try_from(window).unwrap_or(i64::MAX).max(1),
             flights: Mutex::new(Flights::default()),
             limits: Mutex::new(HashMap::new()),
             durations: Mutex::new(HashMap::new()),
@@ -93,24 +116,42 @@ impl Gate {
         d.entry(provider).or_default().observe(took.as_secs_f64());
     }
 
-    /// Answers `req` as asked in unix second `second`: the first asker sends it (waiting for a slot at its
-    /// address), everyone else asking the same in the same second gets the same answer.
+    /// Answers `req` for a measurement due in unix second `second`: the first asker sends it (waiting for a
+    /// slot at its address); everyone else asking the same question in that second, or within the sharing
+    /// window after a successful answer, gets the same answer.
     pub async fn query(
         &self,
         prometheus: &Prometheus,
         req: &PrometheusRequest,
         second: i64,
     ) -> Answer {
-        let key = Key::of(req, second);
         let cell = {
             let mut flights = self.flights.lock().unwrap_or_else(PoisonError::into_inner);
-            // Answers of past seconds can no longer be shared: drop them, once a second, so the map
-            // stays small without a scan on every query.
-            if second > flights.newest {
-                flights.newest = second;
-                flights.cells.retain(|k, _| k.second >= second - 1);
+            // Answers too old to serve anyone are dropped once a second, so the map stays small without a
+            // scan on every query.
+            if second > flights.second {
+                flights.second = second;
+                let window = self.share_window;
+                flights
+                    .newest
+                    .retain(|_, f| second - f.second < window.max(2));
             }
-            flights.cells.entry(key).or_default().clone()
+            let key = Key::of(req);
+            match flights.newest.get(&key) {
+                Some(f) if f.serves(second, self.share_window) => f.answer.clone(),
+                // A measurement due before the newest answer's second (a late one) asks on its own
+                // rather than replacing a newer answer.
+                Some(f) if f.second > second => Arc::default(),
+                _ => {
+                    let answer = Arc::<OnceCell<Answer>>::default();
+                    let flight = Flight {
+                        second,
+                        answer: answer.clone(),
+                    };
+                    flights.newest.insert(key, flight);
+                    answer
+                }
+            }
         };
         cell.get_or_init(|| async {
             let limit = {
@@ -137,21 +178,30 @@ mod tests {
     use super::*;
     use crate::api::PrometheusMetric;
 
-    fn request(query: &str) -> PrometheusRequest {
+    fn request_to(address: &str, query: &str) -> PrometheusRequest {
         let metric = PrometheusMetric {
-            address: Some("http://127.0.0.1:9".into()),
+            address: Some(address.into()),
             query: Some(query.into()),
             ..Default::default()
         };
         PrometheusRequest::from_metric(&metric, None, jiff::Timestamp::UNIX_EPOCH, None).unwrap()
     }
 
+    /// To a port that refuses connections: every answer is an error.
+    fn request(query: &str) -> PrometheusRequest {
+        request_to("http://127.0.0.1:9", query)
+    }
+
+    fn sent(gate: &Gate) -> u64 {
+        let durations = gate.durations.lock().unwrap();
+        durations.get("prometheus").map_or(0, |h| h.count())
+    }
+
     #[test]
-    fn the_same_query_in_the_same_second_has_one_key_and_credentials_split_it() {
+    fn the_same_question_has_one_key_and_credentials_split_it() {
         let a = request("up");
-        assert_eq!(Key::of(&a, 5), Key::of(&request("up"), 5));
-        assert_ne!(Key::of(&a, 5), Key::of(&a, 6));
-        assert_ne!(Key::of(&a, 5), Key::of(&request("down"), 5));
+        assert_eq!(Key::of(&a), Key::of(&request("up")));
+        assert_ne!(Key::of(&a), Key::of(&request("down")));
         let metric = PrometheusMetric {
             address: Some("http://127.0.0.1:9".into()),
             query: Some("up".into()),
@@ -170,13 +220,71 @@ mod tests {
         let two =
             PrometheusRequest::from_metric(&other_metric, None, jiff::Timestamp::UNIX_EPOCH, None)
                 .unwrap();
-        assert_ne!(Key::of(&one, 5), Key::of(&two, 5));
-        assert!(!format!("{:?}", Key::of(&one, 5)).contains("Bearer one"));
+        assert_ne!(Key::of(&one), Key::of(&two));
+        assert!(!format!("{:?}", Key::of(&one)).contains("Bearer one"));
+    }
+
+    #[tokio::test]
+    async fn by_default_only_measurements_due_in_the_same_second_share_an_answer() {
+        let server = wiremock::MockServer::start().await;
+        wiremock::Mock::given(wiremock::matchers::path("/api/v1/query"))
+            .respond_with(
+                wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({
+                    "status": "success", "data": {"resultType": "scalar", "result": [1.0, "1"]}
+                })),
+            )
+            .mount(&server)
+            .await;
+        let (prometheus, req) = (Prometheus::default(), request_to(&server.uri(), "up"));
+        let gate = Gate::new(10, std::time::Duration::from_secs(1));
+        for second in [100, 100, 101, 101, 100] {
+            assert!(gate.query(&prometheus, &req, second).await.is_ok());
+        }
+        // 100 and 101 asked once each; the late 100 after 101 asks again rather than displace 101's answer.
+        assert_eq!(sent(&gate), 3);
+    }
+
+    #[tokio::test]
+    async fn a_sharing_window_serves_later_measurements_with_a_successful_answer() {
+        let server = wiremock::MockServer::start().await;
+        wiremock::Mock::given(wiremock::matchers::path("/api/v1/query"))
+            .respond_with(
+                wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({
+                    "status": "success", "data": {"resultType": "scalar", "result": [1.0, "1"]}
+                })),
+            )
+            .mount(&server)
+            .await;
+        let (prometheus, req) = (Prometheus::default(), request_to(&server.uri(), "up"));
+        // 9.5 s rounds up to 10 s: answers serve measurements due up to 9 s later.
+        let gate = Gate::new(10, std::time::Duration::from_millis(9500));
+        for second in [100, 104, 109] {
+            assert!(gate.query(&prometheus, &req, second).await.is_ok());
+        }
+        assert_eq!(sent(&gate), 1);
+        for second in [110, 115, 119] {
+            assert!(gate.query(&prometheus, &req, second).await.is_ok());
+        }
+        assert_eq!(sent(&gate), 2);
+        // A different question is asked on its own.
+        let other = request_to(&server.uri(), "down");
+        assert!(gate.query(&prometheus, &other, 119).await.is_ok());
+        assert_eq!(sent(&gate), 3);
+    }
+
+    #[tokio::test]
+    async fn an_error_is_shared_within_its_second_only() {
+        let gate = Gate::new(10, std::time::Duration::from_secs(10));
+        let (prometheus, req) = (Prometheus::default(), request("up"));
+        for second in [100, 100, 101] {
+            assert!(gate.query(&prometheus, &req, second).await.is_err());
+        }
+        assert_eq!(sent(&gate), 2);
     }
 
     #[tokio::test]
     async fn concurrent_identical_queries_are_sent_once() {
-        let gate = Arc::new(Gate::new(2));
+        let gate = Arc::new(Gate::new(2, std::time::Duration::from_secs(1)));
         let prometheus = Prometheus::default();
         let req = request("up");
         let mut tasks = tokio::task::JoinSet::new();
@@ -188,14 +296,7 @@ mod tests {
         while let Some(a) = tasks.join_next().await {
             answers.push(a.unwrap());
         }
-        // One query sent: one duration observed.
-        let sent = gate
-            .durations
-            .lock()
-            .unwrap()
-            .get("prometheus")
-            .map(|h| h.count());
-        assert_eq!(sent, Some(1));
+        assert_eq!(sent(&gate), 1);
         // Port 9 refuses: every asker got the same error.
         assert!(answers.iter().all(|a| a == &answers[0] && a.is_err()));
     }

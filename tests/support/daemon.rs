@@ -73,6 +73,7 @@ pub fn config() -> Config {
         instance_id: None,
         prometheus: None,
         prometheus_max_concurrency: 10,
+        prometheus_share_window: Duration::from_secs(1),
         metrics_addr: "127.0.0.1:0".parse().expect("an address"),
         leader_election: None,
         identity: "test".to_string(),

@@ -226,6 +226,8 @@ pub struct RecordedRequest {
     pub path: String,
     /// The raw query string, percent-encoded as sent.
     pub query: String,
+    /// When it arrived.
+    pub at: jiff::Timestamp,
 }
 
 #[derive(Clone, Debug)]
@@ -558,6 +560,7 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Bod
         method: request.method().to_string(),
         path: request.uri().path().to_owned(),
         query: request.uri().query().unwrap_or_default().to_owned(),
+        at: jiff::Timestamp::now(),
     };
     let fault = {
         let mut control = shared.lock_control();
