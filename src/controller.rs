@@ -140,9 +140,7 @@ impl Context {
             None => map.remove(&key),
         };
     }
-}
 
-impl Context {
     /// Waits for `at` when it is at most [`PREWAKE`] away (a reconcile started early on purpose). Returns
     /// false when the watch delivered a version of `run` other than the one read (or the one this process
     /// wrote, `write_rv`) meanwhile, so the caller would work on a stale copy.

@@ -299,6 +299,22 @@ async fn every_write_bumps_the_resource_version_but_a_no_op_does_not() {
 }
 
 #[tokio::test]
+async fn a_metadata_only_change_does_not_bump_generation() {
+    let server = FakeApiServer::start().await;
+    let api = runs(&server).await;
+    api.create(&PostParams::default(), &run("canary-1"))
+        .await
+        .unwrap();
+    let patch = Patch::Merge(json!({ "metadata": { "labels": { "team": "a" } } }));
+    let patched = api
+        .patch("canary-1", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.labels.unwrap().len(), 1);
+    assert_eq!(patched.metadata.generation, Some(1));
+}
+
+#[tokio::test]
 async fn merge_patch_changes_only_the_fields_it_names_and_null_removes() {
     let server = FakeApiServer::start().await;
     let api = runs(&server).await;

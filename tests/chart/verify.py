@@ -60,7 +60,7 @@ MATRIX: dict[str, dict[str, Any]] = {
     "default values": {},
     "all namespaces with an instance id and a Prometheus address": {
         "instanceId": "canaryd",
-        "prometheus": {"address": "http://prometheus.monitoring:9090", "maxConcurrency": 4},
+        "prometheus": {"address": "http://prometheus.monitoring:9090", "maxConcurrency": 4, "shareWindow": "10s"},
         "log": {"level": "canaryd=debug,info", "format": "text"},
         "extraArgs": ["--lease-namespace=canaryd"],
     },

@@ -410,7 +410,7 @@ impl Store {
             }
         };
         set_meta(&mut new, "resourceVersion", old_rv);
-        if res.custom && spec_view(res, &old) != spec_view(res, &new) {
+        if res.custom && !same_spec(res, &old, &new) {
             let generation = old
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
@@ -614,15 +614,20 @@ fn fill_type_meta(res: &ResourceDef, object: &mut Value) {
 }
 
 /// What `generation` tracks: everything but metadata, and but status where status is a subresource.
-fn spec_view(res: &ResourceDef, object: &Value) -> Value {
-    let mut view = object.clone();
-    if let Some(view) = view.as_object_mut() {
-        view.remove("metadata");
-        if res.status_subresource {
-            view.remove("status");
+/// Whether two versions differ only in metadata (and status, where status is a subresource): what
+/// `metadata.generation` ignores.
+fn same_spec(res: &ResourceDef, a: &Value, b: &Value) -> bool {
+    let ignored = |k: &str| k == "metadata" || (res.status_subresource && k == "status");
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => {
+            let kept = |m: &'_ Map<String, Value>| m.iter().filter(|(k, _)| !ignored(k)).count();
+            kept(a) == kept(b)
+                && a.iter()
+                    .filter(|(k, _)| !ignored(k))
+                    .all(|(k, v)| b.get(k) == Some(v))
         }
+        _ => a == b,
     }
-    view
 }
 
 /// Per-kind defaulting kube-apiserver does that clients observe: Secrets' `stringData` folds into base64 `data`.

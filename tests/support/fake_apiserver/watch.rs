@@ -43,7 +43,7 @@ impl WatchRequest {
     }
 
     /// The event this watch sees for a change, if any: leaving the selector reads as DELETED, entering as ADDED.
-    fn event_for(&self, change: &Change) -> Option<Value> {
+    fn event_for(&self, change: &Change) -> Option<String> {
         if change.key.0 != self.resource.id() {
             return None;
         }
@@ -59,7 +59,7 @@ impl WatchRequest {
                 (false, false) => None,
             },
         }?;
-        Some(json!({ "type": kind, "object": change.object }))
+        Some(event_line(kind, &change.object))
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Value {
@@ -73,8 +73,19 @@ impl WatchRequest {
     }
 }
 
+/// One watch event as sent: serialized from the stored object as it is, without a copy per watch.
+fn event_line(kind: &str, object: &Value) -> String {
+    #[derive(serde::Serialize)]
+    struct WatchEvent<'a> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        object: &'a Value,
+    }
+    serde_json::to_string(&WatchEvent { kind, object }).unwrap_or_default()
+}
+
 enum Step {
-    Send(Vec<Value>),
+    Send(Vec<String>),
     /// The fixture cut open watches: end the body with an error so the connection drops mid-stream.
     Cut,
     /// The watch fell out of the history window.
@@ -106,10 +117,10 @@ async fn run(
     let _open = OpenWatch(shared.clone());
     let mut signal = shared.signal.subscribe();
     let mut shutdown = shared.shutdown.subscribe();
-    let send = |event: Value| {
+    let send = |event: String| {
         let tx = tx.clone();
         async move {
-            let mut line = event.to_string().into_bytes();
+            let mut line = event.into_bytes();
             line.push(b'\n');
             tx.send(Ok(Frame::data(Bytes::from(line)))).await.is_ok()
         }
@@ -128,13 +139,13 @@ async fn run(
             (Some(rv), None) => Ok((rv, store.watch_epoch, Vec::new())),
             (None, None) => {
                 let res_id = request.resource.id();
-                let mut events: Vec<Value> = store
+                let mut events: Vec<String> = store
                     .list(&res_id, request.namespace.as_deref())
                     .filter(|o| request.selects(o))
-                    .map(|o| json!({ "type": "ADDED", "object": o }))
+                    .map(|o| event_line("ADDED", o))
                     .collect();
                 if request.initial_events {
-                    events.push(request.bookmark(store.rv, true));
+                    events.push(request.bookmark(store.rv, true).to_string());
                 }
                 Ok((store.rv, store.watch_epoch, events))
             }
@@ -143,7 +154,11 @@ async fn run(
     let (mut cursor, epoch, initial) = match start {
         Ok(start) => start,
         Err(message) => {
-            send(json!({ "type": "ERROR", "object": ApiError::new(410, "Expired", message).status() })).await;
+            send(event_line(
+                "ERROR",
+                &ApiError::new(410, "Expired", message).status(),
+            ))
+            .await;
             return;
         }
     };
@@ -183,7 +198,7 @@ async fn run(
             }
             Step::Expired(rv) => {
                 let gone = ApiError::new(410, "Expired", format!("too old resource version: {rv}"));
-                send(json!({ "type": "ERROR", "object": gone.status() })).await;
+                send(event_line("ERROR", &gone.status())).await;
                 return;
             }
             Step::Send(events) => {
@@ -196,7 +211,7 @@ async fn run(
         }
         if bookmark_due {
             bookmark_due = false;
-            if !send(request.bookmark(cursor, false)).await {
+            if !send(request.bookmark(cursor, false).to_string()).await {
                 return;
             }
         }
