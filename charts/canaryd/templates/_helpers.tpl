@@ -80,6 +80,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   (printf "--log-level=%s" $v.log.level)
   (printf "--log-format=%s" $v.log.format)
   (printf "--prometheus-max-concurrency=%d" (int $v.prometheus.maxConcurrency))
+  (printf "--prometheus-share-window=%s" $v.prometheus.shareWindow)
   (printf "--leader-elect=%t" $v.leaderElection.enabled) -}}
 {{- if $v.leaderElection.enabled -}}
 {{- $args = concat $args (list
@@ -99,7 +100,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- /* clap rejects a repeated flag, and a flag set behind the chart's back (--namespace) would escape RBAC. */ -}}
 {{- $owned := dict "--metrics-addr" "metrics.port" "--log-level" "log.level" "--log-format" "log.format"
-  "--prometheus-max-concurrency" "prometheus.maxConcurrency" "--leader-elect" "leaderElection.enabled"
+  "--prometheus-max-concurrency" "prometheus.maxConcurrency" "--prometheus-share-window" "prometheus.shareWindow"
+  "--leader-elect" "leaderElection.enabled"
   "--lease-name" "leaderElection.leaseName" "--lease-duration" "leaderElection.leaseDuration"
   "--renew-deadline" "leaderElection.renewDeadline" "--retry-period" "leaderElection.retryPeriod"
   "--namespace" "watch.namespaces" "--instance-id" "instanceId" "--prometheus" "prometheus.address" -}}
