@@ -8,9 +8,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::compare::{COMPARE_PLUGIN, CompareSpec, DistributionCompare, ErrorRateCompare};
-use crate::api::{
-    AnalysisPhase, Measurement, Metric, MetricResult, PrometheusMetric, PrometheusRangeQuery,
-};
+use crate::api::{AnalysisPhase, Measurement, Metric, PrometheusMetric, PrometheusRangeQuery};
 use crate::engine::compare;
 use crate::engine::condition::{Condition, measurement_phase};
 use crate::engine::judge::{self, DistributionParams, ErrorRateParams, ErrorRateTest, Verdict};
@@ -31,8 +29,8 @@ pub struct MeasureAt<'a> {
     pub secrets: &'a [String],
     /// Where `{{window}}` opens (see `engine::compare::window_start`).
     pub window_start: Timestamp,
-    /// The metric's result so far: `canaryd/compare` keeps its error-rate history in its metadata.
-    pub previous: Option<&'a MetricResult>,
+    /// The metadata of the metric's result so far: `canaryd/compare` keeps its error-rate history there.
+    pub previous_metadata: Option<&'a BTreeMap<String, String>>,
 }
 
 /// A metric ready to be measured: its conditions compiled once.
@@ -278,8 +276,7 @@ impl Providers {
             min_requests: e.min_requests.unwrap_or(defaults.min_requests),
         };
         let invalid = |e: String| ProviderError::Invalid(format!("plugin {COMPARE_PLUGIN}: {e}"));
-        let history =
-            compare::looks_from(at.previous.and_then(|r| r.metadata.as_ref())).map_err(invalid)?;
+        let history = compare::looks_from(at.previous_metadata).map_err(invalid)?;
         let [ce, cr, be, br] = [
             &e.canary.errors,
             &e.canary.requests,

@@ -98,19 +98,20 @@ pub async fn measure_due(
             continue;
         };
         let window_start = compare::window_start(plan, started);
-        let previous = status
+        // Only the metadata: the measurements themselves are not the provider's business.
+        let previous_metadata = status
             .metric_results
             .iter()
             .flatten()
             .find(|r| r.name == plan.name)
-            .cloned();
+            .and_then(|r| r.metadata.clone());
         tasks.spawn(async move {
             let at = MeasureAt {
                 now,
                 eval_time,
                 secrets: &secrets,
                 window_start,
-                previous: previous.as_ref(),
+                previous_metadata: previous_metadata.as_ref(),
             };
             (index, providers.measure(&metric, at).await)
         });
