@@ -543,7 +543,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
                 .started_at
                 .get_or_insert(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
             status.completed_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
-            warn!(run = %run_key, phase = "Error", message = %e, "AnalysisRun cannot run");
+            warn!(run = %run_key, phase = "Error", reason = %e, "AnalysisRun cannot run");
             let values: Vec<String> = secrets.values().filter_map(|v| v.clone().ok()).collect();
             (status, None, values)
         }
@@ -589,7 +589,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
                         metric = %plan.name,
                         value = %shown[0].as_str().unwrap_or("-"),
                         phase = %m.phase,
-                        message = %shown[1].as_str().unwrap_or(""),
+                        reason = %shown[1].as_str().unwrap_or(""),
                         "Measured"
                     );
                 }
@@ -660,7 +660,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
             && phase_before != Some(phase)
         {
             if phase.is_completed() {
-                info!(run = %run_key, phase = %phase, message = new_status.message.as_deref().unwrap_or(""), "AnalysisRun completed");
+                info!(run = %run_key, phase = %phase, reason = new_status.message.as_deref().unwrap_or(""), "AnalysisRun completed");
             }
             if let Err(e) = runs::publish_transition(
                 &ctx.client,
