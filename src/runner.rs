@@ -88,41 +88,28 @@ pub async fn measure_due(
     eval_time: Option<Timestamp>,
     finished: &(dyn Fn() -> Timestamp + Sync),
 ) -> Vec<usize> {
-    let mut tasks = tokio::task::JoinSet::new();
     let started = status.started_at.as_ref().map_or(now, |t| t.0);
-    for &index in due {
-        let (providers, secrets) = (providers.clone(), run.secrets.clone());
-        let (Some(metric), Some(plan)) =
-            (run.metrics.get(index).cloned(), run.plan.metrics.get(index))
-        else {
-            continue;
-        };
-        let window_start = compare::window_start(plan, started);
+    // Polled together on this task: no metric waits for another's answer, and a measurement due now does not
+    // queue behind every other task of the process before its query is sent.
+    let measurements = due.iter().filter_map(|&index| {
+        let (metric, plan) = (run.metrics.get(index)?, run.plan.metrics.get(index)?);
         // Only the metadata: the measurements themselves are not the provider's business.
         let previous_metadata = status
             .metric_results
             .iter()
             .flatten()
             .find(|r| r.name == plan.name)
-            .and_then(|r| r.metadata.clone());
-        tasks.spawn(async move {
-            let at = MeasureAt {
-                now,
-                eval_time,
-                secrets: &secrets,
-                window_start,
-                previous_metadata: previous_metadata.as_ref(),
-            };
-            (index, providers.measure(&metric, at).await)
-        });
-    }
-    let mut outcomes = Vec::new();
-    while let Some(joined) = tasks.join_next().await {
-        // A measurement task cannot panic on outside input; if one did, skipping it only delays the metric.
-        if let Ok(outcome) = joined {
-            outcomes.push(outcome);
-        }
-    }
+            .and_then(|r| r.metadata.as_ref());
+        let at = MeasureAt {
+            now,
+            eval_time,
+            secrets: &run.secrets,
+            window_start: compare::window_start(plan, started),
+            previous_metadata,
+        };
+        Some(async move { (index, providers.measure(metric, at).await) })
+    });
+    let mut outcomes = futures::future::join_all(measurements).await;
     outcomes.sort_by_key(|(index, _)| *index);
     let mut recorded = Vec::new();
     for (index, outcome) in outcomes {

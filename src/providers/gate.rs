@@ -192,6 +192,20 @@ mod tests {
         request_to("http://127.0.0.1:9", query)
     }
 
+    /// A Prometheus answering every instant query with the scalar 1.
+    async fn answering_prometheus() -> wiremock::MockServer {
+        let server = wiremock::MockServer::start().await;
+        wiremock::Mock::given(wiremock::matchers::path("/api/v1/query"))
+            .respond_with(
+                wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({
+                    "status": "success", "data": {"resultType": "scalar", "result": [1.0, "1"]}
+                })),
+            )
+            .mount(&server)
+            .await;
+        server
+    }
+
     fn sent(gate: &Gate) -> u64 {
         let durations = gate.durations.lock().unwrap();
         durations.get("prometheus").map_or(0, |h| h.count())
@@ -226,15 +240,7 @@ mod tests {
 
     #[tokio::test]
     async fn by_default_only_measurements_due_in_the_same_second_share_an_answer() {
-        let server = wiremock::MockServer::start().await;
-        wiremock::Mock::given(wiremock::matchers::path("/api/v1/query"))
-            .respond_with(
-                wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({
-                    "status": "success", "data": {"resultType": "scalar", "result": [1.0, "1"]}
-                })),
-            )
-            .mount(&server)
-            .await;
+        let server = answering_prometheus().await;
         let (prometheus, req) = (Prometheus::default(), request_to(&server.uri(), "up"));
         let gate = Gate::new(10, std::time::Duration::from_secs(1));
         for second in [100, 100, 101, 101, 100] {
@@ -246,15 +252,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_sharing_window_serves_later_measurements_with_a_successful_answer() {
-        let server = wiremock::MockServer::start().await;
-        wiremock::Mock::given(wiremock::matchers::path("/api/v1/query"))
-            .respond_with(
-                wiremock::ResponseTemplate::new(200).set_body_json(serde_json::json!({
-                    "status": "success", "data": {"resultType": "scalar", "result": [1.0, "1"]}
-                })),
-            )
-            .mount(&server)
-            .await;
+        let server = answering_prometheus().await;
         let (prometheus, req) = (Prometheus::default(), request_to(&server.uri(), "up"));
         // 9.5 s rounds up to 10 s: answers serve measurements due up to 9 s later.
         let gate = Gate::new(10, std::time::Duration::from_millis(9500));

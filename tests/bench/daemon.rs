@@ -117,16 +117,18 @@ async fn bench(runs: usize, count: u64, interval: u64, share_window: u64) {
     let mut completed = 0.0;
     while completed < runs as f64 && wall.elapsed() < limit {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        completed = metric_sum(metrics_addr, "canaryd_analysis_runs", |phase| {
-            !matches!(phase, Some("Running" | "Pending"))
-        })
-        .await;
+        completed = 0.0;
+        for phase in ["Successful", "Failed", "Error", "Inconclusive"] {
+            completed +=
+                harness::metric_at(metrics_addr, "canaryd_analysis_runs", &[("phase", phase)])
+                    .await;
+        }
     }
     let elapsed = wall.elapsed();
     let cpu = cpu_seconds(daemon.id()) - cpu_before;
     let peak_rss = proc_field(&format!("/proc/{}/status", daemon.id()), "VmHWM:");
     let queries = prom.queries();
-    let measurements = metric_sum(metrics_addr, "canaryd_measurements_total", |_| true).await;
+    let measurements = harness::metric_at(metrics_addr, "canaryd_measurements_total", &[]).await;
     stop(daemon);
 
     let arrivals = prom.arrivals.lock().map(|a| a.clone()).unwrap_or_default();
@@ -266,31 +268,4 @@ fn stop(mut daemon: DaemonProcess) {
         .args(["-TERM", &daemon.id().to_string()])
         .status();
     let _ = daemon.0.wait();
-}
-
-/// The sum of metric `name` over the samples whose `phase` label `phase` accepts, from the daemon's /metrics.
-async fn metric_sum(
-    addr: std::net::SocketAddr,
-    name: &str,
-    phase: impl Fn(Option<&str>) -> bool,
-) -> f64 {
-    let text = match reqwest::get(format!("http://{addr}/metrics")).await {
-        Ok(r) => r.text().await.unwrap_or_default(),
-        Err(_) => String::new(),
-    };
-    let lines = text.lines().map(|l| Ok(l.to_string()));
-    let Ok(scrape) = prometheus_parse::Scrape::parse(lines) else {
-        return f64::NAN;
-    };
-    scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == name && phase(s.labels.get("phase")))
-        .map(|s| match s.value {
-            prometheus_parse::Value::Counter(v)
-            | prometheus_parse::Value::Gauge(v)
-            | prometheus_parse::Value::Untyped(v) => v,
-            _ => 0.0,
-        })
-        .sum()
 }

@@ -47,24 +47,33 @@ impl Running {
         }
     }
 
-    /// The value of one sample of `/metrics` (parsed with prometheus-parse), 0 when absent.
+    /// The value of one sample of `/metrics`, 0 when absent (see [`metric_at`]).
     pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        let (_, text) = self.scrape("/metrics").await;
-        let lines = text.lines().map(|l| Ok(l.to_string()));
-        let scrape = prometheus_parse::Scrape::parse(lines).expect("/metrics parses");
-        scrape
-            .samples
-            .iter()
-            .filter(|s| s.metric == name)
-            .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-            .map(|s| match s.value {
-                prometheus_parse::Value::Counter(v)
-                | prometheus_parse::Value::Gauge(v)
-                | prometheus_parse::Value::Untyped(v) => v,
-                _ => 0.0,
-            })
-            .sum()
+        metric_at(self.metrics_addr, name, labels).await
     }
+}
+
+/// The sum of the samples of `name` carrying `labels`, from the `/metrics` of a daemon serving on `addr`
+/// (parsed with prometheus-parse, as Prometheus would read it); 0 when absent.
+pub async fn metric_at(addr: std::net::SocketAddr, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let text = match reqwest::get(format!("http://{addr}/metrics")).await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("/metrics parses");
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == name)
+        .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => 0.0,
+        })
+        .sum()
 }
 
 pub fn config() -> Config {
