@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::analysis::{LimitRule, Written, WrittenLimits, limit_rules};
 use super::args::{self, Placeholder};
 use super::condition::Condition;
 use crate::api::compare::{COMPARE_PLUGIN, CompareSpec};
@@ -300,33 +301,22 @@ fn check_name_regex(pattern: &str, path: &str, names: &[&str], findings: &mut Ve
     }
 }
 
-/// A count or limit: a number, or a placeholder that becomes one at run time.
-enum Limit {
-    Value(i64),
-    Templated,
-}
-
-fn limit(field: &Option<IntOrString>, path: &str, findings: &mut Vec<Finding>) -> Option<Limit> {
-    match field.as_ref()? {
-        IntOrString::Int(n) => Some(Limit::Value(i64::from(*n))),
-        IntOrString::String(s) if args::is_templated(s) => Some(Limit::Templated),
-        IntOrString::String(s) => match s.trim().parse::<i64>() {
-            Ok(n) => Some(Limit::Value(n)),
+/// A count or limit as written; text that is neither a number nor a placeholder is reported and left out.
+fn limit(field: &Option<IntOrString>, path: &str, findings: &mut Vec<Finding>) -> Written {
+    match field {
+        None => Written::Absent,
+        Some(IntOrString::Int(n)) => Written::Value(i64::from(*n)),
+        Some(IntOrString::String(s)) if args::is_templated(s) => Written::Placeholder,
+        Some(IntOrString::String(s)) => match s.trim().parse::<i64>() {
+            Ok(n) => Written::Value(n),
             Err(_) => {
                 findings.push(Finding::error(
                     path,
                     format!("{s:?} is not an integer or {{{{args.NAME}}}}"),
                 ));
-                None
+                Written::Absent
             }
         },
-    }
-}
-
-fn known(l: &Option<Limit>) -> Option<i64> {
-    match l {
-        Some(Limit::Value(n)) => Some(*n),
-        _ => None,
     }
 }
 
@@ -348,94 +338,53 @@ fn check_metric(
         }
     }
 
-    let count = limit(&metric.count, &format!("{path}.count"), findings);
-    let failure = limit(
-        &metric.failure_limit,
-        &format!("{path}.failureLimit"),
-        findings,
-    );
-    let inconclusive = limit(
-        &metric.inconclusive_limit,
-        &format!("{path}.inconclusiveLimit"),
-        findings,
-    );
-    let consecutive_error = limit(
-        &metric.consecutive_error_limit,
-        &format!("{path}.consecutiveErrorLimit"),
-        findings,
-    );
-    let consecutive_success = limit(
-        &metric.consecutive_success_limit,
-        &format!("{path}.consecutiveSuccessLimit"),
-        findings,
-    );
-
-    if let Some(n) = known(&count) {
-        if n < 0 {
-            findings.push(Finding::error(
-                format!("{path}.count"),
-                format!("must not be negative, got {n}"),
-            ));
-        }
-        if n > 1 && metric.interval.is_none() {
-            findings.push(Finding::error(
-                format!("{path}.count"),
-                format!("count {n} takes more than one measurement, so interval is required"),
-            ));
-        }
-    }
-    if let Some(n) = known(&failure)
-        && n < -1
-    {
-        findings.push(Finding::error(
-            format!("{path}.failureLimit"),
-            format!("must be -1 (off) or more, got {n}"),
-        ));
-    }
-    for (field, value) in [
-        ("inconclusiveLimit", &inconclusive),
-        ("consecutiveErrorLimit", &consecutive_error),
-        ("consecutiveSuccessLimit", &consecutive_success),
-    ] {
-        if let Some(n) = known(value)
-            && n < 0
-        {
-            findings.push(Finding::error(
-                format!("{path}.{field}"),
-                format!("must not be negative, got {n}"),
-            ));
-        }
-    }
-    let templated = |l: &Option<Limit>| matches!(l, Some(Limit::Templated));
-    if known(&failure) == Some(-1)
-        && !templated(&consecutive_success)
-        && known(&consecutive_success).unwrap_or(0) <= 0
-    {
-        findings.push(Finding::error(
-            format!("{path}.failureLimit"),
-            "failureLimit -1 turns failure counting off, so consecutiveSuccessLimit must be > 0 to ever decide",
-        ));
-    }
-    if let Some(n) = known(&count).filter(|n| *n > 0)
-        && !templated(&failure)
-        && !templated(&consecutive_success)
-    {
-        let f = known(&failure).unwrap_or(0).max(0);
-        let s = known(&consecutive_success).unwrap_or(0);
-        if n < f + s {
-            findings.push(Finding::error(
-                format!("{path}.count"),
-                format!("count ({n}) must be >= failureLimit ({f}) + consecutiveSuccessLimit ({s}), or the limits can never be reached"),
-            ));
-        }
-    }
-    if let (Some(n), Some(i)) = (known(&count).filter(|n| *n > 0), known(&inconclusive))
-        && n < i
-    {
-        findings.push(Finding::error(
-            format!("{path}.count"),
-            format!("count ({n}) must be >= inconclusiveLimit ({i})"),
-        ));
+    let field = |name: &str| format!("{path}.{name}");
+    let limits = WrittenLimits {
+        count: limit(&metric.count, &field("count"), findings),
+        failure: limit(&metric.failure_limit, &field("failureLimit"), findings),
+        inconclusive: limit(
+            &metric.inconclusive_limit,
+            &field("inconclusiveLimit"),
+            findings,
+        ),
+        consecutive_error: limit(
+            &metric.consecutive_error_limit,
+            &field("consecutiveErrorLimit"),
+            findings,
+        ),
+        consecutive_success: limit(
+            &metric.consecutive_success_limit,
+            &field("consecutiveSuccessLimit"),
+            findings,
+        ),
+        has_interval: metric.interval.is_some(),
+    };
+    for rule in limit_rules(&limits) {
+        findings.push(match rule {
+            LimitRule::TooSmall { field: name, value, min: -1 } => Finding::error(
+                field(name),
+                format!("must be -1 (off) or more, got {value}"),
+            ),
+            LimitRule::TooSmall { field: name, value, .. } => {
+                Finding::error(field(name), format!("must not be negative, got {value}"))
+            }
+            LimitRule::CountWithoutInterval { count } => Finding::error(
+                field("count"),
+                format!("count {count} takes more than one measurement, so interval is required"),
+            ),
+            LimitRule::NoLimitApplies => Finding::error(
+                field("failureLimit"),
+                "failureLimit -1 turns failure counting off, so consecutiveSuccessLimit must be > 0 to ever decide",
+            ),
+            LimitRule::CountBelowLimits { count, failure, consecutive_success } => Finding::error(
+                field("count"),
+                format!("count ({count}) must be >= failureLimit ({failure}) + consecutiveSuccessLimit ({consecutive_success}), or the limits can never be reached"),
+            ),
+            LimitRule::CountBelowInconclusive { count, inconclusive } => Finding::error(
+                field("count"),
+                format!("count ({count}) must be >= inconclusiveLimit ({inconclusive})"),
+            ),
+        });
     }
 
     for (field, condition) in [

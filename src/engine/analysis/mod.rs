@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::{AnalysisPhase, AnalysisRunStatus, Measurement, MetricResult, RunSummary};
 
 pub use plan::{
-    AnalysisPlan, DEFAULT_CONSECUTIVE_ERROR_LIMIT, DEFAULT_MEASUREMENT_RETENTION, MetricPlan,
-    PlanError,
+    AnalysisPlan, DEFAULT_CONSECUTIVE_ERROR_LIMIT, DEFAULT_MEASUREMENT_RETENTION, LimitRule,
+    MetricPlan, PlanError, Written, WrittenLimits, limit_rules,
 };
 
 /// Argo's `DefaultErrorRetryInterval`: after an Error the metric is measured again this soon, whatever its

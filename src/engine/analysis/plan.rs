@@ -72,6 +72,44 @@ pub enum PlanError {
     PatternMatchesNothing { field: String, pattern: String },
 }
 
+impl PlanError {
+    fn from_rule(metric: String, rule: LimitRule) -> PlanError {
+        let narrow = |n: i64| i32::try_from(n).unwrap_or(i32::MAX);
+        match rule {
+            LimitRule::TooSmall { field, value, min } => PlanError::TooSmall {
+                metric,
+                field,
+                value: narrow(value),
+                min: narrow(min),
+            },
+            LimitRule::CountWithoutInterval { count } => PlanError::CountWithoutInterval {
+                metric,
+                count: u32::try_from(count).unwrap_or(u32::MAX),
+            },
+            LimitRule::NoLimitApplies => PlanError::NoLimitApplies { metric },
+            LimitRule::CountBelowLimits {
+                count,
+                failure,
+                consecutive_success,
+            } => PlanError::CountBelowLimit {
+                metric,
+                field: "failureLimit + consecutiveSuccessLimit",
+                count: u32::try_from(count).unwrap_or(u32::MAX),
+                limit: narrow(failure.saturating_add(consecutive_success)),
+            },
+            LimitRule::CountBelowInconclusive {
+                count,
+                inconclusive,
+            } => PlanError::CountBelowLimit {
+                metric,
+                field: "inconclusiveLimit",
+                count: u32::try_from(count).unwrap_or(u32::MAX),
+                limit: narrow(inconclusive),
+            },
+        }
+    }
+}
+
 /// One metric, ready to schedule and judge.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricPlan {
@@ -172,6 +210,109 @@ fn compile_rule(field: String, pattern: &str, names: &[&str]) -> Result<Regex, P
     Ok(re)
 }
 
+/// A count or limit as a metric spells it. `validate` sees specs before args are substituted, so a field may
+/// still be a placeholder; rules that need its value are then left for run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Written {
+    #[default]
+    Absent,
+    Value(i64),
+    Placeholder,
+}
+
+impl Written {
+    fn value(self) -> Option<i64> {
+        match self {
+            Written::Value(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+/// A metric's count and limits as written, and whether it has an interval.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WrittenLimits {
+    pub count: Written,
+    pub failure: Written,
+    pub inconclusive: Written,
+    pub consecutive_error: Written,
+    pub consecutive_success: Written,
+    pub has_interval: bool,
+}
+
+/// A rule of Argo's that a metric's count and limits break. One list serves `validate`, which reports them
+/// all, and the plan, which refuses to run on the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitRule {
+    /// `field` (Argo's name) is below `min`.
+    TooSmall {
+        field: &'static str,
+        value: i64,
+        min: i64,
+    },
+    /// More than one measurement without an interval between them.
+    CountWithoutInterval { count: i64 },
+    /// `failureLimit: -1` with no `consecutiveSuccessLimit` to end the metric.
+    NoLimitApplies,
+    /// The count ends the metric before failureLimit + consecutiveSuccessLimit can be reached.
+    CountBelowLimits {
+        count: i64,
+        failure: i64,
+        consecutive_success: i64,
+    },
+    /// The count ends the metric before inconclusiveLimit can be reached.
+    CountBelowInconclusive { count: i64, inconclusive: i64 },
+}
+
+/// Argo's rules on a metric's count and limits (absent limits take Argo's defaults), in field order.
+pub fn limit_rules(l: &WrittenLimits) -> Vec<LimitRule> {
+    let mut broken = Vec::new();
+    let mut at_least = |field: &'static str, written: Written, min: i64| {
+        if let Some(value) = written.value().filter(|v| *v < min) {
+            broken.push(LimitRule::TooSmall { field, value, min });
+        }
+    };
+    at_least("count", l.count, 0);
+    at_least("failureLimit", l.failure, -1);
+    at_least("inconclusiveLimit", l.inconclusive, 0);
+    at_least("consecutiveErrorLimit", l.consecutive_error, 0);
+    at_least("consecutiveSuccessLimit", l.consecutive_success, 0);
+    let count = l.count.value().filter(|n| *n > 0);
+    if let Some(n) = count.filter(|n| *n > 1)
+        && !l.has_interval
+    {
+        broken.push(LimitRule::CountWithoutInterval { count: n });
+    }
+    // Absent limits are Argo's defaults (0); a placeholder's value is not known yet.
+    let known = |w: Written| match w {
+        Written::Absent => Some(0),
+        Written::Value(n) => Some(n),
+        Written::Placeholder => None,
+    };
+    if l.failure.value() == Some(-1) && known(l.consecutive_success).is_some_and(|s| s <= 0) {
+        broken.push(LimitRule::NoLimitApplies);
+    }
+    // Only a count the user wrote is held against the limits (Argo does the same).
+    if let (Some(n), Some(f), Some(s)) = (count, known(l.failure), known(l.consecutive_success))
+        && n < f.max(0).saturating_add(s)
+    {
+        broken.push(LimitRule::CountBelowLimits {
+            count: n,
+            failure: f.max(0),
+            consecutive_success: s,
+        });
+    }
+    if let (Some(n), Some(i)) = (count, l.inconclusive.value())
+        && n < i
+    {
+        broken.push(LimitRule::CountBelowInconclusive {
+            count: n,
+            inconclusive: i,
+        });
+    }
+    broken
+}
+
 impl MetricPlan {
     /// Applies Argo's defaults to one metric and rejects what Argo's controller rejects.
     pub fn from_metric(
@@ -192,83 +333,42 @@ impl MetricPlan {
                 })
                 .transpose()
         };
-        let int = |field: &'static str, value: &Option<IntOrString>, default: i32, min: i32| {
-            let value = match value {
-                None => default,
-                Some(v) => int_value(&name, field, v)?,
-            };
-            if value < min {
-                return Err(PlanError::TooSmall {
-                    metric: name.clone(),
-                    field,
-                    value,
-                    min,
-                });
-            }
-            Ok(value)
+        let written = |field: &'static str, value: &Option<IntOrString>| {
+            value.as_ref().map_or(Ok(Written::Absent), |v| {
+                int_value(&name, field, v).map(|n| Written::Value(i64::from(n)))
+            })
         };
         let interval = duration("interval", &m.interval)?;
         let initial_delay = duration("initialDelay", &m.initial_delay)?.unwrap_or(Duration::ZERO);
-        let count = int("count", &m.count, 0, 0)?;
-        let failure_limit = int("failureLimit", &m.failure_limit, 0, -1)?;
-        let inconclusive_limit = int("inconclusiveLimit", &m.inconclusive_limit, 0, 0)?;
-        let consecutive_error_limit = int(
-            "consecutiveErrorLimit",
-            &m.consecutive_error_limit,
-            DEFAULT_CONSECUTIVE_ERROR_LIMIT,
-            0,
-        )?;
-        let consecutive_success_limit = int(
-            "consecutiveSuccessLimit",
-            &m.consecutive_success_limit,
-            0,
-            0,
-        )?;
-
+        let limits = WrittenLimits {
+            count: written("count", &m.count)?,
+            failure: written("failureLimit", &m.failure_limit)?,
+            inconclusive: written("inconclusiveLimit", &m.inconclusive_limit)?,
+            consecutive_error: written("consecutiveErrorLimit", &m.consecutive_error_limit)?,
+            consecutive_success: written("consecutiveSuccessLimit", &m.consecutive_success_limit)?,
+            has_interval: interval.is_some(),
+        };
+        if let Some(rule) = limit_rules(&limits).into_iter().next() {
+            return Err(PlanError::from_rule(name, rule));
+        }
+        // In range now: each was parsed from an i32 and is at least its minimum.
+        let int = |w: Written, default: i32| {
+            w.value()
+                .and_then(|n| i32::try_from(n).ok())
+                .unwrap_or(default)
+        };
         // Argo's effective count: 0 and unset mean the same; without an interval that is one measurement,
         // with one it is "until terminated".
-        let written = u32::try_from(count).unwrap_or(0);
-        let count = match (written, interval) {
+        let count = match (u32::try_from(int(limits.count, 0)).unwrap_or(0), interval) {
             (0, None) => Some(1),
             (0, Some(_)) => None,
             (n, _) => Some(n),
         };
-        if let (Some(n), None) = (count, interval)
-            && n > 1
-        {
-            return Err(PlanError::CountWithoutInterval {
-                metric: name,
-                count: n,
-            });
-        }
-        if failure_limit < 0 && consecutive_success_limit <= 0 {
-            return Err(PlanError::NoLimitApplies { metric: name });
-        }
-        // Only a count the user wrote is held against the limits (Argo does the same). The same rule as
-        // `validate` (engine/template.rs): the limits must be reachable within the count.
-        if written > 0 {
-            let n = written;
-            let limits = [
-                (
-                    "failureLimit + consecutiveSuccessLimit",
-                    failure_limit
-                        .max(0)
-                        .saturating_add(consecutive_success_limit),
-                ),
-                ("inconclusiveLimit", inconclusive_limit),
-            ];
-            if let Some((field, limit)) = limits
-                .into_iter()
-                .find(|(_, l)| i64::from(n) < i64::from(*l))
-            {
-                return Err(PlanError::CountBelowLimit {
-                    metric: name,
-                    field,
-                    count: n,
-                    limit,
-                });
-            }
-        }
+        let failure_limit = int(limits.failure, 0);
+        let inconclusive_limit = int(limits.inconclusive, 0);
+        let consecutive_error_limit =
+            int(limits.consecutive_error, DEFAULT_CONSECUTIVE_ERROR_LIMIT);
+        let consecutive_success_limit = int(limits.consecutive_success, 0);
         Ok(MetricPlan {
             name,
             interval,
@@ -572,6 +672,68 @@ mod tests {
         assert!(
             matches!(err, PlanError::BadPattern { ref field, .. } if field == "measurementRetention[0].metricName")
         );
+    }
+
+    #[test]
+    fn limit_rules_leave_what_depends_on_a_placeholder_for_run_time() {
+        use Written::{Absent, Placeholder, Value};
+        let limits =
+            |count, failure, inconclusive, consecutive_success, has_interval| WrittenLimits {
+                count,
+                failure,
+                inconclusive,
+                consecutive_error: Absent,
+                consecutive_success,
+                has_interval,
+            };
+        let cases = [
+            (limits(Value(3), Placeholder, Absent, Absent, true), vec![]),
+            (
+                limits(Value(3), Value(3), Absent, Value(1), true),
+                vec![LimitRule::CountBelowLimits {
+                    count: 3,
+                    failure: 3,
+                    consecutive_success: 1,
+                }],
+            ),
+            (
+                limits(Placeholder, Value(9), Value(9), Absent, true),
+                vec![],
+            ),
+            (limits(Absent, Value(-1), Absent, Placeholder, true), vec![]),
+            (
+                limits(Absent, Value(-1), Absent, Absent, true),
+                vec![LimitRule::NoLimitApplies],
+            ),
+            (
+                limits(Value(2), Absent, Value(3), Absent, false),
+                vec![
+                    LimitRule::CountWithoutInterval { count: 2 },
+                    LimitRule::CountBelowInconclusive {
+                        count: 2,
+                        inconclusive: 3,
+                    },
+                ],
+            ),
+            (
+                limits(Value(-2), Value(-2), Absent, Absent, true),
+                vec![
+                    LimitRule::TooSmall {
+                        field: "count",
+                        value: -2,
+                        min: 0,
+                    },
+                    LimitRule::TooSmall {
+                        field: "failureLimit",
+                        value: -2,
+                        min: -1,
+                    },
+                ],
+            ),
+        ];
+        for (written, expected) in cases {
+            assert_eq!(limit_rules(&written), expected, "{written:?}");
+        }
     }
 
     #[test]
