@@ -89,6 +89,31 @@ async fn each_measurement_starts_in_the_second_its_status_says_it_is_due() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_share_window_serves_runs_due_in_other_seconds_with_one_query() {
+    let server = FakeApiServer::start().await;
+    let client = server.client().await;
+    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let config = canaryd::controller::Config {
+        prometheus_share_window: Duration::from_secs(10),
+        ..harness::config()
+    };
+    let daemon = harness::spawn(client.clone(), config).await;
+    let metric = json!({"interval": "3s", "count": 2, "successCondition": "result == 1"});
+    create(&client, &run("first", &prom.uri(), metric.clone())).await;
+    // Due in a later second than the first run's measurements, within the window.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    create(&client, &run("second", &prom.uri(), metric)).await;
+    for name in ["first", "second"] {
+        let done = harness::finished(&server, name, WAIT).await;
+        assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
+        assert_eq!(result(&done).count, 2);
+    }
+    daemon.stop().await;
+    // Four measurements over about five seconds, one query.
+    assert_eq!(prom.queries(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_goes_from_creation_to_successful_with_its_events_and_metrics() {
     let server = FakeApiServer::start().await;
     let client = server.client().await;
