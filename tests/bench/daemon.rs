@@ -11,7 +11,8 @@
 //!
 //! The runs are created evenly over the first interval. CANARYD_BENCH_RUNS (default 500),
 //! CANARYD_BENCH_SECONDS (default 60), CANARYD_BENCH_INTERVAL (default 10), CANARYD_BENCH_SHARE_WINDOW (the
-//! daemon's `--prometheus-share-window` in seconds, default 1).
+//! daemon's `--prometheus-share-window` in seconds, default 1), CANARYD_BENCH_MAX_CONCURRENCY (its
+//! `--prometheus-max-concurrency`, default 10).
 
 #[path = "../support/fake_apiserver.rs"]
 mod fake_apiserver;
@@ -71,21 +72,31 @@ fn main() {
     let seconds = env("CANARYD_BENCH_SECONDS", 60);
     let interval = env("CANARYD_BENCH_INTERVAL", 10).max(1);
     let count = (seconds / interval).max(1);
-    let share_window = env("CANARYD_BENCH_SHARE_WINDOW", 1).max(1);
+    let flags = DaemonFlags {
+        share_window: env("CANARYD_BENCH_SHARE_WINDOW", 1).max(1),
+        max_concurrency: env("CANARYD_BENCH_MAX_CONCURRENCY", 10).max(1),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a runtime");
-    runtime.block_on(bench(runs, count, interval, share_window));
+    runtime.block_on(bench(runs, count, interval, flags));
 }
 
-async fn bench(runs: usize, count: u64, interval: u64, share_window: u64) {
+/// The daemon's flags the bench varies.
+#[derive(Clone, Copy)]
+struct DaemonFlags {
+    share_window: u64,
+    max_concurrency: u64,
+}
+
+async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
     let server = fake_apiserver::FakeApiServer::start().await;
     let client = server.client().await;
     let prom = harness::FakePrometheus::start(harness::Answer::Scalar(1.0)).await;
     let api: Api<AnalysisRun> = Api::namespaced(client.clone(), "default");
 
-    let (daemon, metrics_addr) = spawn_daemon(&server, share_window);
+    let (daemon, metrics_addr) = spawn_daemon(&server, flags);
     let cpu_before = cpu_seconds(daemon.id());
     let wall = Instant::now();
     // Created evenly over one interval, as runs that start independently are: every second of the interval
@@ -192,7 +203,8 @@ async fn bench(runs: usize, count: u64, interval: u64, share_window: u64) {
     lags.sort_by(f64::total_cmp);
     to_patch.sort_by(f64::total_cmp);
     println!(
-        "canaryd daemon bench: {runs} runs x {count} measurements at {interval}s, 100 distinct queries, --prometheus-share-window={share_window}s"
+        "canaryd daemon bench: {runs} runs x {count} measurements at {interval}s, 100 distinct queries, --prometheus-share-window={}s --prometheus-max-concurrency={}",
+        flags.share_window, flags.max_concurrency
     );
     println!("  runs created in         {:.1} s", created.as_secs_f64());
     println!(
@@ -228,7 +240,7 @@ async fn bench(runs: usize, count: u64, interval: u64, share_window: u64) {
 /// election, serving /metrics on a free loopback port.
 fn spawn_daemon(
     server: &fake_apiserver::FakeApiServer,
-    share_window: u64,
+    flags: DaemonFlags,
 ) -> (DaemonProcess, std::net::SocketAddr) {
     let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -236,7 +248,11 @@ fn spawn_daemon(
     let child = Command::new(env!("CARGO_BIN_EXE_canaryd"))
         .args(["run", "--leader-elect", "false", "--metrics-addr"])
         .arg(metrics_addr.to_string())
-        .arg(format!("--prometheus-share-window={share_window}s"))
+        .arg(format!("--prometheus-share-window={}s", flags.share_window))
+        .arg(format!(
+            "--prometheus-max-concurrency={}",
+            flags.max_concurrency
+        ))
         .env("KUBECONFIG", server.kubeconfig_path())
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
