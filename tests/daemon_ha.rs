@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use canaryd::api::{AnalysisPhase, AnalysisRun, MetricResult};
 use fake_apiserver::FakeApiServer;
-use harness::{Answer, FakePrometheus, create, eventually, first_result, run};
+use harness::{Answer, create, eventually, first_result, run};
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::json;
 
@@ -44,9 +44,7 @@ fn assert_exactly_scheduled(r: &MetricResult, count: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_mid_run_and_restarted_neither_loses_nor_repeats_a_measurement() {
-    let server = FakeApiServer::start().await;
-    let client = server.client().await;
-    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
     create(
         &client,
         &run(
@@ -86,9 +84,7 @@ async fn a_daemon_killed_mid_run_and_restarted_neither_loses_nor_repeats_a_measu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_the_leader_dies_the_standby_finishes_the_run_without_a_duplicate() {
-    let server = FakeApiServer::start().await;
-    let client = server.client().await;
-    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
     let a = harness::spawn(client.clone(), harness::elected("a")).await;
     eventually(WAIT, "a to lead", || async {
         (a.metric("canaryd_leader", &[]).await == 1.0).then_some(())

@@ -50,9 +50,7 @@ fn spacing_ok(result: &canaryd::api::MetricResult, interval: Duration) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_measurement_starts_in_the_second_its_status_says_it_is_due() {
-    let server = FakeApiServer::start().await;
-    let client = server.client().await;
-    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(
         &client,
@@ -90,9 +88,7 @@ async fn each_measurement_starts_in_the_second_its_status_says_it_is_due() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_share_window_serves_runs_due_in_other_seconds_with_one_query() {
-    let server = FakeApiServer::start().await;
-    let client = server.client().await;
-    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
     let config = canaryd::controller::Config {
         prometheus_share_window: Duration::from_secs(10),
         ..harness::config()
@@ -115,9 +111,7 @@ async fn a_share_window_serves_runs_due_in_other_seconds_with_one_query() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_goes_from_creation_to_successful_with_its_events_and_metrics() {
-    let server = FakeApiServer::start().await;
-    let client = server.client().await;
-    let prom = FakePrometheus::start(Answer::Scalar(0.99)).await;
+    let (server, client, prom) = harness::cluster(Answer::Scalar(0.99)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(
         &client,
@@ -189,9 +183,7 @@ async fn a_run_goes_from_creation_to_successful_with_its_events_and_metrics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_run_ends_failed_with_the_limit_in_its_message_and_event() {
-    let server = FakeApiServer::start().await;
-    let client = server.client().await;
-    let prom = FakePrometheus::start(Answer::Scalar(0.5)).await;
+    let (server, client, prom) = harness::cluster(Answer::Scalar(0.5)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(
         &client,
@@ -238,9 +230,7 @@ async fn a_failing_run_ends_failed_with_the_limit_in_its_message_and_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminating_a_run_mid_way_stops_measuring_and_ends_it_successful() {
-    let server = FakeApiServer::start().await;
-    let client = server.client().await;
-    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(
         &client,
@@ -285,9 +275,7 @@ async fn terminating_a_run_mid_way_stops_measuring_and_ends_it_successful() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_arg_is_used_but_appears_in_no_stored_object_or_event() {
-    let server = FakeApiServer::start().await;
-    let client = server.client().await;
-    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     secrets
         .create(
@@ -356,9 +344,7 @@ async fn a_secret_arg_is_used_but_appears_in_no_stored_object_or_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_run_ends_error_with_a_clear_message_and_never_stops_a_valid_one() {
-    let server = FakeApiServer::start().await;
-    let client = server.client().await;
-    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(
         &client,
@@ -415,9 +401,7 @@ async fn an_invalid_run_ends_error_with_a_clear_message_and_never_stops_a_valid_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_runs_of_this_instance_are_touched_and_completed_runs_expire() {
-    let server = FakeApiServer::start().await;
-    let client = server.client().await;
-    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     let mut theirs = run("argo-owned", &prom.uri(), json!({"count": 1}));
     theirs.metadata.labels = Some(
@@ -450,9 +434,7 @@ async fn only_runs_of_this_instance_are_touched_and_completed_runs_expire() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conflicts_expired_watches_and_a_flapping_api_server_neither_lose_nor_repeat_measurements()
 {
-    let server = FakeApiServer::start().await;
-    let client = server.client().await;
-    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(
         &client,

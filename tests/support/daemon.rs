@@ -76,6 +76,21 @@ pub async fn metric_at(addr: std::net::SocketAddr, name: &str, labels: &[(&str, 
         .sum()
 }
 
+/// What most daemon tests start from: a fake API server, a client of it, and a scripted Prometheus answering
+/// `answer`.
+pub async fn cluster(
+    answer: Answer,
+) -> (
+    super::fake_apiserver::FakeApiServer,
+    kube::Client,
+    FakePrometheus,
+) {
+    let server = super::fake_apiserver::FakeApiServer::start().await;
+    let client = server.client().await;
+    let prom = FakePrometheus::start(answer).await;
+    (server, client, prom)
+}
+
 pub fn config() -> Config {
     Config {
         namespaces: vec![],

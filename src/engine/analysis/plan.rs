@@ -75,6 +75,7 @@ pub enum PlanError {
 impl PlanError {
     fn from_rule(metric: String, rule: LimitRule) -> PlanError {
         let narrow = |n: i64| i32::try_from(n).unwrap_or(i32::MAX);
+        let count_of = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
         match rule {
             LimitRule::TooSmall { field, value, min } => PlanError::TooSmall {
                 metric,
@@ -84,7 +85,7 @@ impl PlanError {
             },
             LimitRule::CountWithoutInterval { count } => PlanError::CountWithoutInterval {
                 metric,
-                count: u32::try_from(count).unwrap_or(u32::MAX),
+                count: count_of(count),
             },
             LimitRule::NoLimitApplies => PlanError::NoLimitApplies { metric },
             LimitRule::CountBelowLimits {
@@ -94,7 +95,7 @@ impl PlanError {
             } => PlanError::CountBelowLimit {
                 metric,
                 field: "failureLimit + consecutiveSuccessLimit",
-                count: u32::try_from(count).unwrap_or(u32::MAX),
+                count: count_of(count),
                 limit: narrow(failure.saturating_add(consecutive_success)),
             },
             LimitRule::CountBelowInconclusive {
@@ -103,7 +104,7 @@ impl PlanError {
             } => PlanError::CountBelowLimit {
                 metric,
                 field: "inconclusiveLimit",
-                count: u32::try_from(count).unwrap_or(u32::MAX),
+                count: count_of(count),
                 limit: narrow(inconclusive),
             },
         }
