@@ -698,9 +698,10 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
 /// timestamps have one-second resolution, so due times bunch on whole seconds).
 const PREWAKE: Duration = Duration::from_secs(1);
 
-/// Reconcile [`PREWAKE`] before the measurement due at `at`, or on the next change.
+/// Reconcile [`PREWAKE`] before the measurement due at `at`, or on the next change. `at` comes from a stored
+/// status, so it may lie at the very start of time; then there is nothing earlier to wake at.
 fn requeue_before(at: Option<jiff::Timestamp>) -> Action {
-    requeue_at(at.map(|at| at - PREWAKE))
+    requeue_at(at.map(|at| at.checked_sub(PREWAKE).unwrap_or(at)))
 }
 
 /// Reconcile again at `at` (at least 50 ms from now, so an overdue plan never spins), or on the next change.
@@ -735,4 +736,16 @@ async fn expire(
         return Ok(Action::await_change());
     }
     Ok(requeue_at(Some(at)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_due_time_at_the_start_of_time_is_requeued_without_overflow() {
+        let soon = Action::requeue(Duration::from_millis(50));
+        assert_eq!(requeue_before(Some(jiff::Timestamp::MIN)), soon);
+        assert_eq!(requeue_before(None), Action::await_change());
+    }
 }
