@@ -28,6 +28,7 @@ use futures::{StreamExt, TryStreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::{Action, trigger_self};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, applier, watcher};
 use tracing::{info, warn};
@@ -124,7 +125,7 @@ pub struct Context {
     providers: Providers,
     gate: Arc<Gate>,
     pub metrics: Arc<Metrics>,
-    reporter: runs::Reporter,
+    reporter: Reporter,
     ahead: Mutex<HashMap<(String, String), Ahead>>,
     stores: Mutex<Vec<Store<AnalysisRun>>>,
     /// One flag per watch: its first list is in the cache.
@@ -218,9 +219,9 @@ impl Daemon {
             config.prometheus_share_window,
         ));
         let providers = Providers::new(config.prometheus.clone()).with_gate(gate.clone());
-        let reporter = runs::Reporter {
+        let reporter = Reporter {
             controller: "canaryd".to_string(),
-            instance: config.identity.clone(),
+            instance: Some(config.identity.clone()),
         };
         let ctx = Arc::new(Context {
             client,

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::events::Reporter;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -182,13 +183,6 @@ pub fn event_reason(phase: AnalysisPhase) -> Option<&'static str> {
     }
 }
 
-/// Who publishes Events (`reportingController`, `reportingInstance`).
-#[derive(Debug, Clone)]
-pub struct Reporter {
-    pub controller: String,
-    pub instance: String,
-}
-
 /// Creates the events.k8s.io/v1 Event of a run entering `phase` at `now`, with the run's message (scrubbed)
 /// as the note. A run enters each phase once, so Events are created directly: kube's `Recorder` would keep
 /// every Event for six minutes to count repeats into a series, and scan them all on every publish.
@@ -229,7 +223,12 @@ pub async fn publish_transition(
         event_time: Some(MicroTime(now)),
         regarding: Some(regarding),
         reporting_controller: Some(reporter.controller.clone()),
-        reporting_instance: Some(reporter.instance.clone()),
+        reporting_instance: Some(
+            reporter
+                .instance
+                .clone()
+                .unwrap_or_else(|| reporter.controller.clone()),
+        ),
         ..Event::default()
     };
     Api::<Event>::namespaced(client.clone(), &namespace)
