@@ -616,9 +616,8 @@ fn fill_type_meta(res: &ResourceDef, object: &mut Value) {
     }
 }
 
-/// What `generation` tracks: everything but metadata, and but status where status is a subresource.
-/// Whether two versions differ only in metadata (and status, where status is a subresource): what
-/// `metadata.generation` ignores.
+/// Whether two versions differ only in what `metadata.generation` ignores: metadata, and status where status
+/// is a subresource.
 fn same_spec(res: &ResourceDef, a: &Value, b: &Value) -> bool {
     let ignored = |k: &str| k == "metadata" || (res.status_subresource && k == "status");
     match (a.as_object(), b.as_object()) {
