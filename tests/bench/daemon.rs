@@ -83,6 +83,14 @@ fn main() {
     runtime.block_on(bench(runs, count, interval, flags));
 }
 
+/// The query of run `i`: one of 100 distinct texts, shared across the runs.
+fn query_of(i: usize) -> String {
+    format!(
+        "sum(rate(http_requests_total{{service=\"svc-{}\"}}[1m]))",
+        i % 100
+    )
+}
+
 /// The daemon's flags the bench varies.
 #[derive(Clone, Copy)]
 struct DaemonFlags {
@@ -112,7 +120,7 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
                 "interval": format!("{interval}s"),
                 "count": count,
                 "successCondition": "result >= 0.5",
-                "provider": {"prometheus": {"query": format!("sum(rate(http_requests_total{{service=\"svc-{}\"}}[1m]))", i % 100)}}
+                "provider": {"prometheus": {"query": query_of(i)}}
             }),
         );
         api.create(&PostParams::default(), &r)
@@ -178,10 +186,7 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
                 last_started.insert(name.clone(), at.0);
             }
         }
-        let query = format!(
-            "sum(rate(http_requests_total{{service=\"svc-{}\"}}[1m]))",
-            i % 100
-        );
+        let query = query_of(i);
         // The completing measurement started at its due time (its startedAt) and had its answer once its
         // query reached Prometheus: the last one of its text before the patch, unless an answer shared from
         // an earlier second (--prometheus-share-window) served it at once.
