@@ -1,5 +1,6 @@
-//! `canaryd run`: the wiring of the in-cluster daemon. A kube-rs `Controller` per watched namespace (or one
-//! over all namespaces) feeds AnalysisRuns this process owns into [`reconcile`], which drives the same engine
+//! `canaryd run`: the wiring of the in-cluster daemon. A kube-rs watch and cache per watched namespace (or one
+//! over all namespaces) and a [`Queue`] feed AnalysisRuns this process owns into [`reconcile`], which drives
+//! the same engine
 //! functions the CLI uses one step at a time: restore from `status`, measure what is due at `now`, record,
 //! assess, write the new status through the status subresource, requeue at the next wake-up. Leader
 //! election decides whether this process reconciles at all; `/metrics`, `/healthz` and `/readyz` show how it
@@ -27,10 +28,9 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::controller::{Action, trigger_self};
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector::{self, Store, reflector};
-use kube::runtime::{WatchStreamExt, applier, watcher};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{info, warn};
 
 use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus};
@@ -42,6 +42,7 @@ use crate::k8s::runs::{self, WriteError};
 use crate::measure::Providers;
 use crate::observe::{Metrics, Probe};
 use crate::providers::gate::Gate;
+use crate::queue::Queue;
 use crate::runner::{self, PreparedRun};
 use crate::time::{Clock, whole_second};
 
@@ -71,6 +72,13 @@ pub enum DaemonError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+}
+
+/// What a reconcile asks for when it ends: to run again after a while, or only when the object changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    After(Duration),
+    Change,
 }
 
 /// Why one reconcile did not finish; it is retried.
@@ -335,7 +343,7 @@ async fn elect_and_lead(
     }
 }
 
-/// Watch events decoded ahead of the applier, per watch.
+/// Watch events decoded ahead of the queue, per watch.
 const WATCH_BUFFER: usize = 1024;
 
 /// The running controllers of one leadership term.
@@ -364,16 +372,13 @@ impl Controllers {
         let mut stores = Vec::new();
         let mut synced = Vec::new();
         for api in apis {
-            // `Controller` assembled by hand (kube's `applier` over our own reflector) to see when the
-            // first list is in: awaiting `Store::wait_until_ready` from a second task would steal the
-            // applier's wake-up.
             let (reader, writer) = reflector::store();
             let flag = Arc::new(AtomicBool::new(false));
             synced.push(flag.clone());
             let watch =
                 watcher(api, watcher::Config::default().labels(&selector)).default_backoff();
             // The watch (decoding every event, updating the cache) runs on a task of its own, so a burst
-            // of status events never holds up the reconciles the applier is about to start.
+            // of status events never holds up the reconciles the queue is about to start.
             let (sender, events) = futures::channel::mpsc::channel(WATCH_BUFFER);
             let decoded = reflector(writer, watch)
                 .inspect_ok(move |event| {
@@ -383,36 +388,13 @@ impl Controllers {
                 })
                 .applied_objects();
             watches.spawn(async move {
-                // Ends when the applier (the receiver) is gone.
+                // Ends when the queue's task (the receiver) is gone.
                 let _ = decoded.map(Ok).forward(sender).await;
             });
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            // When the queue ends the applier lets in-flight reconciles finish, then ends: a graceful stop.
-            let queue = trigger_self(events, ()).take_until(stopped);
             stops.push(stop);
-            let store = reader.clone();
+            tasks.spawn(drive(ctx.clone(), reader.clone(), events, stopped));
             stores.push(reader);
-            let ctx = ctx.clone();
-            let metrics = ctx.metrics.clone();
-            tasks.spawn(async move {
-                applier(
-                    |run, ctx| Box::pin(spawn_reconcile(run, ctx)),
-                    error_policy,
-                    ctx,
-                    store,
-                    queue,
-                    kube::runtime::Config::default(),
-                )
-                .for_each(|result| {
-                    if let Err(kube::runtime::controller::Error::QueueError(e)) = &result {
-                        // The watcher re-lists by itself (410 Gone, dropped connections); count it.
-                        metrics.reconcile_error("watch");
-                        warn!(error = %e, "Watch failed; retrying");
-                    }
-                    futures::future::ready(())
-                })
-                .await;
-            });
         }
         *ctx.synced.lock().unwrap_or_else(PoisonError::into_inner) = synced;
         *ctx.stores.lock().unwrap_or_else(PoisonError::into_inner) = stores;
@@ -445,20 +427,72 @@ impl Controllers {
     }
 }
 
-/// Each reconcile on its own task, so runs are measured on every core.
-async fn spawn_reconcile(
-    run: Arc<AnalysisRun>,
+type Key = (String, String);
+
+/// One watch's reconciles. A run is reconciled when its watch event arrives and when its last reconcile
+/// asked to be, never twice at once, each reconcile on a task of its own so runs are measured on every core.
+/// After `stopped` fires (or the watch ends) no reconcile starts and the ones in flight finish: a graceful
+/// stop.
+async fn drive(
     ctx: Arc<Context>,
-) -> Result<Action, ReconcileError> {
-    tokio::spawn(reconcile(run, ctx))
-        .await
-        .unwrap_or(Err(ReconcileError::Aborted))
+    store: Store<AnalysisRun>,
+    mut events: futures::channel::mpsc::Receiver<Result<AnalysisRun, watcher::Error>>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let mut queue: Queue<Key> = Queue::default();
+    let mut running = tokio::task::JoinSet::new();
+    let mut keys: HashMap<tokio::task::Id, Key> = HashMap::new();
+    loop {
+        let now = tokio::time::Instant::now();
+        while let Some(key) = queue.start_due(now) {
+            match store.get(&ObjectRef::new(&key.1).within(&key.0)) {
+                Some(run) => {
+                    let task = running.spawn(reconcile(run, ctx.clone()));
+                    keys.insert(task.id(), key);
+                }
+                // Deleted since it was queued.
+                None => queue.finish(&key, now, None),
+            }
+        }
+        let wake = queue.next_due();
+        tokio::select! {
+            _ = &mut stopped => break,
+            event = events.next() => match event {
+                None => break,
+                Some(Ok(run)) => queue.schedule(
+                    (run.namespace().unwrap_or_default(), run.name_any()),
+                    tokio::time::Instant::now(),
+                ),
+                Some(Err(e)) => {
+                    // The watcher re-lists by itself (410 Gone, dropped connections); count it.
+                    ctx.metrics.reconcile_error("watch");
+                    warn!(error = %e, "Watch failed; retrying");
+                }
+            },
+            Some(done) = running.join_next_with_id() => {
+                let (id, result) = match done {
+                    Ok((id, result)) => (id, result),
+                    Err(e) => (e.id(), Err(ReconcileError::Aborted)),
+                };
+                let Some(key) = keys.remove(&id) else { continue };
+                let next = result.unwrap_or_else(|e| error_policy(&key, &e, &ctx));
+                let now = tokio::time::Instant::now();
+                let then = match next {
+                    Next::After(wait) => Some(now + wait),
+                    Next::Change => None,
+                };
+                queue.finish(&key, now, then);
+            }
+            () = tokio::time::sleep_until(wake.unwrap_or(now)), if wake.is_some() => {}
+        }
+    }
+    while running.join_next().await.is_some() {}
 }
 
-fn error_policy(run: Arc<AnalysisRun>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+fn error_policy((namespace, name): &Key, error: &ReconcileError, ctx: &Context) -> Next {
     ctx.metrics.reconcile_error(error.reason());
-    warn!(run = %key_of(&run), reason = error.reason(), error = %error, "Reconcile failed; retrying");
-    Action::requeue(Duration::from_secs(1))
+    warn!(run = %format!("{namespace}/{name}"), reason = error.reason(), error = %error, "Reconcile failed; retrying");
+    Next::After(Duration::from_secs(1))
 }
 
 fn key_of(run: &AnalysisRun) -> String {
@@ -474,7 +508,7 @@ fn provider_name(run: &PreparedRun, index: usize) -> &'static str {
 
 /// One step of one run. Public so tests and benches can drive it; the daemon calls it from its
 /// controllers.
-pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next, ReconcileError> {
     let namespace = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let key = (namespace.clone(), name.clone());
@@ -556,7 +590,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
             {
                 // The object changed while this reconcile waited; the reconcile its watch event queued
                 // (held until this one returns) starts from the new version.
-                return Ok(Action::await_change());
+                return Ok(Next::Change);
             }
             // Stamped as the API server will store it, so the next due time is the same before and after
             // the patch.
@@ -614,7 +648,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
                 Ok(obj) => break obj,
                 Err(WriteError::Gone) => {
                     ctx.remember(key, None);
-                    return Ok(Action::await_change());
+                    return Ok(Next::Change);
                 }
                 Err(WriteError::Conflict) if attempts < 3 => {
                     ctx.metrics.reconcile_error("conflict");
@@ -622,7 +656,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Actio
                     if fresh.status != server {
                         // Someone else wrote status (a former leader): build on theirs, drop our answers.
                         ctx.remember(key, None);
-                        return Ok(Action::requeue(Duration::from_millis(100)));
+                        return Ok(Next::After(Duration::from_millis(100)));
                     }
                     write_rv = fresh.resource_version().unwrap_or_default();
                 }
@@ -701,17 +735,17 @@ const PREWAKE: Duration = Duration::from_secs(1);
 
 /// Reconcile [`PREWAKE`] before the measurement due at `at`, or on the next change. `at` comes from a stored
 /// status, so it may lie at the very start of time; then there is nothing earlier to wake at.
-fn requeue_before(at: Option<jiff::Timestamp>) -> Action {
+fn requeue_before(at: Option<jiff::Timestamp>) -> Next {
     requeue_at(at.map(|at| at.checked_sub(PREWAKE).unwrap_or(at)))
 }
 
 /// Reconcile again at `at` (at least 50 ms from now, so an overdue plan never spins), or on the next change.
-fn requeue_at(at: Option<jiff::Timestamp>) -> Action {
+fn requeue_at(at: Option<jiff::Timestamp>) -> Next {
     match at {
-        None => Action::await_change(),
+        None => Next::Change,
         Some(at) => {
             let wait = at.duration_since(Clock::Wall.now());
-            Action::requeue(
+            Next::After(
                 Duration::try_from(wait)
                     .unwrap_or(Duration::ZERO)
                     .max(Duration::from_millis(50)),
@@ -725,16 +759,16 @@ async fn expire(
     api: &Api<AnalysisRun>,
     run: &AnalysisRun,
     phase: AnalysisPhase,
-) -> Result<Action, ReconcileError> {
+) -> Result<Next, ReconcileError> {
     let Some(at) = runs::ttl_expiry(run) else {
-        return Ok(Action::await_change());
+        return Ok(Next::Change);
     };
     if at <= Clock::Wall.now() {
         runs::delete_run(api, run)
             .await
             .map_err(ReconcileError::Delete)?;
         info!(run = %key_of(run), phase = %phase, "Deleted the AnalysisRun: its ttlStrategy expired");
-        return Ok(Action::await_change());
+        return Ok(Next::Change);
     }
     Ok(requeue_at(Some(at)))
 }
@@ -745,8 +779,8 @@ mod tests {
 
     #[test]
     fn a_due_time_at_the_start_of_time_is_requeued_without_overflow() {
-        let soon = Action::requeue(Duration::from_millis(50));
+        let soon = Next::After(Duration::from_millis(50));
         assert_eq!(requeue_before(Some(jiff::Timestamp::MIN)), soon);
-        assert_eq!(requeue_before(None), Action::await_change());
+        assert_eq!(requeue_before(None), Next::Change);
     }
 }

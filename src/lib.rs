@@ -11,5 +11,6 @@ pub mod k8s;
 pub mod measure;
 pub mod observe;
 pub mod providers;
+pub mod queue;
 pub mod runner;
 pub mod time;

@@ -106,6 +106,7 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
 
     let (daemon, metrics_addr) = spawn_daemon(&server, flags);
     let cpu_before = cpu_seconds(daemon.id());
+    let fakes_cpu_before = cpu_seconds(std::process::id());
     let wall = Instant::now();
     // Created evenly over one interval, as runs that start independently are: every second of the interval
     // then has its share of due measurements (all of them due in the same few seconds is another test).
@@ -145,17 +146,31 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
     }
     let elapsed = wall.elapsed();
     let cpu = cpu_seconds(daemon.id()) - cpu_before;
+    let fakes_cpu = cpu_seconds(std::process::id()) - fakes_cpu_before;
     let peak_rss = proc_field(&format!("/proc/{}/status", daemon.id()), "VmHWM:");
     let queries = prom.queries();
     let measurements = harness::metric_at(metrics_addr, "canaryd_measurements_total", &[]).await;
+    let query_time = |part: &'static str| {
+        let name = format!("canaryd_provider_query_duration_seconds_{part}");
+        async move { harness::metric_at(metrics_addr, &name, &[]).await }
+    };
+    let query_mean = query_time("sum").await / query_time("count").await;
     stop(daemon);
 
     let arrivals = prom.arrivals.lock().map(|a| a.clone()).unwrap_or_default();
-    let mut lags: Vec<f64> = arrivals
-        .iter()
-        .filter(|(_, at)| *at > scheduled_from)
-        .map(|(_, at)| f64::from(at.subsec_nanosecond()) / 1e9)
-        .collect();
+    // The lag of every scheduled query, and the same lags minute by minute: whether it drifts as the
+    // statuses grow and the run goes on.
+    let mut lags: Vec<f64> = Vec::new();
+    let mut by_minute: Vec<Vec<f64>> = Vec::new();
+    for (_, at) in arrivals.iter().filter(|(_, at)| *at > scheduled_from) {
+        let lag = f64::from(at.subsec_nanosecond()) / 1e9;
+        let minute = usize::try_from(at.duration_since(scheduled_from).as_secs() / 60).unwrap_or(0);
+        if by_minute.len() <= minute {
+            by_minute.resize_with(minute + 1, Vec::new);
+        }
+        by_minute[minute].push(lag);
+        lags.push(lag);
+    }
     // The last status patch of each run: the one that completed it.
     let mut completing_patch: HashMap<String, jiff::Timestamp> = HashMap::new();
     for r in server.requests() {
@@ -223,6 +238,14 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         lags.last().copied().unwrap_or(f64::NAN) * 1e3,
         lags.len()
     );
+    let minutes: Vec<String> = by_minute
+        .iter_mut()
+        .map(|lags| {
+            lags.sort_by(f64::total_cmp);
+            format!("{:.0}", percentile(lags, 0.99) * 1e3)
+        })
+        .collect();
+    println!("  lag p99 minute by minute {} ms", minutes.join(" / "));
     println!(
         "  decision latency        p50 {:.1} ms  p99 {:.1} ms  (completing measurement due and its query at Prometheus -> its status patch at the API server)",
         percentile(&to_patch, 0.5) * 1e3,
@@ -234,11 +257,19 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         100 * count
     );
     println!(
+        "  query duration          mean {:.1} ms  (the daemon's canaryd_provider_query_duration_seconds)",
+        query_mean * 1e3
+    );
+    println!(
         "  daemon CPU              {cpu:.1} s over {:.1} s wall ({:.0}% of one core on average)",
         elapsed.as_secs_f64(),
         100.0 * cpu / elapsed.as_secs_f64().max(1e-9)
     );
     println!("  daemon peak RSS (VmHWM) {peak_rss}");
+    println!(
+        "  fakes' CPU (this process) {fakes_cpu:.1} s ({:.0}% of one core): the machine's other load",
+        100.0 * fakes_cpu / elapsed.as_secs_f64().max(1e-9)
+    );
 }
 
 /// `canaryd run` (the binary cargo built for this bench) against the fake API server, without leader
