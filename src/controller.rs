@@ -644,8 +644,23 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
         let mut attempts = 0;
         let written = loop {
             attempts += 1;
-            match runs::patch_status(&api, &name, &write_rv, &new_status, &secret_values).await {
-                Ok(obj) => break obj,
+            match runs::patch_status(
+                &ctx.client,
+                &namespace,
+                &name,
+                &write_rv,
+                &new_status,
+                &secret_values,
+            )
+            .await
+            {
+                Ok(metadata) => {
+                    break AnalysisRun {
+                        metadata,
+                        spec: obj.spec.clone(),
+                        status: None,
+                    };
+                }
                 Err(WriteError::Gone) => {
                     ctx.remember(key, None);
                     return Ok(Next::Change);

@@ -80,15 +80,18 @@ pub enum WriteError {
     Api(kube::Error),
 }
 
-/// Writes `status` over the object's status, provided the object is still at `resource_version`. Top-level
-/// fields the new status lacks are removed (a merge patch would keep them). Returns the updated object.
+/// Writes `status` over the status of the run `name` in `namespace`, provided the object is still at
+/// `resource_version`. Top-level fields the new status lacks are removed (a merge patch would keep them).
+/// Returns the updated object's metadata only: the caller has the spec and the status it wrote, and reading
+/// just the metadata out of the reply spares decoding the whole object on every measurement.
 pub async fn patch_status(
-    api: &Api<AnalysisRun>,
+    client: &kube::Client,
+    namespace: &str,
     name: &str,
     resource_version: &str,
     status: &AnalysisRunStatus,
     secrets: &[String],
-) -> Result<AnalysisRun, WriteError> {
+) -> Result<ObjectMeta, WriteError> {
     let mut value =
         serde_json::to_value(status).map_err(|e| WriteError::Api(kube::Error::SerdeError(e)))?;
     scrub(&mut value, secrets);
@@ -109,11 +112,21 @@ pub async fn patch_status(
         "metadata": { "resourceVersion": resource_version },
         "status": value,
     });
-    match api
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(obj) => Ok(obj),
+    /// The part of the reply that is read; serde skips the rest without building it.
+    #[derive(serde::Deserialize)]
+    struct Written {
+        metadata: ObjectMeta,
+    }
+    let request = kube::core::Request::new(AnalysisRun::url_path(&(), Some(namespace)))
+        .patch_subresource(
+            "status",
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .map_err(|e| WriteError::Api(kube::Error::BuildRequest(e)))?;
+    match client.request::<Written>(request).await {
+        Ok(written) => Ok(written.metadata),
         Err(e) if is_status(&e, 409) => Err(WriteError::Conflict),
         Err(e) if is_status(&e, 404) => Err(WriteError::Gone),
         Err(e) => Err(WriteError::Api(e)),

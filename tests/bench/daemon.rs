@@ -27,6 +27,12 @@ use canaryd::api::AnalysisRun;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
+/// The fakes stand in for an API server and a Prometheus that would run on machines of their own; here they
+/// share two cores with the daemon, so they use the daemon's allocator too, to take as little of the
+/// machine from it as they can.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -150,6 +156,13 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
     let peak_rss = proc_field(&format!("/proc/{}/status", daemon.id()), "VmHWM:");
     let queries = prom.queries();
     let measurements = harness::metric_at(metrics_addr, "canaryd_measurements_total", &[]).await;
+    let conflicts = harness::metric_at(
+        metrics_addr,
+        "canaryd_reconcile_errors_total",
+        &[("reason", "conflict")],
+    )
+    .await;
+    let errors = harness::metric_at(metrics_addr, "canaryd_reconcile_errors_total", &[]).await;
     let query_time = |part: &'static str| {
         let name = format!("canaryd_provider_query_duration_seconds_{part}");
         async move { harness::metric_at(metrics_addr, &name, &[]).await }
@@ -255,6 +268,10 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         "  queries sent            {queries} for {measurements} measurements recorded ({taken} in status), {:.1}x shared; one per distinct query per interval would be {}",
         measurements / queries.max(1) as f64,
         100 * count
+    );
+    println!(
+        "  reconcile errors        {} ({} of them 409 Conflict)",
+        errors as u64, conflicts as u64
     );
     println!(
         "  query duration          mean {:.1} ms  (the daemon's canaryd_provider_query_duration_seconds)",
