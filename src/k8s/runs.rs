@@ -8,14 +8,16 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::Reporter;
 use kube::{Resource, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::is_status;
-use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus, Argument, SecretKeyRef};
+use crate::api::{
+    AnalysisPhase, AnalysisRun, AnalysisRunStatus, Argument, MetricResult, RunSummary, SecretKeyRef,
+};
 
 /// The values of every `valueFrom.secretKeyRef` an arg without a value names, read from `namespace`. A
 /// Secret or key that does not exist is kept as the reason (the run then ends Error); any other API error
@@ -80,6 +82,59 @@ pub enum WriteError {
     Api(kube::Error),
 }
 
+/// The body of a status write: the resourceVersion it is conditional on, and every status field, `null`
+/// where the new status has none (a merge patch keeps the fields it does not mention).
+#[derive(serde::Serialize)]
+struct StatusWrite<'a> {
+    metadata: Precondition<'a>,
+    status: StatusFields<'a>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Precondition<'a> {
+    resource_version: &'a str,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusFields<'a> {
+    phase: &'a Option<AnalysisPhase>,
+    message: &'a Option<String>,
+    metric_results: &'a Option<Vec<MetricResult>>,
+    started_at: &'a Option<Time>,
+    completed_at: &'a Option<Time>,
+    run_summary: &'a Option<RunSummary>,
+    dry_run_summary: &'a Option<RunSummary>,
+}
+
+impl<'a> StatusWrite<'a> {
+    fn new(resource_version: &'a str, status: &'a AnalysisRunStatus) -> Self {
+        // Spelled out field by field, so a field added to the status cannot be left out of the write.
+        let AnalysisRunStatus {
+            phase,
+            message,
+            metric_results,
+            started_at,
+            completed_at,
+            run_summary,
+            dry_run_summary,
+        } = status;
+        StatusWrite {
+            metadata: Precondition { resource_version },
+            status: StatusFields {
+                phase,
+                message,
+                metric_results,
+                started_at,
+                completed_at,
+                run_summary,
+                dry_run_summary,
+            },
+        }
+    }
+}
+
 /// Writes `status` over the status of the run `name` in `namespace`, provided the object is still at
 /// `resource_version`. Top-level fields the new status lacks are removed (a merge patch would keep them).
 /// Returns the updated object's metadata only: the caller has the spec and the status it wrote, and reading
@@ -92,39 +147,24 @@ pub async fn patch_status(
     status: &AnalysisRunStatus,
     secrets: &[String],
 ) -> Result<ObjectMeta, WriteError> {
-    let mut value =
-        serde_json::to_value(status).map_err(|e| WriteError::Api(kube::Error::SerdeError(e)))?;
-    scrub(&mut value, secrets);
-    if let Value::Object(fields) = &mut value {
-        for key in [
-            "phase",
-            "message",
-            "metricResults",
-            "startedAt",
-            "completedAt",
-            "runSummary",
-            "dryRunSummary",
-        ] {
-            fields.entry(key).or_insert(Value::Null);
-        }
-    }
-    let patch = json!({
-        "metadata": { "resourceVersion": resource_version },
-        "status": value,
-    });
+    let body = StatusWrite::new(resource_version, status);
     /// The part of the reply that is read; serde skips the rest without building it.
     #[derive(serde::Deserialize)]
     struct Written {
         metadata: ObjectMeta,
     }
-    let request = kube::core::Request::new(AnalysisRun::url_path(&(), Some(namespace)))
-        .patch_subresource(
-            "status",
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .map_err(|e| WriteError::Api(kube::Error::BuildRequest(e)))?;
+    let target = kube::core::Request::new(AnalysisRun::url_path(&(), Some(namespace)));
+    let params = PatchParams::default();
+    // Written straight from the typed status; only a run with secrets goes through a JSON tree to scrub.
+    let request = if secrets.iter().any(|s| !s.is_empty()) {
+        let mut value =
+            serde_json::to_value(&body).map_err(|e| WriteError::Api(kube::Error::SerdeError(e)))?;
+        scrub(&mut value, secrets);
+        target.patch_subresource("status", name, &params, &Patch::Merge(&value))
+    } else {
+        target.patch_subresource("status", name, &params, &Patch::Merge(&body))
+    }
+    .map_err(|e| WriteError::Api(kube::Error::BuildRequest(e)))?;
     match client.request::<Written>(request).await {
         Ok(written) => Ok(written.metadata),
         Err(e) if is_status(&e, 409) => Err(WriteError::Conflict),
@@ -254,7 +294,26 @@ pub async fn publish_transition(
 mod tests {
     use super::*;
     use crate::api::TtlStrategy;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use serde_json::json;
+
+    #[test]
+    fn a_status_write_names_every_field_and_nulls_the_ones_the_status_lacks() {
+        let status = AnalysisRunStatus {
+            phase: Some(AnalysisPhase::Running),
+            ..Default::default()
+        };
+        let body = StatusWrite::new("7", &status);
+        assert_eq!(
+            serde_json::to_value(&body).unwrap(),
+            json!({
+                "metadata": {"resourceVersion": "7"},
+                "status": {
+                    "phase": "Running", "message": null, "metricResults": null, "startedAt": null,
+                    "completedAt": null, "runSummary": null, "dryRunSummary": null
+                }
+            })
+        );
+    }
 
     #[test]
     fn scrubbing_reaches_every_string() {
