@@ -515,21 +515,20 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
     let run_key = key_of(&obj);
     let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), &namespace);
     let rv = obj.resource_version().unwrap_or_default();
-    let ahead = ctx
-        .ahead
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(&key)
-        .cloned();
-    // The watch caught up with this process's own write: the object is exactly what the last reconcile
-    // wrote and planned for, so there is nothing to do before that plan's wake-up.
-    if let Some(a) = &ahead
-        && a.written_rv.as_deref() == Some(rv.as_str())
-        && let Some(wakeup) = a.wakeup.filter(|w| *w > Clock::Wall.now())
-    {
-        ctx.remember(key, None);
-        return Ok(requeue_before(Some(wakeup)));
-    }
+    let ahead = {
+        let mut map = ctx.ahead.lock().unwrap_or_else(PoisonError::into_inner);
+        // The watch caught up with this process's own write: the object is exactly what the last
+        // reconcile wrote and planned for, so there is nothing to do before that plan's wake-up. (Checked
+        // in place: this is the most frequent reconcile, and the status need not be copied for it.)
+        if let Some(a) = map.get(&key)
+            && a.written_rv.as_deref() == Some(rv.as_str())
+            && let Some(wakeup) = a.wakeup.filter(|w| *w > Clock::Wall.now())
+        {
+            map.remove(&key);
+            return Ok(requeue_before(Some(wakeup)));
+        }
+        map.get(&key).cloned()
+    };
     // What the server holds, what to build on, and the resourceVersion to write against.
     let (server, mut working, mut write_rv, mut uncounted) = match ahead {
         Some(a) if a.base_rv == rv => match a.written_rv {
