@@ -4,6 +4,7 @@
 //! server module turns requests into these calls and `ApiError`s into `Status` responses.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
@@ -106,8 +107,9 @@ pub struct Change {
     pub kind: ChangeKind,
     pub key: Key,
     /// The object before a modification: label-selected watches turn selector transitions into ADDED/DELETED.
-    pub previous: Option<Value>,
-    pub object: Value,
+    pub previous: Option<Arc<Value>>,
+    /// Shared, so a watch takes its changes out from under the store lock cheaply and serializes them after.
+    pub object: Arc<Value>,
 }
 
 /// Which part of an object a write may change.
@@ -571,8 +573,8 @@ impl Store {
             rv: self.rv,
             kind,
             key,
-            previous,
-            object,
+            previous: previous.map(Arc::new),
+            object: Arc::new(object),
         });
         while self.history.len() > self.history_limit {
             if let Some(dropped) = self.history.pop_front() {

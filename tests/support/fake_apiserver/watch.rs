@@ -85,7 +85,7 @@ fn event_line(kind: &str, object: &Value) -> String {
 }
 
 enum Step {
-    Send(Vec<String>),
+    Send(Vec<Change>),
     /// The fixture cut open watches: end the body with an error so the connection drops mid-stream.
     Cut,
     /// The watch fell out of the history window.
@@ -178,12 +178,9 @@ async fn run(
             } else if cursor < store.compacted_rv {
                 Step::Expired(cursor)
             } else {
-                let events = store
-                    .changes_after(cursor)
-                    .filter_map(|c| request.event_for(c))
-                    .collect();
+                let changes: Vec<Change> = store.changes_after(cursor).cloned().collect();
                 cursor = store.rv;
-                Step::Send(events)
+                Step::Send(changes)
             }
         };
         match step {
@@ -201,8 +198,9 @@ async fn run(
                 send(event_line("ERROR", &gone.status())).await;
                 return;
             }
-            Step::Send(events) => {
-                for event in events {
+            Step::Send(changes) => {
+                // Serialized here, not under the store lock, where it would hold up every write.
+                for event in changes.iter().filter_map(|c| request.event_for(c)) {
                     if !send(event).await {
                         return;
                     }
