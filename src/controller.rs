@@ -1,10 +1,9 @@
 //! `canaryd run`: the wiring of the in-cluster daemon. A kube-rs watch and cache per watched namespace (or one
 //! over all namespaces) and a [`Queue`] feed AnalysisRuns this process owns into [`reconcile`], which drives
-//! the same engine
-//! functions the CLI uses one step at a time: restore from `status`, measure what is due at `now`, record,
-//! assess, write the new status through the status subresource, requeue at the next wake-up. Leader
-//! election decides whether this process reconciles at all; `/metrics`, `/healthz` and `/readyz` show how it
-//! goes.
+//! the same engine functions the CLI uses one step at a time: restore from `status`, measure what is due at
+//! `now`, record, assess, write the new status through the status subresource, requeue at the next wake-up.
+//! Leader election decides whether this process reconciles at all; `/metrics`, `/healthz` and `/readyz` show
+//! how it goes.
 //!
 //! Delivery semantics (restart safety). All state is in `status`; nothing is remembered across restarts. A
 //! measurement is recorded only by a successful status patch guarded by the resourceVersion it was computed

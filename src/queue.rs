@@ -2,7 +2,7 @@
 //!
 //! kube-runtime's `applier` keeps its in-flight reconciles in a map it polls in full whenever any one of
 //! them wakes, so its cost per wake-up grows with the number in flight; at 10,000 runs (about a thousand in
-//! flight at every moment) that single task was the daemon's bottleneck. This queue does the same job with
+//! flight at every moment) that polling was a fifth of the daemon's CPU. This queue does the same job with
 //! ordered timers and a set: scheduling, starting and finishing a reconcile each cost O(log n).
 //!
 //! Its rules are the applier's: the earliest requested time wins, an object never has two reconciles at
