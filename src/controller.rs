@@ -80,6 +80,17 @@ pub enum Next {
     Change,
 }
 
+impl Next {
+    /// When to reconcile again, counted from `now`; `None` for only on a change, or for a wait too long to
+    /// count (it would overflow the clock rather than ever come).
+    fn deadline(self, now: tokio::time::Instant) -> Option<tokio::time::Instant> {
+        match self {
+            Next::After(wait) => now.checked_add(wait),
+            Next::Change => None,
+        }
+    }
+}
+
 /// Why one reconcile did not finish; it is retried.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
@@ -476,11 +487,7 @@ async fn drive(
                 let Some(key) = keys.remove(&id) else { continue };
                 let next = result.unwrap_or_else(|e| error_policy(&key, &e, &ctx));
                 let now = tokio::time::Instant::now();
-                let then = match next {
-                    Next::After(wait) => Some(now + wait),
-                    Next::Change => None,
-                };
-                queue.finish(&key, now, then);
+                queue.finish(&key, now, next.deadline(now));
             }
             () = tokio::time::sleep_until(wake.unwrap_or(now)), if wake.is_some() => {}
         }
@@ -795,5 +802,16 @@ mod tests {
         let soon = Next::After(Duration::from_millis(50));
         assert_eq!(requeue_before(Some(jiff::Timestamp::MIN)), soon);
         assert_eq!(requeue_before(None), Next::Change);
+    }
+
+    #[test]
+    fn a_wait_too_long_for_the_clock_is_no_deadline_rather_than_a_panic() {
+        let now = tokio::time::Instant::now();
+        assert_eq!(Next::After(Duration::MAX).deadline(now), None);
+        assert_eq!(
+            Next::After(Duration::from_secs(5)).deadline(now),
+            Some(now + Duration::from_secs(5))
+        );
+        assert_eq!(Next::Change.deadline(now), None);
     }
 }
