@@ -486,7 +486,7 @@ impl FakeApiServer {
         name: &str,
     ) -> Option<Value> {
         let key = self.key::<K>(namespace, name);
-        self.shared.lock_store().get(&key).cloned()
+        self.shared.lock_store().get(&key).map(|o| Value::clone(o))
     }
 
     /// Store `object` (status included) as if another client had written it; returns what was stored.
@@ -501,7 +501,7 @@ impl FakeApiServer {
             .write(|store| store.put_direct(&resource, value));
         let stored =
             stored.unwrap_or_else(|e| panic!("the fake API server refused put: {}", e.message));
-        serde_json::from_value(stored).expect("a stored object that deserializes as its kind")
+        K::deserialize(&*stored).expect("a stored object that deserializes as its kind")
     }
 
     fn key<K: kube::Resource<DynamicType = ()>>(&self, namespace: &str, name: &str) -> store::Key {

@@ -134,13 +134,14 @@ pub enum PatchKind {
 
 /// The outcome of DELETE: gone now, or kept with `deletionTimestamp` until its finalizers are removed.
 pub enum Deletion {
-    Gone(Value),
-    Pending(Value),
+    Gone(Arc<Value>),
+    Pending(Arc<Value>),
 }
 
 pub struct Store {
     pub rv: u64,
-    objects: BTreeMap<Key, Value>,
+    /// Shared with the history and with responses being written, so a write copies only what it changes.
+    objects: BTreeMap<Key, Arc<Value>>,
     history: VecDeque<Change>,
     history_limit: usize,
     /// Changes up to here fell out of the history window: a watch behind it gets 410 Expired.
@@ -173,7 +174,7 @@ impl Store {
         }
     }
 
-    pub fn get(&self, key: &Key) -> Option<&Value> {
+    pub fn get(&self, key: &Key) -> Option<&Arc<Value>> {
         self.objects.get(key)
     }
 
@@ -186,7 +187,7 @@ impl Store {
         self.objects
             .iter()
             .filter(move |((id, ns, _), _)| id == res_id && namespace.is_none_or(|n| n == ns))
-            .map(|(_, object)| object)
+            .map(|(_, object)| &**object)
     }
 
     /// Changes committed after `rv`, oldest first. The history is in commit order, so the first one is
@@ -221,7 +222,7 @@ impl Store {
         res: &ResourceDef,
         namespace: &str,
         mut object: Value,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Arc<Value>, ApiError> {
         let metadata = metadata_of(&mut object)
             .ok_or_else(|| ApiError::bad_request("the object has no metadata"))?;
         if metadata
@@ -295,8 +296,7 @@ impl Store {
         }
         fill_type_meta(res, &mut object);
         normalize(res, &mut object);
-        self.commit(ChangeKind::Added, key, None, object.clone());
-        Ok(object)
+        Ok(self.commit(ChangeKind::Added, key, None, object))
     }
 
     /// HTTP PUT: the kind's rules for an absent object and a missing resourceVersion, then `update`. Returns
@@ -307,7 +307,7 @@ impl Store {
         key: &Key,
         target: Target,
         mut candidate: Value,
-    ) -> Result<(Value, bool), ApiError> {
+    ) -> Result<(Arc<Value>, bool), ApiError> {
         if !self.objects.contains_key(key) && res.create_on_update && target == Target::Main {
             set_meta(&mut candidate, "resourceVersion", Value::Null);
             set_meta(&mut candidate, "name", json!(key.2));
@@ -334,8 +334,8 @@ impl Store {
         res: &ResourceDef,
         key: &Key,
         target: Target,
-        candidate: Value,
-    ) -> Result<Value, ApiError> {
+        mut candidate: Value,
+    ) -> Result<Arc<Value>, ApiError> {
         let old = self
             .objects
             .get(key)
@@ -377,8 +377,19 @@ impl Store {
         }
         let mut new = match target {
             Target::Status => {
-                let mut new = old.clone();
-                set_field(&mut new, "status", candidate.get("status").cloned());
+                // Everything but the status as stored, without copying the stored status only to replace it.
+                let mut new: Value = old
+                    .as_object()
+                    .map(|o| {
+                        o.iter()
+                            .filter(|(field, _)| *field != "status")
+                            .map(|(field, value)| (field.clone(), value.clone()))
+                            .collect::<Map<String, Value>>()
+                    })
+                    .unwrap_or_default()
+                    .into();
+                let status = candidate.as_object_mut().and_then(|o| o.remove("status"));
+                set_field(&mut new, "status", status);
                 new
             }
             Target::Main => {
@@ -422,7 +433,7 @@ impl Store {
                 .unwrap_or(0);
             set_meta(&mut new, "generation", json!(generation + 1));
         }
-        if new == old {
+        if new == *old {
             // kube-apiserver does not bump resourceVersion or notify watches for a no-op write.
             return Ok(old);
         }
@@ -435,11 +446,10 @@ impl Store {
                 .is_none_or(Vec::is_empty);
         if finalized {
             self.objects.remove(key);
-            self.commit(ChangeKind::Deleted, key.clone(), None, new.clone());
+            Ok(self.commit(ChangeKind::Deleted, key.clone(), None, new))
         } else {
-            self.commit(ChangeKind::Modified, key.clone(), Some(old), new.clone());
+            Ok(self.commit(ChangeKind::Modified, key.clone(), Some(old), new))
         }
-        Ok(new)
     }
 
     /// PATCH semantics. Returns the object and whether it was created (server-side apply of an absent object).
@@ -450,8 +460,8 @@ impl Store {
         target: Target,
         kind: PatchKind,
         patch: &Value,
-    ) -> Result<(Value, bool), ApiError> {
-        let Some(current) = self.objects.get(key).cloned() else {
+    ) -> Result<(Arc<Value>, bool), ApiError> {
+        let Some(current) = self.objects.get(key).map(|o| Value::clone(o)) else {
             if kind == PatchKind::Apply && target == Target::Main {
                 let mut object = patch.clone();
                 set_meta(&mut object, "name", json!(key.2));
@@ -509,7 +519,7 @@ impl Store {
             }
         }
         let rv = self.rv + 1;
-        let mut object = old.clone();
+        let mut object = Value::clone(&old);
         set_meta(&mut object, "resourceVersion", json!(rv.to_string()));
         let has_finalizers = old
             .pointer("/metadata/finalizers")
@@ -520,17 +530,25 @@ impl Store {
                 return Ok(Deletion::Pending(old));
             }
             set_meta(&mut object, "deletionTimestamp", json!(now()));
-            self.commit(ChangeKind::Modified, key.clone(), Some(old), object.clone());
-            return Ok(Deletion::Pending(object));
+            let pending = self.commit(ChangeKind::Modified, key.clone(), Some(old), object);
+            return Ok(Deletion::Pending(pending));
         }
         self.objects.remove(key);
-        self.commit(ChangeKind::Deleted, key.clone(), None, object.clone());
-        Ok(Deletion::Gone(object))
+        Ok(Deletion::Gone(self.commit(
+            ChangeKind::Deleted,
+            key.clone(),
+            None,
+            object,
+        )))
     }
 
     /// The fixture's back door: store `object` as given (status included), creating or replacing it, with fresh
     /// server-set metadata and a watch event, as if another client had written it.
-    pub fn put_direct(&mut self, res: &ResourceDef, mut object: Value) -> Result<Value, ApiError> {
+    pub fn put_direct(
+        &mut self,
+        res: &ResourceDef,
+        mut object: Value,
+    ) -> Result<Arc<Value>, ApiError> {
         let namespace = object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
@@ -564,8 +582,16 @@ impl Store {
         Ok(updated)
     }
 
-    fn commit(&mut self, kind: ChangeKind, key: Key, previous: Option<Value>, object: Value) {
+    /// Records a write: the stored object (unless deleted) and the history share the returned one.
+    fn commit(
+        &mut self,
+        kind: ChangeKind,
+        key: Key,
+        previous: Option<Arc<Value>>,
+        object: Value,
+    ) -> Arc<Value> {
         self.rv += 1;
+        let object = Arc::new(object);
         if kind != ChangeKind::Deleted {
             self.objects.insert(key.clone(), object.clone());
         }
@@ -573,14 +599,15 @@ impl Store {
             rv: self.rv,
             kind,
             key,
-            previous: previous.map(Arc::new),
-            object: Arc::new(object),
+            previous,
+            object: object.clone(),
         });
         while self.history.len() > self.history_limit {
             if let Some(dropped) = self.history.pop_front() {
                 self.compacted_rv = dropped.rv;
             }
         }
+        object
     }
 }
 
