@@ -750,8 +750,10 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
 /// How long before a measurement is due its reconcile starts: reading Secrets, preparing the run and being
 /// scheduled behind other runs' patches happen ahead of time, and the reconcile then waits for the due
 /// instant itself, so the query starts on time even when thousands of runs are due in the same second (status
-/// timestamps have one-second resolution, so due times bunch on whole seconds).
-const PREWAKE: Duration = Duration::from_secs(1);
+/// timestamps have one-second resolution, so due times bunch on whole seconds). Half a second, not a whole
+/// one: a whole-second head start lands these reconciles on the previous whole second, in the middle of the
+/// burst of measurements due then, whose queries they delayed.
+const PREWAKE: Duration = Duration::from_millis(500);
 
 /// Reconcile [`PREWAKE`] before the measurement due at `at`, or on the next change. `at` comes from a stored
 /// status, so it may lie at the very start of time; then there is nothing earlier to wake at.
