@@ -152,6 +152,20 @@ pub struct Context {
 }
 
 impl Context {
+    /// Whether `rv` is the version this process's last status write of `key` produced, with a measurement
+    /// planned after it: then the watch is only echoing that write and there is nothing to do before the
+    /// planned wake-up, which is returned. The write is forgotten, since the cache now shows it.
+    fn echo_of_own_write(&self, key: &Key, rv: &str) -> Option<jiff::Timestamp> {
+        let mut map = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
+        let a = map.get(key)?;
+        let wakeup = a.wakeup.filter(|w| *w > Clock::Wall.now())?;
+        if a.written_rv.as_deref() != Some(rv) {
+            return None;
+        }
+        map.remove(key);
+        Some(wakeup)
+    }
+
     fn remember(&self, key: (String, String), ahead: Option<Ahead>) {
         let mut map = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
         match ahead {
@@ -469,10 +483,22 @@ async fn drive(
             _ = &mut stopped => break,
             event = events.next() => match event {
                 None => break,
-                Some(Ok(run)) => queue.schedule(
-                    (run.namespace().unwrap_or_default(), run.name_any()),
-                    tokio::time::Instant::now(),
-                ),
+                Some(Ok(run)) => {
+                    let key = (run.namespace().unwrap_or_default(), run.name_any());
+                    let now = tokio::time::Instant::now();
+                    // The echo of this process's own write changes nothing: the writing reconcile already
+                    // asked for the planned wake-up, so no reconcile starts for it (one per measurement).
+                    let at = match run
+                        .resource_version()
+                        .and_then(|rv| ctx.echo_of_own_write(&key, &rv))
+                    {
+                        Some(wakeup) => requeue_before(Some(wakeup)).deadline(now),
+                        None => Some(now),
+                    };
+                    if let Some(at) = at {
+                        queue.schedule(key, at);
+                    }
+                }
                 Some(Err(e)) => {
                     // The watcher re-lists by itself (410 Gone, dropped connections); count it.
                     ctx.metrics.reconcile_error("watch");
@@ -521,46 +547,49 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
     let run_key = key_of(&obj);
     let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), &namespace);
     let rv = obj.resource_version().unwrap_or_default();
+    // Usually the drive loop has already recognised the echo of our own write; this catches the echo that
+    // arrived while the writing reconcile was still running.
+    if let Some(wakeup) = ctx.echo_of_own_write(&key, &rv) {
+        return Ok(requeue_before(Some(wakeup)));
+    }
+    // What this process computed from exactly this version and the cache does not show yet. Anything it
+    // computed from another version is out of date: dropped.
     let ahead = {
         let mut map = ctx.ahead.lock().unwrap_or_else(PoisonError::into_inner);
-        // The watch caught up with this process's own write: the object is exactly what the last
-        // reconcile wrote and planned for, so there is nothing to do before that plan's wake-up. (Checked
-        // in place: this is the most frequent reconcile, and the status need not be copied for it.)
-        if let Some(a) = map.get(&key)
-            && a.written_rv.as_deref() == Some(rv.as_str())
-            && let Some(wakeup) = a.wakeup.filter(|w| *w > Clock::Wall.now())
-        {
-            map.remove(&key);
-            return Ok(requeue_before(Some(wakeup)));
+        match map.get(&key) {
+            Some(a) if a.base_rv == rv => Some(a.clone()),
+            _ => {
+                map.remove(&key);
+                None
+            }
         }
-        map.get(&key).cloned()
     };
-    // What the server holds, what to build on, and the resourceVersion to write against.
-    let (server, mut working, mut write_rv, mut uncounted) = match ahead {
-        Some(a) if a.base_rv == rv => match a.written_rv {
-            Some(w) => (Some(a.status.clone()), Some(a.status), w, a.uncounted),
-            None => (obj.status.clone(), Some(a.status), rv.clone(), a.uncounted),
+    // The status our write put on the server when the cache lags behind it; what is still to be written;
+    // the resourceVersion to write against.
+    let (written, pending, mut write_rv, mut uncounted) = match ahead {
+        Some(a) => match a.written_rv {
+            Some(w) => (Some(a.status), None, w, a.uncounted),
+            None => (None, Some(a.status), rv.clone(), a.uncounted),
         },
-        _ => {
-            ctx.remember(key.clone(), None);
-            (
-                obj.status.clone(),
-                obj.status.clone(),
-                rv.clone(),
-                Vec::new(),
-            )
-        }
+        None => (None, None, rv.clone(), Vec::new()),
     };
+    // What the server holds.
+    let server = written.as_ref().or(obj.status.as_ref());
 
-    if let Some(done) = server
-        .as_ref()
-        .and_then(|s| s.phase)
-        .filter(|p| p.is_completed())
-    {
-        let mut judged = (*obj).clone();
-        judged.status = server.clone();
-        return expire(&api, &judged, done).await;
+    if let Some(done) = server.and_then(|s| s.phase).filter(|p| p.is_completed()) {
+        return match &written {
+            None => expire(&api, &obj, done).await,
+            Some(status) => {
+                let judged = AnalysisRun {
+                    status: Some(status.clone()),
+                    ..(*obj).clone()
+                };
+                expire(&api, &judged, done).await
+            }
+        };
     }
+    // What to build on.
+    let mut working = pending.or_else(|| server.cloned());
 
     let spec = RunSpec::from_run(&obj.spec);
     let secrets = runs::read_secrets(&ctx.client, &namespace, &spec.args)
@@ -644,8 +673,8 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
         }
     };
 
-    let phase_before = server.as_ref().and_then(|s| s.phase);
-    if server.as_ref() != Some(&new_status) {
+    let phase_before = server.and_then(|s| s.phase);
+    if server != Some(&new_status) {
         let mut attempts = 0;
         let written = loop {
             attempts += 1;
@@ -673,7 +702,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
                 Err(WriteError::Conflict) if attempts < 3 => {
                     ctx.metrics.reconcile_error("conflict");
                     let fresh = api.get(&name).await.map_err(ReconcileError::Reread)?;
-                    if fresh.status != server {
+                    if fresh.status.as_ref() != server {
                         // Someone else wrote status (a former leader): build on theirs, drop our answers.
                         ctx.remember(key, None);
                         return Ok(Next::After(Duration::from_millis(100)));
