@@ -523,12 +523,13 @@ async fn drive(
 
 fn error_policy((namespace, name): &Key, error: &ReconcileError, ctx: &Context) -> Next {
     ctx.metrics.reconcile_error(error.reason());
-    warn!(run = %format!("{namespace}/{name}"), reason = error.reason(), error = %error, "Reconcile failed; retrying");
+    warn!(run = %shown(namespace, name), reason = error.reason(), error = %error, "Reconcile failed; retrying");
     Next::After(Duration::from_secs(1))
 }
 
-fn key_of(run: &AnalysisRun) -> String {
-    format!("{}/{}", run.namespace().unwrap_or_default(), run.name_any())
+/// A run as logs name it: `namespace/name`.
+fn shown(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
 }
 
 fn provider_name(run: &PreparedRun, index: usize) -> &'static str {
@@ -544,7 +545,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
     let namespace = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let key = (namespace.clone(), name.clone());
-    let run_key = key_of(&obj);
+    let run_key = shown(&namespace, &name);
     let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), &namespace);
     let rv = obj.resource_version().unwrap_or_default();
     // Usually the drive loop has already recognised the echo of our own write; this catches the echo that
@@ -578,13 +579,13 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
 
     if let Some(done) = server.and_then(|s| s.phase).filter(|p| p.is_completed()) {
         return match &written {
-            None => expire(&api, &obj, done).await,
+            None => expire(&api, &obj, &run_key, done).await,
             Some(status) => {
                 let judged = AnalysisRun {
                     status: Some(status.clone()),
                     ..(*obj).clone()
                 };
-                expire(&api, &judged, done).await
+                expire(&api, &judged, &run_key, done).await
             }
         };
     }
@@ -768,6 +769,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
                     status: Some(new_status),
                     ..written
                 },
+                &run_key,
                 phase,
             )
             .await;
@@ -809,6 +811,7 @@ fn requeue_at(at: Option<jiff::Timestamp>) -> Next {
 async fn expire(
     api: &Api<AnalysisRun>,
     run: &AnalysisRun,
+    run_key: &str,
     phase: AnalysisPhase,
 ) -> Result<Next, ReconcileError> {
     let Some(at) = runs::ttl_expiry(run) else {
@@ -818,7 +821,7 @@ async fn expire(
         runs::delete_run(api, run)
             .await
             .map_err(ReconcileError::Delete)?;
-        info!(run = %key_of(run), phase = %phase, "Deleted the AnalysisRun: its ttlStrategy expired");
+        info!(run = %run_key, phase = %phase, "Deleted the AnalysisRun: its ttlStrategy expired");
         return Ok(Next::Change);
     }
     Ok(requeue_at(Some(at)))
