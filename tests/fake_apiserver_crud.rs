@@ -7,13 +7,14 @@ mod fake_apiserver;
 use canaryd::api::{
     AnalysisPhase, AnalysisRun, AnalysisRunSpec, AnalysisRunStatus, ClusterAnalysisTemplate, Metric,
 };
-use fake_apiserver::{FakeApiServer, RequestPattern};
+use fake_apiserver::{FakeApiServer, RequestPattern, merge_patch};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ObjectReference, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use serde_json::json;
+use proptest::prelude::*;
+use serde_json::{Value, json};
 
 fn run(name: &str) -> AnalysisRun {
     let metric = Metric {
@@ -346,6 +347,43 @@ async fn merge_patch_changes_only_the_fields_it_names_and_null_removes() {
         Some(2),
         "a spec change bumps generation"
     );
+}
+
+/// JSON documents small enough to shrink well, over few field names so that patches and targets overlap.
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        (-3i64..3).prop_map(|n| json!(n)),
+        prop::sample::select(vec!["", "x", "y"]).prop_map(|s| json!(s)),
+    ];
+    leaf.prop_recursive(4, 32, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+            prop::collection::btree_map(
+                prop::sample::select(vec!["a", "b", "metadata", "status"]).prop_map(String::from),
+                inner,
+                0..4
+            )
+            .prop_map(|fields| Value::Object(fields.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// The fixture merges without copying the target first; it must agree with json-patch's RFC 7386 merge,
+    /// on a present target and on an absent one (which RFC 7386 treats as `{}`).
+    #[test]
+    fn the_merge_patch_is_rfc_7386_as_json_patch_applies_it(target in json_value(), patch in json_value()) {
+        let mut expected = target.clone();
+        json_patch::merge(&mut expected, &patch);
+        prop_assert_eq!(merge_patch(Some(&target), patch.clone()), expected);
+        let mut from_nothing = Value::Null;
+        json_patch::merge(&mut from_nothing, &patch);
+        prop_assert_eq!(merge_patch(None, patch), from_nothing);
+    }
 }
 
 #[tokio::test]

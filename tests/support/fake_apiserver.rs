@@ -87,7 +87,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use selector::{FieldSelector, LabelSelector};
-use store::{ApiError, Deletion, PatchKind, Store, Target};
+#[allow(unused_imports)] // Only fake_apiserver_crud's property test calls it directly.
+pub use store::merge_patch;
+use store::{ApiError, Deletion, PatchKind, Store, Stored, Target};
 
 type Body = BoxBody<Bytes, io::Error>;
 
@@ -501,7 +503,7 @@ impl FakeApiServer {
             .write(|store| store.put_direct(&resource, value));
         let stored =
             stored.unwrap_or_else(|e| panic!("the fake API server refused put: {}", e.message));
-        K::deserialize(&*stored).expect("a stored object that deserializes as its kind")
+        K::deserialize(&**stored).expect("a stored object that deserializes as its kind")
     }
 
     fn key<K: kube::Resource<DynamicType = ()>>(&self, namespace: &str, name: &str) -> store::Key {
@@ -718,7 +720,7 @@ fn serve_resource(
             Method::POST if namespace.is_some() || !resource.namespaced => {
                 let object = shared
                     .write(|store| store.create(&resource, &namespace_text, call.json_body()?))?;
-                Ok(ok(StatusCode::CREATED, &object))
+                Ok(stored(StatusCode::CREATED, &object))
             }
             _ => Err(ApiError::new(
                 405,
@@ -732,14 +734,14 @@ fn serve_resource(
         Method::GET => {
             let object = shared.lock_store().get(&key).cloned();
             object
-                .map(|o| ok(StatusCode::OK, &o))
+                .map(|o| stored(StatusCode::OK, &o))
                 .ok_or_else(|| ApiError::not_found(&resource, name))
         }
         Method::PUT => {
             let body = call.json_body()?;
             let (object, created) =
                 shared.write(|store| store.replace(&resource, &key, target, body))?;
-            Ok(ok(
+            Ok(stored(
                 if created {
                     StatusCode::CREATED
                 } else {
@@ -768,8 +770,8 @@ fn serve_resource(
             }
             let patch = call.json_body()?;
             let (object, created) =
-                shared.write(|store| store.patch(&resource, &key, target, kind, &patch))?;
-            Ok(ok(
+                shared.write(|store| store.patch(&resource, &key, target, kind, patch))?;
+            Ok(stored(
                 if created {
                     StatusCode::CREATED
                 } else {
@@ -786,10 +788,10 @@ fn serve_resource(
             };
             let preconditions = options.get("preconditions").cloned().unwrap_or(json!({}));
             match shared.write(|store| store.delete(&resource, &key, &preconditions))? {
-                Deletion::Pending(object) => Ok(ok(StatusCode::OK, &object)),
+                Deletion::Pending(object) => Ok(stored(StatusCode::OK, &object)),
                 // kube-apiserver's custom resource storage returns the deleted object; most built-in
                 // kinds (Secrets, ConfigMaps, Events, Leases) return a Success Status instead.
-                Deletion::Gone(object) if resource.custom => Ok(ok(StatusCode::OK, &object)),
+                Deletion::Gone(object) if resource.custom => Ok(stored(StatusCode::OK, &object)),
                 Deletion::Gone(object) => Ok(ok(
                     StatusCode::OK,
                     &json!({
@@ -828,6 +830,7 @@ fn list(
     let items: Vec<&Value> = store
         .list(&id, namespace)
         .filter(|o| labels.matches(o) && fields.matches(o))
+        .map(|o| &**o)
         .collect();
     let list = json!({
         "apiVersion": resource.api_version(), "kind": format!("{}List", resource.kind),
@@ -939,11 +942,16 @@ fn resource_list(resources: &[ResourceDef], group: &str, version: &str) -> Optio
 }
 
 fn ok(status: StatusCode, body: &Value) -> Response<Body> {
-    let mut response = Response::new(
-        Full::new(Bytes::from(body.to_string()))
-            .map_err(|never| match never {})
-            .boxed(),
-    );
+    reply(status, Bytes::from(body.to_string()))
+}
+
+/// A stored object as the answer, in the JSON its watch events carry too.
+fn stored(status: StatusCode, object: &Stored) -> Response<Body> {
+    reply(status, object.json().clone())
+}
+
+fn reply(status: StatusCode, json: Bytes) -> Response<Body> {
+    let mut response = Response::new(Full::new(json).map_err(|never| match never {}).boxed());
     *response.status_mut() = status;
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,

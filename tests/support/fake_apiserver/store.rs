@@ -4,9 +4,11 @@
 //! server module turns requests into these calls and `ApiError`s into `Status` responses.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
 
 use base64::Engine as _;
+use hyper::body::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::ResourceDef;
@@ -100,6 +102,36 @@ pub enum ChangeKind {
     Deleted,
 }
 
+/// A committed version of an object, shared by the store, the watch history and replies. Its JSON is made once,
+/// by whichever sends it first: the reply to a write and every watch's event of it carry the same text.
+#[derive(Debug)]
+pub struct Stored {
+    value: Value,
+    json: OnceLock<Bytes>,
+}
+
+impl Stored {
+    fn new(value: Value) -> Self {
+        Stored {
+            value,
+            json: OnceLock::new(),
+        }
+    }
+
+    pub fn json(&self) -> &Bytes {
+        self.json
+            .get_or_init(|| Bytes::from(self.value.to_string()))
+    }
+}
+
+impl Deref for Stored {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        &self.value
+    }
+}
+
 /// One committed write, kept so that watches can resume from any resourceVersion still in the window.
 #[derive(Clone, Debug)]
 pub struct Change {
@@ -107,9 +139,9 @@ pub struct Change {
     pub kind: ChangeKind,
     pub key: Key,
     /// The object before a modification: label-selected watches turn selector transitions into ADDED/DELETED.
-    pub previous: Option<Arc<Value>>,
+    pub previous: Option<Arc<Stored>>,
     /// Shared, so a watch takes its changes out from under the store lock cheaply and serializes them after.
-    pub object: Arc<Value>,
+    pub object: Arc<Stored>,
 }
 
 /// Which part of an object a write may change.
@@ -134,14 +166,14 @@ pub enum PatchKind {
 
 /// The outcome of DELETE: gone now, or kept with `deletionTimestamp` until its finalizers are removed.
 pub enum Deletion {
-    Gone(Arc<Value>),
-    Pending(Arc<Value>),
+    Gone(Arc<Stored>),
+    Pending(Arc<Stored>),
 }
 
 pub struct Store {
     pub rv: u64,
     /// Shared with the history and with responses being written, so a write copies only what it changes.
-    objects: BTreeMap<Key, Arc<Value>>,
+    objects: BTreeMap<Key, Arc<Stored>>,
     history: VecDeque<Change>,
     history_limit: usize,
     /// Changes up to here fell out of the history window: a watch behind it gets 410 Expired.
@@ -174,7 +206,7 @@ impl Store {
         }
     }
 
-    pub fn get(&self, key: &Key) -> Option<&Arc<Value>> {
+    pub fn get(&self, key: &Key) -> Option<&Arc<Stored>> {
         self.objects.get(key)
     }
 
@@ -183,7 +215,7 @@ impl Store {
         &'a self,
         res_id: &'a str,
         namespace: Option<&'a str>,
-    ) -> impl Iterator<Item = &'a Value> + 'a {
+    ) -> impl Iterator<Item = &'a Stored> + 'a {
         self.objects
             .iter()
             .filter(move |((id, ns, _), _)| id == res_id && namespace.is_none_or(|n| n == ns))
@@ -222,7 +254,7 @@ impl Store {
         res: &ResourceDef,
         namespace: &str,
         mut object: Value,
-    ) -> Result<Arc<Value>, ApiError> {
+    ) -> Result<Arc<Stored>, ApiError> {
         let metadata = metadata_of(&mut object)
             .ok_or_else(|| ApiError::bad_request("the object has no metadata"))?;
         if metadata
@@ -307,7 +339,7 @@ impl Store {
         key: &Key,
         target: Target,
         mut candidate: Value,
-    ) -> Result<(Arc<Value>, bool), ApiError> {
+    ) -> Result<(Arc<Stored>, bool), ApiError> {
         if !self.objects.contains_key(key) && res.create_on_update && target == Target::Main {
             set_meta(&mut candidate, "resourceVersion", Value::Null);
             set_meta(&mut candidate, "name", json!(key.2));
@@ -335,7 +367,7 @@ impl Store {
         key: &Key,
         target: Target,
         mut candidate: Value,
-    ) -> Result<Arc<Value>, ApiError> {
+    ) -> Result<Arc<Stored>, ApiError> {
         let old = self
             .objects
             .get(key)
@@ -433,7 +465,7 @@ impl Store {
                 .unwrap_or(0);
             set_meta(&mut new, "generation", json!(generation + 1));
         }
-        if new == *old {
+        if new == old.value {
             // kube-apiserver does not bump resourceVersion or notify watches for a no-op write.
             return Ok(old);
         }
@@ -459,28 +491,29 @@ impl Store {
         key: &Key,
         target: Target,
         kind: PatchKind,
-        patch: &Value,
-    ) -> Result<(Arc<Value>, bool), ApiError> {
-        let Some(current) = self.objects.get(key).map(|o| Value::clone(o)) else {
+        patch: Value,
+    ) -> Result<(Arc<Stored>, bool), ApiError> {
+        let Some(current) = self.objects.get(key).cloned() else {
             if kind == PatchKind::Apply && target == Target::Main {
-                let mut object = patch.clone();
+                let mut object = patch;
                 set_meta(&mut object, "name", json!(key.2));
                 return self.create(res, &key.1, object).map(|o| (o, true));
             }
             return Err(ApiError::not_found(res, &key.2));
         };
-        let mut doc = current;
-        match kind {
+        let doc = match kind {
             PatchKind::Merge | PatchKind::Strategic | PatchKind::Apply => {
-                json_patch::merge(&mut doc, patch)
+                merge_patch(Some(&current), patch)
             }
             PatchKind::Json => {
-                let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+                let ops: json_patch::Patch = serde_json::from_value(patch)
                     .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+                let mut doc = Value::clone(&current);
                 json_patch::patch(&mut doc, &ops.0)
                     .map_err(|e| ApiError::invalid(res, &key.2, e.to_string()))?;
+                doc
             }
-        }
+        };
         self.update(res, key, target, doc).map(|o| (o, false))
     }
 
@@ -548,7 +581,7 @@ impl Store {
         &mut self,
         res: &ResourceDef,
         mut object: Value,
-    ) -> Result<Arc<Value>, ApiError> {
+    ) -> Result<Arc<Stored>, ApiError> {
         let namespace = object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
@@ -587,11 +620,11 @@ impl Store {
         &mut self,
         kind: ChangeKind,
         key: Key,
-        previous: Option<Arc<Value>>,
+        previous: Option<Arc<Stored>>,
         object: Value,
-    ) -> Arc<Value> {
+    ) -> Arc<Stored> {
         self.rv += 1;
-        let object = Arc::new(object);
+        let object = Arc::new(Stored::new(object));
         if kind != ChangeKind::Deleted {
             self.objects.insert(key.clone(), object.clone());
         }
@@ -609,6 +642,35 @@ impl Store {
         }
         object
     }
+}
+
+/// RFC 7386 JSON merge patch of `patch` onto `target` (`None`: absent). The patch is taken, so what it
+/// replaces is moved in rather than copied, and only what it leaves alone is copied from the target: a status
+/// write, whose patch carries the whole new status, copies no measurement.
+pub fn merge_patch(target: Option<&Value>, patch: Value) -> Value {
+    let Value::Object(mut patch) = patch else {
+        return patch;
+    };
+    let mut merged = Map::new();
+    if let Some(Value::Object(target)) = target {
+        for (field, value) in target {
+            match patch.remove(field) {
+                None => {
+                    merged.insert(field.clone(), value.clone());
+                }
+                Some(Value::Null) => {}
+                Some(change) => {
+                    merged.insert(field.clone(), merge_patch(Some(value), change));
+                }
+            }
+        }
+    }
+    for (field, value) in patch {
+        if !value.is_null() {
+            merged.insert(field, merge_patch(None, value));
+        }
+    }
+    Value::Object(merged)
 }
 
 fn metadata_of(object: &mut Value) -> Option<&mut Map<String, Value>> {

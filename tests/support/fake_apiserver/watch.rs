@@ -43,7 +43,7 @@ impl WatchRequest {
     }
 
     /// The event this watch sees for a change, if any: leaving the selector reads as DELETED, entering as ADDED.
-    fn event_for(&self, change: &Change) -> Option<String> {
+    fn event_for(&self, change: &Change) -> Option<Vec<u8>> {
         if change.key.0 != self.resource.id() {
             return None;
         }
@@ -59,7 +59,7 @@ impl WatchRequest {
                 (false, false) => None,
             },
         }?;
-        Some(event_line(kind, &change.object))
+        Some(event_line(kind, change.object.json()))
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Value {
@@ -73,15 +73,20 @@ impl WatchRequest {
     }
 }
 
-/// One watch event as sent: serialized from the stored object as it is, without a copy per watch.
-fn event_line(kind: &str, object: &Value) -> String {
-    #[derive(serde::Serialize)]
-    struct WatchEvent<'a> {
-        #[serde(rename = "type")]
-        kind: &'a str,
-        object: &'a Value,
-    }
-    serde_json::to_string(&WatchEvent { kind, object }).unwrap_or_default()
+/// One watch event as sent, around the object's JSON as the store made it once for the reply and every watch.
+fn event_line(kind: &str, object: &[u8]) -> Vec<u8> {
+    let mut line = Vec::with_capacity(object.len() + 32);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(object);
+    line.push(b'}');
+    line
+}
+
+/// An ERROR event carrying `error`'s Status.
+fn error_line(error: &ApiError) -> Vec<u8> {
+    event_line("ERROR", error.status().to_string().as_bytes())
 }
 
 enum Step {
@@ -117,10 +122,9 @@ async fn run(
     let _open = OpenWatch(shared.clone());
     let mut signal = shared.signal.subscribe();
     let mut shutdown = shared.shutdown.subscribe();
-    let send = |event: String| {
+    let send = |mut line: Vec<u8>| {
         let tx = tx.clone();
         async move {
-            let mut line = event.into_bytes();
             line.push(b'\n');
             tx.send(Ok(Frame::data(Bytes::from(line)))).await.is_ok()
         }
@@ -139,13 +143,13 @@ async fn run(
             (Some(rv), None) => Ok((rv, store.watch_epoch, Vec::new())),
             (None, None) => {
                 let res_id = request.resource.id();
-                let mut events: Vec<String> = store
+                let mut events: Vec<Vec<u8>> = store
                     .list(&res_id, request.namespace.as_deref())
                     .filter(|o| request.selects(o))
-                    .map(|o| event_line("ADDED", o))
+                    .map(|o| event_line("ADDED", o.json()))
                     .collect();
                 if request.initial_events {
-                    events.push(request.bookmark(store.rv, true).to_string());
+                    events.push(request.bookmark(store.rv, true).to_string().into_bytes());
                 }
                 Ok((store.rv, store.watch_epoch, events))
             }
@@ -154,11 +158,7 @@ async fn run(
     let (mut cursor, epoch, initial) = match start {
         Ok(start) => start,
         Err(message) => {
-            send(event_line(
-                "ERROR",
-                &ApiError::new(410, "Expired", message).status(),
-            ))
-            .await;
+            send(error_line(&ApiError::new(410, "Expired", message))).await;
             return;
         }
     };
@@ -195,7 +195,7 @@ async fn run(
             }
             Step::Expired(rv) => {
                 let gone = ApiError::new(410, "Expired", format!("too old resource version: {rv}"));
-                send(event_line("ERROR", &gone.status())).await;
+                send(error_line(&gone)).await;
                 return;
             }
             Step::Send(changes) => {
@@ -209,7 +209,7 @@ async fn run(
         }
         if bookmark_due {
             bookmark_due = false;
-            if !send(request.bookmark(cursor, false).to_string()).await {
+            if !send(request.bookmark(cursor, false).to_string().into_bytes()).await {
                 return;
             }
         }
