@@ -731,28 +731,31 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
         for (phase, provider) in uncounted.drain(..) {
             ctx.metrics.measured(phase.as_str(), provider);
         }
+        let transition = new_status.phase.filter(|p| phase_before != Some(*p));
+        let message = transition.and(new_status.message.clone());
+        let completed = new_status.phase.filter(|p| p.is_completed());
+        // A completed run's status is still needed to expire it; any other moves into `Ahead` uncopied.
+        let judged = completed.map(|_| new_status.clone());
         ctx.remember(
             key,
             Some(Ahead {
                 base_rv: rv,
-                status: new_status.clone(),
+                status: new_status,
                 written_rv: written.resource_version(),
                 uncounted: Vec::new(),
                 wakeup: assessment_wakeup,
             }),
         );
-        if let Some(phase) = new_status.phase
-            && phase_before != Some(phase)
-        {
+        if let Some(phase) = transition {
             if phase.is_completed() {
-                info!(run = %run_key, phase = %phase, reason = new_status.message.as_deref().unwrap_or(""), "AnalysisRun completed");
+                info!(run = %run_key, phase = %phase, reason = message.as_deref().unwrap_or(""), "AnalysisRun completed");
             }
             if let Err(e) = runs::publish_transition(
                 &ctx.client,
                 &ctx.reporter,
                 &written,
                 phase,
-                new_status.message.as_deref(),
+                message.as_deref(),
                 &secret_values,
                 Clock::Wall.now(),
             )
@@ -762,11 +765,11 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
                 warn!(run = %run_key, error = %e, "Cannot publish the Event");
             }
         }
-        if let Some(phase) = new_status.phase.filter(|p| p.is_completed()) {
+        if let (Some(phase), Some(status)) = (completed, judged) {
             return expire(
                 &api,
                 &AnalysisRun {
-                    status: Some(new_status),
+                    status: Some(status),
                     ..written
                 },
                 &run_key,
