@@ -458,14 +458,19 @@ impl Store {
             }
         };
         set_meta(&mut new, "resourceVersion", old_rv);
-        if res.custom && !same_spec(res, &old, &new) {
+        // A status write takes everything but the status from the stored object: no spec change to look for.
+        if res.custom && target == Target::Main && !same_spec(res, &old, &new) {
             let generation = old
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
             set_meta(&mut new, "generation", json!(generation + 1));
         }
-        if new == old.value {
+        let unchanged = match target {
+            Target::Status => new.get("status") == old.get("status"),
+            Target::Main => new == old.value,
+        };
+        if unchanged {
             // kube-apiserver does not bump resourceVersion or notify watches for a no-op write.
             return Ok(old);
         }
@@ -502,6 +507,13 @@ impl Store {
             return Err(ApiError::not_found(res, &key.2));
         };
         let doc = match kind {
+            PatchKind::Merge | PatchKind::Strategic | PatchKind::Apply
+                if target == Target::Status =>
+            {
+                // A status write keeps only the status of the patched object and the preconditions in its
+                // metadata (see `update`): merging the rest would copy it to throw it away.
+                merge_patch_fields(&current, patch, &["metadata", "status"])
+            }
             PatchKind::Merge | PatchKind::Strategic | PatchKind::Apply => {
                 merge_patch(Some(&current), patch)
             }
@@ -642,6 +654,26 @@ impl Store {
         }
         object
     }
+}
+
+/// `merge_patch` of `patch` onto `target`, of the top-level `fields` only; a patch that is not an object
+/// replaces the target whole, as RFC 7386 has it.
+pub fn merge_patch_fields(target: &Value, patch: Value, fields: &[&str]) -> Value {
+    let Value::Object(mut patch) = patch else {
+        return patch;
+    };
+    let mut merged = Map::new();
+    for field in fields {
+        let value = match patch.remove(*field) {
+            Some(Value::Null) => None,
+            Some(change) => Some(merge_patch(target.get(*field), change)),
+            None => target.get(*field).cloned(),
+        };
+        if let Some(value) = value {
+            merged.insert((*field).to_owned(), value);
+        }
+    }
+    Value::Object(merged)
 }
 
 /// RFC 7386 JSON merge patch of `patch` onto `target` (`None`: absent). The patch is taken, so what it
