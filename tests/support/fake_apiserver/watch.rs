@@ -42,10 +42,11 @@ impl WatchRequest {
             && self.fields.matches(object)
     }
 
-    /// The event this watch sees for a change, if any: leaving the selector reads as DELETED, entering as ADDED.
-    fn event_for(&self, change: &Change) -> Option<Vec<u8>> {
+    /// Appends the event this watch sees for a change, if any: leaving the selector reads as DELETED, entering
+    /// as ADDED.
+    fn event_for(&self, change: &Change, out: &mut Vec<u8>) {
         if change.key.0 != self.resource.id() {
-            return None;
+            return;
         }
         let now = self.selects(&change.object);
         let before = change.previous.as_ref().is_some_and(|p| self.selects(p));
@@ -58,35 +59,42 @@ impl WatchRequest {
                 (true, false) => Some("DELETED"),
                 (false, false) => None,
             },
-        }?;
-        Some(event_line(kind, change.object.json()))
+        };
+        if let Some(kind) = kind {
+            event_line(out, kind, change.object.json());
+        }
     }
 
-    fn bookmark(&self, rv: u64, initial_end: bool) -> Value {
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Vec<u8> {
         let mut metadata = json!({ "resourceVersion": rv.to_string() });
         if initial_end {
             metadata["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
         }
-        json!({ "type": "BOOKMARK", "object": {
+        let bookmark = json!({ "type": "BOOKMARK", "object": {
             "kind": self.resource.kind, "apiVersion": self.resource.api_version(), "metadata": metadata,
-        }})
+        }});
+        let mut line = bookmark.to_string().into_bytes();
+        line.push(b'\n');
+        line
     }
 }
 
-/// One watch event as sent, around the object's JSON as the store made it once for the reply and every watch.
-fn event_line(kind: &str, object: &[u8]) -> Vec<u8> {
-    let mut line = Vec::with_capacity(object.len() + 32);
-    line.extend_from_slice(b"{\"type\":\"");
-    line.extend_from_slice(kind.as_bytes());
-    line.extend_from_slice(b"\",\"object\":");
-    line.extend_from_slice(object);
-    line.push(b'}');
-    line
+/// Appends one watch event line as sent, around the object's JSON as the store made it once for the reply and
+/// every watch.
+fn event_line(out: &mut Vec<u8>, kind: &str, object: &[u8]) {
+    out.reserve(object.len() + 32);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(object);
+    out.extend_from_slice(b"}\n");
 }
 
 /// An ERROR event carrying `error`'s Status.
 fn error_line(error: &ApiError) -> Vec<u8> {
-    event_line("ERROR", error.status().to_string().as_bytes())
+    let mut line = Vec::new();
+    event_line(&mut line, "ERROR", error.status().to_string().as_bytes());
+    line
 }
 
 enum Step {
@@ -122,12 +130,10 @@ async fn run(
     let _open = OpenWatch(shared.clone());
     let mut signal = shared.signal.subscribe();
     let mut shutdown = shared.shutdown.subscribe();
-    let send = |mut line: Vec<u8>| {
+    // Whole lines, as many as are ready: kube-apiserver flushes a watch only when no further event is queued.
+    let send = |lines: Vec<u8>| {
         let tx = tx.clone();
-        async move {
-            line.push(b'\n');
-            tx.send(Ok(Frame::data(Bytes::from(line)))).await.is_ok()
-        }
+        async move { tx.send(Ok(Frame::data(Bytes::from(lines)))).await.is_ok() }
     };
     let far = Instant::now() + Duration::from_secs(24 * 3600);
     let deadline = request.timeout.map_or(far, |t| Instant::now() + t);
@@ -143,13 +149,14 @@ async fn run(
             (Some(rv), None) => Ok((rv, store.watch_epoch, Vec::new())),
             (None, None) => {
                 let res_id = request.resource.id();
-                let mut events: Vec<Vec<u8>> = store
-                    .list(&res_id, request.namespace.as_deref())
-                    .filter(|o| request.selects(o))
-                    .map(|o| event_line("ADDED", o.json()))
-                    .collect();
+                let mut events = Vec::new();
+                for object in store.list(&res_id, request.namespace.as_deref()) {
+                    if request.selects(object) {
+                        event_line(&mut events, "ADDED", object.json());
+                    }
+                }
                 if request.initial_events {
-                    events.push(request.bookmark(store.rv, true).to_string().into_bytes());
+                    events.extend(request.bookmark(store.rv, true));
                 }
                 Ok((store.rv, store.watch_epoch, events))
             }
@@ -162,10 +169,8 @@ async fn run(
             return;
         }
     };
-    for event in initial {
-        if !send(event).await {
-            return;
-        }
+    if !initial.is_empty() && !send(initial).await {
+        return;
     }
 
     let mut next_bookmark = Instant::now() + interval;
@@ -200,16 +205,18 @@ async fn run(
             }
             Step::Send(changes) => {
                 // Serialized here, not under the store lock, where it would hold up every write.
-                for event in changes.iter().filter_map(|c| request.event_for(c)) {
-                    if !send(event).await {
-                        return;
-                    }
+                let mut events = Vec::new();
+                for change in &changes {
+                    request.event_for(change, &mut events);
+                }
+                if !events.is_empty() && !send(events).await {
+                    return;
                 }
             }
         }
         if bookmark_due {
             bookmark_due = false;
-            if !send(request.bookmark(cursor, false).to_string().into_bytes()).await {
+            if !send(request.bookmark(cursor, false)).await {
                 return;
             }
         }
