@@ -1,6 +1,8 @@
 //! Watch streams: newline-delimited JSON events over a chunked, long-lived response, resumed from a
-//! resourceVersion out of the store's change history. Owns event selection (resource, namespace, selectors,
-//! selector transitions), BOOKMARKs, `timeoutSeconds`, 410 Expired and being cut by the fixture. It never writes.
+//! resourceVersion out of the store's change history; the events ready at once go out in one chunk, as
+//! kube-apiserver flushes a watch only when no further event is queued. Owns event selection (resource,
+//! namespace, selectors, selector transitions), BOOKMARKs, `timeoutSeconds`, 410 Expired and being cut by the
+//! fixture. It never writes.
 
 use std::io;
 use std::sync::Arc;
