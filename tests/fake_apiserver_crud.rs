@@ -7,7 +7,7 @@ mod fake_apiserver;
 use canaryd::api::{
     AnalysisPhase, AnalysisRun, AnalysisRunSpec, AnalysisRunStatus, ClusterAnalysisTemplate, Metric,
 };
-use fake_apiserver::{FakeApiServer, RequestPattern, merge_patch, merge_patch_fields};
+use fake_apiserver::{FakeApiServer, RequestPattern, merge_patch};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ObjectReference, Secret};
@@ -379,21 +379,21 @@ proptest! {
     fn the_merge_patch_is_rfc_7386_as_json_patch_applies_it(target in json_value(), patch in json_value()) {
         let mut expected = target.clone();
         json_patch::merge(&mut expected, &patch);
-        prop_assert_eq!(merge_patch(Some(&target), patch.clone()), expected);
+        prop_assert_eq!(merge_patch(Some(&target), patch.clone(), None), expected);
         let mut from_nothing = Value::Null;
         json_patch::merge(&mut from_nothing, &patch);
-        prop_assert_eq!(merge_patch(None, patch), from_nothing);
+        prop_assert_eq!(merge_patch(None, patch, None), from_nothing);
     }
 
     /// A status write merges only `metadata` and `status`: what it gets of them is what the whole merge gives.
     #[test]
     fn merging_some_fields_gives_those_fields_of_the_whole_merge(target in json_value(), patch in json_value()) {
         let fields = ["metadata", "status"];
-        let mut whole = merge_patch(Some(&target), patch.clone());
+        let mut whole = merge_patch(Some(&target), patch.clone(), None);
         if let Value::Object(merged) = &mut whole {
             merged.retain(|field, _| fields.contains(&field.as_str()));
         }
-        prop_assert_eq!(merge_patch_fields(&target, patch, &fields), whole);
+        prop_assert_eq!(merge_patch(Some(&target), patch, Some(&fields)), whole);
     }
 }
 

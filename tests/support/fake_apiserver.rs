@@ -87,9 +87,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use selector::{FieldSelector, LabelSelector};
+#[allow(unused_imports)] // Only fake_apiserver_crud's property test calls it directly.
+pub use store::merge_patch;
 use store::{ApiError, Deletion, PatchKind, Store, Stored, Target};
-#[allow(unused_imports)] // Only fake_apiserver_crud's property test calls them directly.
-pub use store::{merge_patch, merge_patch_fields};
 
 type Body = BoxBody<Bytes, io::Error>;
 

@@ -507,15 +507,11 @@ impl Store {
             return Err(ApiError::not_found(res, &key.2));
         };
         let doc = match kind {
-            PatchKind::Merge | PatchKind::Strategic | PatchKind::Apply
-                if target == Target::Status =>
-            {
+            PatchKind::Merge | PatchKind::Strategic | PatchKind::Apply => {
                 // A status write keeps only the status of the patched object and the preconditions in its
                 // metadata (see `update`): merging the rest would copy it to throw it away.
-                merge_patch_fields(&current, patch, &["metadata", "status"])
-            }
-            PatchKind::Merge | PatchKind::Strategic | PatchKind::Apply => {
-                merge_patch(Some(&current), patch)
+                let only = (target == Target::Status).then_some(&["metadata", "status"][..]);
+                merge_patch(Some(&current), patch, only)
             }
             PatchKind::Json => {
                 let ops: json_patch::Patch = serde_json::from_value(patch)
@@ -656,50 +652,32 @@ impl Store {
     }
 }
 
-/// `merge_patch` of `patch` onto `target`, of the top-level `fields` only; a patch that is not an object
-/// replaces the target whole, as RFC 7386 has it.
-pub fn merge_patch_fields(target: &Value, patch: Value, fields: &[&str]) -> Value {
+/// RFC 7386 JSON merge patch of `patch` onto `target` (`None`: absent), keeping only the top-level fields in
+/// `only` when it is given. The patch is taken, so what it replaces is moved in rather than copied, and only what
+/// it leaves alone is copied from the target: a status write, whose patch carries the whole new status, copies
+/// no measurement.
+pub fn merge_patch(target: Option<&Value>, patch: Value, only: Option<&[&str]>) -> Value {
     let Value::Object(mut patch) = patch else {
         return patch;
     };
-    let mut merged = Map::new();
-    for field in fields {
-        let value = match patch.remove(*field) {
-            Some(Value::Null) => None,
-            Some(change) => Some(merge_patch(target.get(*field), change)),
-            None => target.get(*field).cloned(),
-        };
-        if let Some(value) = value {
-            merged.insert((*field).to_owned(), value);
-        }
-    }
-    Value::Object(merged)
-}
-
-/// RFC 7386 JSON merge patch of `patch` onto `target` (`None`: absent). The patch is taken, so what it
-/// replaces is moved in rather than copied, and only what it leaves alone is copied from the target: a status
-/// write, whose patch carries the whole new status, copies no measurement.
-pub fn merge_patch(target: Option<&Value>, patch: Value) -> Value {
-    let Value::Object(mut patch) = patch else {
-        return patch;
-    };
+    let kept = |field: &str| only.is_none_or(|fields| fields.contains(&field));
     let mut merged = Map::new();
     if let Some(Value::Object(target)) = target {
-        for (field, value) in target {
+        for (field, value) in target.iter().filter(|(field, _)| kept(field)) {
             match patch.remove(field) {
                 None => {
                     merged.insert(field.clone(), value.clone());
                 }
                 Some(Value::Null) => {}
                 Some(change) => {
-                    merged.insert(field.clone(), merge_patch(Some(value), change));
+                    merged.insert(field.clone(), merge_patch(Some(value), change, None));
                 }
             }
         }
     }
     for (field, value) in patch {
-        if !value.is_null() {
-            merged.insert(field, merge_patch(None, value));
+        if kept(&field) && !value.is_null() {
+            merged.insert(field, merge_patch(None, value, None));
         }
     }
     Value::Object(merged)
