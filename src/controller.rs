@@ -157,11 +157,10 @@ impl Context {
     /// planned wake-up, which is returned. The write is forgotten, since the cache now shows it.
     fn echo_of_own_write(&self, key: &Key, rv: &str) -> Option<jiff::Timestamp> {
         let mut map = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
-        let a = map.get(key)?;
+        let a = map
+            .get(key)
+            .filter(|a| a.written_rv.as_deref() == Some(rv))?;
         let wakeup = a.wakeup.filter(|w| *w > Clock::Wall.now())?;
-        if a.written_rv.as_deref() != Some(rv) {
-            return None;
-        }
         map.remove(key);
         Some(wakeup)
     }
