@@ -11,8 +11,8 @@
 //! fails, or another writer got there first) between querying and patching, that answer is dropped and the
 //! metric is still due by the status, so it is queried again: queries are at-least-once (Prometheus queries
 //! are read-only), recorded measurements exactly-once, and the next measurement is due exactly when the
-//! stored status says. Events are published after the patch that makes the transition, so a crash in between
-//! loses that one Event (at-most-once) rather than repeating it.
+//! stored status says. Events are queued after the patch that makes the transition and published by a task of
+//! their own, so a crash in between loses that one Event (at-most-once) rather than repeating it.
 //!
 //! This module owns no analysis rules (`engine/`), no HTTP details of providers (`providers/`) and no wire
 //! shapes of Kubernetes calls (`k8s/`).
@@ -35,6 +35,7 @@ use tracing::{info, warn};
 use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus};
 use crate::engine::analysis;
 use crate::engine::compose::RunSpec;
+use crate::k8s::events::{self, EventPublisher, EventQueue};
 use crate::k8s::lease::{Elector, LeaseConfig};
 use crate::k8s::owner_selector;
 use crate::k8s::runs::{self, WriteError};
@@ -144,6 +145,7 @@ pub struct Context {
     gate: Arc<Gate>,
     pub metrics: Arc<Metrics>,
     reporter: Reporter,
+    events: EventQueue,
     ahead: Mutex<HashMap<(String, String), Ahead>>,
     stores: Mutex<Vec<Store<AnalysisRun>>>,
     /// One flag per watch: its first list is in the cache.
@@ -233,6 +235,7 @@ impl Probe for Context {
 pub struct Daemon {
     ctx: Arc<Context>,
     listener: tokio::net::TcpListener,
+    publisher: EventPublisher,
 }
 
 impl Daemon {
@@ -254,8 +257,10 @@ impl Daemon {
             controller: "canaryd".to_string(),
             instance: Some(config.identity.clone()),
         };
+        let (events, publisher) = events::queue(client.clone());
         let ctx = Arc::new(Context {
             client,
+            events,
             providers,
             gate,
             metrics: Arc::new(Metrics::default()),
@@ -266,7 +271,11 @@ impl Daemon {
             leadership_known: AtomicBool::new(config.leader_election.is_none()),
             config,
         });
-        Ok(Daemon { ctx, listener })
+        Ok(Daemon {
+            ctx,
+            listener,
+            publisher,
+        })
     }
 
     /// Where `/metrics` is served (useful with port 0).
@@ -279,24 +288,51 @@ impl Daemon {
     }
 
     /// Runs until `shutdown` resolves: then in-flight reconciles (and their patches) finish, the Lease is
-    /// released, and this returns.
+    /// released, the Events still queued are published (for at most [`EVENT_DRAIN`]), and this returns.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
         let ctx = self.ctx;
         let server = tokio::spawn(crate::observe::serve(self.listener, ctx.clone()));
-        let mut shutdown = std::pin::pin!(shutdown);
-        match ctx.config.leader_election.clone() {
-            None => {
-                ctx.metrics.set_leader(true);
-                let controllers = Controllers::start(&ctx);
-                shutdown.as_mut().await;
-                controllers.stop().await;
+        let (stop_publishing, stopped) = tokio::sync::oneshot::channel::<()>();
+        let metrics = ctx.metrics.clone();
+        // Polled by this task rather than spawned, so a daemon dropped mid-way (a crash, in tests) publishes
+        // nothing more.
+        let publishing = self.publisher.run(
+            async {
+                let _ = stopped.await;
+            },
+            EVENT_DRAIN,
+            move |event, error| {
+                metrics.reconcile_error("event");
+                let run = event.regarding.as_ref().map_or_else(String::new, |r| {
+                    shown(
+                        r.namespace.as_deref().unwrap_or_default(),
+                        r.name.as_deref().unwrap_or_default(),
+                    )
+                });
+                warn!(run = %run, reason = event.reason.as_deref().unwrap_or_default(), error = %error, "Cannot publish the Event");
+            },
+        );
+        let leading = async {
+            let mut shutdown = std::pin::pin!(shutdown);
+            match ctx.config.leader_election.clone() {
+                None => {
+                    ctx.metrics.set_leader(true);
+                    let controllers = Controllers::start(&ctx);
+                    shutdown.as_mut().await;
+                    controllers.stop().await;
+                }
+                Some(lease) => elect_and_lead(&ctx, lease, shutdown).await,
             }
-            Some(lease) => elect_and_lead(&ctx, lease, shutdown).await,
-        }
-        ctx.metrics.set_leader(false);
+            ctx.metrics.set_leader(false);
+            let _ = stop_publishing.send(());
+        };
+        tokio::join!(publishing, leading);
         server.abort();
     }
 }
+
+/// How long a stopping daemon goes on publishing the Events still queued.
+const EVENT_DRAIN: Duration = Duration::from_secs(5);
 
 /// Candidate → leader → (lost → candidate again | shutdown → release). client-go's timing: try every
 /// retry period; a leader that cannot renew for the renew deadline stops reconciling before its lease can
@@ -749,17 +785,15 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
             if phase.is_completed() {
                 info!(run = %run_key, phase = %phase, reason = message.as_deref().unwrap_or(""), "AnalysisRun completed");
             }
-            if let Err(e) = runs::publish_transition(
-                &ctx.client,
+            let event = runs::transition_event(
                 &ctx.reporter,
                 &written,
                 phase,
                 message.as_deref(),
                 &secret_values,
                 Clock::Wall.now(),
-            )
-            .await
-            {
+            );
+            if let Some(Err(e)) = event.map(|event| ctx.events.push(event)) {
                 ctx.metrics.reconcile_error("event");
                 warn!(run = %run_key, error = %e, "Cannot publish the Event");
             }

@@ -65,15 +65,20 @@ async fn each_measurement_starts_in_the_second_its_status_says_it_is_due() {
     daemon.stop().await;
     let r = result(&done);
     assert_eq!((r.count, r.measurements.len()), (4, 4));
+    assert_on_time(&r, 2, &prom);
+}
+
+/// Every measurement after the first started `interval` seconds after the previous one finished (whole
+/// seconds, as the status stores them), and its query reached Prometheus in that second.
+fn assert_on_time(r: &canaryd::api::MetricResult, interval: i64, prom: &FakePrometheus) {
     let arrivals = prom.arrivals.lock().expect("arrivals").clone();
     for w in r.measurements.windows(2) {
         let (Some(previous), Some(next)) = (&w[0].finished_at, &w[1].started_at) else {
             panic!("measurements without timestamps: {r:?}");
         };
-        // Due at the previous finish plus the interval, in whole seconds as the status stores them.
         assert_eq!(
             next.0,
-            previous.0 + jiff::SignedDuration::from_secs(2),
+            previous.0 + jiff::SignedDuration::from_secs(interval),
             "{r:?}"
         );
         assert!(
@@ -84,6 +89,103 @@ async fn each_measurement_starts_in_the_second_its_status_says_it_is_due() {
             next.0
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_events_endpoint_neither_delays_measurements_nor_loses_the_events() {
+    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+    // Each Event is created three seconds after it is sent: longer than the interval.
+    server.delay_next(
+        RequestPattern::new("POST", "/events"),
+        10,
+        Duration::from_secs(3),
+    );
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    create(
+        &client,
+        &run(
+            "patient",
+            &prom.uri(),
+            json!({"interval": "1s", "count": 3, "successCondition": "result == 1"}),
+        ),
+    )
+    .await;
+    let done = harness::finished(&server, "patient", WAIT).await;
+    let r = result(&done);
+    assert_eq!((r.count, r.measurements.len()), (3, 3));
+    assert_on_time(&r, 1, &prom);
+    let reasons = eventually(WAIT, "both Events", || async {
+        let reasons = event_reasons(&client, "patient").await;
+        (reasons.len() == 2).then_some(reasons)
+    })
+    .await;
+    assert_eq!(reasons, ["AnalysisRunRunning", "AnalysisRunSuccessful"]);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_publishes_the_events_still_on_their_way() {
+    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    server.delay_next(
+        RequestPattern::new("POST", "/events"),
+        1,
+        Duration::from_secs(1),
+    );
+    create(
+        &client,
+        &run(
+            "last-words",
+            &prom.uri(),
+            json!({"count": 1, "successCondition": "result == 1"}),
+        ),
+    )
+    .await;
+    let done = harness::finished(&server, "last-words", WAIT).await;
+    assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
+    // Its Event is still held by the API server when the daemon is told to stop.
+    assert!(event_reasons(&client, "last-words").await.is_empty());
+    daemon.stop().await;
+    assert_eq!(
+        event_reasons(&client, "last-words").await,
+        ["AnalysisRunSuccessful"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_gives_up_on_an_event_the_api_server_never_answers_and_counts_it() {
+    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    server.delay_next(
+        RequestPattern::new("POST", "/events"),
+        1,
+        Duration::from_secs(60),
+    );
+    create(
+        &client,
+        &run(
+            "unheard",
+            &prom.uri(),
+            json!({"count": 1, "successCondition": "result == 1"}),
+        ),
+    )
+    .await;
+    harness::finished(&server, "unheard", WAIT).await;
+    let ctx = daemon.ctx.clone();
+    let stopping = std::time::Instant::now();
+    daemon.stop().await;
+    let took = stopping.elapsed();
+    // Five seconds of drain, not the minute the API server holds the Event (nor the harness's 20 s).
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(15),
+        "{took:?}"
+    );
+    let metrics = canaryd::observe::Probe::metrics(&*ctx);
+    assert!(
+        metrics.contains("canaryd_reconcile_errors_total{reason=\"event\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(event_reasons(&client, "unheard").await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -330,14 +432,15 @@ async fn a_secret_arg_is_used_but_appears_in_no_stored_object_or_event() {
         "the resolved query shows the secret masked: {stored}"
     );
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    let all = serde_json::to_string(
-        &events
-            .list(&ListParams::default())
-            .await
-            .expect("events")
-            .items,
-    )
-    .expect("json");
+    let all = eventually(WAIT, "the Successful event", || async {
+        let items = events.list(&ListParams::default()).await.ok()?.items;
+        items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("AnalysisRunSuccessful"))
+            .then_some(items)
+    })
+    .await;
+    let all = serde_json::to_string(&all).expect("json");
     assert!(!all.contains("hunter2"));
     daemon.stop().await;
 }
@@ -391,11 +494,12 @@ async fn an_invalid_run_ends_error_with_a_clear_message_and_never_stops_a_valid_
     let fine = harness::finished(&server, "fine", WAIT).await;
     assert_eq!(phase(&fine), Some(AnalysisPhase::Successful));
     assert_eq!(result(&fine).count, 2);
-    let reasons = event_reasons(&client, "broken").await;
-    assert!(
-        reasons.contains(&"AnalysisRunError".to_string()),
-        "{reasons:?}"
-    );
+    let reasons = eventually(WAIT, "the Error event", || async {
+        let reasons = event_reasons(&client, "broken").await;
+        (!reasons.is_empty()).then_some(reasons)
+    })
+    .await;
+    assert_eq!(reasons, ["AnalysisRunError"]);
     daemon.stop().await;
 }
 

@@ -1,8 +1,9 @@
 //! The Kubernetes edge of `canaryd run`: which AnalysisRuns this process owns (label selectors), reading
 //! Secrets for args, writing status through the status subresource with the resourceVersion precondition,
-//! deleting expired runs, Events, and the leader Lease. Nothing here decides an analysis outcome; it moves
+//! deleting expired runs, publishing Events, and the leader Lease. Nothing here decides an analysis outcome; it moves
 //! what `engine/` computed to and from the API server.
 
+pub mod events;
 pub mod lease;
 pub mod runs;
 

@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::events::Reporter;
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
@@ -236,21 +236,19 @@ pub fn event_reason(phase: AnalysisPhase) -> Option<&'static str> {
     }
 }
 
-/// Creates the events.k8s.io/v1 Event of a run entering `phase` at `now`, with the run's message (scrubbed)
-/// as the note. A run enters each phase once, so Events are created directly: kube's `Recorder` would keep
-/// every Event for six minutes to count repeats into a series, and scan them all on every publish.
-pub async fn publish_transition(
-    client: &kube::Client,
+/// The events.k8s.io/v1 Event of a run entering `phase` at `now`, with the run's message (scrubbed) as the
+/// note; `None` for a phase without one. A run enters each phase once, so Events are created directly: kube's
+/// `Recorder` would keep every Event for six minutes to count repeats into a series, and scan them all on
+/// every publish.
+pub fn transition_event(
     reporter: &Reporter,
     run: &AnalysisRun,
     phase: AnalysisPhase,
     message: Option<&str>,
     secrets: &[String],
     now: Timestamp,
-) -> Result<(), kube::Error> {
-    let Some(reason) = event_reason(phase) else {
-        return Ok(());
-    };
+) -> Option<Event> {
+    let reason = event_reason(phase)?;
     let mut note = Value::String(match message {
         Some(m) => format!("AnalysisRun {phase}: {m}"),
         None => format!("AnalysisRun {phase}"),
@@ -261,8 +259,7 @@ pub async fn publish_transition(
         _ => "Warning",
     };
     let regarding = run.object_ref(&());
-    let namespace = regarding.namespace.clone().unwrap_or_default();
-    let event = Event {
+    Some(Event {
         metadata: ObjectMeta {
             // Unique per run and instant, as client-go names Events.
             name: Some(format!("{}.{:x}", run.name_any(), now.as_nanosecond())),
@@ -283,11 +280,7 @@ pub async fn publish_transition(
                 .unwrap_or_else(|| reporter.controller.clone()),
         ),
         ..Event::default()
-    };
-    Api::<Event>::namespaced(client.clone(), &namespace)
-        .create(&PostParams::default(), &event)
-        .await
-        .map(drop)
+    })
 }
 
 #[cfg(test)]
