@@ -4,9 +4,12 @@
 //! being a process of its own, its CPU and memory are measured alone, and the fakes are scheduled by the OS
 //! next to it as a real API server and Prometheus would be. Prints: lag between due time and measurement
 //! start (p50/p99: the query's arrival at the fake Prometheus minus the second it was due; status timestamps
-//! have one-second resolution, so every due time is a whole second), decision latency from the completing
-//! measurement (the later of its due time and its query reaching Prometheus) to its status patch reaching the
-//! API server (p50/p99), and the part of it spent inside the daemon (from the same start to the daemon's JSON
+//! have one-second resolution, so every due time is a whole second), decision latency from a measurement that
+//! trips a limit (the later of its due time and its query reaching Prometheus) to the status patch that fails
+//! the run reaching the API server (p50/p99: half-way through, one of the 100 queries starts answering 0, so
+//! its runs, one in a hundred, trip failureLimit while the rest go on), the same from the last measurement of
+//! the runs that reach their count (completion latency: these all end in the last interval, a burst of
+//! run-ending writes), and the part of each spent inside the daemon (from the same start to the daemon's JSON
 //! log line for that measurement, which it writes before the patch), the daemon's peak resident memory (VmHWM)
 //! and CPU, and queries sent vs measurements taken. To explain them: the lag p99 minute by minute, the daemon's
 //! reconcile errors and mean query duration, and this process's own CPU (the fakes' share of the machine).
@@ -25,7 +28,7 @@ use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use canaryd::api::AnalysisRun;
+use canaryd::api::{AnalysisPhase, AnalysisRun};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
@@ -99,6 +102,14 @@ fn query_of(i: usize) -> String {
     )
 }
 
+/// From the last measurement of each run to the status patch that ended it, and to the daemon's log line for
+/// that measurement, in seconds.
+#[derive(Default)]
+struct Latencies {
+    to_patch: Vec<f64>,
+    to_logged: Vec<f64>,
+}
+
 /// The daemon's flags the bench varies.
 #[derive(Clone, Copy)]
 struct DaemonFlags {
@@ -143,9 +154,17 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
     // Completion as the daemon's /metrics counts it, once a second: a watch of every run from here would
     // load this process (the fakes' home) with decoding every status.
     let limit = Duration::from_secs(count * interval + 120);
+    // Half-way through, one of the 100 queries starts answering 0: its runs (one in a hundred) fail their
+    // next measurement, which trips failureLimit (Argo's default, 0) while the other runs go on.
+    let trip_at = start + Duration::from_secs(count / 2 * interval);
+    let mut tripped = false;
     let mut completed = 0.0;
     while completed < runs as f64 && wall.elapsed() < limit {
         tokio::time::sleep(Duration::from_secs(1)).await;
+        if !tripped && tokio::time::Instant::now() >= trip_at {
+            prom.set_for(&query_of(0), harness::Answer::Scalar(0.0));
+            tripped = true;
+        }
         completed = 0.0;
         for phase in ["Successful", "Failed", "Error", "Inconclusive"] {
             completed +=
@@ -203,11 +222,15 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
     }
     let mut taken = 0usize;
     let mut last_started: HashMap<String, jiff::Timestamp> = HashMap::new();
-    let mut to_patch = Vec::new();
-    let mut to_logged = Vec::new();
+    let mut ended: HashMap<String, AnalysisPhase> = HashMap::new();
+    // By how the run ended: tripped a limit (Failed), or reached its count (Successful).
+    let mut latencies: HashMap<AnalysisPhase, Latencies> = HashMap::new();
     for i in 0..runs {
         let name = format!("bench-{i}");
         if let Some(run) = server.get::<AnalysisRun>("default", &name) {
+            if let Some(phase) = run.status.as_ref().and_then(|s| s.phase) {
+                ended.insert(name.clone(), phase);
+            }
             let measurements: Vec<_> = run
                 .status
                 .iter()
@@ -223,10 +246,14 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         // The completing measurement started at its due time (its startedAt) and had its answer once its
         // query reached Prometheus: the last one of its text before the patch, unless an answer shared from
         // an earlier second (--prometheus-share-window) served it at once.
-        let (Some(patched), Some(due)) = (completing_patch.get(&name), last_started.get(&name))
-        else {
+        let (Some(patched), Some(due), Some(phase)) = (
+            completing_patch.get(&name),
+            last_started.get(&name),
+            ended.get(&name),
+        ) else {
             continue;
         };
+        let latency = latencies.entry(*phase).or_default();
         let Some(asked) = arrivals
             .iter()
             .filter(|(q, at)| *q == query && at <= patched)
@@ -236,17 +263,21 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         else {
             continue;
         };
-        to_patch.push(patched.duration_since(asked).as_secs_f64());
+        latency
+            .to_patch
+            .push(patched.duration_since(asked).as_secs_f64());
         if let Some(logged) = logged.get(&name) {
-            to_logged.push(logged.duration_since(asked).as_secs_f64());
+            latency
+                .to_logged
+                .push(logged.duration_since(asked).as_secs_f64());
         }
     }
     lags.sort_by(f64::total_cmp);
-    to_patch.sort_by(f64::total_cmp);
-    to_logged.sort_by(f64::total_cmp);
     println!(
-        "canaryd daemon bench: {runs} runs x {count} measurements at {interval}s, 100 distinct queries, --prometheus-share-window={}s --prometheus-max-concurrency={}",
-        flags.share_window, flags.max_concurrency
+        "canaryd daemon bench: {runs} runs x {count} measurements at {interval}s, 100 distinct queries (one answering 0 from {}s on), --prometheus-share-window={}s --prometheus-max-concurrency={}",
+        count / 2 * interval,
+        flags.share_window,
+        flags.max_concurrency
     );
     println!("  runs created in         {:.1} s", created.as_secs_f64());
     println!(
@@ -268,17 +299,25 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         })
         .collect();
     println!("  lag p99 minute by minute {} ms", minutes.join(" / "));
-    println!(
-        "  decision latency        p50 {:.1} ms  p99 {:.1} ms  (completing measurement due and its query at Prometheus -> its status patch at the API server)",
-        percentile(&to_patch, 0.5) * 1e3,
-        percentile(&to_patch, 0.99) * 1e3
-    );
-    println!(
-        "  of which in the daemon  p50 {:.1} ms  p99 {:.1} ms  (the same start -> the daemon's log line for that measurement, written before its patch; {} runs)",
-        percentile(&to_logged, 0.5) * 1e3,
-        percentile(&to_logged, 0.99) * 1e3,
-        to_logged.len()
-    );
+    for (phase, what) in [
+        (AnalysisPhase::Failed, "decision latency  "),
+        (AnalysisPhase::Successful, "completion latency"),
+    ] {
+        let mut latency = latencies.remove(&phase).unwrap_or_default();
+        latency.to_patch.sort_by(f64::total_cmp);
+        latency.to_logged.sort_by(f64::total_cmp);
+        println!(
+            "  {what}      p50 {:.1} ms  p99 {:.1} ms  ({} runs ended {phase}: their last measurement due and its query at Prometheus -> its status patch at the API server)",
+            percentile(&latency.to_patch, 0.5) * 1e3,
+            percentile(&latency.to_patch, 0.99) * 1e3,
+            latency.to_patch.len()
+        );
+        println!(
+            "    of which in the daemon  p50 {:.1} ms  p99 {:.1} ms  (the same start -> the daemon's log line for that measurement, written before its patch)",
+            percentile(&latency.to_logged, 0.5) * 1e3,
+            percentile(&latency.to_logged, 0.99) * 1e3,
+        );
+    }
     println!(
         "  queries sent            {queries} for {measurements} measurements recorded ({taken} in status), {:.1}x shared; one per distinct query per interval would be {}",
         measurements / queries.max(1) as f64,

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // Each test binary uses a different part of it.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -145,11 +146,18 @@ pub enum Answer {
     Down,
 }
 
+/// What the scripted Prometheus answers: one [`Answer`] for every query but those given one of their own.
+#[derive(Debug)]
+struct Answers {
+    all: Answer,
+    by_query: HashMap<String, Answer>,
+}
+
 /// A Prometheus that answers every instant query with the current [`Answer`] and counts queries.
 #[derive(Clone)]
 pub struct FakePrometheus {
     pub server: Arc<MockServer>,
-    answer: Arc<Mutex<Answer>>,
+    answer: Arc<Mutex<Answers>>,
     queries: Arc<AtomicUsize>,
     pub seen: Arc<Mutex<Vec<Request>>>,
     /// Every query and when it arrived.
@@ -157,7 +165,7 @@ pub struct FakePrometheus {
 }
 
 struct Scripted {
-    answer: Arc<Mutex<Answer>>,
+    answer: Arc<Mutex<Answers>>,
     queries: Arc<AtomicUsize>,
     seen: Arc<Mutex<Vec<Request>>>,
     arrivals: Arc<Mutex<Vec<(String, jiff::Timestamp)>>>,
@@ -171,7 +179,7 @@ impl Respond for Scripted {
             .map(|(_, v)| v.into_owned())
             .unwrap_or_default();
         if let Ok(mut arrivals) = self.arrivals.lock() {
-            arrivals.push((query, jiff::Timestamp::now()));
+            arrivals.push((query.clone(), jiff::Timestamp::now()));
         }
         if let Ok(mut seen) = self.seen.lock()
             && seen.len() < 1000
@@ -181,7 +189,7 @@ impl Respond for Scripted {
         let answer = self
             .answer
             .lock()
-            .map(|a| a.clone())
+            .map(|a| a.by_query.get(&query).unwrap_or(&a.all).clone())
             .unwrap_or(Answer::Down);
         match answer {
             Answer::Scalar(v) => ResponseTemplate::new(200).set_body_json(json!({
@@ -196,7 +204,10 @@ impl Respond for Scripted {
 impl FakePrometheus {
     pub async fn start(answer: Answer) -> FakePrometheus {
         let server = MockServer::start().await;
-        let answer = Arc::new(Mutex::new(answer));
+        let answer = Arc::new(Mutex::new(Answers {
+            all: answer,
+            by_query: HashMap::new(),
+        }));
         let queries = Arc::new(AtomicUsize::new(0));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let arrivals = Arc::new(Mutex::new(Vec::new()));
@@ -222,9 +233,17 @@ impl FakePrometheus {
         self.server.uri()
     }
 
+    /// From now on, every query without an answer of its own gets `answer`.
     pub fn set(&self, answer: Answer) {
         if let Ok(mut a) = self.answer.lock() {
-            *a = answer;
+            a.all = answer;
+        }
+    }
+
+    /// From now on, `query` (the exact text) gets `answer`.
+    pub fn set_for(&self, query: &str, answer: Answer) {
+        if let Ok(mut a) = self.answer.lock() {
+            a.by_query.insert(query.to_string(), answer);
         }
     }
 
