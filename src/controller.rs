@@ -154,17 +154,22 @@ pub struct Context {
 }
 
 impl Context {
-    /// Whether `rv` is the version this process's last status write of `key` produced, with a measurement
-    /// planned after it: then the watch is only echoing that write and there is nothing to do before the
-    /// planned wake-up, which is returned. The write is forgotten, since the cache now shows it.
-    fn echo_of_own_write(&self, key: &Key, rv: &str) -> Option<jiff::Timestamp> {
+    /// Whether `rv` is the version this process's last status write of `key` produced, either completing
+    /// the run or with a measurement planned after it: then the watch is only echoing that write and there
+    /// is nothing new to do. Returns the planned wake-up, `None` for a completed run (what the writing
+    /// reconcile returned, its TTL or nothing, stands). The write is forgotten, since the cache now shows it.
+    fn echo_of_own_write(&self, key: &Key, rv: &str) -> Option<Option<jiff::Timestamp>> {
         let mut map = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
         let a = map
             .get(key)
             .filter(|a| a.written_rv.as_deref() == Some(rv))?;
-        let wakeup = a.wakeup.filter(|w| *w > Clock::Wall.now())?;
+        let planned = if a.status.phase.is_some_and(|p| p.is_completed()) {
+            None
+        } else {
+            Some(a.wakeup.filter(|w| *w > Clock::Wall.now())?)
+        };
         map.remove(key);
-        Some(wakeup)
+        Some(planned)
     }
 
     fn remember(&self, key: (String, String), ahead: Option<Ahead>) {
@@ -522,12 +527,14 @@ async fn drive(
                     let key = (run.namespace().unwrap_or_default(), run.name_any());
                     let now = tokio::time::Instant::now();
                     // The echo of this process's own write changes nothing: the writing reconcile already
-                    // asked for the planned wake-up, so no reconcile starts for it (one per measurement).
+                    // asked for the planned wake-up (or, for a run it completed, its TTL), so no reconcile
+                    // starts for it (one per measurement).
                     let at = match run
                         .resource_version()
                         .and_then(|rv| ctx.echo_of_own_write(&key, &rv))
                     {
-                        Some(wakeup) => requeue_before(Some(wakeup)).deadline(now),
+                        Some(Some(wakeup)) => requeue_before(Some(wakeup)).deadline(now),
+                        Some(None) => None,
                         None => Some(now),
                     };
                     if let Some(at) = at {
@@ -584,8 +591,9 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
     let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), &namespace);
     let rv = obj.resource_version().unwrap_or_default();
     // Usually the drive loop has already recognised the echo of our own write; this catches the echo that
-    // arrived while the writing reconcile was still running.
-    if let Some(wakeup) = ctx.echo_of_own_write(&key, &rv) {
+    // arrived while the writing reconcile was still running. A run that write completed goes on below, to
+    // its TTL.
+    if let Some(Some(wakeup)) = ctx.echo_of_own_write(&key, &rv) {
         return Ok(requeue_before(Some(wakeup)));
     }
     // What this process computed from exactly this version and the cache does not show yet. Anything it
