@@ -146,6 +146,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     reporter: Reporter,
     events: EventQueue,
+    /// Slots for status writes that do not end a run; see [`ROUTINE_WRITES`].
+    routine_writes: tokio::sync::Semaphore,
     ahead: Mutex<HashMap<(String, String), Ahead>>,
     stores: Mutex<Vec<Store<AnalysisRun>>>,
     /// One flag per watch: its first list is in the cache.
@@ -266,6 +268,7 @@ impl Daemon {
         let ctx = Arc::new(Context {
             client,
             events,
+            routine_writes: tokio::sync::Semaphore::new(ROUTINE_WRITES),
             providers,
             gate,
             metrics: Arc::new(Metrics::default()),
@@ -335,6 +338,12 @@ impl Daemon {
         server.abort();
     }
 }
+
+/// Status writes that do not end a run in flight at once. In a second when a thousand runs are due, their
+/// routine writes wait here rather than at the API server, so the write of a verdict (which takes no slot)
+/// reaches it behind at most this many; it also keeps a burst within what API Priority and Fairness admits
+/// from one client instead of a thousand requests at once.
+const ROUTINE_WRITES: usize = 64;
 
 /// How long a stopping daemon goes on publishing the Events still queued.
 const EVENT_DRAIN: Duration = Duration::from_secs(5);
@@ -719,6 +728,13 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
 
     let phase_before = server.and_then(|s| s.phase);
     if server != Some(&new_status) {
+        let completed = new_status.phase.filter(|p| p.is_completed());
+        // A write that ends the run goes at once; one that records a measurement of a run that goes on waits
+        // for a slot. The semaphore is never closed, so `acquire` cannot fail.
+        let slot = match completed {
+            Some(_) => None,
+            None => ctx.routine_writes.acquire().await.ok(),
+        };
         let mut attempts = 0;
         let written = loop {
             attempts += 1;
@@ -771,12 +787,12 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
                 }
             }
         };
+        drop(slot);
         for (phase, provider) in uncounted.drain(..) {
             ctx.metrics.measured(phase.as_str(), provider);
         }
         let transition = new_status.phase.filter(|p| phase_before != Some(*p));
         let message = transition.and(new_status.message.clone());
-        let completed = new_status.phase.filter(|p| p.is_completed());
         // A completed run's status is still needed to expire it; any other moves into `Ahead` uncopied.
         let judged = completed.map(|_| new_status.clone());
         ctx.remember(

@@ -189,6 +189,61 @@ async fn a_stop_gives_up_on_an_event_the_api_server_never_answers_and_counts_it(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verdict_is_written_at_once_while_routine_writes_wait_for_a_slot() {
+    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    // The API server holds every status write of the busy runs for five seconds.
+    let busy = RequestPattern::new("PATCH", "/analysisruns/busy-");
+    server.delay_next(busy.clone(), 1000, Duration::from_secs(5));
+    let metric = json!({"interval": "60s", "count": 2, "successCondition": "result == 1"});
+    for i in 0..100 {
+        create(
+            &client,
+            &run(&format!("busy-{i}"), &prom.uri(), metric.clone()),
+        )
+        .await;
+    }
+    eventually(WAIT, "64 routine writes in flight", || async {
+        (server.request_count(&busy) >= 64).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // 100 runs have a first measurement to write; 64 writes are at the API server, the rest wait in the daemon.
+    assert_eq!(server.request_count(&busy), 64);
+    create(
+        &client,
+        &run(
+            "verdict",
+            &prom.uri(),
+            json!({"count": 1, "successCondition": "result == 1"}),
+        ),
+    )
+    .await;
+    let done = harness::finished(&server, "verdict", WAIT).await;
+    assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
+    let requests = server.requests();
+    let first_busy = requests
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.path.contains("/analysisruns/busy-"))
+        .map(|r| r.at)
+        .min()
+        .expect("busy writes");
+    let verdict = requests
+        .iter()
+        .find(|r| r.method == "PATCH" && r.path.ends_with("/analysisruns/verdict/status"))
+        .map(|r| r.at)
+        .expect("the verdict's write");
+    // Before any slot was free again.
+    assert!(
+        verdict < first_busy + jiff::SignedDuration::from_secs(4),
+        "the verdict was written at {verdict}, the first busy write at {first_busy}"
+    );
+    assert_eq!(server.request_count(&busy), 64);
+    // The held writes would keep a graceful stop waiting for ten seconds.
+    daemon.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_share_window_serves_runs_due_in_other_seconds_with_one_query() {
     let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
     let config = canaryd::controller::Config {
