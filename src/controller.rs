@@ -341,8 +341,8 @@ impl Daemon {
 
 /// Status writes that do not end a run in flight at once. In a second when a thousand runs are due, their
 /// routine writes wait here rather than at the API server, so the write of a verdict (which takes no slot)
-/// reaches it behind at most this many; it also keeps a burst within what API Priority and Fairness admits
-/// from one client instead of a thousand requests at once.
+/// reaches it behind at most this many. It also keeps one client's burst small for the API server, whose
+/// Priority and Fairness serves only so many requests of a priority level at once.
 const ROUTINE_WRITES: usize = 64;
 
 /// How long a stopping daemon goes on publishing the Events still queued.
