@@ -123,25 +123,32 @@ async fn a_slow_events_endpoint_neither_delays_measurements_nor_loses_the_events
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_graceful_stop_publishes_the_events_still_on_their_way() {
+/// A daemon that has just completed the one-measurement run `name`, whose Event the API server holds for
+/// `hold`; and the server, the client and the stored run.
+async fn completed_with_its_event_held(
+    name: &str,
+    hold: Duration,
+) -> (FakeApiServer, kube::Client, harness::Running, AnalysisRun) {
     let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
-    server.delay_next(
-        RequestPattern::new("POST", "/events"),
-        1,
-        Duration::from_secs(1),
-    );
+    server.delay_next(RequestPattern::new("POST", "/events"), 1, hold);
     create(
         &client,
         &run(
-            "last-words",
+            name,
             &prom.uri(),
             json!({"count": 1, "successCondition": "result == 1"}),
         ),
     )
     .await;
-    let done = harness::finished(&server, "last-words", WAIT).await;
+    let done = harness::finished(&server, name, WAIT).await;
+    (server, client, daemon, done)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_publishes_the_events_still_on_their_way() {
+    let (_server, client, daemon, done) =
+        completed_with_its_event_held("last-words", Duration::from_secs(1)).await;
     assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
     // Its Event is still held by the API server when the daemon is told to stop.
     assert!(event_reasons(&client, "last-words").await.is_empty());
@@ -154,23 +161,8 @@ async fn a_graceful_stop_publishes_the_events_still_on_their_way() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_gives_up_on_an_event_the_api_server_never_answers_and_counts_it() {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
-    let daemon = harness::spawn(client.clone(), harness::config()).await;
-    server.delay_next(
-        RequestPattern::new("POST", "/events"),
-        1,
-        Duration::from_secs(60),
-    );
-    create(
-        &client,
-        &run(
-            "unheard",
-            &prom.uri(),
-            json!({"count": 1, "successCondition": "result == 1"}),
-        ),
-    )
-    .await;
-    harness::finished(&server, "unheard", WAIT).await;
+    let (_server, client, daemon, _) =
+        completed_with_its_event_held("unheard", Duration::from_secs(60)).await;
     let ctx = daemon.ctx.clone();
     let stopping = std::time::Instant::now();
     daemon.stop().await;
