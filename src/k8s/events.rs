@@ -1,9 +1,8 @@
 //! Events on their way to the API server. A reconcile queues the Event of a phase change once the status
 //! patch that made the change has landed, and returns; a task of its own creates the queued Events, a few at
 //! a time, as client-go's event broadcaster does for Argo Rollouts. So a slow Events endpoint never delays a
-//! run's next measurement, and when many runs complete in the same second their status patches do not
-//! queue behind one another's Events. Like client-go's, a full queue drops the Event rather than holding up
-//! a reconcile: Events are at-most-once anyway (a crash after the patch loses its Event).
+//! run's next measurement. Like client-go's, a full queue drops the Event rather than holding up a
+//! reconcile: Events are at-most-once anyway (a crash after the patch loses its Event).
 
 use std::future::Future;
 use std::time::Duration;
