@@ -264,14 +264,28 @@ impl Daemon {
             controller: "canaryd".to_string(),
             instance: Some(config.identity.clone()),
         };
-        let (events, publisher) = events::queue(client.clone());
+        let metrics = Arc::new(Metrics::default());
+        let counted = metrics.clone();
+        let (events, publisher) = events::queue(
+            client.clone(),
+            Arc::new(move |event, error| {
+                counted.reconcile_error("event");
+                let run = event.regarding.as_ref().map_or_else(String::new, |r| {
+                    shown(
+                        r.namespace.as_deref().unwrap_or_default(),
+                        r.name.as_deref().unwrap_or_default(),
+                    )
+                });
+                warn!(run = %run, reason = event.reason.as_deref().unwrap_or_default(), error = %error, "Cannot publish the Event");
+            }),
+        );
         let ctx = Arc::new(Context {
             client,
             events,
             routine_writes: tokio::sync::Semaphore::new(ROUTINE_WRITES),
             providers,
             gate,
-            metrics: Arc::new(Metrics::default()),
+            metrics,
             reporter,
             ahead: Mutex::new(HashMap::new()),
             stores: Mutex::new(Vec::new()),
@@ -301,7 +315,6 @@ impl Daemon {
         let ctx = self.ctx;
         let server = tokio::spawn(crate::observe::serve(self.listener, ctx.clone()));
         let (stop_publishing, stopped) = tokio::sync::oneshot::channel::<()>();
-        let metrics = ctx.metrics.clone();
         // Polled by this task rather than spawned, so a daemon dropped mid-way (a crash, in tests) publishes
         // nothing more.
         let publishing = self.publisher.run(
@@ -309,16 +322,6 @@ impl Daemon {
                 let _ = stopped.await;
             },
             EVENT_DRAIN,
-            move |event, error| {
-                metrics.reconcile_error("event");
-                let run = event.regarding.as_ref().map_or_else(String::new, |r| {
-                    shown(
-                        r.namespace.as_deref().unwrap_or_default(),
-                        r.name.as_deref().unwrap_or_default(),
-                    )
-                });
-                warn!(run = %run, reason = event.reason.as_deref().unwrap_or_default(), error = %error, "Cannot publish the Event");
-            },
         );
         let leading = async {
             let mut shutdown = std::pin::pin!(shutdown);
@@ -809,17 +812,15 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
             if phase.is_completed() {
                 info!(run = %run_key, phase = %phase, reason = message.as_deref().unwrap_or(""), "AnalysisRun completed");
             }
-            let event = runs::transition_event(
+            if let Some(event) = runs::transition_event(
                 &ctx.reporter,
                 &written,
                 phase,
                 message.as_deref(),
                 &secret_values,
                 Clock::Wall.now(),
-            );
-            if let Some(Err(e)) = event.map(|event| ctx.events.push(event)) {
-                ctx.metrics.reconcile_error("event");
-                warn!(run = %run_key, error = %e, "Cannot publish the Event");
+            ) {
+                ctx.events.push(event);
             }
         }
         if let (Some(phase), Some(status)) = (completed, judged) {

@@ -5,6 +5,7 @@
 //! reconcile: Events are at-most-once anyway (a crash after the patch loses its Event).
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -19,60 +20,77 @@ const CAPACITY: usize = 1024;
 /// Events being created at once.
 const IN_FLIGHT: usize = 4;
 
-/// Why an Event was not queued.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum Dropped {
-    #[error("{CAPACITY} Events are already waiting to be created")]
-    Full,
-    #[error("the Event publisher has stopped")]
-    Stopped,
-}
+/// Hears of every Event that is not created (dropped from a full queue, refused by the API server, or
+/// still waiting when the daemon stopped), with the reason.
+pub type Lost = Arc<dyn Fn(&Event, &str) + Send + Sync>;
 
 /// The reconciles' end of the queue.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EventQueue {
     sender: mpsc::Sender<Event>,
+    lost: Lost,
 }
 
 /// The end that creates the Events; see [`EventPublisher::run`].
 pub struct EventPublisher {
     client: kube::Client,
     receiver: mpsc::Receiver<Event>,
+    lost: Lost,
 }
 
-/// A queue of Events to create through `client`.
-pub fn queue(client: kube::Client) -> (EventQueue, EventPublisher) {
-    with_capacity(client, CAPACITY)
+/// A queue of Events to create through `client`; `lost` hears of each one that is not.
+pub fn queue(client: kube::Client, lost: Lost) -> (EventQueue, EventPublisher) {
+    with_capacity(client, lost, CAPACITY)
 }
 
-fn with_capacity(client: kube::Client, capacity: usize) -> (EventQueue, EventPublisher) {
+fn with_capacity(
+    client: kube::Client,
+    lost: Lost,
+    capacity: usize,
+) -> (EventQueue, EventPublisher) {
     let (sender, receiver) = mpsc::channel(capacity);
-    (EventQueue { sender }, EventPublisher { client, receiver })
+    let queue = EventQueue {
+        sender,
+        lost: lost.clone(),
+    };
+    (
+        queue,
+        EventPublisher {
+            client,
+            receiver,
+            lost,
+        },
+    )
 }
 
 impl EventQueue {
-    /// Queues `event` without waiting.
-    pub fn push(&self, event: Event) -> Result<(), Dropped> {
-        self.sender.try_send(event).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => Dropped::Full,
-            mpsc::error::TrySendError::Closed(_) => Dropped::Stopped,
-        })
+    /// Queues `event` without waiting; when the queue is full or the publisher has stopped, the Event is lost.
+    pub fn push(&self, event: Event) {
+        let (event, why) = match self.sender.try_send(event) {
+            Ok(()) => return,
+            Err(mpsc::error::TrySendError::Full(event)) => (
+                event,
+                format!(
+                    "the queue of Events to create is full ({} waiting)",
+                    self.sender.max_capacity()
+                ),
+            ),
+            Err(mpsc::error::TrySendError::Closed(event)) => {
+                (event, "the Event publisher has stopped".to_string())
+            }
+        };
+        (self.lost)(&event, &why);
     }
 }
 
 impl EventPublisher {
     /// Creates queued Events, [`IN_FLIGHT`] at a time, until `stop` resolves; then nothing more is queued,
-    /// and what is queued or in flight is still created for at most `drain`. `failed` hears of every Event
-    /// that was not created, with the reason.
-    pub async fn run(
-        self,
-        stop: impl Future<Output = ()>,
-        drain: Duration,
-        failed: impl Fn(&Event, &str),
-    ) {
+    /// and what is queued or in flight is still created for at most `drain`; the rest is lost.
+    pub async fn run(self, stop: impl Future<Output = ()>, drain: Duration) {
         let EventPublisher {
             client,
             mut receiver,
+            lost,
         } = self;
         let (give_up, given_up) = watch::channel(false);
         let create = |event: Event| {
@@ -112,7 +130,7 @@ impl EventPublisher {
                 },
                 Some((event, created)) = sending.next() => {
                     if let Err(e) = created {
-                        failed(&event, &e);
+                        lost(&event, &e);
                     }
                 }
                 () = tokio::time::sleep_until(drained), if deadline.is_some() && !*give_up.borrow() => {
@@ -142,10 +160,29 @@ mod tests {
         // Never connected to: nothing here reaches an API server.
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = kube::Client::try_from(config).unwrap();
-        let (queue, publisher) = with_capacity(client, 1);
-        assert_eq!(queue.push(event("first")), Ok(()));
-        assert_eq!(queue.push(event("second")), Err(Dropped::Full));
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let heard = seen.clone();
+        let lost: Lost = Arc::new(move |event, why| {
+            let name = event.metadata.name.clone().unwrap_or_default();
+            heard.lock().unwrap().push((name, why.to_string()));
+        });
+        let (queue, publisher) = with_capacity(client, lost, 1);
+        queue.push(event("first"));
+        queue.push(event("second"));
         drop(publisher);
-        assert_eq!(queue.push(event("third")), Err(Dropped::Stopped));
+        queue.push(event("third"));
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                (
+                    "second".to_string(),
+                    "the queue of Events to create is full (1 waiting)".to_string()
+                ),
+                (
+                    "third".to_string(),
+                    "the Event publisher has stopped".to_string()
+                ),
+            ]
+        );
     }
 }
