@@ -221,16 +221,14 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         }
     }
     let mut taken = 0usize;
-    let mut last_started: HashMap<String, jiff::Timestamp> = HashMap::new();
-    let mut ended: HashMap<String, AnalysisPhase> = HashMap::new();
     // By how the run ended: tripped a limit (Failed), or reached its count (Successful).
     let mut latencies: HashMap<AnalysisPhase, Latencies> = HashMap::new();
     for i in 0..runs {
         let name = format!("bench-{i}");
+        // How the run ended, and when its last measurement started.
+        let (mut phase, mut last_started) = (None, None);
         if let Some(run) = server.get::<AnalysisRun>("default", &name) {
-            if let Some(phase) = run.status.as_ref().and_then(|s| s.phase) {
-                ended.insert(name.clone(), phase);
-            }
+            phase = run.status.as_ref().and_then(|s| s.phase);
             let measurements: Vec<_> = run
                 .status
                 .iter()
@@ -238,28 +236,27 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
                 .flat_map(|r| r.measurements.iter())
                 .collect();
             taken += measurements.len();
-            if let Some(at) = measurements.last().and_then(|m| m.started_at.as_ref()) {
-                last_started.insert(name.clone(), at.0);
-            }
+            last_started = measurements
+                .last()
+                .and_then(|m| m.started_at.as_ref())
+                .map(|at| at.0);
         }
         let query = query_of(i);
         // The completing measurement started at its due time (its startedAt) and had its answer once its
         // query reached Prometheus: the last one of its text before the patch, unless an answer shared from
         // an earlier second (--prometheus-share-window) served it at once.
-        let (Some(patched), Some(due), Some(phase)) = (
-            completing_patch.get(&name),
-            last_started.get(&name),
-            ended.get(&name),
-        ) else {
+        let (Some(patched), Some(due), Some(phase)) =
+            (completing_patch.get(&name), last_started, phase)
+        else {
             continue;
         };
-        let latency = latencies.entry(*phase).or_default();
+        let latency = latencies.entry(phase).or_default();
         let Some(asked) = arrivals
             .iter()
             .filter(|(q, at)| *q == query && at <= patched)
             .map(|(_, at)| *at)
             .max()
-            .map(|at| at.max(*due))
+            .map(|at| at.max(due))
         else {
             continue;
         };
