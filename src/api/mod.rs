@@ -2,6 +2,7 @@
 //! Nothing here validates, defaults or performs I/O; `engine/` gives the fields their meaning.
 
 pub mod analysis;
+pub mod appset;
 pub mod compare;
 pub mod decode;
 pub mod duration;
@@ -9,6 +10,7 @@ pub mod rollout;
 mod schema;
 
 pub use analysis::*;
+pub use appset::{ApplicationSet, ApplicationSetSpec, ClusterSecret};
 pub use rollout::{Rollout, RolloutSpec};
 
 /// The API group and version of every Argo kind canaryd reads.

@@ -4,11 +4,13 @@
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod analyze;
+pub mod appset;
 pub mod crds;
 pub mod demo;
 pub mod eval;
 pub mod judge;
 pub mod load;
+pub mod plan;
 pub mod run;
 pub mod validate;
 
@@ -72,8 +74,12 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Check AnalysisTemplate, ClusterAnalysisTemplate and AnalysisRun files before a rollout depends on them.
+    /// Check AnalysisTemplate, ClusterAnalysisTemplate, AnalysisRun and ApplicationSet files before a rollout
+    /// depends on them.
     Validate(validate::Args),
+    /// Show the order in which Argo CD's RollingSync will sync an ApplicationSet's Applications, step by step
+    /// and batch by batch (exit 1 when validate would fail).
+    Plan(plan::Args),
     /// Run one analysis as the daemon would: live, or as a backtest over a past window (--from/--to).
     Analyze(analyze::Args),
     /// See canaryd work with no cluster and no Prometheus: a built-in canary scenario, analyzed in seconds.
@@ -93,6 +99,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> Exit {
     match cli.command {
         Command::Validate(args) => validate::run(args),
+        Command::Plan(args) => plan::run(args),
         Command::Analyze(args) => analyze::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Run(args) => run::run(args),

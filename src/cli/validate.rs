@@ -1,5 +1,5 @@
-//! `canaryd validate PATH...`: reads every AnalysisTemplate, ClusterAnalysisTemplate and AnalysisRun in the
-//! given files and folders and prints one line per problem, `FILE:LINE: Kind/name: field.path: message`
+//! `canaryd validate PATH...`: reads every AnalysisTemplate, ClusterAnalysisTemplate, AnalysisRun and
+//! ApplicationSet in the given files and folders and prints one line per problem, `FILE:LINE: Kind/name: field.path: message`
 //! (or the same findings as JSON). Other kinds are skipped. The checks themselves are `engine::template`'s;
 //! this module reads files, decodes objects and places each finding on its line.
 
@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::appset;
 use super::load::{self, SourceDoc};
 use super::{Exit, OutputFormat};
 use crate::api::{self, AnalysisTemplateRef, AnalysisTemplateSpec};
@@ -22,6 +23,8 @@ pub struct Args {
     /// `text`: one line per problem; `json`: one JSON document with every finding.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    #[command(flatten)]
+    pub inventory: appset::InventoryArgs,
 }
 
 /// One problem, placed in its file.
@@ -55,6 +58,21 @@ impl std::fmt::Display for Located {
             f.write_str("warning: ")?;
         }
         f.write_str(&self.message)
+    }
+}
+
+impl Located {
+    /// A finding about `doc`, on the line of its field.
+    pub fn at(doc: &SourceDoc, f: Finding) -> Located {
+        Located {
+            file: doc.file.display().to_string(),
+            line: doc.line_of(&f.path),
+            kind: doc.kind().map(str::to_string),
+            name: doc.name().map(str::to_string),
+            path: f.path,
+            severity: f.severity,
+            message: f.message,
+        }
     }
 }
 
@@ -192,23 +210,16 @@ pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
             });
         }
         object_findings.extend(template::check(view, &lookup));
-        for f in object_findings {
-            findings.push(Located {
-                file: doc.file.display().to_string(),
-                line: doc.line_of(&f.path),
-                kind: doc.kind().map(str::to_string),
-                name: doc.name().map(str::to_string),
-                path: f.path,
-                severity: f.severity,
-                message: f.message,
-            });
-        }
+        findings.extend(object_findings.into_iter().map(|f| Located::at(doc, f)));
     }
     (findings, decoded.len(), skipped)
 }
 
-/// Reads and validates the given paths.
-pub fn validate_paths(paths: &[PathBuf]) -> Result<Report, load::LoadError> {
+/// Reads and validates the given paths; ApplicationSets against `inventory`.
+pub fn validate_paths(
+    paths: &[PathBuf],
+    inventory: &appset::Inventory,
+) -> Result<Report, load::LoadError> {
     let files = load::collect_files(paths)?;
     let mut docs = Vec::new();
     let mut findings = Vec::new();
@@ -230,8 +241,15 @@ pub fn validate_paths(paths: &[PathBuf]) -> Result<Report, load::LoadError> {
         }
         docs.extend(file_docs);
     }
+    let (appsets, docs): (Vec<SourceDoc>, Vec<SourceDoc>) = docs
+        .into_iter()
+        .partition(|d| d.kind() == Some(appset::KIND));
     let (object_findings, objects, skipped) = validate_documents(&docs);
     findings.extend(object_findings);
+    for doc in &appsets {
+        findings.extend(appset::check(doc, inventory).findings);
+    }
+    let objects = objects + appsets.len();
     // Files in the order given, lines in order within a file (stable: one line's findings keep their order).
     let order: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     findings.sort_by_key(|f| (order.iter().position(|o| *o == f.file), f.line));
@@ -246,7 +264,14 @@ pub fn validate_paths(paths: &[PathBuf]) -> Result<Report, load::LoadError> {
 }
 
 pub fn run(args: Args) -> Exit {
-    let report = match validate_paths(&args.paths) {
+    let inventory = match args.inventory.load() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("canaryd validate: {e}");
+            return Exit::Usage;
+        }
+    };
+    let report = match validate_paths(&args.paths, &inventory) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("canaryd validate: {e}");

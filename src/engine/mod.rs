@@ -8,6 +8,7 @@ pub mod compare;
 pub mod compose;
 pub mod condition;
 pub mod judge;
+pub mod progressive;
 pub mod template;
 pub mod timeexpr;
 pub mod value;

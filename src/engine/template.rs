@@ -31,7 +31,15 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn error(path: impl Into<String>, message: impl Into<String>) -> Finding {
+    pub fn warning(path: impl Into<String>, message: impl Into<String>) -> Finding {
+        Finding {
+            severity: Severity::Warning,
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    pub fn error(path: impl Into<String>, message: impl Into<String>) -> Finding {
         Finding {
             severity: Severity::Error,
             path: path.into(),
