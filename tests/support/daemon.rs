@@ -143,6 +143,8 @@ pub async fn spawn(client: kube::Client, config: Config) -> Running {
 #[derive(Clone, Debug)]
 pub enum Answer {
     Scalar(f64),
+    /// A one-sample vector, as `sum(...)` answers.
+    Vector(f64),
     Down,
 }
 
@@ -195,6 +197,10 @@ impl Respond for Scripted {
             Answer::Scalar(v) => ResponseTemplate::new(200).set_body_json(json!({
                 "status": "success",
                 "data": {"resultType": "scalar", "result": [1.0, v.to_string()]}
+            })),
+            Answer::Vector(v) => ResponseTemplate::new(200).set_body_json(json!({
+                "status": "success",
+                "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1.0, v.to_string()]}]}
             })),
             Answer::Down => ResponseTemplate::new(503).set_body_string("down for maintenance"),
         }
