@@ -299,3 +299,55 @@ fn a_clusters_path_that_does_not_exist_is_bad_input() {
     ]);
     assert_eq!(code, 2);
 }
+
+const EXAMPLE: &str = "charts/canaryd/examples/progressive-sync";
+
+#[test]
+fn the_example_application_set_is_valid_and_rolls_out_one_prod_cluster_at_a_time() {
+    let appset = format!("{EXAMPLE}/applicationset.yaml");
+    let clusters = format!("{EXAMPLE}/clusters");
+    let (code, lines) = canaryd(&[
+        "validate",
+        &appset,
+        "--clusters",
+        &clusters,
+        "--argocd-config",
+        FLAG_ON,
+    ]);
+    assert_eq!((code, lines), (0, vec![]));
+    let (code, lines) = canaryd(&[
+        "plan",
+        &appset,
+        "--clusters",
+        &clusters,
+        "--argocd-config",
+        FLAG_ON,
+        "--max-batch",
+        "1",
+    ]);
+    assert_eq!(code, 0, "{lines:#?}");
+    assert_eq!(
+        lines,
+        [
+            "ApplicationSet/checkout: RollingSync, 4 Application(s)",
+            "step 1: environment In [staging]; maxUpdate unlimited",
+            "  batch 1: checkout-staging-eu",
+            "step 2: environment In [prod] and region In [eu]; maxUpdate 1 (1 at a time)",
+            "  batch 1: checkout-prod-eu-1",
+            "  batch 2: checkout-prod-eu-2",
+            "step 3: environment In [prod] and region In [us]; maxUpdate 1 (1 at a time)",
+            "  batch 1: checkout-prod-us-1",
+        ]
+    );
+}
+
+#[test]
+fn the_example_app_chart_ships_the_library_gate_unchanged() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).expect("readable");
+    assert_eq!(
+        read(&format!("{EXAMPLE}/app/files/progressive-sync-gate.yaml")),
+        read("analysis-templates/progressive-sync-gate.yaml"),
+        "copy analysis-templates/progressive-sync-gate.yaml into the example chart's files/"
+    );
+}

@@ -152,3 +152,37 @@ fn a_held_step_has_no_batch_and_says_so() {
     assert!(a.plan.steps[0].held);
     assert!(a.plan.steps[0].batches.is_empty());
 }
+
+#[test]
+fn application_sets_and_cluster_secrets_round_trip_without_losing_a_field() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/progressive");
+    for name in [
+        "git-matrix.yaml",
+        "four-stages.yaml",
+        "prod-clusters/prod-us-2.yaml",
+    ] {
+        let (docs, error) = canaryd::cli::load::load_file(&dir.join(name));
+        assert!(error.is_none(), "{error:?}");
+        let written = &docs[0].value;
+        let back = if docs[0].kind() == Some("Secret") {
+            let s: ClusterSecret = serde_json::from_value(written.clone()).expect("a Secret");
+            assert_eq!(
+                s.field("name").as_deref(),
+                Some("prod-us-2"),
+                "base64 data is decoded"
+            );
+            let mut v = serde_json::to_value(s).expect("serializes");
+            // kind and apiVersion are not part of the wire type; everything else must be.
+            if let (Some(v), Some(w)) = (v.as_object_mut(), written.as_object()) {
+                v.insert("kind".into(), w["kind"].clone());
+                v.insert("apiVersion".into(), w["apiVersion"].clone());
+            }
+            v
+        } else {
+            let a: canaryd::api::ApplicationSet =
+                serde_json::from_value(written.clone()).expect("an ApplicationSet");
+            serde_json::to_value(a).expect("serializes")
+        };
+        assert_eq!(&back, written, "{name}");
+    }
+}

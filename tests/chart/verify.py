@@ -396,6 +396,42 @@ def readme_documents_every_value() -> None:
     expect(not missing, f"charts/canaryd/README.md's values table lacks {missing}")
 
 
+EXAMPLE_APP = CHART / "examples" / "progressive-sync" / "app"
+
+
+def progressive_sync_gate_renders_the_library_template(canaryd: Path) -> None:
+    """The example app chart's gate is the shipped template as a per-revision AnalysisRun that canaryd accepts."""
+    library = {d["metadata"]["name"]: d for d in yaml.safe_load_all(
+        (ROOT / "analysis-templates" / "progressive-sync-gate.yaml").read_text()) if d}
+    app = helm.Chart.load(str(EXAMPLE_APP))
+    for template, extra in (("progressive-sync-gate", {}),
+                            ("progressive-sync-gate-vs-baseline", {"baseline-clusters": "prod-us-.*"})):
+        values = {"image": {"tag": "2.0.1"}, "gate": {"template": template,
+                                                      "args": {"cluster": "prod-eu-1", **extra}}}
+        objects = render(app, values)
+        validate_objects([o for o in objects if o["kind"] != "AnalysisRun"])
+        run = one(objects, "AnalysisRun")
+        expect(run["metadata"]["name"] == "canaryd-gate-2.0.1", f"gate name {run['metadata']['name']}")
+        expect(run["metadata"]["annotations"] == {"argocd.argoproj.io/sync-wave": "1"}, "not in sync wave 1")
+        wanted = library[template]
+        nested = [library[t["templateName"]] for t in wanted["spec"].get("templates", [])]
+        metrics = [m for t in [*nested, wanted] for m in t["spec"]["metrics"]]
+        expect(run["spec"]["metrics"] == metrics, f"{template}: the rendered metrics differ from the library's")
+        args = {a["name"]: a["value"] for a in run["spec"]["args"]}
+        expect(args["cluster"] == "prod-eu-1" and args["app"] == RELEASE, f"args {args}")
+        path = Path(os.environ.get("TMPDIR", "/tmp")) / f"canaryd-gate-{os.getpid()}.yaml"
+        path.write_text(yaml.safe_dump(run))
+        try:
+            done = subprocess.run([str(canaryd), "validate", str(path)], capture_output=True, text=True, timeout=60)
+        finally:
+            path.unlink()
+        expect(done.returncode == 0, f"canaryd validate rejects the rendered gate: {done.stdout}{done.stderr}")
+    report = helm.lint(str(EXAMPLE_APP), {"gate": {"args": {"cluster": "prod-eu-1"}}}, namespace=NAMESPACE)
+    errors = [m for m in report["messages"] if m["severity"] >= 3] + [{"error": e} for e in report["errors"]]
+    expect(not errors, f"helm lint of the example app: {errors}")
+    render_fails(app, {}, helm.HelmRenderError, "gate.args.cluster is required")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--canaryd", type=Path, default=ROOT / "target" / "debug" / "canaryd")
@@ -411,6 +447,8 @@ def main() -> int:
         ("check-config rejects a flag canaryd does not know, so the args check can fail", lambda: expect_rejected(
             canaryd, render(chart, {"extraArgs": ["--no-such-flag"]}))),
         ("the chart README documents every value", readme_documents_every_value),
+        ("the progressive-sync example renders the library gate as an AnalysisRun canaryd accepts",
+         lambda: progressive_sync_gate_renders_the_library_template(canaryd)),
     ]
     checks += [(name, (lambda v=values, e=error, m=message: render_fails(chart, v, e, m)))
                for name, values, error, message in REFUSED]

@@ -108,11 +108,14 @@ pub fn static_checks(spec: &ApplicationSetSpec, flag: &Flag) -> Vec<Finding> {
         .as_ref()
         .and_then(|t| t.spec.as_ref())
         .and_then(|s| s.pointer("/syncPolicy/automated"));
-    if automated.is_some_and(|a| !a.is_null()) {
+    // `automated: {prune: true}` alone is how a template makes RollingSync's own syncs prune (the
+    // previous revision's gate, for one): only that is kept.
+    if automated.is_some_and(|a| !a.is_null() && *a != serde_json::json!({"prune": true})) {
         out.push(Finding::warning(
             "spec.template.spec.syncPolicy.automated",
             "RollingSync turns automated sync off on every Application it generates and triggers the \
-             syncs itself, step by step: this setting has no effect (its prune is kept for those syncs)",
+             syncs itself, step by step: nothing here syncs automatically (only automated.prune is kept, \
+             for the syncs RollingSync triggers)",
         ));
     }
     for (s, step) in steps.iter().enumerate() {
