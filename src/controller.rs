@@ -39,6 +39,7 @@ use crate::k8s::events::{self, EventPublisher, EventQueue};
 use crate::k8s::lease::{Elector, LeaseConfig};
 use crate::k8s::owner_selector;
 use crate::k8s::runs::{self, WriteError};
+use crate::k8s::status::StatusWriter;
 use crate::measure::Providers;
 use crate::observe::{Metrics, Probe};
 use crate::providers::gate::Gate;
@@ -140,6 +141,7 @@ struct Ahead {
 /// Everything reconciles share. One per process.
 pub struct Context {
     client: kube::Client,
+    statuses: StatusWriter,
     config: Config,
     providers: Providers,
     gate: Arc<Gate>,
@@ -280,6 +282,7 @@ impl Daemon {
             }),
         );
         let ctx = Arc::new(Context {
+            statuses: StatusWriter::new(client.clone()),
             client,
             events,
             routine_writes: tokio::sync::Semaphore::new(ROUTINE_WRITES),
@@ -742,7 +745,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
         let written = loop {
             attempts += 1;
             match runs::patch_status(
-                &ctx.client,
+                &ctx.statuses,
                 &namespace,
                 &name,
                 &write_rv,

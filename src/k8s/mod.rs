@@ -1,11 +1,12 @@
 //! The Kubernetes edge of `canaryd run`: which AnalysisRuns this process owns (label selectors), reading
-//! Secrets for args, writing status through the status subresource with the resourceVersion precondition,
-//! deleting expired runs, publishing Events, and the leader Lease. Nothing here decides an analysis outcome; it moves
-//! what `engine/` computed to and from the API server.
+//! Secrets for args, writing status with the resourceVersion precondition (through the status subresource where
+//! the CRD declares one, else through the object), deleting expired runs, publishing Events, and the leader
+//! Lease. Nothing here decides an analysis outcome; it moves what `engine/` computed to and from the API server.
 
 pub mod events;
 pub mod lease;
 pub mod runs;
+pub mod status;
 
 /// Argo Rollouts' label that assigns an object to one controller instance.
 pub const INSTANCE_LABEL: &str = "argo-rollouts.argoproj.io/controller-instance-id";

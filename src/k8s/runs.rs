@@ -1,6 +1,7 @@
-//! Reading and writing one AnalysisRun: the Secrets its args name, its status (a merge patch on the status
-//! subresource carrying `metadata.resourceVersion`, so the API server refuses it with 409 when the object
-//! changed since it was read), its deletion when its TTL runs out, and the Events of its phase changes.
+//! Reading and writing one AnalysisRun: the Secrets its args name, its status (a merge patch carrying
+//! `metadata.resourceVersion`, so the API server refuses it with 409 when the object changed since it was
+//! read, sent where `status.rs` finds the CRD keeps status), its deletion when its TTL runs out, and the Events
+//! of its phase changes.
 //! Secret values never leave this module except into the measuring code; what is written is scrubbed.
 
 use std::collections::BTreeMap;
@@ -9,12 +10,13 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::events::Reporter;
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
 use super::is_status;
+use super::status::StatusWriter;
 use crate::api::{
     AnalysisPhase, AnalysisRun, AnalysisRunStatus, Argument, MetricResult, RunSummary, SecretKeyRef,
 };
@@ -69,18 +71,7 @@ pub fn lookup(
         .unwrap_or_else(|| Err(format!("Secret {} was not read", r.name)))
 }
 
-/// Why a status write did not land.
-#[derive(Debug, thiserror::Error)]
-pub enum WriteError {
-    /// 409: the object changed since `resource_version` was read.
-    #[error("the AnalysisRun changed since it was read (409 Conflict)")]
-    Conflict,
-    /// 404: it was deleted.
-    #[error("the AnalysisRun is gone")]
-    Gone,
-    #[error("status patch failed: {0}")]
-    Api(kube::Error),
-}
+pub use super::status::WriteError;
 
 /// The body of a status write: the resourceVersion it is conditional on, and every status field, `null`
 /// where the new status has none (a merge patch keeps the fields it does not mention).
@@ -136,11 +127,12 @@ impl<'a> StatusWrite<'a> {
 }
 
 /// Writes `status` over the status of the run `name` in `namespace`, provided the object is still at
-/// `resource_version`. Top-level fields the new status lacks are removed (a merge patch would keep them).
-/// Returns the updated object's metadata only: the caller has the spec and the status it wrote, and reading
-/// just the metadata out of the reply spares decoding the whole object on every measurement.
+/// `resource_version`, wherever the installed CRD keeps status. Top-level fields the new status lacks are
+/// removed (a merge patch would keep them). Returns the updated object's metadata only: the caller has the spec
+/// and the status it wrote, and reading just the metadata out of the reply spares decoding the whole object on
+/// every measurement.
 pub async fn patch_status(
-    client: &kube::Client,
+    writer: &StatusWriter,
     namespace: &str,
     name: &str,
     resource_version: &str,
@@ -148,28 +140,19 @@ pub async fn patch_status(
     secrets: &[String],
 ) -> Result<ObjectMeta, WriteError> {
     let body = StatusWrite::new(resource_version, status);
-    /// The part of the reply that is read; serde skips the rest without building it.
-    #[derive(serde::Deserialize)]
-    struct Written {
-        metadata: ObjectMeta,
-    }
-    let target = kube::core::Request::new(AnalysisRun::url_path(&(), Some(namespace)));
-    let params = PatchParams::default();
+    let namespace = Some(namespace);
     // Written straight from the typed status; only a run with secrets goes through a JSON tree to scrub.
-    let request = if secrets.iter().any(|s| !s.is_empty()) {
+    if secrets.iter().any(|s| !s.is_empty()) {
         let mut value =
             serde_json::to_value(&body).map_err(|e| WriteError::Api(kube::Error::SerdeError(e)))?;
         scrub(&mut value, secrets);
-        target.patch_subresource("status", name, &params, &Patch::Merge(&value))
+        writer
+            .patch::<AnalysisRun, _>(namespace, name, resource_version, &value)
+            .await
     } else {
-        target.patch_subresource("status", name, &params, &Patch::Merge(&body))
-    }
-    .map_err(|e| WriteError::Api(kube::Error::BuildRequest(e)))?;
-    match client.request::<Written>(request).await {
-        Ok(written) => Ok(written.metadata),
-        Err(e) if is_status(&e, 409) => Err(WriteError::Conflict),
-        Err(e) if is_status(&e, 404) => Err(WriteError::Gone),
-        Err(e) => Err(WriteError::Api(e)),
+        writer
+            .patch::<AnalysisRun, _>(namespace, name, resource_version, &body)
+            .await
     }
 }
 

@@ -1,0 +1,172 @@
+//! Writing a custom resource's status where the installed CRD keeps it. A CRD either declares the status
+//! subresource (then `/status` is the only way to change status, and the object itself ignores it) or does not
+//! (Argo Rollouts' analysis kinds: then `/status` answers 404 and status is written with the object). Which one
+//! holds is learned from discovery, remembered per kind, and learned again when a write shows the CRD changed:
+//! a 404 from `/status`, or a write to the object that the server kept as it was. Every write is a merge patch
+//! carrying `metadata.resourceVersion`, so the API server refuses it with 409 when the object changed since it
+//! was read. This module owns no status contents: callers bring the patch body.
+
+use std::collections::HashMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::api::{Patch, PatchParams};
+use serde::Serialize;
+
+use super::is_status;
+
+/// Where a kind's status is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// The status subresource: `PATCH …/NAME/status`.
+    Subresource,
+    /// The object itself: `PATCH …/NAME` with only `status` and the resourceVersion in the patch.
+    Object,
+}
+
+/// Why a status write did not land.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// 409: the object changed since `resource_version` was read.
+    #[error("the object changed since it was read (409 Conflict)")]
+    Conflict,
+    /// 404: it was deleted.
+    #[error("the object is gone")]
+    Gone,
+    /// Discovery does not list the kind: its CRD is not installed.
+    #[error("the API server does not serve {0}: is its CustomResourceDefinition installed?")]
+    NotServed(String),
+    #[error("status patch failed: {0}")]
+    Api(kube::Error),
+}
+
+/// Status writes of one process: the route of each kind, shared by every reconcile.
+pub struct StatusWriter {
+    client: kube::Client,
+    /// Route by `group/version/plural`. An async lock, so that a thousand reconciles starting together wait
+    /// for one discovery request instead of sending a thousand.
+    routes: tokio::sync::Mutex<HashMap<String, Route>>,
+}
+
+impl StatusWriter {
+    pub fn new(client: kube::Client) -> StatusWriter {
+        StatusWriter {
+            client,
+            routes: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Merges `body` (`metadata.resourceVersion` = `resource_version`, and `status`) into the status of the
+    /// `K` named `name`, by whichever route its CRD offers. Returns the updated object's metadata.
+    pub async fn patch<K, B>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        resource_version: &str,
+        body: &B,
+    ) -> Result<ObjectMeta, WriteError>
+    where
+        K: Resource<DynamicType = ()>,
+        B: Serialize,
+    {
+        let route = self.route::<K>(None).await?;
+        match (route, self.send::<K, B>(route, namespace, name, body).await) {
+            (Route::Subresource, Err(WriteError::Gone)) => {
+                // Gone, or the CRD no longer declares the subresource: only discovery tells which.
+                match self.route::<K>(Some(route)).await? {
+                    Route::Subresource => Err(WriteError::Gone),
+                    Route::Object => {
+                        self.send::<K, B>(Route::Object, namespace, name, body)
+                            .await
+                    }
+                }
+            }
+            (Route::Object, Ok(meta))
+                if meta.resource_version.as_deref() == Some(resource_version) =>
+            {
+                // A write that changes nothing keeps the resourceVersion. The status this writes differs from
+                // the stored one, so the server ignored it: the CRD gained the status subresource.
+                match self.route::<K>(Some(route)).await? {
+                    Route::Subresource => {
+                        self.send::<K, B>(Route::Subresource, namespace, name, body)
+                            .await
+                    }
+                    Route::Object => Ok(meta),
+                }
+            }
+            (_, result) => result,
+        }
+    }
+
+    /// The route of `K`: the one remembered, or from discovery when none is, or when the one remembered is
+    /// `stale` (a write by it just failed). When another reconcile already replaced the stale route, that one
+    /// is used without asking again.
+    async fn route<K: Resource<DynamicType = ()>>(
+        &self,
+        stale: Option<Route>,
+    ) -> Result<Route, WriteError> {
+        let key = format!("{}/{}", K::api_version(&()), K::plural(&()));
+        let mut routes = self.routes.lock().await;
+        match routes.get(&key) {
+            Some(known) if stale != Some(*known) => return Ok(*known),
+            _ => {}
+        }
+        let resources = self
+            .client
+            .list_api_group_resources(&K::api_version(&()))
+            .await
+            .map_err(|e| {
+                if is_status(&e, 404) {
+                    WriteError::NotServed(key.clone())
+                } else {
+                    WriteError::Api(e)
+                }
+            })?;
+        let plural = K::plural(&());
+        let served = |name: &str| resources.resources.iter().any(|r| r.name == name);
+        if !served(&plural) {
+            return Err(WriteError::NotServed(key));
+        }
+        let route = if served(&format!("{plural}/status")) {
+            Route::Subresource
+        } else {
+            Route::Object
+        };
+        if stale.is_some() {
+            tracing::info!(resource = %key, route = ?route, "Discovery changed where status is written");
+        }
+        routes.insert(key, route);
+        Ok(route)
+    }
+
+    async fn send<K, B>(
+        &self,
+        route: Route,
+        namespace: Option<&str>,
+        name: &str,
+        body: &B,
+    ) -> Result<ObjectMeta, WriteError>
+    where
+        K: Resource<DynamicType = ()>,
+        B: Serialize,
+    {
+        /// The part of the reply that is read; serde skips the rest without building it.
+        #[derive(serde::Deserialize)]
+        struct Written {
+            metadata: ObjectMeta,
+        }
+        let target = kube::core::Request::new(K::url_path(&(), namespace));
+        let (params, patch) = (PatchParams::default(), Patch::Merge(body));
+        let request = match route {
+            Route::Subresource => target.patch_subresource("status", name, &params, &patch),
+            Route::Object => target.patch(name, &params, &patch),
+        }
+        .map_err(|e| WriteError::Api(kube::Error::BuildRequest(e)))?;
+        match self.client.request::<Written>(request).await {
+            Ok(written) => Ok(written.metadata),
+            Err(e) if is_status(&e, 409) => Err(WriteError::Conflict),
+            Err(e) if is_status(&e, 404) => Err(WriteError::Gone),
+            Err(e) => Err(WriteError::Api(e)),
+        }
+    }
+}
