@@ -22,6 +22,7 @@ use super::schema::preserve_unknown_object;
     kind = "AnalysisTemplate",
     namespaced,
     shortname = "at",
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp","description":"Time since resource was created"}"#,
     doc = "A reusable set of metrics that an AnalysisRun or a Rollout step measures."
 )]
 #[serde(rename_all = "camelCase")]
@@ -46,6 +47,7 @@ pub struct AnalysisTemplateSpec {
     version = "v1alpha1",
     kind = "ClusterAnalysisTemplate",
     shortname = "cat",
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp","description":"Time since resource was created"}"#,
     doc = "A cluster-scoped AnalysisTemplate."
 )]
 #[serde(transparent)]
@@ -357,7 +359,7 @@ pub struct TtlStrategy {
     shortname = "ar",
     status = "AnalysisRunStatus",
     printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.phase","description":"AnalysisRun status"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp","description":"Time since resource was created"}"#,
     doc = "One execution of a set of metrics; its status records every measurement."
 )]
 #[serde(rename_all = "camelCase")]

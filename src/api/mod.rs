@@ -4,6 +4,7 @@
 pub mod analysis;
 pub mod appset;
 pub mod compare;
+mod crd;
 pub mod decode;
 pub mod duration;
 pub mod rollout;
@@ -11,19 +12,8 @@ mod schema;
 
 pub use analysis::*;
 pub use appset::{ApplicationSet, ApplicationSetSpec, ClusterSecret};
+pub use crd::crds;
 pub use rollout::{Rollout, RolloutSpec};
 
 /// The API group and version of every Argo kind canaryd reads.
 pub const API_VERSION: &str = "argoproj.io/v1alpha1";
-
-/// Generated CustomResourceDefinitions for the analysis kinds, in the order `canaryd crds` prints them.
-pub fn crds()
--> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
-{
-    use kube::CustomResourceExt;
-    vec![
-        AnalysisTemplate::crd(),
-        ClusterAnalysisTemplate::crd(),
-        AnalysisRun::crd(),
-    ]
-}

@@ -17,7 +17,18 @@ use super::analysis::AnalysisTemplateRef;
     kind = "Rollout",
     namespaced,
     schema = "disabled",
-    status = "RolloutStatus"
+    status = "RolloutStatus",
+    shortname = "ro",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.HPAReplicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn = r#"{"name":"Desired","type":"integer","jsonPath":".spec.replicas","description":"Number of desired pods"}"#,
+    printcolumn = r#"{"name":"Current","type":"integer","jsonPath":".status.replicas","description":"Total number of non-terminated pods targeted by this rollout"}"#,
+    printcolumn = r#"{"name":"Up-to-date","type":"integer","jsonPath":".status.updatedReplicas","description":"Total number of non-terminated pods targeted by this rollout that have the desired template spec"}"#,
+    printcolumn = r#"{"name":"Available","type":"integer","jsonPath":".status.availableReplicas","description":"Total number of available pods (ready for at least minReadySeconds) targeted by this rollout"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp","description":"Time since resource was created"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutSpec {

@@ -322,7 +322,7 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
         expect(namespaced == {ns: watch_rules for ns in namespaces}, f"Roles per namespace: {namespaced}")
 
     crds = by_kind(objects, "CustomResourceDefinition")
-    expected_crds = 3 if values["crds"]["install"] else 0
+    expected_crds = 4 if values["crds"]["install"] else 0
     expect(len(crds) == expected_crds, f"{len(crds)} CRDs rendered, expected {expected_crds}")
     for crd in crds:
         keep = crd["metadata"].get("annotations", {}).get("helm.sh/resource-policy") == "keep"
@@ -363,7 +363,7 @@ def render_fails(chart: Any, values: dict[str, Any], error: type[Exception], mes
 def crds_template_carries_the_generated_crds(chart: Any) -> None:
     generated = [d for d in yaml.load_all((CHART / "files" / "crds.yaml").read_text(), Loader=LOADER) if d]
     rendered = by_kind(render(chart, {}), "CustomResourceDefinition")
-    expect(len(rendered) == len(generated) == 3, f"{len(rendered)} rendered, {len(generated)} generated")
+    expect(len(rendered) == len(generated) == 4, f"{len(rendered)} rendered, {len(generated)} generated")
     for want, got in zip(generated, rendered):
         meta = dict(got["metadata"])
         expect(meta.pop("annotations") == {"helm.sh/resource-policy": "keep"}, "unexpected annotations")
