@@ -16,6 +16,14 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+/// A fake serving canaryd's former AnalysisRun CRD, which declares the status subresource these tests exercise
+/// (canaryd's and Argo's current ones do not; tests/fake_apiserver_crds.rs covers them).
+async fn start() -> FakeApiServer {
+    let crd = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/crds/canaryd-0.1-analysisrun-status-subresource.yaml");
+    FakeApiServer::builder().crd_file(&crd).start().await
+}
+
 fn run(name: &str) -> AnalysisRun {
     let metric = Metric {
         name: "success-rate".into(),
@@ -65,7 +73,7 @@ async fn runs(server: &FakeApiServer) -> Api<AnalysisRun> {
 
 #[tokio::test]
 async fn discovery_finds_every_resource_canaryd_uses() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let client = server.client().await;
     assert_eq!(
         client.apiserver_version().await.unwrap().git_version,
@@ -108,7 +116,7 @@ async fn discovery_finds_every_resource_canaryd_uses() {
 
 #[tokio::test]
 async fn created_objects_can_be_got_listed_and_deleted() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     let created = api
         .create(&PostParams::default(), &run("canary-1"))
@@ -145,7 +153,7 @@ async fn created_objects_can_be_got_listed_and_deleted() {
 
 #[tokio::test]
 async fn creating_an_existing_name_is_already_exists() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     api.create(&PostParams::default(), &run("canary-1"))
         .await
@@ -158,7 +166,7 @@ async fn creating_an_existing_name_is_already_exists() {
 
 #[tokio::test]
 async fn generate_name_gives_distinct_names_with_the_prefix() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     let mut template = run("");
     template.metadata.name = None;
@@ -175,7 +183,7 @@ async fn generate_name_gives_distinct_names_with_the_prefix() {
 
 #[tokio::test]
 async fn namespaces_are_separate_and_all_namespaces_lists_both() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let client = server.client().await;
     for namespace in ["team-a", "team-b"] {
         let api: Api<AnalysisRun> = Api::namespaced(client.clone(), namespace);
@@ -225,7 +233,7 @@ async fn namespaces_are_separate_and_all_namespaces_lists_both() {
 
 #[tokio::test]
 async fn label_and_field_selectors_filter_lists() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     for (name, labels) in [
         ("a", json!({"app": "web", "tier": "1"})),
@@ -269,7 +277,7 @@ async fn label_and_field_selectors_filter_lists() {
 
 #[tokio::test]
 async fn every_write_bumps_the_resource_version_but_a_no_op_does_not() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     let created = api
         .create(&PostParams::default(), &run("canary-1"))
@@ -301,7 +309,7 @@ async fn every_write_bumps_the_resource_version_but_a_no_op_does_not() {
 
 #[tokio::test]
 async fn a_metadata_only_change_does_not_bump_generation() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     api.create(&PostParams::default(), &run("canary-1"))
         .await
@@ -317,7 +325,7 @@ async fn a_metadata_only_change_does_not_bump_generation() {
 
 #[tokio::test]
 async fn merge_patch_changes_only_the_fields_it_names_and_null_removes() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     let mut object = run("canary-1");
     object.metadata.labels = Some(
@@ -399,7 +407,7 @@ proptest! {
 
 #[tokio::test]
 async fn json_patch_applies_in_order_and_a_failing_test_changes_nothing() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     api.create(&PostParams::default(), &run("canary-1"))
         .await
@@ -435,7 +443,7 @@ async fn json_patch_applies_in_order_and_a_failing_test_changes_nothing() {
 
 #[tokio::test]
 async fn status_writes_change_only_status() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     let created = api
         .create(&PostParams::default(), &run("canary-1"))
@@ -484,7 +492,7 @@ async fn status_writes_change_only_status() {
 
 #[tokio::test]
 async fn writes_to_the_object_ignore_status() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     let mut object = run("canary-1");
     object.status = Some(running());
@@ -527,7 +535,7 @@ async fn writes_to_the_object_ignore_status() {
 
 #[tokio::test]
 async fn server_side_apply_of_status_merges_the_fields_sent() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     api.create(&PostParams::default(), &run("canary-1"))
         .await
@@ -572,7 +580,7 @@ async fn server_side_apply_of_status_merges_the_fields_sent() {
 
 #[tokio::test]
 async fn a_stale_resource_version_is_a_conflict_for_update_and_status_patch() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     let stale = api
         .create(&PostParams::default(), &run("canary-1"))
@@ -613,7 +621,7 @@ async fn a_stale_resource_version_is_a_conflict_for_update_and_status_patch() {
 
 #[tokio::test]
 async fn a_put_without_resource_version_is_refused_for_custom_resources_but_not_secrets() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let client = server.client().await;
     let api: Api<AnalysisRun> = Api::namespaced(client.clone(), "default");
     api.create(&PostParams::default(), &run("canary-1"))
@@ -644,7 +652,7 @@ async fn a_put_without_resource_version_is_refused_for_custom_resources_but_not_
 
 #[tokio::test]
 async fn creating_an_object_that_carries_a_resource_version_is_refused() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     let created = api
         .create(&PostParams::default(), &run("canary-1"))
@@ -663,7 +671,7 @@ async fn creating_an_object_that_carries_a_resource_version_is_refused() {
 
 #[tokio::test]
 async fn a_put_of_an_absent_lease_creates_it() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api: Api<Lease> = Api::namespaced(server.client().await, "canaryd");
     let lease = Lease {
         metadata: kube::api::ObjectMeta {
@@ -688,7 +696,7 @@ async fn a_put_of_an_absent_lease_creates_it() {
 
 #[tokio::test]
 async fn an_injected_conflict_fails_only_the_next_write() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     api.create(&PostParams::default(), &run("canary-1"))
         .await
@@ -706,7 +714,7 @@ async fn an_injected_conflict_fails_only_the_next_write() {
 
 #[tokio::test]
 async fn finalizers_hold_a_deleted_object_until_they_are_removed() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     let mut object = run("canary-1");
     object.metadata.finalizers = Some(vec!["canaryd.io/cleanup".into()]);
@@ -735,7 +743,7 @@ async fn finalizers_hold_a_deleted_object_until_they_are_removed() {
 
 #[tokio::test]
 async fn delete_preconditions_are_checked() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     api.create(&PostParams::default(), &run("canary-1"))
         .await
@@ -756,7 +764,7 @@ async fn delete_preconditions_are_checked() {
 
 #[tokio::test]
 async fn secrets_keep_base64_data_and_fold_string_data_into_it() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api: Api<Secret> = Api::namespaced(server.client().await, "default");
     let secret = Secret {
         metadata: kube::api::ObjectMeta {
@@ -787,7 +795,7 @@ async fn secrets_keep_base64_data_and_fold_string_data_into_it() {
 
 #[tokio::test]
 async fn a_lease_taken_with_a_stale_version_is_a_conflict() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api: Api<Lease> = Api::namespaced(server.client().await, "canaryd");
     let lease = Lease {
         metadata: kube::api::ObjectMeta {
@@ -827,7 +835,7 @@ async fn a_lease_taken_with_a_stale_version_is_a_conflict() {
 
 #[tokio::test]
 async fn the_event_recorder_creates_and_then_patches_an_event_series() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let client = server.client().await;
     let created = runs(&server)
         .await
@@ -878,7 +886,7 @@ async fn the_event_recorder_creates_and_then_patches_an_event_series() {
 
 #[tokio::test]
 async fn an_injected_server_error_reaches_the_client_then_requests_succeed() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     server.fail_next(RequestPattern::new("GET", "/analysisruns"), 1, 500);
     assert_eq!(
@@ -900,7 +908,7 @@ async fn an_injected_server_error_reaches_the_client_then_requests_succeed() {
 
 #[tokio::test]
 async fn the_kube_client_retries_an_unavailable_server_by_itself() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     server.fail_next(RequestPattern::new("POST", "/analysisruns"), 2, 503);
     api.create(&PostParams::default(), &run("canary-1"))
@@ -914,7 +922,7 @@ async fn the_kube_client_retries_an_unavailable_server_by_itself() {
 
 #[tokio::test]
 async fn too_many_requests_carries_retry_after_which_the_client_waits_for() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     api.create(&PostParams::default(), &run("canary-1"))
         .await
@@ -935,7 +943,7 @@ async fn too_many_requests_carries_retry_after_which_the_client_waits_for() {
 
 #[tokio::test]
 async fn a_delayed_answer_arrives_after_the_delay() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let api = runs(&server).await;
     server.delay_next(
         RequestPattern::new("GET", "/analysisruns"),
@@ -953,7 +961,7 @@ async fn a_delayed_answer_arrives_after_the_delay() {
 
 #[tokio::test]
 async fn objects_put_by_the_fixture_are_served_with_their_status() {
-    let server = FakeApiServer::start().await;
+    let server = start().await;
     let mut object = run("restored");
     object.metadata.namespace = Some("default".into());
     object.status = Some(running());
@@ -976,6 +984,7 @@ async fn extra_kinds_can_be_served_and_used_through_dynamic_objects() {
         custom: true,
         unconditional_update: false,
         create_on_update: false,
+        schema: None,
     };
     let server = FakeApiServer::builder()
         .resource(virtual_service)

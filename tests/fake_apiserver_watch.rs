@@ -80,9 +80,10 @@ async fn a_watch_reports_added_modified_deleted_in_order_after_the_given_version
     api.create(&PostParams::default(), &run("canary-1"))
         .await
         .unwrap();
+    // canaryd's AnalysisRun CRD, like Argo's, has no status subresource: status is written with the object.
     let patch = Patch::Merge(json!({ "status": { "phase": "Running" } }));
     let modified = api
-        .patch_status("canary-1", &PatchParams::default(), &patch)
+        .patch("canary-1", &PatchParams::default(), &patch)
         .await
         .unwrap();
     api.delete("canary-1", &DeleteParams::default())

@@ -207,14 +207,16 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         by_minute[minute].push(lag);
         lags.push(lag);
     }
-    // The last status patch of each run: the one that completed it.
+    // The last status patch of each run: the one that completed it. canaryd's CRDs, like Argo's, keep status in
+    // the object, so the patch goes to the run itself (`/status` where an older CRD declares the subresource).
     let mut completing_patch: HashMap<String, jiff::Timestamp> = HashMap::new();
     for r in server.requests() {
+        let path = r.path.strip_suffix("/status").unwrap_or(&r.path);
         if r.method == "PATCH"
-            && let Some(name) = r
-                .path
-                .strip_suffix("/status")
-                .and_then(|p| p.rsplit('/').next())
+            && let Some(name) = path
+                .strip_prefix("/apis/argoproj.io/v1alpha1/namespaces/")
+                .and_then(|p| p.split_once("/analysisruns/"))
+                .map(|(_, name)| name)
         {
             let at = completing_patch.entry(name.to_string()).or_insert(r.at);
             *at = (*at).max(r.at);

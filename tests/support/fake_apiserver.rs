@@ -17,6 +17,9 @@
 //!
 //! - `FakeApiServer::builder().resource(def).bookmark_interval(d).history_limit(n).start().await` — more
 //!   resource kinds (`ResourceDef`), BOOKMARK period (default 1 s), retained watch history (default 10 000 changes).
+//! - Argo's kinds come from CRD files: canaryd's generated ones by default, `.crds(CrdSet::Argo)` for Argo
+//!   Rollouts' published ones, `.crd_file(path)` for any other CRD (a kind it defines replaces the one of the same
+//!   group, version and plural). `install_crds(path)` swaps definitions while the server runs.
 //! - `url()`, `kubeconfig_path()`, `client().await`.
 //! - Introspection: `requests()`, `request_count(&RequestPattern)`, `resource_version()`, `open_watches()`,
 //!   `get::<K>(ns, name)`, `get_json::<K>(ns, name)`, `put::<K>(&obj)` (stores status too, bumps the
@@ -42,7 +45,10 @@
 //! custom resources and Leases; PUT creates an absent Lease), patch (merge RFC 7386, JSON RFC 6902 including
 //! `test`, strategic merge, server-side apply), delete (preconditions, finalizers → `deletionTimestamp`; custom
 //! resources answer with the deleted object, built-in kinds with a Success Status), and the `/status` subresource
-//! (writes there change only `.status`; writes to the object ignore `.status`). Every write bumps one global
+//! where the kind's CRD declares one (writes there change only `.status`; writes to the object ignore `.status`;
+//! without one, `/status` is 404 and status is written with the object, as any other field). Custom resources
+//! are pruned and validated against their CRD's `openAPIV3Schema` on every write (see `fake_apiserver/schema.rs`
+//! for what is checked): a wrong type is 422 Invalid naming the field, as kube-apiserver words it. Every write bumps one global
 //! resourceVersion; no-op writes do not. Server-set metadata: uid, creationTimestamp, resourceVersion,
 //! namespace, generation (custom resources; bumped on changes outside metadata and status).
 //!
@@ -53,10 +59,15 @@
 //!   the real server requires it); no managedFields, no ownership conflicts, fields left out are not removed.
 //! - `limit`/`continue` are ignored (one page holds everything, which the API allows); list `resourceVersion`
 //!   and `resourceVersionMatch` parameters are ignored (lists are always current).
-//! - core/v1 Events and events.k8s.io/v1 Events are stored separately; no schema validation, no admission.
+//! - core/v1 Events and events.k8s.io/v1 Events are stored separately; built-in kinds are not validated; no
+//!   admission webhooks, no defaulting from CRD schemas, no `scale` subresource.
 
 #![allow(dead_code)] // Each test binary includes this fixture and uses a different part of it.
 
+#[path = "fake_apiserver/crd.rs"]
+mod crd;
+#[path = "fake_apiserver/schema.rs"]
+mod schema;
 #[path = "fake_apiserver/selector.rs"]
 mod selector;
 #[path = "fake_apiserver/store.rs"]
@@ -86,6 +97,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+pub use crd::CrdSet;
 use selector::{FieldSelector, LabelSelector};
 #[allow(unused_imports)] // Only fake_apiserver_crud's property test calls it directly.
 pub use store::merge_patch;
@@ -111,6 +123,8 @@ pub struct ResourceDef {
     pub unconditional_update: bool,
     /// A PUT of an absent object creates it (Leases); otherwise it is 404.
     pub create_on_update: bool,
+    /// The CRD's `openAPIV3Schema`: writes are pruned and validated against it. `None` for built-in kinds.
+    pub schema: Option<&'static Value>,
 }
 
 impl ResourceDef {
@@ -136,20 +150,9 @@ impl ResourceDef {
         }
     }
 
-    /// What canaryd reads and writes: Argo's kinds, Secrets, Events (both APIs), ConfigMaps and Leases.
+    /// What canaryd reads and writes: Argo's kinds as canaryd's own CRDs define them, Secrets, Events (both
+    /// APIs), ConfigMaps and Leases.
     pub fn defaults() -> Vec<ResourceDef> {
-        let argo = |plural, singular, kind, namespaced, status_subresource| ResourceDef {
-            group: "argoproj.io",
-            version: "v1alpha1",
-            plural,
-            singular,
-            kind,
-            namespaced,
-            status_subresource,
-            custom: true,
-            unconditional_update: false,
-            create_on_update: false,
-        };
         let builtin = |group, version, plural, singular, kind| ResourceDef {
             group,
             version,
@@ -161,24 +164,10 @@ impl ResourceDef {
             custom: false,
             unconditional_update: true,
             create_on_update: false,
+            schema: None,
         };
-        vec![
-            argo("analysisruns", "analysisrun", "AnalysisRun", true, true),
-            argo(
-                "analysistemplates",
-                "analysistemplate",
-                "AnalysisTemplate",
-                true,
-                false,
-            ),
-            argo(
-                "clusteranalysistemplates",
-                "clusteranalysistemplate",
-                "ClusterAnalysisTemplate",
-                false,
-                false,
-            ),
-            argo("rollouts", "rollout", "Rollout", true, true),
+        let mut all = CrdSet::Canaryd.resources();
+        all.extend([
             builtin("", "v1", "secrets", "secret", "Secret"),
             builtin("", "v1", "configmaps", "configmap", "ConfigMap"),
             builtin("", "v1", "events", "event", "Event"),
@@ -188,7 +177,17 @@ impl ResourceDef {
                 create_on_update: true,
                 ..builtin("coordination.k8s.io", "v1", "leases", "lease", "Lease")
             },
-        ]
+        ]);
+        all
+    }
+}
+
+/// Adds `resource` to `resources`, in place of the one with the same group, version and plural if any (a CRD
+/// replaced by another).
+fn define(resources: &mut Vec<ResourceDef>, resource: ResourceDef) {
+    match resources.iter_mut().find(|r| r.id() == resource.id()) {
+        Some(known) => *known = resource,
+        None => resources.push(resource),
     }
 }
 
@@ -253,7 +252,8 @@ struct Control {
 
 /// State shared by the accept loop, connection tasks, watch tasks and the test's handle.
 struct Shared {
-    resources: Vec<ResourceDef>,
+    /// Replaced at run time by `install_crds`, as a cluster's CRDs can be.
+    resources: Mutex<Vec<ResourceDef>>,
     store: Mutex<Store>,
     control: Mutex<Control>,
     /// Ticks after every write and every `drop_watches`, waking watch tasks.
@@ -285,13 +285,20 @@ impl Shared {
         result
     }
 
-    fn resource(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceDef> {
+    fn lock_resources(&self) -> MutexGuard<'_, Vec<ResourceDef>> {
         self.resources
-            .iter()
-            .find(|r| r.group == group && r.version == version && r.plural == plural)
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn resource_of<K: kube::Resource<DynamicType = ()>>(&self) -> &ResourceDef {
+    fn resource(&self, group: &str, version: &str, plural: &str) -> Option<ResourceDef> {
+        self.lock_resources()
+            .iter()
+            .find(|r| r.group == group && r.version == version && r.plural == plural)
+            .cloned()
+    }
+
+    fn resource_of<K: kube::Resource<DynamicType = ()>>(&self) -> ResourceDef {
         let (group, version, plural) = (K::group(&()), K::version(&()), K::plural(&()));
         self.resource(&group, &version, &plural).unwrap_or_else(|| {
             panic!(
@@ -309,9 +316,20 @@ pub struct FakeApiServerBuilder {
 }
 
 impl FakeApiServerBuilder {
+    /// Serves `resource` too, in place of a kind with the same group, version and plural.
     pub fn resource(mut self, resource: ResourceDef) -> Self {
-        self.resources.push(resource);
+        define(&mut self.resources, resource);
         self
+    }
+
+    /// Serves the kinds of `set` as its CRDs define them, in place of the default (canaryd's).
+    pub fn crds(self, set: CrdSet) -> Self {
+        set.files().iter().fold(self, |b, file| b.crd_file(file))
+    }
+
+    /// Serves the kinds the CRDs in `file` define, in place of those with the same group, version and plural.
+    pub fn crd_file(self, file: &Path) -> Self {
+        crd::load(file).into_iter().fold(self, Self::resource)
     }
 
     pub fn bookmark_interval(mut self, interval: Duration) -> Self {
@@ -332,7 +350,7 @@ impl FakeApiServerBuilder {
             .local_addr()
             .expect("the fake API server's address");
         let shared = Arc::new(Shared {
-            resources: self.resources,
+            resources: Mutex::new(self.resources),
             store: Mutex::new(Store::new(self.history_limit)),
             control: Mutex::new(Control::default()),
             signal: tokio::sync::watch::channel(0).0,
@@ -381,6 +399,15 @@ impl FakeApiServer {
 
     pub async fn start() -> FakeApiServer {
         Self::builder().start().await
+    }
+
+    /// Replaces the definitions of the kinds the CRDs in `file` define, as `kubectl apply` of other CRDs would:
+    /// discovery, the status subresource and validation follow at once; stored objects stay as they are.
+    pub fn install_crds(&self, file: &Path) {
+        let mut resources = self.shared.lock_resources();
+        for resource in crd::load(file) {
+            define(&mut resources, resource);
+        }
     }
 
     /// `http://127.0.0.1:PORT`
@@ -496,7 +523,7 @@ impl FakeApiServer {
     where
         K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned,
     {
-        let resource = self.shared.resource_of::<K>().clone();
+        let resource = self.shared.resource_of::<K>();
         let value = serde_json::to_value(object).expect("an object that serializes");
         let stored = self
             .shared
@@ -663,10 +690,12 @@ fn route(shared: &Arc<Shared>, call: Call<'_>) -> Result<Response<Body>, ApiErro
                 ],
             }),
         )),
-        ["apis"] => Ok(ok(StatusCode::OK, &group_list(&shared.resources))),
-        ["api", version] => resource_list(&shared.resources, "", version).ok_or_else(not_found),
+        ["apis"] => Ok(ok(StatusCode::OK, &group_list(&shared.lock_resources()))),
+        ["api", version] => {
+            resource_list(&shared.lock_resources(), "", version).ok_or_else(not_found)
+        }
         ["apis", group, version] => {
-            resource_list(&shared.resources, group, version).ok_or_else(not_found)
+            resource_list(&shared.lock_resources(), group, version).ok_or_else(not_found)
         }
         ["api", version, rest @ ..] => serve_resource(shared, &call, "", version, rest),
         ["apis", group, version, rest @ ..] => serve_resource(shared, &call, group, version, rest),
@@ -700,8 +729,7 @@ fn serve_resource(
     };
     let resource = shared
         .resource(group, version, plural)
-        .ok_or_else(not_found)?
-        .clone();
+        .ok_or_else(not_found)?;
     if resource.namespaced != namespace.is_some() && (name.is_some() || !resource.namespaced) {
         return Err(not_found());
     }

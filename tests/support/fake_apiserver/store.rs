@@ -1,7 +1,7 @@
 //! The fake's storage and write semantics: objects by (resource, namespace, name), the global resourceVersion
 //! counter, the change history watches read, and the rules kube-apiserver applies on create, update, patch and
-//! delete (status subresource isolation, optimistic concurrency, generation, finalizers). No HTTP here: the
-//! server module turns requests into these calls and `ApiError`s into `Status` responses.
+//! delete (status subresource isolation, optimistic concurrency, generation, finalizers, the CRD's schema). No
+//! HTTP here: the server module turns requests into these calls and `ApiError`s into `Status` responses.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Deref;
@@ -328,6 +328,7 @@ impl Store {
         }
         fill_type_meta(res, &mut object);
         normalize(res, &mut object);
+        admit(res, &name, &mut object)?;
         Ok(self.commit(ChangeKind::Added, key, None, object))
     }
 
@@ -458,6 +459,7 @@ impl Store {
             }
         };
         set_meta(&mut new, "resourceVersion", old_rv);
+        admit(res, &key.2, &mut new)?;
         // A status write takes everything but the status from the stored object: no spec change to look for.
         if res.custom && target == Target::Main && !same_spec(res, &old, &new) {
             let generation = old
@@ -730,6 +732,17 @@ fn same_spec(res: &ResourceDef, a: &Value, b: &Value) -> bool {
                     .all(|(k, v)| b.get(k) == Some(v))
         }
         _ => a == b,
+    }
+}
+
+/// What kube-apiserver does with a custom resource's CRD schema before storing it: unknown fields pruned, the
+/// rest validated (422 naming each field).
+fn admit(res: &ResourceDef, name: &str, object: &mut Value) -> Result<(), ApiError> {
+    match res.schema {
+        None => Ok(()),
+        Some(schema) => {
+            super::schema::admit(schema, object).map_err(|why| ApiError::invalid(res, name, why))
+        }
     }
 }
 

@@ -1,0 +1,185 @@
+//! What kube-apiserver does to a custom resource with its CRD's structural `openAPIV3Schema` before storing it:
+//! pruning (fields the schema does not declare are dropped, unless `x-kubernetes-preserve-unknown-fields` keeps
+//! them; `null` is dropped where the schema does not say `nullable`) and validation (`type`, `required`, `enum`;
+//! `x-kubernetes-int-or-string`), with errors worded as kube-apiserver words them. Not checked: `format`,
+//! `pattern`, bounds, list-type uniqueness and CEL rules (`x-kubernetes-validations`); no defaulting. Pure: no
+//! storage, no HTTP.
+
+use serde_json::{Map, Value};
+
+/// Prunes `object` (a whole custom resource) and validates what is left; `Err` carries the field errors as
+/// kube-apiserver lists them after `… is invalid: `.
+pub fn admit(schema: &Value, object: &mut Value) -> Result<(), String> {
+    prune(schema, object, true);
+    let mut errors = Vec::new();
+    validate(schema, object, "", &mut errors);
+    match errors.len() {
+        0 => Ok(()),
+        1 => Err(errors.remove(0)),
+        _ => Err(format!("[{}]", errors.join(", "))),
+    }
+}
+
+/// The fields a resource keeps whatever its schema says: ObjectMeta is the API server's, not the CRD's.
+const ROOT_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+
+/// Whether `name` is one of [`ROOT_FIELDS`] of the resource itself (`path` empty), which the schema leaves to
+/// the API server.
+fn served_by_the_api_server(path: &str, name: &str) -> bool {
+    path.is_empty() && ROOT_FIELDS.contains(&name)
+}
+
+fn prune(schema: &Value, value: &mut Value, root: bool) {
+    if is_true(schema, "x-kubernetes-int-or-string") {
+        return;
+    }
+    match value {
+        Value::Object(fields) => {
+            let embedded = is_true(schema, "x-kubernetes-embedded-resource");
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            let kept: Map<String, Value> = std::mem::take(fields)
+                .into_iter()
+                .filter_map(|(name, mut value)| {
+                    if (root || embedded) && ROOT_FIELDS.contains(&name.as_str()) {
+                        return Some((name, value));
+                    }
+                    match property(schema, &name).or(additional) {
+                        None if preserves_unknown(schema) => Some((name, value)),
+                        None => None,
+                        Some(declared) if value.is_null() && !nullable(declared) => None,
+                        Some(declared) => {
+                            prune(declared, &mut value, false);
+                            Some((name, value))
+                        }
+                    }
+                })
+                .collect();
+            *fields = kept;
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                items
+                    .iter_mut()
+                    .for_each(|item| prune(item_schema, item, false));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Validates `value` at `path` ("" for the resource itself).
+fn validate(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>) {
+    if value.is_null() && nullable(schema) {
+        return;
+    }
+    let wanted = if is_true(schema, "x-kubernetes-int-or-string") {
+        Some("integer,string")
+    } else {
+        schema.get("type").and_then(Value::as_str)
+    };
+    if let Some(wanted) = wanted
+        && !wanted.split(',').any(|w| has_type(value, w))
+    {
+        let got = type_name(value);
+        let shown = if path.is_empty() { "<nil>" } else { path };
+        errors.push(format!(
+            "{shown}: Invalid value: \"{got}\": {shown} in body must be of type {wanted}: \"{got}\""
+        ));
+        return;
+    }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.contains(value)
+    {
+        let supported: Vec<String> = allowed.iter().map(Value::to_string).collect();
+        errors.push(format!(
+            "{path}: Unsupported value: {value}: supported values: {}",
+            supported.join(", ")
+        ));
+    }
+    match value {
+        Value::Object(fields) => {
+            required(schema, fields, path, errors);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (name, value) in fields {
+                if served_by_the_api_server(path, name) {
+                    continue;
+                }
+                if let Some(declared) = property(schema, name).or(additional) {
+                    let at = if path.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{path}.{name}")
+                    };
+                    validate(declared, value, &at, errors);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (at, item) in items.iter().enumerate() {
+                    validate(item_schema, item, &format!("{path}[{at}]"), errors);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn required(schema: &Value, fields: &Map<String, Value>, path: &str, errors: &mut Vec<String>) {
+    let names = schema.get("required").and_then(Value::as_array);
+    for name in names.into_iter().flatten().filter_map(Value::as_str) {
+        if !fields.contains_key(name) {
+            let field = if path.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{path}.{name}")
+            };
+            errors.push(format!("{field}: Required value"));
+        }
+    }
+}
+
+fn property<'a>(schema: &'a Value, name: &str) -> Option<&'a Value> {
+    schema.get("properties")?.get(name)
+}
+
+fn preserves_unknown(schema: &Value) -> bool {
+    is_true(schema, "x-kubernetes-preserve-unknown-fields")
+}
+
+fn nullable(schema: &Value) -> bool {
+    is_true(schema, "nullable")
+}
+
+fn is_true(schema: &Value, key: &str) -> bool {
+    schema.get(key).and_then(Value::as_bool) == Some(true)
+}
+
+/// Whether `value` has the schema type `wanted`. JSON numbers without a fraction are integers, as the API
+/// server's JSON decoder reads them.
+fn has_type(value: &Value, wanted: &str) -> bool {
+    match (wanted, value) {
+        ("object", Value::Object(_))
+        | ("array", Value::Array(_))
+        | ("string", Value::String(_))
+        | ("boolean", Value::Bool(_))
+        | ("number", Value::Number(_)) => true,
+        ("integer", Value::Number(n)) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        _ => false,
+    }
+}
+
+/// The type a value has, in the words of kube-openapi's messages.
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
