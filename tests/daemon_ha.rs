@@ -9,7 +9,7 @@ mod harness;
 use std::time::Duration;
 
 use canaryd::api::{AnalysisPhase, AnalysisRun, MetricResult};
-use fake_apiserver::FakeApiServer;
+use fake_apiserver::{CrdSet, FakeApiServer};
 use harness::{Answer, create, eventually, first_result, run};
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::json;
@@ -42,9 +42,10 @@ fn assert_exactly_scheduled(r: &MetricResult, count: usize) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_daemon_killed_mid_run_and_restarted_neither_loses_nor_repeats_a_measurement() {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+async fn a_daemon_killed_mid_run_and_restarted_neither_loses_nor_repeats_a_measurement(
+    crds: CrdSet,
+) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
     create(
         &client,
         &run(
@@ -82,9 +83,8 @@ async fn a_daemon_killed_mid_run_and_restarted_neither_loses_nor_repeats_a_measu
     second.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn when_the_leader_dies_the_standby_finishes_the_run_without_a_duplicate() {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+async fn when_the_leader_dies_the_standby_finishes_the_run_without_a_duplicate(crds: CrdSet) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
     let a = harness::spawn(client.clone(), harness::elected("a")).await;
     eventually(WAIT, "a to lead", || async {
         (a.metric("canaryd_leader", &[]).await == 1.0).then_some(())
@@ -136,9 +136,10 @@ async fn when_the_leader_dies_the_standby_finishes_the_run_without_a_duplicate()
     b.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_leader_stopped_gracefully_releases_the_lease_and_the_standby_takes_over_at_once() {
-    let server = FakeApiServer::start().await;
+async fn a_leader_stopped_gracefully_releases_the_lease_and_the_standby_takes_over_at_once(
+    crds: CrdSet,
+) {
+    let server = FakeApiServer::builder().crds(crds).start().await;
     let client = server.client().await;
     let a = harness::spawn(client.clone(), harness::elected("a")).await;
     eventually(WAIT, "a to lead", || async {
@@ -169,3 +170,9 @@ async fn a_leader_stopped_gracefully_releases_the_lease_and_the_standby_takes_ov
     );
     b.stop().await;
 }
+
+crate::with_each_crd_set!(
+    a_daemon_killed_mid_run_and_restarted_neither_loses_nor_repeats_a_measurement,
+    when_the_leader_dies_the_standby_finishes_the_run_without_a_duplicate,
+    a_leader_stopped_gracefully_releases_the_lease_and_the_standby_takes_over_at_once,
+);

@@ -9,7 +9,7 @@ mod harness;
 use std::time::Duration;
 
 use canaryd::api::{AnalysisPhase, AnalysisRun};
-use fake_apiserver::{FakeApiServer, RequestPattern};
+use fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
 use harness::{Answer, FakePrometheus, create, eventually, first_result, run};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
@@ -48,9 +48,8 @@ fn spacing_ok(result: &canaryd::api::MetricResult, interval: Duration) -> bool {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_measurement_starts_in_the_second_its_status_says_it_is_due() {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+async fn each_measurement_starts_in_the_second_its_status_says_it_is_due(crds: CrdSet) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(
         &client,
@@ -91,9 +90,8 @@ fn assert_on_time(r: &canaryd::api::MetricResult, interval: i64, prom: &FakeProm
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_events_endpoint_neither_delays_measurements_nor_loses_the_events() {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+async fn a_slow_events_endpoint_neither_delays_measurements_nor_loses_the_events(crds: CrdSet) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
     // Each Event is created three seconds after it is sent: longer than the interval.
     server.delay_next(
         RequestPattern::new("POST", "/events"),
@@ -126,10 +124,11 @@ async fn a_slow_events_endpoint_neither_delays_measurements_nor_loses_the_events
 /// A daemon that has just completed the one-measurement run `name`, whose Event the API server holds for
 /// `hold`; and the server, the client and the stored run.
 async fn completed_with_its_event_held(
+    crds: CrdSet,
     name: &str,
     hold: Duration,
 ) -> (FakeApiServer, kube::Client, harness::Running, AnalysisRun) {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     server.delay_next(RequestPattern::new("POST", "/events"), 1, hold);
     create(
@@ -145,10 +144,9 @@ async fn completed_with_its_event_held(
     (server, client, daemon, done)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_graceful_stop_publishes_the_events_still_on_their_way() {
+async fn a_graceful_stop_publishes_the_events_still_on_their_way(crds: CrdSet) {
     let (_server, client, daemon, done) =
-        completed_with_its_event_held("last-words", Duration::from_secs(1)).await;
+        completed_with_its_event_held(crds, "last-words", Duration::from_secs(1)).await;
     assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
     // Its Event is still held by the API server when the daemon is told to stop.
     assert!(event_reasons(&client, "last-words").await.is_empty());
@@ -159,10 +157,9 @@ async fn a_graceful_stop_publishes_the_events_still_on_their_way() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stop_gives_up_on_an_event_the_api_server_never_answers_and_counts_it() {
+async fn a_stop_gives_up_on_an_event_the_api_server_never_answers_and_counts_it(crds: CrdSet) {
     let (_server, client, daemon, _) =
-        completed_with_its_event_held("unheard", Duration::from_secs(60)).await;
+        completed_with_its_event_held(crds, "unheard", Duration::from_secs(60)).await;
     let ctx = daemon.ctx.clone();
     let stopping = std::time::Instant::now();
     daemon.stop().await;
@@ -180,9 +177,8 @@ async fn a_stop_gives_up_on_an_event_the_api_server_never_answers_and_counts_it(
     assert!(event_reasons(&client, "unheard").await.is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_verdict_is_written_at_once_while_routine_writes_wait_for_a_slot() {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+async fn a_verdict_is_written_at_once_while_routine_writes_wait_for_a_slot(crds: CrdSet) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     // The API server holds every status write of the busy runs for five seconds.
     let busy = RequestPattern::new("PATCH", "/analysisruns/busy-");
@@ -222,7 +218,7 @@ async fn a_verdict_is_written_at_once_while_routine_writes_wait_for_a_slot() {
         .expect("busy writes");
     let verdict = requests
         .iter()
-        .find(|r| r.method == "PATCH" && r.path.ends_with("/analysisruns/verdict/status"))
+        .find(|r| r.method == "PATCH" && r.path.contains("/analysisruns/verdict"))
         .map(|r| r.at)
         .expect("the verdict's write");
     // Before any slot was free again.
@@ -235,9 +231,8 @@ async fn a_verdict_is_written_at_once_while_routine_writes_wait_for_a_slot() {
     daemon.kill().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_share_window_serves_runs_due_in_other_seconds_with_one_query() {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+async fn a_share_window_serves_runs_due_in_other_seconds_with_one_query(crds: CrdSet) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
     let config = canaryd::controller::Config {
         prometheus_share_window: Duration::from_secs(10),
         ..harness::config()
@@ -258,9 +253,8 @@ async fn a_share_window_serves_runs_due_in_other_seconds_with_one_query() {
     assert_eq!(prom.queries(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_goes_from_creation_to_successful_with_its_events_and_metrics() {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(0.99)).await;
+async fn a_run_goes_from_creation_to_successful_with_its_events_and_metrics(crds: CrdSet) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(0.99)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(
         &client,
@@ -330,9 +324,8 @@ async fn a_run_goes_from_creation_to_successful_with_its_events_and_metrics() {
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_run_ends_failed_with_the_limit_in_its_message_and_event() {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(0.5)).await;
+async fn a_failing_run_ends_failed_with_the_limit_in_its_message_and_event(crds: CrdSet) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(0.5)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(
         &client,
@@ -377,9 +370,8 @@ async fn a_failing_run_ends_failed_with_the_limit_in_its_message_and_event() {
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn terminating_a_run_mid_way_stops_measuring_and_ends_it_successful() {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+async fn terminating_a_run_mid_way_stops_measuring_and_ends_it_successful(crds: CrdSet) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(
         &client,
@@ -422,9 +414,8 @@ async fn terminating_a_run_mid_way_stops_measuring_and_ends_it_successful() {
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_secret_arg_is_used_but_appears_in_no_stored_object_or_event() {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+async fn a_secret_arg_is_used_but_appears_in_no_stored_object_or_event(crds: CrdSet) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     secrets
         .create(
@@ -492,9 +483,8 @@ async fn a_secret_arg_is_used_but_appears_in_no_stored_object_or_event() {
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_invalid_run_ends_error_with_a_clear_message_and_never_stops_a_valid_one() {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+async fn an_invalid_run_ends_error_with_a_clear_message_and_never_stops_a_valid_one(crds: CrdSet) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(
         &client,
@@ -550,9 +540,8 @@ async fn an_invalid_run_ends_error_with_a_clear_message_and_never_stops_a_valid_
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_runs_of_this_instance_are_touched_and_completed_runs_expire() {
-    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+async fn only_runs_of_this_instance_are_touched_and_completed_runs_expire(crds: CrdSet) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     let mut theirs = run("argo-owned", &prom.uri(), json!({"count": 1}));
     theirs.metadata.labels = Some(
@@ -582,10 +571,10 @@ async fn only_runs_of_this_instance_are_touched_and_completed_runs_expire() {
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conflicts_expired_watches_and_a_flapping_api_server_neither_lose_nor_repeat_measurements()
-{
-    let (server, client, prom) = harness::cluster(Answer::Scalar(1.0)).await;
+async fn conflicts_expired_watches_and_a_flapping_api_server_neither_lose_nor_repeat_measurements(
+    crds: CrdSet,
+) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(
         &client,
@@ -630,9 +619,10 @@ async fn conflicts_expired_watches_and_a_flapping_api_server_neither_lose_nor_re
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn prometheus_down_counts_errors_against_the_limit_and_a_recovery_continues_the_run() {
-    let server = FakeApiServer::start().await;
+async fn prometheus_down_counts_errors_against_the_limit_and_a_recovery_continues_the_run(
+    crds: CrdSet,
+) {
+    let server = FakeApiServer::builder().crds(crds).start().await;
     let client = server.client().await;
     let down = FakePrometheus::start(Answer::Down).await;
     let flapping = FakePrometheus::start(Answer::Down).await;
@@ -696,3 +686,20 @@ async fn prometheus_down_counts_errors_against_the_limit_and_a_recovery_continue
     );
     daemon.stop().await;
 }
+
+crate::with_each_crd_set!(
+    each_measurement_starts_in_the_second_its_status_says_it_is_due,
+    a_slow_events_endpoint_neither_delays_measurements_nor_loses_the_events,
+    a_graceful_stop_publishes_the_events_still_on_their_way,
+    a_stop_gives_up_on_an_event_the_api_server_never_answers_and_counts_it,
+    a_verdict_is_written_at_once_while_routine_writes_wait_for_a_slot,
+    a_share_window_serves_runs_due_in_other_seconds_with_one_query,
+    a_run_goes_from_creation_to_successful_with_its_events_and_metrics,
+    a_failing_run_ends_failed_with_the_limit_in_its_message_and_event,
+    terminating_a_run_mid_way_stops_measuring_and_ends_it_successful,
+    a_secret_arg_is_used_but_appears_in_no_stored_object_or_event,
+    an_invalid_run_ends_error_with_a_clear_message_and_never_stops_a_valid_one,
+    only_runs_of_this_instance_are_touched_and_completed_runs_expire,
+    conflicts_expired_watches_and_a_flapping_api_server_neither_lose_nor_repeat_measurements,
+    prometheus_down_counts_errors_against_the_limit_and_a_recovery_continues_the_run,
+);

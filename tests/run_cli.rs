@@ -49,7 +49,9 @@ fn a_renew_deadline_not_shorter_than_the_lease_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_have_one_line_per_measurement_with_run_metric_value_and_phase() {
-    let (server, client, prom) = harness::cluster(harness::Answer::Scalar(0.97)).await;
+    // The binary where Argo Rollouts' CRDs are installed (the daemon tests run with both sets).
+    let (server, client, prom) =
+        harness::cluster(fake_apiserver::CrdSet::Argo, harness::Answer::Scalar(0.97)).await;
     let dir = tempfile::tempdir().expect("a temporary directory");
     let log = dir.path().join("stderr.log");
     let mut daemon = Command::new(env!("CARGO_BIN_EXE_canaryd"))

@@ -77,19 +77,45 @@ pub async fn metric_at(addr: std::net::SocketAddr, name: &str, labels: &[(&str, 
         .sum()
 }
 
-/// What most daemon tests start from: a fake API server, a client of it, and a scripted Prometheus answering
-/// `answer`.
+/// What most daemon tests start from: a fake API server serving Argo's kinds as `crds` define them, a client of
+/// it, and a scripted Prometheus answering `answer`.
 pub async fn cluster(
+    crds: super::fake_apiserver::CrdSet,
     answer: Answer,
 ) -> (
     super::fake_apiserver::FakeApiServer,
     kube::Client,
     FakePrometheus,
 ) {
-    let server = super::fake_apiserver::FakeApiServer::start().await;
+    let server = super::fake_apiserver::FakeApiServer::builder()
+        .crds(crds)
+        .start()
+        .await;
     let client = server.client().await;
     let prom = FakePrometheus::start(answer).await;
     (server, client, prom)
+}
+
+/// Runs each daemon test once with each set of CRDs canaryd must work with, since a cluster has either canaryd's
+/// or Argo Rollouts' installed: for every `async fn NAME(crds: CrdSet)` listed, the tests `NAME::with_canaryd_crds`
+/// and `NAME::with_argo_crds`. A test left out of the list is an unused function, which the lint refuses.
+#[macro_export]
+macro_rules! with_each_crd_set {
+    ($($test:ident),+ $(,)?) => {
+        $(
+            mod $test {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn with_canaryd_crds() {
+                    super::$test(super::fake_apiserver::CrdSet::Canaryd).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn with_argo_crds() {
+                    super::$test(super::fake_apiserver::CrdSet::Argo).await;
+                }
+            }
+        )+
+    };
 }
 
 pub fn config() -> Config {
