@@ -223,3 +223,75 @@ fn a_wrong_type_in_a_status_is_refused_by_argo_rollouts_schema_naming_the_field(
         Err("status.metricResults[0].count: Invalid value: \"string\": status.metricResults[0].count in body must be of type integer: \"string\"".to_owned())
     );
 }
+
+/// Where `schema` puts the field at `path` (property names, `[]` for array items): `Ok(Some(schema))` where it
+/// declares it, `Ok(None)` where an ancestor keeps unknown fields, `Err(prefix)` where it would prune it.
+fn declared<'a>(schema: &'a Value, path: &[&str]) -> Result<Option<&'a Value>, String> {
+    let mut at = schema;
+    for (depth, part) in path.iter().enumerate() {
+        if at["x-kubernetes-preserve-unknown-fields"] == true {
+            return Ok(None);
+        }
+        let next = match *part {
+            "[]" => at.get("items"),
+            name => at
+                .get("properties")
+                .and_then(|p| p.get(name))
+                .or_else(|| at.get("additionalProperties").filter(|a| a.is_object())),
+        };
+        at = next.ok_or_else(|| path[..=depth].join("."))?;
+    }
+    Ok(Some(at))
+}
+
+/// Every field path `schema` declares, with its schema, outside ObjectMeta.
+fn fields<'a>(schema: &'a Value, path: Vec<&'a str>, out: &mut Vec<(Vec<&'a str>, &'a Value)>) {
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        for (name, field) in properties {
+            if path.is_empty() && ["apiVersion", "kind", "metadata"].contains(&name.as_str()) {
+                continue;
+            }
+            let mut at = path.clone();
+            at.push(name);
+            out.push((at.clone(), field));
+            fields(field, at, out);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        let mut at = path.clone();
+        at.push("[]");
+        fields(items, at, out);
+    }
+}
+
+#[test]
+fn every_field_argo_rollouts_declares_is_kept_by_canaryds_crds_with_the_same_type() {
+    // So Argo Rollouts' controller loses nothing it writes where canaryd's CRDs are installed.
+    let (argo, ours) = (argo_crds(), canaryd_crds());
+    for theirs in &argo {
+        let name = theirs["metadata"]["name"].as_str().unwrap_or_default();
+        let our_schema = openapi_schema(named(&ours, name));
+        let mut argo_fields = Vec::new();
+        fields(openapi_schema(theirs), Vec::new(), &mut argo_fields);
+        assert!(
+            argo_fields.len() > 10,
+            "{name}: {} fields",
+            argo_fields.len()
+        );
+        for (path, their_field) in argo_fields {
+            let ours = declared(our_schema, &path)
+                .unwrap_or_else(|pruned| panic!("{name}: canaryd's CRD prunes {pruned}"));
+            if let Some(ours) = ours
+                && their_field.get("type").is_some()
+                && ours.get("type").is_some()
+            {
+                assert_eq!(
+                    ours["type"],
+                    their_field["type"],
+                    "{name}: {}",
+                    path.join(".")
+                );
+            }
+        }
+    }
+}
