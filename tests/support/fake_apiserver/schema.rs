@@ -23,12 +23,6 @@ pub fn admit(schema: &Value, object: &mut Value) -> Result<(), String> {
 /// The fields a resource keeps whatever its schema says: ObjectMeta is the API server's, not the CRD's.
 const ROOT_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
-/// Whether `name` is one of [`ROOT_FIELDS`] of the resource itself (`path` empty), which the schema leaves to
-/// the API server.
-fn served_by_the_api_server(path: &str, name: &str) -> bool {
-    path.is_empty() && ROOT_FIELDS.contains(&name)
-}
-
 fn prune(schema: &Value, value: &mut Value, root: bool) {
     if is_true(schema, "x-kubernetes-int-or-string") {
         return;
@@ -101,7 +95,7 @@ fn validate(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>)
             required(schema, fields, path, errors);
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
             for (name, value) in fields {
-                if served_by_the_api_server(path, name) {
+                if path.is_empty() && ROOT_FIELDS.contains(&name.as_str()) {
                     continue;
                 }
                 if let Some(declared) = property(schema, name).or(additional) {

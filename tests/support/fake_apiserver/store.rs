@@ -7,92 +7,18 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
 
-use base64::Engine as _;
 use hyper::body::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::ResourceDef;
+use super::error::ApiError;
+use super::object::{
+    admit, fill_type_meta, merge_patch, metadata_of, normalize, now, random_suffix, same_spec,
+    set_field, set_meta,
+};
 
 /// (resource id such as `argoproj.io/v1alpha1/analysisruns`, namespace or "" when cluster-scoped, name).
 pub type Key = (String, String, String);
-
-/// A failure as kube-apiserver reports it: HTTP code, `reason`, and a message in its words.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ApiError {
-    pub code: u16,
-    pub reason: &'static str,
-    pub message: String,
-    /// `details` of the Status: (name, group, kind as the resource's plural).
-    pub details: Option<(String, String, String)>,
-}
-
-impl ApiError {
-    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            code,
-            reason,
-            message: message.into(),
-            details: None,
-        }
-    }
-
-    fn about(mut self, res: &ResourceDef, name: &str) -> Self {
-        self.details = Some((name.to_owned(), res.group.to_owned(), res.plural.to_owned()));
-        self
-    }
-
-    pub fn not_found(res: &ResourceDef, name: &str) -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            format!("{} \"{name}\" not found", res.qualified()),
-        )
-        .about(res, name)
-    }
-
-    fn already_exists(res: &ResourceDef, name: &str) -> Self {
-        Self::new(
-            409,
-            "AlreadyExists",
-            format!("{} \"{name}\" already exists", res.qualified()),
-        )
-        .about(res, name)
-    }
-
-    fn conflict(res: &ResourceDef, name: &str, why: &str) -> Self {
-        let message = format!(
-            "Operation cannot be fulfilled on {} \"{name}\": {why}",
-            res.qualified()
-        );
-        Self::new(409, "Conflict", message).about(res, name)
-    }
-
-    pub fn invalid(res: &ResourceDef, name: &str, why: impl Into<String>) -> Self {
-        let kind = if res.group.is_empty() {
-            res.kind.to_owned()
-        } else {
-            format!("{}.{}", res.kind, res.group)
-        };
-        let message = format!("{kind} \"{name}\" is invalid: {}", why.into());
-        Self::new(422, "Invalid", message).about(res, name)
-    }
-
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(400, "BadRequest", message)
-    }
-
-    /// The `Status` object kube-apiserver sends for this failure.
-    pub fn status(&self) -> Value {
-        let mut status = json!({
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": self.message, "reason": self.reason, "code": self.code,
-        });
-        if let Some((name, group, kind)) = &self.details {
-            status["details"] = json!({ "name": name, "group": group, "kind": kind });
-        }
-        status
-    }
-}
 
 /// What a write did, as watch events name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -652,133 +578,4 @@ impl Store {
         }
         object
     }
-}
-
-/// RFC 7386 JSON merge patch of `patch` onto `target` (`None`: absent), keeping only the top-level fields in
-/// `only` when it is given. The patch is taken, so what it replaces is moved in rather than copied, and only what
-/// it leaves alone is copied from the target: a status write, whose patch carries the whole new status, copies
-/// no measurement.
-pub fn merge_patch(target: Option<&Value>, patch: Value, only: Option<&[&str]>) -> Value {
-    let Value::Object(mut patch) = patch else {
-        return patch;
-    };
-    let kept = |field: &str| only.is_none_or(|fields| fields.contains(&field));
-    let mut merged = Map::new();
-    if let Some(Value::Object(target)) = target {
-        for (field, value) in target.iter().filter(|(field, _)| kept(field)) {
-            match patch.remove(field) {
-                None => {
-                    merged.insert(field.clone(), value.clone());
-                }
-                Some(Value::Null) => {}
-                Some(change) => {
-                    merged.insert(field.clone(), merge_patch(Some(value), change, None));
-                }
-            }
-        }
-    }
-    for (field, value) in patch {
-        if kept(&field) && !value.is_null() {
-            merged.insert(field, merge_patch(None, value, None));
-        }
-    }
-    Value::Object(merged)
-}
-
-fn metadata_of(object: &mut Value) -> Option<&mut Map<String, Value>> {
-    let object = object.as_object_mut()?;
-    object
-        .entry("metadata")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-}
-
-fn set_meta(object: &mut Value, field: &str, value: Value) {
-    if let Some(metadata) = metadata_of(object) {
-        if value.is_null() {
-            metadata.remove(field);
-        } else {
-            metadata.insert(field.into(), value);
-        }
-    }
-}
-
-fn set_field(object: &mut Value, field: &str, value: Option<Value>) {
-    if let Some(object) = object.as_object_mut() {
-        match value {
-            Some(value) if !value.is_null() => object.insert(field.into(), value),
-            _ => object.remove(field),
-        };
-    }
-}
-
-fn fill_type_meta(res: &ResourceDef, object: &mut Value) {
-    if let Some(object) = object.as_object_mut() {
-        object.insert("apiVersion".into(), json!(res.api_version()));
-        object.insert("kind".into(), json!(res.kind));
-    }
-}
-
-/// Whether two versions differ only in what `metadata.generation` ignores: metadata, and status where status
-/// is a subresource.
-fn same_spec(res: &ResourceDef, a: &Value, b: &Value) -> bool {
-    let ignored = |k: &str| k == "metadata" || (res.status_subresource && k == "status");
-    match (a.as_object(), b.as_object()) {
-        (Some(a), Some(b)) => {
-            let kept = |m: &'_ Map<String, Value>| m.iter().filter(|(k, _)| !ignored(k)).count();
-            kept(a) == kept(b)
-                && a.iter()
-                    .filter(|(k, _)| !ignored(k))
-                    .all(|(k, v)| b.get(k) == Some(v))
-        }
-        _ => a == b,
-    }
-}
-
-/// What kube-apiserver does with a custom resource's CRD schema before storing it: unknown fields pruned, the
-/// rest validated (422 naming each field).
-fn admit(res: &ResourceDef, name: &str, object: &mut Value) -> Result<(), ApiError> {
-    match res.schema {
-        None => Ok(()),
-        Some(schema) => {
-            super::schema::admit(schema, object).map_err(|why| ApiError::invalid(res, name, why))
-        }
-    }
-}
-
-/// Per-kind defaulting kube-apiserver does that clients observe: Secrets' `stringData` folds into base64 `data`.
-fn normalize(res: &ResourceDef, object: &mut Value) {
-    if res.group.is_empty() && res.kind == "Secret" {
-        let Some(object) = object.as_object_mut() else {
-            return;
-        };
-        if let Some(Value::Object(strings)) = object.remove("stringData") {
-            let data = object.entry("data").or_insert_with(|| json!({}));
-            for (key, value) in strings {
-                let text = value.as_str().unwrap_or_default().as_bytes().to_vec();
-                data[key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
-            }
-        }
-    }
-}
-
-/// Five characters from the alphabet kube-apiserver uses for generateName, varied by a counter.
-fn random_suffix(serial: u64) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut state = serial.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
-    (0..5)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            let at = usize::try_from((state >> 33) % ALPHABET.len() as u64).unwrap_or(0);
-            char::from(ALPHABET.get(at).copied().unwrap_or(b'x'))
-        })
-        .collect()
-}
-
-pub fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
 }

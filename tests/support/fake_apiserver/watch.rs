@@ -15,8 +15,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
+use super::error::ApiError;
 use super::selector::{FieldSelector, LabelSelector};
-use super::store::{ApiError, Change, ChangeKind};
+use super::store::{Change, ChangeKind};
 use super::{Body, ResourceDef, Shared};
 
 /// One watch request, parsed from the query string.

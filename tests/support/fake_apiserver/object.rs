@@ -1,0 +1,138 @@
+//! What kube-apiserver does to one object's JSON on the way into storage: merge patches, server-set metadata and
+//! type fields, the generation rule, Secrets' `stringData`, generated names, and admission against the kind's CRD
+//! schema. Pure functions of the object and its kind; `store.rs` decides when each applies.
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use super::ResourceDef;
+use super::error::ApiError;
+
+/// RFC 7386 JSON merge patch of `patch` onto `target` (`None`: absent), keeping only the top-level fields in
+/// `only` when it is given. The patch is taken, so what it replaces is moved in rather than copied, and only what
+/// it leaves alone is copied from the target: a status write, whose patch carries the whole new status, copies
+/// no measurement.
+pub fn merge_patch(target: Option<&Value>, patch: Value, only: Option<&[&str]>) -> Value {
+    let Value::Object(mut patch) = patch else {
+        return patch;
+    };
+    let kept = |field: &str| only.is_none_or(|fields| fields.contains(&field));
+    let mut merged = Map::new();
+    if let Some(Value::Object(target)) = target {
+        for (field, value) in target.iter().filter(|(field, _)| kept(field)) {
+            match patch.remove(field) {
+                None => {
+                    merged.insert(field.clone(), value.clone());
+                }
+                Some(Value::Null) => {}
+                Some(change) => {
+                    merged.insert(field.clone(), merge_patch(Some(value), change, None));
+                }
+            }
+        }
+    }
+    for (field, value) in patch {
+        if kept(&field) && !value.is_null() {
+            merged.insert(field, merge_patch(None, value, None));
+        }
+    }
+    Value::Object(merged)
+}
+
+pub fn metadata_of(object: &mut Value) -> Option<&mut Map<String, Value>> {
+    let object = object.as_object_mut()?;
+    object
+        .entry("metadata")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+}
+
+pub fn set_meta(object: &mut Value, field: &str, value: Value) {
+    if let Some(metadata) = metadata_of(object) {
+        if value.is_null() {
+            metadata.remove(field);
+        } else {
+            metadata.insert(field.into(), value);
+        }
+    }
+}
+
+pub fn set_field(object: &mut Value, field: &str, value: Option<Value>) {
+    if let Some(object) = object.as_object_mut() {
+        match value {
+            Some(value) if !value.is_null() => object.insert(field.into(), value),
+            _ => object.remove(field),
+        };
+    }
+}
+
+pub fn fill_type_meta(res: &ResourceDef, object: &mut Value) {
+    if let Some(object) = object.as_object_mut() {
+        object.insert("apiVersion".into(), json!(res.api_version()));
+        object.insert("kind".into(), json!(res.kind));
+    }
+}
+
+/// Whether two versions differ only in what `metadata.generation` ignores: metadata, and status where status
+/// is a subresource.
+pub fn same_spec(res: &ResourceDef, a: &Value, b: &Value) -> bool {
+    let ignored = |k: &str| k == "metadata" || (res.status_subresource && k == "status");
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => {
+            let kept = |m: &'_ Map<String, Value>| m.iter().filter(|(k, _)| !ignored(k)).count();
+            kept(a) == kept(b)
+                && a.iter()
+                    .filter(|(k, _)| !ignored(k))
+                    .all(|(k, v)| b.get(k) == Some(v))
+        }
+        _ => a == b,
+    }
+}
+
+/// What kube-apiserver does with a custom resource's CRD schema before storing it: unknown fields pruned, the
+/// rest validated (422 naming each field).
+pub fn admit(res: &ResourceDef, name: &str, object: &mut Value) -> Result<(), ApiError> {
+    match res.schema {
+        None => Ok(()),
+        Some(schema) => {
+            super::schema::admit(schema, object).map_err(|why| ApiError::invalid(res, name, why))
+        }
+    }
+}
+
+/// Per-kind defaulting kube-apiserver does that clients observe: Secrets' `stringData` folds into base64 `data`.
+pub fn normalize(res: &ResourceDef, object: &mut Value) {
+    if res.group.is_empty() && res.kind == "Secret" {
+        let Some(object) = object.as_object_mut() else {
+            return;
+        };
+        if let Some(Value::Object(strings)) = object.remove("stringData") {
+            let data = object.entry("data").or_insert_with(|| json!({}));
+            for (key, value) in strings {
+                let text = value.as_str().unwrap_or_default().as_bytes().to_vec();
+                data[key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+            }
+        }
+    }
+}
+
+/// Five characters from the alphabet kube-apiserver uses for generateName, varied by a counter.
+pub fn random_suffix(serial: u64) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut state = serial.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+    (0..5)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let at = usize::try_from((state >> 33) % ALPHABET.len() as u64).unwrap_or(0);
+            char::from(ALPHABET.get(at).copied().unwrap_or(b'x'))
+        })
+        .collect()
+}
+
+pub fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}

@@ -1,0 +1,339 @@
+//! How the fake answers one request once its faults are applied: the path routed to discovery or to a resource,
+//! the verb turned into a store call or a watch, and the answer (or the `Status` of a failure) written as
+//! kube-apiserver writes it. Owns no state: storage is `store.rs`, watch streams `watch.rs`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::resources::{group_list, resource_list, version};
+use super::selector::{FieldSelector, LabelSelector};
+use super::store::{Deletion, PatchKind, Stored, Target};
+use super::{Body, ResourceDef, Shared, watch};
+
+pub struct Call<'a> {
+    pub method: Method,
+    pub path: &'a str,
+    pub query: HashMap<String, String>,
+    pub content_type: String,
+    pub body: Bytes,
+}
+
+impl Call<'_> {
+    fn param(&self, name: &str) -> Option<&str> {
+        self.query
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    fn json_body(&self) -> Result<Value, ApiError> {
+        serde_json::from_slice(&self.body)
+            .map_err(|e| ApiError::bad_request(format!("the request body is not JSON: {e}")))
+    }
+}
+
+pub fn route(shared: &Arc<Shared>, call: Call<'_>) -> Result<Response<Body>, ApiError> {
+    let segments: Vec<&str> = call.path.split('/').filter(|s| !s.is_empty()).collect();
+    let not_found = || {
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    };
+    if call.method != Method::GET
+        && matches!(
+            segments.as_slice(),
+            ["version"] | ["api"] | ["apis"] | ["api", _] | ["apis", _, _]
+        )
+    {
+        return Err(ApiError::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        ));
+    }
+    match segments.as_slice() {
+        ["version"] => Ok(ok(StatusCode::OK, &version())),
+        ["api"] => Ok(ok(
+            StatusCode::OK,
+            &json!({
+                "kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [
+                    { "clientCIDR": "0.0.0.0/0", "serverAddress": shared.address.to_string() },
+                ],
+            }),
+        )),
+        ["apis"] => Ok(ok(StatusCode::OK, &group_list(&shared.lock_resources()))),
+        ["api", version] => resource_list(&shared.lock_resources(), "", version)
+            .map(|list| ok(StatusCode::OK, &list))
+            .ok_or_else(not_found),
+        ["apis", group, version] => resource_list(&shared.lock_resources(), group, version)
+            .map(|list| ok(StatusCode::OK, &list))
+            .ok_or_else(not_found),
+        ["api", version, rest @ ..] => serve_resource(shared, &call, "", version, rest),
+        ["apis", group, version, rest @ ..] => serve_resource(shared, &call, group, version, rest),
+        _ => Err(not_found()),
+    }
+}
+
+fn serve_resource(
+    shared: &Arc<Shared>,
+    call: &Call<'_>,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Result<Response<Body>, ApiError> {
+    let not_found = || {
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", namespace, rest @ ..] if !rest.is_empty() => (Some(*namespace), rest),
+        _ => (None, rest),
+    };
+    let (plural, name, subresource) = match rest {
+        [plural] => (*plural, None, None),
+        [plural, name] => (*plural, Some(*name), None),
+        [plural, name, sub] => (*plural, Some(*name), Some(*sub)),
+        _ => return Err(not_found()),
+    };
+    let resource = shared
+        .resource(group, version, plural)
+        .ok_or_else(not_found)?;
+    if resource.namespaced != namespace.is_some() && (name.is_some() || !resource.namespaced) {
+        return Err(not_found());
+    }
+    let target = match subresource {
+        None => Target::Main,
+        Some("status") if resource.status_subresource => Target::Status,
+        Some(_) => return Err(not_found()),
+    };
+    let namespace_text = namespace.unwrap_or_default().to_owned();
+    let Some(name) = name else {
+        return match call.method {
+            Method::GET if matches!(call.param("watch"), Some("true" | "1")) => {
+                watch(shared, call, resource, namespace)
+            }
+            Method::GET => list(shared, call, &resource, namespace),
+            Method::POST if namespace.is_some() || !resource.namespaced => {
+                let object = shared
+                    .write(|store| store.create(&resource, &namespace_text, call.json_body()?))?;
+                Ok(stored(StatusCode::CREATED, &object))
+            }
+            _ => Err(ApiError::new(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            )),
+        };
+    };
+    let key = (resource.id(), namespace_text, name.to_owned());
+    match call.method {
+        Method::GET => {
+            let object = shared.lock_store().get(&key).cloned();
+            object
+                .map(|o| stored(StatusCode::OK, &o))
+                .ok_or_else(|| ApiError::not_found(&resource, name))
+        }
+        Method::PUT => {
+            let body = call.json_body()?;
+            let (object, created) =
+                shared.write(|store| store.replace(&resource, &key, target, body))?;
+            Ok(stored(
+                if created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                },
+                &object,
+            ))
+        }
+        Method::PATCH => {
+            let kind = match call.content_type.as_str() {
+                "application/merge-patch+json" => PatchKind::Merge,
+                "application/json-patch+json" => PatchKind::Json,
+                "application/strategic-merge-patch+json" => PatchKind::Strategic,
+                "application/apply-patch+yaml" => PatchKind::Apply,
+                other => {
+                    let message = format!(
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {other:?})"
+                    );
+                    return Err(ApiError::new(415, "UnsupportedMediaType", message));
+                }
+            };
+            if kind == PatchKind::Apply && call.param("fieldManager").is_none() {
+                return Err(ApiError::bad_request(
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                ));
+            }
+            let patch = call.json_body()?;
+            let (object, created) =
+                shared.write(|store| store.patch(&resource, &key, target, kind, patch))?;
+            Ok(stored(
+                if created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                },
+                &object,
+            ))
+        }
+        Method::DELETE if target == Target::Main => {
+            let options = if call.body.is_empty() {
+                json!({})
+            } else {
+                call.json_body()?
+            };
+            let preconditions = options.get("preconditions").cloned().unwrap_or(json!({}));
+            match shared.write(|store| store.delete(&resource, &key, &preconditions))? {
+                Deletion::Pending(object) => Ok(stored(StatusCode::OK, &object)),
+                // kube-apiserver's custom resource storage returns the deleted object; most built-in
+                // kinds (Secrets, ConfigMaps, Events, Leases) return a Success Status instead.
+                Deletion::Gone(object) if resource.custom => Ok(stored(StatusCode::OK, &object)),
+                Deletion::Gone(object) => Ok(ok(
+                    StatusCode::OK,
+                    &json!({
+                        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                        "details": { "name": name, "group": resource.group, "kind": resource.plural,
+                                     "uid": object.pointer("/metadata/uid") },
+                    }),
+                )),
+            }
+        }
+        _ => Err(ApiError::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )),
+    }
+}
+
+fn selectors(call: &Call<'_>) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let labels = LabelSelector::parse(call.param("labelSelector").unwrap_or_default())
+        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+    let fields = FieldSelector::parse(call.param("fieldSelector").unwrap_or_default())
+        .map_err(ApiError::bad_request)?;
+    Ok((labels, fields))
+}
+
+fn list(
+    shared: &Arc<Shared>,
+    call: &Call<'_>,
+    resource: &ResourceDef,
+    namespace: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let (labels, fields) = selectors(call)?;
+    let store = shared.lock_store();
+    let id = resource.id();
+    let items: Vec<&Value> = store
+        .list(&id, namespace)
+        .filter(|o| labels.matches(o) && fields.matches(o))
+        .map(|o| &**o)
+        .collect();
+    let list = json!({
+        "apiVersion": resource.api_version(), "kind": format!("{}List", resource.kind),
+        "metadata": { "resourceVersion": store.rv.to_string() }, "items": items,
+    });
+    Ok(ok(StatusCode::OK, &list))
+}
+
+fn watch(
+    shared: &Arc<Shared>,
+    call: &Call<'_>,
+    resource: ResourceDef,
+    namespace: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let (labels, fields) = selectors(call)?;
+    let from = match call.param("resourceVersion") {
+        None | Some("0") => None,
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version {rv:?}")))?,
+        ),
+    };
+    let timeout = match call.param("timeoutSeconds") {
+        None => None,
+        Some(t) => Some(Duration::from_secs(t.parse().map_err(|_| {
+            ApiError::bad_request(format!("invalid timeoutSeconds {t:?}"))
+        })?)),
+    };
+    let request = watch::WatchRequest {
+        resource,
+        namespace: namespace.map(str::to_owned),
+        labels,
+        fields,
+        from,
+        timeout,
+        bookmarks: call.param("allowWatchBookmarks") == Some("true"),
+        initial_events: call.param("sendInitialEvents") == Some("true"),
+    };
+    let mut response = Response::new(watch::serve(shared.clone(), request));
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
+
+fn ok(status: StatusCode, body: &Value) -> Response<Body> {
+    reply(status, Bytes::from(body.to_string()))
+}
+
+/// A stored object as the answer, in the JSON its watch events carry too.
+fn stored(status: StatusCode, object: &Stored) -> Response<Body> {
+    reply(status, object.json().clone())
+}
+
+fn reply(status: StatusCode, json: Bytes) -> Response<Body> {
+    let mut response = Response::new(Full::new(json).map_err(|never| match never {}).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+pub fn failure(error: &ApiError) -> Response<Body> {
+    let status = StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    ok(status, &error.status())
+}
+
+/// The Status kube-apiserver (or its front proxy) sends for a code a test injects.
+pub fn injected_failure(code: u16) -> Response<Body> {
+    let reason = match code {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        409 => "Conflict",
+        410 => "Expired",
+        429 => "TooManyRequests",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "InternalError",
+    };
+    let mut response = failure(&ApiError::new(
+        code,
+        reason,
+        format!("injected by the test: {reason}"),
+    ));
+    if code == 429 {
+        response.headers_mut().insert(
+            hyper::header::RETRY_AFTER,
+            hyper::header::HeaderValue::from_static("1"),
+        );
+    }
+    response
+}
