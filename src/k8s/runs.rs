@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::is_status;
 use super::status::StatusWriter;
+pub use super::status::WriteError;
 use crate::api::{
     AnalysisPhase, AnalysisRun, AnalysisRunStatus, Argument, MetricResult, RunSummary, SecretKeyRef,
 };
@@ -70,8 +71,6 @@ pub fn lookup(
         .cloned()
         .unwrap_or_else(|| Err(format!("Secret {} was not read", r.name)))
 }
-
-pub use super::status::WriteError;
 
 /// The body of a status write: the resourceVersion it is conditional on, and every status field, `null`
 /// where the new status has none (a merge patch keeps the fields it does not mention).
