@@ -321,6 +321,11 @@ async fn a_run_goes_from_creation_to_successful_with_its_events_and_metrics(crds
     );
     assert_eq!(daemon.scrape("/healthz").await.0, 200);
     assert_eq!(daemon.scrape("/readyz").await.0, 200);
+    assert_eq!(
+        server.pruned(),
+        Vec::<String>::new(),
+        "nothing written was pruned"
+    );
     daemon.stop().await;
 }
 
@@ -367,6 +372,11 @@ async fn a_failing_run_ends_failed_with_the_limit_in_its_message_and_event(crds:
         (Some("AnalysisRun"), Some("default"))
     );
     assert!(event.note.unwrap_or_default().contains("failureLimit (1)"));
+    assert_eq!(
+        server.pruned(),
+        Vec::<String>::new(),
+        "nothing written was pruned"
+    );
     daemon.stop().await;
 }
 
@@ -480,6 +490,11 @@ async fn a_secret_arg_is_used_but_appears_in_no_stored_object_or_event(crds: Crd
     .await;
     let all = serde_json::to_string(&all).expect("json");
     assert!(!all.contains("hunter2"));
+    assert_eq!(
+        server.pruned(),
+        Vec::<String>::new(),
+        "nothing written was pruned"
+    );
     daemon.stop().await;
 }
 
@@ -537,6 +552,11 @@ async fn an_invalid_run_ends_error_with_a_clear_message_and_never_stops_a_valid_
     })
     .await;
     assert_eq!(reasons, ["AnalysisRunError"]);
+    assert_eq!(
+        server.pruned(),
+        Vec::<String>::new(),
+        "nothing written was pruned"
+    );
     daemon.stop().await;
 }
 
@@ -683,6 +703,11 @@ async fn prometheus_down_counts_errors_against_the_limit_and_a_recovery_continue
             )
             .await,
         3.0
+    );
+    assert_eq!(
+        server.pruned(),
+        Vec::<String>::new(),
+        "nothing written was pruned"
     );
     daemon.stop().await;
 }

@@ -157,6 +157,14 @@ async fn undeclared_fields_are_pruned_and_preserved_ones_kept() {
     );
     // Without a status subresource, status is written with the object, and pruned as any other field.
     assert_eq!(created.data["status"], json!({"phase": "Pending"}));
+    assert_eq!(
+        server.pruned(),
+        [
+            "AnalysisRun/r: spec.invented",
+            "AnalysisRun/r: spec.metrics[0].provider.made-up",
+            "AnalysisRun/r: status.extra",
+        ]
+    );
 }
 
 #[tokio::test]

@@ -22,6 +22,7 @@
 //!   group, version and plural). `install_crds(path)` swaps definitions while the server runs.
 //! - `url()`, `kubeconfig_path()`, `client().await`.
 //! - Introspection: `requests()`, `request_count(&RequestPattern)`, `resource_version()`, `open_watches()`,
+//!   `pruned()` (the fields custom resources lost to their CRD's schema),
 //!   `get::<K>(ns, name)`, `get_json::<K>(ns, name)`, `put::<K>(&obj)` (stores status too, bumps the
 //!   resourceVersion and notifies watches, as if another client wrote it).
 //! - Faults: `fail_next(pattern, times, status)` (500, 503, 429 with `Retry-After: 1`, ...), `delay_next(pattern,
@@ -370,6 +371,12 @@ impl FakeApiServer {
             .iter()
             .filter(|r| pattern.matches(r))
             .count()
+    }
+
+    /// Every field of a custom resource the server pruned because its CRD does not declare it, as
+    /// `Kind/name: path`, in the order of the writes. kube-apiserver drops such fields silently.
+    pub fn pruned(&self) -> Vec<String> {
+        self.shared.lock_store().pruned.clone()
     }
 
     /// The latest resourceVersion handed out.

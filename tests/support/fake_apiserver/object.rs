@@ -90,10 +90,10 @@ pub fn same_spec(res: &ResourceDef, a: &Value, b: &Value) -> bool {
 }
 
 /// What kube-apiserver does with a custom resource's CRD schema before storing it: unknown fields pruned, the
-/// rest validated (422 naming each field).
-pub fn admit(res: &ResourceDef, name: &str, object: &mut Value) -> Result<(), ApiError> {
+/// rest validated (422 naming each field). Returns the pruned fields' paths.
+pub fn admit(res: &ResourceDef, name: &str, object: &mut Value) -> Result<Vec<String>, ApiError> {
     match res.schema {
-        None => Ok(()),
+        None => Ok(Vec::new()),
         Some(schema) => {
             super::schema::admit(schema, object).map_err(|why| ApiError::invalid(res, name, why))
         }

@@ -7,14 +7,16 @@
 
 use serde_json::{Map, Value};
 
-/// Prunes `object` (a whole custom resource) and validates what is left; `Err` carries the field errors as
-/// kube-apiserver lists them after `… is invalid: `.
-pub fn admit(schema: &Value, object: &mut Value) -> Result<(), String> {
-    prune(schema, object, true);
+/// Prunes `object` (a whole custom resource) and validates what is left. `Ok` lists the paths of the fields
+/// pruned because the schema does not declare them (kube-apiserver drops them silently; tests want to know);
+/// `Err` carries the field errors as kube-apiserver lists them after `… is invalid: `.
+pub fn admit(schema: &Value, object: &mut Value) -> Result<Vec<String>, String> {
+    let mut pruned = Vec::new();
+    prune(schema, object, "", &mut pruned);
     let mut errors = Vec::new();
     validate(schema, object, "", &mut errors);
     match errors.len() {
-        0 => Ok(()),
+        0 => Ok(pruned),
         1 => Err(errors.remove(0)),
         _ => Err(format!("[{}]", errors.join(", "))),
     }
@@ -23,7 +25,8 @@ pub fn admit(schema: &Value, object: &mut Value) -> Result<(), String> {
 /// The fields a resource keeps whatever its schema says: ObjectMeta is the API server's, not the CRD's.
 const ROOT_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
-fn prune(schema: &Value, value: &mut Value, root: bool) {
+/// Prunes `value` at `path` ("" for the resource itself), adding the paths of undeclared fields to `pruned`.
+fn prune(schema: &Value, value: &mut Value, path: &str, pruned: &mut Vec<String>) {
     if is_true(schema, "x-kubernetes-int-or-string") {
         return;
     }
@@ -34,15 +37,19 @@ fn prune(schema: &Value, value: &mut Value, root: bool) {
             let kept: Map<String, Value> = std::mem::take(fields)
                 .into_iter()
                 .filter_map(|(name, mut value)| {
-                    if (root || embedded) && ROOT_FIELDS.contains(&name.as_str()) {
+                    if (path.is_empty() || embedded) && ROOT_FIELDS.contains(&name.as_str()) {
                         return Some((name, value));
                     }
+                    let at = join(path, &name);
                     match property(schema, &name).or(additional) {
                         None if preserves_unknown(schema) => Some((name, value)),
-                        None => None,
+                        None => {
+                            pruned.push(at);
+                            None
+                        }
                         Some(declared) if value.is_null() && !nullable(declared) => None,
                         Some(declared) => {
-                            prune(declared, &mut value, false);
+                            prune(declared, &mut value, &at, pruned);
                             Some((name, value))
                         }
                     }
@@ -52,9 +59,9 @@ fn prune(schema: &Value, value: &mut Value, root: bool) {
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
-                items
-                    .iter_mut()
-                    .for_each(|item| prune(item_schema, item, false));
+                for (at, item) in items.iter_mut().enumerate() {
+                    prune(item_schema, item, &format!("{path}[{at}]"), pruned);
+                }
             }
         }
         _ => {}
@@ -99,12 +106,7 @@ fn validate(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>)
                     continue;
                 }
                 if let Some(declared) = property(schema, name).or(additional) {
-                    let at = if path.is_empty() {
-                        name.clone()
-                    } else {
-                        format!("{path}.{name}")
-                    };
-                    validate(declared, value, &at, errors);
+                    validate(declared, value, &join(path, name), errors);
                 }
             }
         }
@@ -123,13 +125,17 @@ fn required(schema: &Value, fields: &Map<String, Value>, path: &str, errors: &mu
     let names = schema.get("required").and_then(Value::as_array);
     for name in names.into_iter().flatten().filter_map(Value::as_str) {
         if !fields.contains_key(name) {
-            let field = if path.is_empty() {
-                name.to_owned()
-            } else {
-                format!("{path}.{name}")
-            };
-            errors.push(format!("{field}: Required value"));
+            errors.push(format!("{}: Required value", join(path, name)));
         }
+    }
+}
+
+/// The path of field `name` under `path`, as kube-apiserver writes field paths (`spec.metrics[0].count`).
+fn join(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{path}.{name}")
     }
 }
 

@@ -114,6 +114,8 @@ pub struct Store {
     pub watch_epoch: u64,
     conflicts: Vec<Key>,
     serial: u64,
+    /// Every field a write lost to pruning, as `Kind/name: path`: the API server drops them without a word.
+    pub pruned: Vec<String>,
 }
 
 impl Store {
@@ -129,6 +131,7 @@ impl Store {
             watch_epoch: 0,
             conflicts: Vec::new(),
             serial: 0,
+            pruned: Vec::new(),
         }
     }
 
@@ -254,7 +257,8 @@ impl Store {
         }
         fill_type_meta(res, &mut object);
         normalize(res, &mut object);
-        admit(res, &name, &mut object)?;
+        let pruned = admit(res, &name, &mut object)?;
+        self.note_pruned(res, &name, pruned);
         Ok(self.commit(ChangeKind::Added, key, None, object))
     }
 
@@ -385,7 +389,8 @@ impl Store {
             }
         };
         set_meta(&mut new, "resourceVersion", old_rv);
-        admit(res, &key.2, &mut new)?;
+        let pruned = admit(res, &key.2, &mut new)?;
+        self.note_pruned(res, &key.2, pruned);
         // A status write takes everything but the status from the stored object: no spec change to look for.
         if res.custom && target == Target::Main && !same_spec(res, &old, &new) {
             let generation = old
@@ -549,6 +554,15 @@ impl Store {
             return self.update(res, &key, Target::Status, json!({ "status": with_status }));
         }
         Ok(updated)
+    }
+
+    fn note_pruned(&mut self, res: &ResourceDef, name: &str, paths: Vec<String>) {
+        let kind = res.kind;
+        self.pruned.extend(
+            paths
+                .into_iter()
+                .map(|path| format!("{kind}/{name}: {path}")),
+        );
     }
 
     /// Records a write: the stored object (unless deleted) and the history share the returned one.
