@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use canaryd::api::{AnalysisPhase, AnalysisRun, AnalysisTemplate, Argument};
+use fake_apiserver::CrdSet;
 use harness::{Answer, create, eventually};
 use jiff::SignedDuration;
 
@@ -68,9 +69,8 @@ fn started(run: &AnalysisRun) -> Option<jiff::Timestamp> {
     run.status.as_ref()?.started_at.as_ref().map(|t| t.0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_healthy_gate_is_successful_after_the_soak_and_never_before() {
-    let (server, client, prom) = harness::cluster(Answer::Vector(0.001)).await;
+async fn a_healthy_gate_is_successful_after_the_soak_and_never_before(crds: CrdSet) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Vector(0.001)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(&client, &gate_run("checkout-gate-v2", &prom.uri(), 5)).await;
     // Watch every state the API server holds until the run completes.
@@ -111,9 +111,8 @@ async fn a_healthy_gate_is_successful_after_the_soak_and_never_before() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_error_rate_that_rises_during_the_soak_fails_the_gate() {
-    let (server, client, prom) = harness::cluster(Answer::Vector(0.001)).await;
+async fn an_error_rate_that_rises_during_the_soak_fails_the_gate(crds: CrdSet) {
+    let (server, client, prom) = harness::cluster(crds, Answer::Vector(0.001)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
     create(&client, &gate_run("checkout-gate-v3", &prom.uri(), 10)).await;
     eventually(WAIT, "two healthy looks", || async {
@@ -155,3 +154,8 @@ async fn an_error_rate_that_rises_during_the_soak_fails_the_gate() {
         "{status:#?}"
     );
 }
+
+crate::with_each_crd_set!(
+    a_healthy_gate_is_successful_after_the_soak_and_never_before,
+    an_error_rate_that_rises_during_the_soak_fails_the_gate,
+);
