@@ -9,6 +9,7 @@ pub mod compose;
 pub mod condition;
 pub mod judge;
 pub mod progressive;
+pub mod rollout;
 pub mod template;
 pub mod timeexpr;
 pub mod value;

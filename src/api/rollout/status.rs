@@ -1,0 +1,124 @@
+//! The Rollout status as Argo writes it (`pkg/apis/rollouts/v1alpha1` RolloutStatus): Argo's field names and
+//! types (`observedGeneration` is a string, `stableRS` and `currentPodHash` are pod-template hashes), and Go's
+//! `omitempty`: a zero number, false or empty string is left out, as Argo leaves it out. Fields canaryd does
+//! not own (blueGreen, alb, duration, ...) stay in `rest` and are written back as they were.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub abort: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pause_conditions: Vec<PauseCondition>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub controller_pause: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub current_pod_hash: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub current_step_hash: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replicas: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub updated_replicas: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ready_replicas: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub available_replicas: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_step_index: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collision_count: Option<i32>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub observed_generation: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<RolloutCondition>,
+    /// Argo always writes this object, even empty.
+    #[serde(default)]
+    pub canary: CanaryStatus,
+    #[serde(rename = "HPAReplicas", default, skip_serializing_if = "is_zero")]
+    pub hpa_replicas: i32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub selector: String,
+    #[serde(rename = "stableRS", default, skip_serializing_if = "String::is_empty")]
+    pub stable_rs: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub promote_full: bool,
+    /// Healthy, Progressing, Paused or Degraded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub phase: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub workload_observed_generation: String,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PauseCondition {
+    /// CanaryPauseStep, InconclusiveAnalysisRun, InconclusiveExperiment or BlueGreenPause.
+    pub reason: String,
+    pub start_time: Time,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutCondition {
+    /// Progressing, Available, Paused, Healthy, Completed, InvalidSpec or ReplicaFailure.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// "True", "False" or "Unknown".
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    pub last_update_time: Time,
+    pub last_transition_time: Time,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_step_analysis_run_status: Option<RolloutAnalysisRunStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_background_analysis_run_status: Option<RolloutAnalysisRunStatus>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub current_experiment: String,
+    /// Written by the traffic routers; nil without traffic routing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<Value>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stable_ping_pong: String,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutAnalysisRunStatus {
+    pub name: String,
+    /// The run's phase; empty while the run has not been picked up yet.
+    #[serde(default)]
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}

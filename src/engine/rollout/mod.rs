@@ -1,0 +1,107 @@
+//! The Rollout planner: given a Rollout, the ReplicaSets and AnalysisRuns it owns, its Services and `now`,
+//! it returns one reconcile's [`Plan`] (the writes to make in order, the new status, the Events and when to
+//! look again) following Argo Rollouts' canary controller rule for rule, so status, conditions, Events,
+//! names, labels and annotations are Argo's. Pure and synchronous: the daemon, `rehearse` and `demo` drive
+//! the same planner, only the cluster under them differs ([`sim`] is the in-memory one).
+//!
+//! Traffic routing is a seam: the planner computes [`Plan::desired_weight`]; the routers apply it.
+
+pub mod analysis;
+pub mod hash;
+mod persist;
+mod plan;
+pub mod replicas;
+mod replicasets;
+pub mod sim;
+pub mod spec;
+pub mod status;
+pub mod steps;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Service;
+
+use crate::api::rollout::RolloutStatus;
+use crate::api::{AnalysisRun, Rollout};
+use crate::engine::compose::Lookup;
+
+pub use plan::plan;
+
+pub const REVISION_ANNOTATION: &str = analysis::REVISION_ANNOTATION;
+pub const REVISION_HISTORY_ANNOTATION: &str = "rollout.argoproj.io/revision-history";
+pub const DESIRED_REPLICAS_ANNOTATION: &str = "rollout.argoproj.io/desired-replicas";
+pub const SCALE_DOWN_DEADLINE_ANNOTATION: &str = "scale-down-deadline";
+pub const MANAGED_BY_ANNOTATION: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
+
+/// Everything one reconcile reads. `replica_sets` and `analysis_runs` are those the Rollout controls
+/// (ownerReference with controller: true and the Rollout's uid); `services` those it may name.
+pub struct Observed<'a> {
+    pub rollout: &'a Rollout,
+    pub replica_sets: &'a [ReplicaSet],
+    pub analysis_runs: &'a [AnalysisRun],
+    pub services: &'a [Service],
+    /// Resolves `templates[]` references of step and background analyses (and their nested templates).
+    pub templates: &'a Lookup<'a>,
+    /// `--instance-id`: labels the AnalysisRuns this instance creates.
+    pub instance_id: Option<&'a str>,
+    pub now: Timestamp,
+}
+
+/// One write to the cluster, to be made in order; a failed write ends the reconcile (the next one re-plans
+/// from what is there).
+#[derive(Debug, Clone)]
+pub enum Write {
+    /// Sets `rollout.argoproj.io/revision` on the Rollout's metadata.
+    RolloutRevision {
+        revision: String,
+    },
+    CreateReplicaSet(Box<ReplicaSet>),
+    /// An older ReplicaSet runs the template again (an undo): it becomes the newest revision, and its old
+    /// revision is appended to `rollout.argoproj.io/revision-history`.
+    ReviseReplicaSet {
+        name: String,
+        revision: String,
+        history: String,
+    },
+    /// Sets `spec.replicas` and the `rollout.argoproj.io/desired-replicas` annotation (`desired`).
+    ScaleReplicaSet {
+        name: String,
+        replicas: i32,
+        desired: i32,
+    },
+    /// Points a Service's `rollouts-pod-template-hash` selector at `hash` and marks it managed by `rollout`.
+    SwitchService {
+        name: String,
+        hash: String,
+        rollout: String,
+    },
+    CreateAnalysisRun(Box<AnalysisRun>),
+    /// Sets `spec.terminate: true` on a run that is still running.
+    TerminateAnalysisRun {
+        name: String,
+    },
+    DeleteReplicaSet {
+        name: String,
+    },
+}
+
+/// A Kubernetes Event on the Rollout, with Argo's reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub reason: String,
+    pub message: String,
+    /// Type Warning rather than Normal.
+    pub warning: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub writes: Vec<Write>,
+    /// The whole new status; the edge writes it (through the status subresource) when it differs.
+    pub status: RolloutStatus,
+    pub events: Vec<Event>,
+    /// When to reconcile again even if nothing changes (a pause or a progress deadline ending).
+    pub wake_at: Option<Timestamp>,
+    /// The canary traffic weight the steps ask for now, for a traffic router to apply.
+    pub desired_weight: i32,
+}

@@ -1,0 +1,382 @@
+//! Assembling the status one reconcile writes, as Argo's persistRolloutStatus does: counts from the
+//! ReplicaSets, the pause and abort bookkeeping ([`PauseContext`]), a progress-deadline abort, the
+//! conditions, the phase, and the Events that announce a change. Owns the status fields' rules; the
+//! decisions that feed them (steps, analysis, scaling) are `plan`'s.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::plan::Reconcile;
+use super::status::{self as cond};
+use crate::api::rollout::{PauseCondition, RolloutStatus};
+
+/// What this reconcile asks of the pause conditions and the abort flag; applied once, in `persist`.
+#[derive(Debug, Default)]
+pub(super) struct PauseContext {
+    pub add: Vec<&'static str>,
+    pub remove_reasons: Vec<&'static str>,
+    pub clear: bool,
+    pub add_abort: bool,
+    pub remove_abort: bool,
+    pub abort_message: String,
+}
+
+impl PauseContext {
+    pub fn add(&mut self, reason: &'static str) {
+        self.add.push(reason);
+    }
+
+    pub fn remove(&mut self, reason: &'static str) {
+        self.remove_reasons.push(reason);
+    }
+
+    pub fn abort(&mut self, message: String) {
+        self.add_abort = true;
+        self.abort_message = message;
+    }
+
+    pub fn aborted(&self, prev: &RolloutStatus) -> bool {
+        !self.remove_abort && (self.add_abort || prev.abort)
+    }
+
+    /// The abort fields; true when aborted (then no pause condition is kept).
+    fn apply_abort(&self, prev: &RolloutStatus, new: &mut RolloutStatus, now: Timestamp) -> bool {
+        if self.aborted(prev) {
+            new.abort = true;
+            new.aborted_at = Some(prev.aborted_at.clone().unwrap_or(Time(now)));
+            return true;
+        }
+        new.abort = false;
+        new.aborted_at = None;
+        false
+    }
+
+    fn apply(&self, prev: &RolloutStatus, new: &mut RolloutStatus, now: Timestamp) {
+        if self.apply_abort(prev, new, now) || self.clear {
+            return;
+        }
+        let mut controller_pause = prev.controller_pause;
+        let mut conditions: Vec<PauseCondition> = prev
+            .pause_conditions
+            .iter()
+            .filter(|c| !self.remove_reasons.contains(&c.reason.as_str()))
+            .cloned()
+            .collect();
+        for reason in &self.add {
+            if !prev.pause_conditions.iter().any(|c| c.reason == *reason) {
+                conditions.push(PauseCondition {
+                    reason: reason.to_string(),
+                    start_time: Time(now),
+                });
+                controller_pause = true;
+            }
+        }
+        // With no condition left, controllerPause is not carried over: the resume has been consumed.
+        if conditions.is_empty() {
+            return;
+        }
+        new.controller_pause = controller_pause;
+        new.pause_conditions = conditions;
+    }
+}
+
+impl Reconcile<'_, '_> {
+    fn sum(&self, f: impl Fn(&super::replicasets::Rs) -> i32) -> i32 {
+        self.rss.iter().map(f).sum()
+    }
+
+    /// Argo's calculateBaseStatus plus the canary counts: built afresh each reconcile from the ReplicaSets,
+    /// keeping only what must carry over.
+    pub(super) fn base_status(&self) -> RolloutStatus {
+        let mut new = self.new.clone();
+        let new_rs = self.new_rs.map(|i| &self.rss[i]);
+        new.current_pod_hash = new_rs.map(|r| r.hash.clone()).unwrap_or_default();
+        new.replicas = self.sum(|r| r.pods.current);
+        new.updated_replicas = new_rs.map_or(0, |r| r.pods.current);
+        new.ready_replicas = self.sum(|r| r.ready);
+        new.available_replicas = self.sum(|r| r.pods.available);
+        new.hpa_replicas = new.replicas;
+        new.collision_count = self.prev.collision_count;
+        new.conditions = self.prev.conditions.clone();
+        new.promote_full = new.current_pod_hash != self.prev.stable_rs && self.prev.promote_full;
+        new.selector = selector_string(self.o.rollout);
+        new.stable_rs = self.prev.stable_rs.clone();
+        new.current_step_hash = super::hash::step_hash(self.canary.and_then(|c| c.steps.as_ref()));
+        new.canary.stable_ping_pong = self.prev.canary.stable_ping_pong.clone();
+        new.canary.weights = self.prev.canary.weights.clone();
+        new.rest = self.prev.rest.clone();
+        new
+    }
+
+    fn indefinite_step(&self) -> bool {
+        let (step, _) = super::steps::current(self.steps, &self.prev);
+        let waiting = step.is_some_and(|i| {
+            let s = &self.steps[i];
+            s.pause.is_some() || s.analysis.is_some() || s.experiment.is_some()
+        });
+        waiting || cond::get(&self.prev, cond::PAUSED).is_some_and(|c| c.status == "True")
+    }
+
+    fn waiting_for_scale_down(&self) -> bool {
+        self.rss.iter().enumerate().any(|(i, r)| {
+            Some(i) != self.new_rs && Some(i) != self.stable_rs && r.scale_down_deadline
+        })
+    }
+
+    fn deadline_seconds(&self) -> i64 {
+        i64::from(self.o.rollout.spec.progress_deadline_seconds.unwrap_or(600))
+    }
+
+    /// Argo's RolloutProgressing: did anything move since the last status?
+    fn progressing(&self, new: &RolloutStatus) -> bool {
+        let prev = &self.prev;
+        let index_moved = matches!((new.current_step_index, prev.current_step_index), (Some(a), Some(b)) if a != b);
+        let strategy = new.stable_rs != prev.stable_rs
+            || index_moved
+            || new.current_step_hash != prev.current_step_hash;
+        new.updated_replicas != prev.updated_replicas
+            || new.replicas - new.updated_replicas < prev.replicas - prev.updated_replicas
+            || new.ready_replicas > prev.ready_replicas
+            || new.available_replicas > prev.available_replicas
+            || strategy
+    }
+
+    fn new_rs_name(&self) -> String {
+        self.new_rs
+            .map(|i| self.rss[i].name.clone())
+            .unwrap_or_default()
+    }
+
+    fn timeout_message(&self) -> String {
+        match self.new_rs {
+            Some(i) => format!(
+                "ReplicaSet {:?} has timed out progressing.",
+                self.rss[i].name
+            ),
+            None => format!("Rollout {:?} has timed out progressing.", self.name),
+        }
+    }
+
+    fn healthy(&self, new: &RolloutStatus) -> bool {
+        cond::healthy(
+            self.replicas,
+            self.steps.len(),
+            self.prev.observed_generation == self.generation,
+            new,
+        )
+    }
+
+    /// Argo's persistRolloutStatus.
+    pub(super) fn persist(&mut self, mut new: RolloutStatus) {
+        let now = self.o.now;
+        new.observed_generation = self.generation.clone();
+        new.workload_observed_generation = String::new();
+        self.progress_deadline_abort(&new);
+        self.pause.apply(&self.prev, &mut new, now);
+        self.conditions(&mut new);
+        let (phase, message) =
+            cond::phase(self.spec_paused(), self.replicas, self.steps.len(), &new);
+        new.phase = phase.to_string();
+        new.message = message;
+        let was_paused = !self.prev.pause_conditions.is_empty();
+        if let Some(first) = new.pause_conditions.first().filter(|_| !was_paused) {
+            let message = format!("{} ({})", cond::PAUSED_MESSAGE, first.reason);
+            self.event(cond::ROLLOUT_PAUSED, message);
+        } else if was_paused && new.pause_conditions.is_empty() && new.aborted_at.is_none() {
+            self.event(cond::ROLLOUT_RESUMED, cond::RESUMED_MESSAGE.to_string());
+        }
+        self.progress_wake(&new);
+        self.status = Some(new);
+    }
+
+    /// Argo's evaluateProgressDeadlineAbort: with progressDeadlineAbort, a timed-out update aborts.
+    fn progress_deadline_abort(&mut self, new: &RolloutStatus) {
+        if self.o.rollout.spec.progress_deadline_abort != Some(true)
+            || self.pause.aborted(&self.prev)
+            || cond::completed(new)
+            || self.progressing(new)
+            || self.indefinite_step()
+            || self.waiting_for_scale_down()
+            || !cond::timed_out(&self.prev, self.deadline_seconds(), self.o.now)
+        {
+            return;
+        }
+        let message = self.timeout_message();
+        self.pause.abort(message.clone());
+        self.warning(cond::ROLLOUT_ABORTED, message);
+    }
+
+    /// Argo's calculateRolloutConditions.
+    fn conditions(&mut self, new: &mut RolloutStatus) {
+        let now = self.o.now;
+        let paused = !new.pause_conditions.is_empty() || self.spec_paused();
+        let aborted = self.pause.aborted(&self.prev);
+        let mut became_unhealthy = false;
+        if !paused && self.healthy(new) {
+            cond::set(
+                new,
+                cond::condition(
+                    cond::HEALTHY,
+                    "True",
+                    cond::ROLLOUT_HEALTHY,
+                    cond::HEALTHY_MESSAGE,
+                    now,
+                ),
+            );
+        } else if cond::get(&self.prev, cond::HEALTHY).is_some() {
+            became_unhealthy = cond::set(
+                new,
+                cond::condition(
+                    cond::HEALTHY,
+                    "False",
+                    cond::ROLLOUT_HEALTHY,
+                    cond::NOT_HEALTHY_MESSAGE,
+                    now,
+                ),
+            );
+        }
+        if aborted {
+            let mut message = format!(
+                "Rollout aborted update to revision {}",
+                self.revision_number()
+            );
+            if !self.pause.abort_message.is_empty() {
+                message = format!("{message}: {}", self.pause.abort_message);
+            }
+            let c = cond::condition(
+                cond::PROGRESSING,
+                "False",
+                cond::ROLLOUT_ABORTED,
+                &message,
+                now,
+            );
+            if cond::set(new, c) {
+                self.warning(cond::ROLLOUT_ABORTED, message);
+            }
+        } else if self.healthy(new) {
+            let message = format!(
+                "ReplicaSet {:?} has successfully progressed.",
+                self.new_rs_name()
+            );
+            cond::set(
+                new,
+                cond::condition(
+                    cond::PROGRESSING,
+                    "True",
+                    cond::NEW_RS_AVAILABLE,
+                    &message,
+                    now,
+                ),
+            );
+        } else if self.progressing(new) || became_unhealthy {
+            let (reason, message) = if new.stable_rs == new.current_pod_hash && became_unhealthy {
+                (
+                    cond::RS_NOT_AVAILABLE,
+                    cond::NOT_AVAILABLE_MESSAGE.to_string(),
+                )
+            } else {
+                (
+                    cond::RS_UPDATED,
+                    format!("ReplicaSet {:?} is progressing.", self.new_rs_name()),
+                )
+            };
+            let mut c = cond::condition(cond::PROGRESSING, "True", reason, &message, now);
+            if let Some(current) = cond::get(&self.prev, cond::PROGRESSING) {
+                if current.status == "True" {
+                    c.last_transition_time = current.last_transition_time.clone();
+                }
+                cond::remove(new, cond::PROGRESSING);
+            }
+            cond::set(new, c);
+        } else if !self.indefinite_step()
+            && !self.waiting_for_scale_down()
+            && cond::timed_out(new, self.deadline_seconds(), now)
+        {
+            let message = self.timeout_message();
+            cond::set(
+                new,
+                cond::condition(cond::PROGRESSING, "False", cond::TIMED_OUT, &message, now),
+            );
+        }
+        let available = new.available_replicas >= self.replicas;
+        let (status, message) = if available {
+            ("True", cond::AVAILABLE_MESSAGE)
+        } else {
+            ("False", cond::NOT_AVAILABLE_MESSAGE)
+        };
+        cond::set(
+            new,
+            cond::condition(
+                cond::AVAILABLE,
+                status,
+                cond::AVAILABLE_REASON,
+                message,
+                now,
+            ),
+        );
+        let done = cond::completed(new);
+        let c = cond::condition(
+            cond::COMPLETED,
+            if done { "True" } else { "False" },
+            cond::ROLLOUT_COMPLETED,
+            cond::ROLLOUT_COMPLETED,
+            now,
+        );
+        if cond::set(new, c) && !done {
+            let message = format!(
+                "Rollout not completed, started update to revision {} ({})",
+                self.revision_number(),
+                new.current_pod_hash
+            );
+            self.event("RolloutNotCompleted", message);
+        }
+    }
+
+    /// Argo's requeueStuckRollout: while progress is expected, look again when the deadline passes.
+    fn progress_wake(&mut self, new: &RolloutStatus) {
+        let Some(current) = cond::get(&self.prev, cond::PROGRESSING) else {
+            return;
+        };
+        let paused = !self.prev.pause_conditions.is_empty() || self.spec_paused();
+        if self.healthy(new)
+            || current.reason == cond::TIMED_OUT
+            || paused
+            || self.prev.abort
+            || self.indefinite_step()
+        {
+            return;
+        }
+        let at = cond::deadline(current, self.deadline_seconds());
+        if let Ok(at) = at.checked_add(jiff::SignedDuration::from_secs(1)) {
+            self.wake_at(at);
+        }
+    }
+}
+
+/// `metav1.FormatLabelSelector` of the Rollout's selector, e.g. `app=web`.
+fn selector_string(rollout: &crate::api::Rollout) -> String {
+    let Some(selector) = &rollout.spec.selector else {
+        return String::new();
+    };
+    let mut parts: Vec<String> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for e in selector.match_expressions.iter().flatten() {
+        let values = e.values.clone().unwrap_or_default().join(",");
+        parts.push(match e.operator.as_str() {
+            "In" => format!("{} in ({values})", e.key),
+            "NotIn" => format!("{} notin ({values})", e.key),
+            "Exists" => e.key.clone(),
+            "DoesNotExist" => format!("!{}", e.key),
+            other => format!("{} {other} ({values})", e.key),
+        });
+    }
+    if parts.is_empty() {
+        "<none>".to_string()
+    } else {
+        parts.join(",")
+    }
+}

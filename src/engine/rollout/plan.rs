@@ -1,0 +1,780 @@
+//! One reconcile of a Rollout, in Argo's order: pause-state conditions, spec validation, the new
+//! ReplicaSet, a restart of the steps when the template or steps changed, Services, analysis, scaling, the
+//! pause step, then the status (`persist`). Like Argo, a reconcile that scaled something stops there and
+//! lets the next one continue, so each Plan is one small step a restart can resume from.
+
+use jiff::Timestamp;
+
+use super::analysis::{self, RunContext, RunKind};
+use super::hash;
+use super::persist::PauseContext;
+use super::replicasets::Rs;
+use super::status::{self as cond, CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
+use super::steps::{self, pause_seconds};
+use super::{Event, Observed, Plan, Write, replicas, spec};
+use crate::api::AnalysisPhase;
+use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutAnalysisRunStatus, RolloutStatus};
+use crate::engine::template::Severity;
+
+/// Plans one reconcile.
+pub fn plan(observed: &Observed<'_>) -> Plan {
+    let mut r = Reconcile::new(observed);
+    r.run();
+    let desired_weight = r.desired_weight();
+    Plan {
+        writes: r.writes,
+        status: r.status.unwrap_or(r.prev),
+        events: r.events,
+        wake_at: r.wake,
+        desired_weight,
+    }
+}
+
+pub(super) struct Reconcile<'r, 'a> {
+    pub o: &'r Observed<'a>,
+    pub name: String,
+    pub generation: String,
+    pub replicas: i32,
+    pub steps: &'r [CanaryStep],
+    pub canary: Option<&'r CanaryStrategy>,
+    /// The status as read, with the conditions this reconcile already set on the way (Argo updates its
+    /// copy of the Rollout the same way).
+    pub prev: RolloutStatus,
+    /// What this reconcile learned for the new status before it is assembled (run statuses).
+    pub new: RolloutStatus,
+    pub pause: PauseContext,
+    pub rss: Vec<Rs>,
+    pub new_rs: Option<usize>,
+    pub stable_rs: Option<usize>,
+    pub revision: String,
+    pub writes: Vec<Write>,
+    pub events: Vec<Event>,
+    pub wake: Option<Timestamp>,
+    pub status: Option<RolloutStatus>,
+    step_run: Option<RunState>,
+}
+
+#[derive(Debug, Clone)]
+struct RunState {
+    name: String,
+    phase: Option<AnalysisPhase>,
+    step_index: Option<String>,
+}
+
+impl<'r, 'a> Reconcile<'r, 'a> {
+    fn new(o: &'r Observed<'a>) -> Reconcile<'r, 'a> {
+        let meta = &o.rollout.metadata;
+        let canary = o
+            .rollout
+            .spec
+            .strategy
+            .as_ref()
+            .and_then(|s| s.canary.as_ref());
+        Reconcile {
+            o,
+            name: meta.name.clone().unwrap_or_default(),
+            generation: meta.generation.unwrap_or(0).to_string(),
+            replicas: o.rollout.spec.replicas.unwrap_or(1),
+            steps: steps::steps(o.rollout),
+            canary,
+            prev: o.rollout.status.clone().unwrap_or_default(),
+            new: RolloutStatus::default(),
+            pause: PauseContext::default(),
+            rss: Vec::new(),
+            new_rs: None,
+            stable_rs: None,
+            revision: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(super::REVISION_ANNOTATION))
+                .cloned()
+                .unwrap_or_default(),
+            writes: Vec::new(),
+            events: Vec::new(),
+            wake: None,
+            status: None,
+            step_run: None,
+        }
+    }
+
+    pub fn event(&mut self, reason: &str, message: String) {
+        self.events.push(Event {
+            reason: reason.to_string(),
+            message,
+            warning: false,
+        });
+    }
+
+    pub fn warning(&mut self, reason: &str, message: String) {
+        self.events.push(Event {
+            reason: reason.to_string(),
+            message,
+            warning: true,
+        });
+    }
+
+    pub fn wake_at(&mut self, at: Timestamp) {
+        if at > self.o.now && self.wake.is_none_or(|w| at < w) {
+            self.wake = Some(at);
+        }
+    }
+
+    pub fn revision_number(&self) -> i64 {
+        self.revision.parse().unwrap_or(0)
+    }
+
+    fn run(&mut self) {
+        if self.check_paused_conditions() {
+            return;
+        }
+        if let Err(message) = self.validate() {
+            self.invalid(message);
+            return;
+        }
+        cond::remove(&mut self.prev, cond::INVALID_SPEC);
+        if let Err(message) = self.find_replica_sets() {
+            self.invalid(message);
+            return;
+        }
+        if self.new_rs.is_none() {
+            match self.create_new_replica_set() {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.status = Some(self.prev.clone());
+                    return;
+                }
+                Err(message) => {
+                    self.invalid(message);
+                    return;
+                }
+            }
+        } else {
+            self.sync_revision();
+        }
+        if self.template_or_steps_changed() {
+            self.sync_status();
+            return;
+        }
+        self.revision_history();
+        self.services();
+        if let Err(message) = self.analysis() {
+            self.invalid(message);
+            return;
+        }
+        if !self.pause.add.is_empty() {
+            self.sync_status();
+            return;
+        }
+        if self.scale() {
+            self.sync_status();
+            return;
+        }
+        self.canary_pause();
+        self.sync_status();
+    }
+
+    /// Argo's checkPausedConditions: when pausing, resuming or retrying changed since the last status
+    /// write of this generation, only the Progressing/Paused conditions are written, and the reconcile ends.
+    fn check_paused_conditions(&mut self) -> bool {
+        if self.prev.observed_generation != self.generation {
+            return false;
+        }
+        let now = self.o.now;
+        let progressing = cond::get(&self.prev, cond::PROGRESSING);
+        let progressing_paused = progressing.is_some_and(|c| c.reason == cond::ROLLOUT_PAUSED);
+        let abort_condition = progressing.is_some_and(|c| c.reason == cond::ROLLOUT_ABORTED);
+        let is_paused = !self.prev.pause_conditions.is_empty() || self.spec_paused();
+        let mut updates = Vec::new();
+        if is_paused != progressing_paused && !abort_condition && !cond::completed(&self.prev) {
+            updates.push(if is_paused {
+                cond::condition(
+                    cond::PROGRESSING,
+                    "Unknown",
+                    cond::ROLLOUT_PAUSED,
+                    cond::PAUSED_MESSAGE,
+                    now,
+                )
+            } else {
+                cond::condition(
+                    cond::PROGRESSING,
+                    "Unknown",
+                    cond::ROLLOUT_RESUMED,
+                    cond::RESUMED_MESSAGE,
+                    now,
+                )
+            });
+        }
+        if !self.prev.abort && abort_condition {
+            updates.push(cond::condition(
+                cond::PROGRESSING,
+                "Unknown",
+                cond::ROLLOUT_RETRY,
+                cond::RETRY_MESSAGE,
+                now,
+            ));
+        }
+        let paused_true = cond::get(&self.prev, cond::PAUSED).is_some_and(|c| c.status == "True");
+        if is_paused != paused_true && !abort_condition {
+            let status = if is_paused { "True" } else { "False" };
+            updates.push(cond::condition(
+                cond::PAUSED,
+                status,
+                cond::ROLLOUT_PAUSED,
+                cond::PAUSED_MESSAGE,
+                now,
+            ));
+        }
+        if updates.is_empty() {
+            return false;
+        }
+        let mut status = self.prev.clone();
+        for c in updates {
+            cond::set(&mut status, c);
+        }
+        self.finish_status_only(status);
+        true
+    }
+
+    /// Writes a status that changed only in its conditions, with the phase they imply.
+    fn finish_status_only(&mut self, mut status: RolloutStatus) {
+        status.observed_generation = self.generation.clone();
+        let (phase, message) =
+            cond::phase(self.spec_paused(), self.replicas, self.steps.len(), &status);
+        status.phase = phase.to_string();
+        status.message = message;
+        self.status = Some(status);
+    }
+
+    pub fn spec_paused(&self) -> bool {
+        self.o.rollout.spec.paused == Some(true)
+    }
+
+    /// The Rollout's own checks, then those that need its templates and Services.
+    fn validate(&self) -> Result<(), String> {
+        let mut findings = spec::check(self.o.rollout);
+        if let Some(canary) = self.canary {
+            for (i, step) in self.steps.iter().enumerate() {
+                if let Some(a) = &step.analysis {
+                    let path = format!("spec.strategy.canary.steps[{i}].analysis");
+                    findings.extend(analysis::check_templates(
+                        a,
+                        &path,
+                        true,
+                        Severity::Error,
+                        self.o.templates,
+                    ));
+                }
+            }
+            if let Some(b) = &canary.analysis {
+                let path = "spec.strategy.canary.analysis";
+                findings.extend(analysis::check_templates(
+                    &b.analysis,
+                    path,
+                    false,
+                    Severity::Error,
+                    self.o.templates,
+                ));
+            }
+            for (field, name) in [
+                ("canaryService", &canary.canary_service),
+                ("stableService", &canary.stable_service),
+            ] {
+                let Some(name) = name else { continue };
+                match self
+                    .o
+                    .services
+                    .iter()
+                    .find(|s| s.metadata.name.as_deref() == Some(name))
+                {
+                    None => findings.push(finding(field, format!("service {name:?} not found"))),
+                    Some(svc) => {
+                        let owner = svc
+                            .metadata
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| a.get(super::MANAGED_BY_ANNOTATION));
+                        if owner.is_some_and(|o| *o != self.name) {
+                            findings.push(finding(
+                                field,
+                                format!("Service {name:?} is managed by another Rollout"),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        match findings.into_iter().find(|f| f.severity == Severity::Error) {
+            Some(f) => Err(format!("{}: {}", f.path, f.message)),
+            None => Ok(()),
+        }
+    }
+
+    /// The InvalidSpec condition (replaced when the reason changes), phase Degraded; nothing else moves.
+    fn invalid(&mut self, message: String) {
+        let text = format!("The Rollout {:?} is invalid: {message}", self.name);
+        let mut status = self.prev.clone();
+        if cond::get(&status, cond::INVALID_SPEC).is_some_and(|c| c.message != text) {
+            cond::remove(&mut status, cond::INVALID_SPEC);
+        }
+        cond::set(
+            &mut status,
+            cond::condition(
+                cond::INVALID_SPEC,
+                "True",
+                cond::INVALID_SPEC,
+                &text,
+                self.o.now,
+            ),
+        );
+        self.finish_status_only(status);
+    }
+
+    fn new_hash(&self) -> String {
+        self.new_rs
+            .map(|i| self.rss[i].hash.clone())
+            .unwrap_or_default()
+    }
+
+    fn template_or_steps_changed(&self) -> bool {
+        let step_hash = hash::step_hash(self.canary.and_then(|c| c.steps.as_ref()));
+        self.prev.current_step_hash.is_empty()
+            || self.prev.current_step_hash != step_hash
+            || self.prev.current_pod_hash.is_empty()
+            || self.prev.current_pod_hash != self.new_hash()
+    }
+
+    fn current_step(&self) -> (Option<usize>, Option<usize>) {
+        steps::current(self.steps, &self.prev)
+    }
+
+    /// The canary weight the steps ask for (all of it when promoted or on first deploy).
+    pub fn desired_weight(&self) -> i32 {
+        let status = self.status.as_ref().unwrap_or(&self.prev);
+        if status.promote_full
+            || status.stable_rs.is_empty()
+            || status.current_pod_hash == status.stable_rs
+        {
+            return replicas::MAX_WEIGHT;
+        }
+        let (_, index) = steps::current(self.steps, status);
+        steps::set_weight(self.steps, index, status.abort)
+    }
+
+    /// Argo's reconcileAnalysisRuns: terminates runs that no longer count, creates the current step's and
+    /// the background run, and turns a finished run into a pause or an abort.
+    fn analysis(&mut self) -> Result<(), String> {
+        let Some(new) = self.new_rs else {
+            return Ok(());
+        };
+        let aborted = self.pause.aborted(&self.prev);
+        let new_hash = self.rss[new].hash.clone();
+        let fast_rollback = self.prev.stable_rs == new_hash;
+        let initial = self.prev.stable_rs.is_empty();
+        let promoted = cond::fully_promoted(self.steps.len(), &self.prev);
+        let find = |name: Option<&String>| {
+            let name = name?;
+            let run = self
+                .o
+                .analysis_runs
+                .iter()
+                .find(|r| r.metadata.name.as_ref() == Some(name))?;
+            Some(RunState {
+                name: name.clone(),
+                phase: run.status.as_ref().and_then(|s| s.phase),
+                step_index: run
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(analysis::STEP_INDEX_LABEL))
+                    .cloned(),
+            })
+        };
+        let canary_status = &self.prev.canary;
+        let mut step_run = find(
+            canary_status
+                .current_step_analysis_run_status
+                .as_ref()
+                .map(|s| &s.name),
+        );
+        let mut background = find(
+            canary_status
+                .current_background_analysis_run_status
+                .as_ref()
+                .map(|s| &s.name),
+        );
+        let mut keep: Vec<String> = Vec::new();
+        if promoted || aborted || self.prev.promote_full || fast_rollback || initial {
+            step_run = None;
+            background = None;
+        } else {
+            step_run = self.step_analysis(step_run)?;
+            background = self.background_analysis(background)?;
+        }
+        for run in [&step_run, &background].into_iter().flatten() {
+            keep.push(run.name.clone());
+        }
+        // Every other run of this Rollout that is still going is stopped (Argo cancels them too).
+        for run in self.o.analysis_runs {
+            let name = run.metadata.name.clone().unwrap_or_default();
+            let finished = run
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .is_some_and(AnalysisPhase::is_completed);
+            if !keep.contains(&name) && !finished && run.spec.terminate != Some(true) {
+                self.writes.push(Write::TerminateAnalysisRun { name });
+            }
+        }
+        self.step_run = step_run;
+        Ok(())
+    }
+
+    fn run_status(&self, name: &str) -> RolloutAnalysisRunStatus {
+        let run = self
+            .o
+            .analysis_runs
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(name));
+        let status = run.and_then(|r| r.status.as_ref());
+        RolloutAnalysisRunStatus {
+            name: name.to_string(),
+            status: status
+                .and_then(|s| s.phase)
+                .map(|p| p.as_str().to_string())
+                .unwrap_or_default(),
+            message: status.and_then(|s| s.message.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// Argo's needsNewAnalysisRun for an existing run: after a promote past an Inconclusive run, or a retry.
+    fn needs_new_run(&self, current: &RunState) -> bool {
+        let has = |reason| {
+            self.prev
+                .pause_conditions
+                .iter()
+                .any(|p| p.reason == reason)
+        };
+        if self.prev.controller_pause && !has(CANARY_PAUSE_STEP) {
+            return current.phase == Some(AnalysisPhase::Inconclusive);
+        }
+        self.prev.aborted_at.is_some()
+    }
+
+    fn run_context(&self) -> (String, String) {
+        let new_hash = self.new_hash();
+        let stable_hash = self
+            .stable_rs
+            .map(|i| self.rss[i].hash.clone())
+            .unwrap_or_default();
+        (new_hash, stable_hash)
+    }
+
+    fn create_run(
+        &mut self,
+        a: &crate::api::rollout::RolloutAnalysis,
+        kind: RunKind,
+    ) -> Result<RunState, String> {
+        let (new_hash, stable_hash) = self.run_context();
+        let cx = RunContext {
+            rollout: self.o.rollout,
+            revision: &self.revision,
+            new_hash: &new_hash,
+            stable_hash: &stable_hash,
+            instance_id: self.o.instance_id,
+        };
+        let run = analysis::build_run(a, kind, &cx, self.o.templates)?;
+        let name = run.metadata.name.clone().unwrap_or_default();
+        // A run of that name already exists (a restart after creating it): it is this step's run.
+        let existing = self
+            .o
+            .analysis_runs
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(name.as_str()));
+        if existing.is_none() {
+            self.writes.push(Write::CreateAnalysisRun(Box::new(run)));
+        }
+        Ok(RunState {
+            phase: existing
+                .and_then(|r| r.status.as_ref())
+                .and_then(|s| s.phase),
+            step_index: match kind {
+                RunKind::Step(i) => Some(i.to_string()),
+                RunKind::Background => None,
+            },
+            name,
+        })
+    }
+
+    fn step_analysis(&mut self, current: Option<RunState>) -> Result<Option<RunState>, String> {
+        if !self.prev.pause_conditions.is_empty() || self.prev.abort {
+            if let Some(c) = &current {
+                self.new.canary.current_step_analysis_run_status = Some(self.run_status(&c.name));
+            }
+            return Ok(current);
+        }
+        let (step, index) = self.current_step();
+        let step = step.and_then(|i| self.steps[i].analysis.as_ref().map(|a| (i, a)));
+        let Some((i, a)) = step else { return Ok(None) };
+        let from_previous_step = current
+            .as_ref()
+            .is_some_and(|c| c.step_index != index.map(|i| i.to_string()));
+        if from_previous_step {
+            return Ok(None);
+        }
+        let current = match current {
+            Some(c) if !self.needs_new_run(&c) => c,
+            _ => self.create_run(a, RunKind::Step(i))?,
+        };
+        self.new.canary.current_step_analysis_run_status = Some(self.run_status(&current.name));
+        self.judge_run(&current, "Step-based");
+        Ok(Some(current))
+    }
+
+    fn background_analysis(
+        &mut self,
+        current: Option<RunState>,
+    ) -> Result<Option<RunState>, String> {
+        let Some(b) = self.canary.and_then(|c| c.analysis.as_ref()) else {
+            return Ok(None);
+        };
+        if b.analysis.templates.as_ref().is_none_or(|t| t.is_empty()) {
+            return Ok(None);
+        }
+        let (_, index) = self.current_step();
+        let before_start = b
+            .starting_step
+            .is_some_and(|s| index.is_some_and(|i| (i as i64) < i64::from(s)));
+        if self.prev.current_pod_hash.is_empty() || before_start {
+            return Ok(None);
+        }
+        if self
+            .prev
+            .pause_conditions
+            .iter()
+            .any(|p| p.reason == INCONCLUSIVE_ANALYSIS)
+        {
+            if let Some(c) = &current {
+                self.new.canary.current_background_analysis_run_status =
+                    Some(self.run_status(&c.name));
+            }
+            return Ok(current);
+        }
+        let current = match current {
+            Some(c) if !self.needs_new_run(&c) => c,
+            _ => self.create_run(&b.analysis, RunKind::Background)?,
+        };
+        self.new.canary.current_background_analysis_run_status =
+            Some(self.run_status(&current.name));
+        self.judge_run(&current, "Background");
+        Ok(Some(current))
+    }
+
+    /// Inconclusive pauses; Failed and Error abort with the run's message, in Argo's words.
+    fn judge_run(&mut self, run: &RunState, kind: &str) {
+        match run.phase {
+            Some(AnalysisPhase::Inconclusive) => self.pause.add(INCONCLUSIVE_ANALYSIS),
+            Some(AnalysisPhase::Failed | AnalysisPhase::Error) => {
+                let mut message = format!("{kind} analysis phase error/failed");
+                let text = self.run_status(&run.name).message;
+                if !text.is_empty() {
+                    message = format!("{message}: {text}");
+                }
+                self.pause.abort(message);
+            }
+            _ => {}
+        }
+    }
+
+    /// Argo's reconcileCanaryPause: entering a pause step adds its pause condition; a timed pause asks to
+    /// be woken when it ends.
+    fn canary_pause(&mut self) {
+        if self.spec_paused() || self.prev.promote_full {
+            return;
+        }
+        let (Some(i), _) = self.current_step() else {
+            return;
+        };
+        let Some(pause) = &self.steps[i].pause else {
+            return;
+        };
+        let condition = self
+            .prev
+            .pause_conditions
+            .iter()
+            .find(|p| p.reason == CANARY_PAUSE_STEP)
+            .cloned();
+        match condition {
+            None => {
+                if !self.prev.controller_pause {
+                    self.pause.add(CANARY_PAUSE_STEP);
+                    if let Ok(Some(seconds)) = pause_seconds(pause.duration.as_ref()) {
+                        self.wake_after(self.o.now, seconds);
+                    }
+                }
+            }
+            Some(c) => {
+                if let Ok(Some(seconds)) = pause_seconds(pause.duration.as_ref()) {
+                    self.wake_after(c.start_time.0, seconds);
+                }
+            }
+        }
+    }
+
+    fn wake_after(&mut self, from: Timestamp, seconds: i64) {
+        // Argo resumes once now is *after* the end, so look again one second past it.
+        if let Ok(at) = from.checked_add(jiff::SignedDuration::from_secs(seconds.saturating_add(1)))
+        {
+            self.wake_at(at);
+        }
+    }
+
+    /// Argo's completedCurrentCanaryStep.
+    fn completed_current_step(&self) -> bool {
+        if self.spec_paused() {
+            return false;
+        }
+        let (Some(i), _) = self.current_step() else {
+            return false;
+        };
+        let step = &self.steps[i];
+        if let Some(p) = &step.pause {
+            let condition = self
+                .prev
+                .pause_conditions
+                .iter()
+                .find(|c| c.reason == CANARY_PAUSE_STEP);
+            if self.prev.controller_pause && condition.is_none() {
+                return true;
+            }
+            return match (pause_seconds(p.duration.as_ref()), condition) {
+                (Ok(Some(seconds)), Some(c)) => c
+                    .start_time
+                    .0
+                    .checked_add(jiff::SignedDuration::from_secs(seconds))
+                    .is_ok_and(|end| self.o.now > end),
+                _ => false,
+            };
+        }
+        if step.set_weight.is_some() {
+            return self.at_desired_counts();
+        }
+        if step.analysis.is_some() {
+            return self
+                .step_run
+                .as_ref()
+                .is_some_and(|r| r.phase == Some(AnalysisPhase::Successful));
+        }
+        false
+    }
+
+    /// Argo's syncRolloutStatusCanary: the canary part of the status, then `persist`.
+    fn sync_status(&mut self) {
+        let mut new = self.base_status();
+        let (step, index) = self.current_step();
+        let count = self.steps.len();
+        let mut index = index.map(|i| i as i32);
+        if self.template_or_steps_changed() {
+            self.reset(&mut new);
+            if self.new_rs.is_some() && count > 0 && self.prev.stable_rs == self.new_hash() {
+                self.event("SkipSteps", "Rollback to stable ReplicaSets".to_string());
+                new.current_step_index = Some(count as i32);
+            }
+            self.persist(new);
+            return;
+        }
+        if self.prev.promote_full {
+            self.pause.clear = true;
+            self.pause.remove_abort = true;
+            if count > 0 {
+                index = Some(count as i32);
+            }
+        }
+        if let Some(reason) = self.should_full_promote() {
+            self.promote_stable(&mut new, &reason);
+            self.persist(new);
+            return;
+        }
+        if self.pause.aborted(&self.prev) {
+            if count > 0 {
+                let back = if new.stable_rs == new.current_pod_hash {
+                    count
+                } else {
+                    0
+                };
+                new.current_step_index = Some(back as i32);
+            }
+            self.persist(new);
+            return;
+        }
+        if let Some(i) = step
+            && self.completed_current_step()
+        {
+            let described = steps::describe(&self.steps[i]);
+            index = Some(i as i32 + 1);
+            new.canary.current_step_analysis_run_status = None;
+            self.event(
+                "RolloutStepCompleted",
+                format!("Rollout step {}/{count} completed ({described})", i + 1),
+            );
+            self.pause.remove(CANARY_PAUSE_STEP);
+        }
+        new.current_step_index = index;
+        self.persist(new);
+    }
+
+    fn reset(&mut self, new: &mut RolloutStatus) {
+        self.pause.clear = true;
+        self.pause.remove_abort = true;
+        new.restarted_at = self.o.rollout.spec.restart_at.clone();
+        new.promote_full = false;
+        new.canary.current_step_analysis_run_status = None;
+        new.canary.current_background_analysis_run_status = None;
+        new.current_step_index = (!self.steps.is_empty()).then_some(0);
+    }
+
+    fn should_full_promote(&self) -> Option<String> {
+        if self.stable_rs.is_none() {
+            return Some("Initial deploy".to_string());
+        }
+        if self.pause.aborted(&self.prev) {
+            return None;
+        }
+        let new = self.new_rs.map(|i| &self.rss[i])?;
+        if new.pods.available < self.replicas {
+            return None;
+        }
+        if self.prev.promote_full {
+            return Some("Full promotion requested".to_string());
+        }
+        if self.prev.stable_rs == new.hash {
+            return Some("Fast rollback".to_string());
+        }
+        let (_, index) = self.current_step();
+        let count = self.steps.len();
+        (count == 0 || index == Some(count)).then(|| format!("Completed all {count} canary steps"))
+    }
+
+    fn promote_stable(&mut self, new: &mut RolloutStatus, reason: &str) {
+        self.pause.clear = true;
+        self.pause.remove_abort = true;
+        new.promote_full = false;
+        new.current_step_index = (!self.steps.is_empty()).then_some(self.steps.len() as i32);
+        if new.stable_rs != new.current_pod_hash {
+            new.stable_rs = new.current_pod_hash.clone();
+            let message = format!(
+                "Rollout completed update to revision {} ({}): {reason}",
+                self.revision_number(),
+                new.current_pod_hash
+            );
+            self.event("RolloutCompleted", message);
+        }
+    }
+}
+
+fn finding(field: &str, message: String) -> crate::engine::template::Finding {
+    crate::engine::template::Finding {
+        severity: Severity::Error,
+        path: format!("spec.strategy.canary.{field}"),
+        message,
+    }
+}

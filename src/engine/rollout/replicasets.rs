@@ -1,0 +1,493 @@
+//! The Rollout's ReplicaSets and Services in one reconcile: which ReplicaSet is new, stable or old, creating
+//! the new one (Argo's name, labels, annotations and ownerReference), bumping the revision of a re-used
+//! one, scaling stable, new and old in Argo's order, pruning past revisionHistoryLimit, and pointing the
+//! canary and stable Services at their hashes. Counts come from `replicas`; this module owns the objects.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use serde_json::Value;
+
+use super::hash::{self, HASH_LABEL};
+use super::plan::Reconcile;
+use super::replicas::{self, Pods};
+use super::status::{self as cond};
+use super::{
+    DESIRED_REPLICAS_ANNOTATION, MANAGED_BY_ANNOTATION, REVISION_ANNOTATION,
+    REVISION_HISTORY_ANNOTATION, SCALE_DOWN_DEADLINE_ANNOTATION, Write, steps,
+};
+
+/// Rollout annotations Argo does not copy onto its ReplicaSets.
+const NOT_COPIED: &[&str] = &[
+    "kubectl.kubernetes.io/last-applied-configuration",
+    REVISION_ANNOTATION,
+    REVISION_HISTORY_ANNOTATION,
+    DESIRED_REPLICAS_ANNOTATION,
+    "notified.notifications.argoproj.io",
+];
+
+/// One owned ReplicaSet, as the planner reads it.
+#[derive(Debug, Clone)]
+pub(super) struct Rs {
+    pub name: String,
+    pub hash: String,
+    pub revision: i64,
+    pub pods: Pods,
+    pub ready: i32,
+    pub created: Option<Timestamp>,
+    pub scale_down_deadline: bool,
+}
+
+impl Rs {
+    fn read(rs: &ReplicaSet) -> Rs {
+        let meta = &rs.metadata;
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        let status = rs.status.as_ref();
+        Rs {
+            name: meta.name.clone().unwrap_or_default(),
+            hash: meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(HASH_LABEL))
+                .cloned()
+                .unwrap_or_default(),
+            revision: annotations
+                .get(REVISION_ANNOTATION)
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(0),
+            pods: Pods {
+                spec: rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+                current: status.map_or(0, |s| s.replicas),
+                available: status.and_then(|s| s.available_replicas).unwrap_or(0),
+            },
+            ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
+            scale_down_deadline: annotations.contains_key(SCALE_DOWN_DEADLINE_ANNOTATION),
+        }
+    }
+}
+
+impl Reconcile<'_, '_> {
+    fn template(&self) -> Value {
+        self.o.rollout.spec.template.clone().unwrap_or(Value::Null)
+    }
+
+    fn pod_hash(&self) -> String {
+        hash::pod_template_hash(&self.template(), self.prev.collision_count)
+    }
+
+    /// Sorts the owned ReplicaSets into new (runs the template: by canaryd's hash, else by comparing
+    /// templates, which adopts one Argo Rollouts created), stable (`status.stableRS`) and the others.
+    pub(super) fn find_replica_sets(&mut self) -> Result<(), String> {
+        self.rss = self.o.replica_sets.iter().map(Rs::read).collect();
+        let wanted = self.pod_hash();
+        let template = self.template();
+        self.new_rs = self.rss.iter().position(|r| r.hash == wanted).or_else(|| {
+            self.o.replica_sets.iter().position(|rs| {
+                let theirs = rs.spec.as_ref().and_then(|s| s.template.as_ref());
+                theirs
+                    .and_then(|t| serde_json::to_value(t).ok())
+                    .is_some_and(|t| hash::same_template(&template, &t))
+            })
+        });
+        self.stable_rs = (!self.prev.stable_rs.is_empty())
+            .then(|| self.rss.iter().position(|r| r.hash == self.prev.stable_rs))
+            .flatten();
+        Ok(())
+    }
+
+    fn max_revision(&self, except: Option<usize>) -> i64 {
+        self.rss
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != except)
+            .map(|(_, r)| r.revision)
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn set_rollout_revision(&mut self, revision: String) {
+        if self.revision != revision {
+            self.writes.push(Write::RolloutRevision {
+                revision: revision.clone(),
+            });
+            self.event(
+                "RolloutUpdated",
+                format!("Rollout updated to revision {revision}"),
+            );
+            self.revision = revision;
+        }
+    }
+
+    /// Creates `<rollout>-<hash>` with 0 replicas. Ok(false) when the name is taken by a ReplicaSet with
+    /// another template: the collision count goes up and the next reconcile tries another hash.
+    pub(super) fn create_new_replica_set(&mut self) -> Result<bool, String> {
+        let hash = self.pod_hash();
+        let name = format!("{}-{hash}", self.name);
+        if self.rss.iter().any(|r| r.name == name) {
+            self.prev.collision_count = Some(self.prev.collision_count.unwrap_or(0) + 1);
+            return Ok(false);
+        }
+        let revision = (self.max_revision(None) + 1).to_string();
+        let mut template = self.template();
+        let labels = template
+            .pointer_mut("/metadata/labels")
+            .and_then(Value::as_object_mut);
+        match labels {
+            Some(l) => {
+                l.insert(HASH_LABEL.into(), Value::String(hash.clone()));
+            }
+            None => {
+                template["metadata"]["labels"] = serde_json::json!({ HASH_LABEL: hash });
+            }
+        }
+        let pod_template =
+            serde_json::from_value(template.clone()).map_err(|e| format!("spec.template: {e}"))?;
+        let labels: BTreeMap<String, String> = template
+            .pointer("/metadata/labels")
+            .and_then(|l| serde_json::from_value(l.clone()).ok())
+            .unwrap_or_default();
+        let mut annotations: BTreeMap<String, String> = self
+            .o
+            .rollout
+            .metadata
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| !NOT_COPIED.contains(&k.as_str()))
+            .collect();
+        annotations.insert(REVISION_ANNOTATION.into(), revision.clone());
+        annotations.insert(
+            DESIRED_REPLICAS_ANNOTATION.into(),
+            self.replicas.to_string(),
+        );
+        let mut selector = self.o.rollout.spec.selector.clone().unwrap_or_default();
+        selector
+            .match_labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(HASH_LABEL.into(), hash.clone());
+        let rs = ReplicaSet {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: self.o.rollout.metadata.namespace.clone(),
+                labels: Some(labels),
+                annotations: Some(annotations),
+                owner_references: Some(vec![super::analysis::owner_reference(self.o.rollout)]),
+                ..Default::default()
+            },
+            spec: Some(ReplicaSetSpec {
+                replicas: Some(0),
+                min_ready_seconds: self.o.rollout.spec.min_ready_seconds,
+                selector: LabelSelector { ..selector },
+                template: Some(pod_template),
+            }),
+            status: None,
+        };
+        self.writes.push(Write::CreateReplicaSet(Box::new(rs)));
+        self.set_rollout_revision(revision.clone());
+        self.event(
+            "NewReplicaSetCreated",
+            format!("Created ReplicaSet {name} (revision {revision})"),
+        );
+        let message = format!("Created new replica set {name:?}");
+        let c = cond::condition(
+            cond::PROGRESSING,
+            "True",
+            cond::NEW_RS_CREATED,
+            &message,
+            self.o.now,
+        );
+        cond::set(&mut self.prev, c);
+        self.rss.push(Rs {
+            name,
+            hash,
+            revision: revision.parse().unwrap_or(0),
+            pods: Pods::default(),
+            ready: 0,
+            created: Some(self.o.now),
+            scale_down_deadline: false,
+        });
+        self.new_rs = Some(self.rss.len() - 1);
+        Ok(true)
+    }
+
+    /// Argo's syncReplicaSetRevision: a re-used ReplicaSet becomes the newest revision; the Rollout's
+    /// revision annotation follows its new ReplicaSet.
+    pub(super) fn sync_revision(&mut self) {
+        let Some(i) = self.new_rs else { return };
+        let next = self.max_revision(Some(i)) + 1;
+        if self.rss[i].revision < next {
+            let old = self.rss[i].revision;
+            let rs = self.o.replica_sets.get(i);
+            let previous_history = rs
+                .and_then(|r| r.metadata.annotations.as_ref())
+                .and_then(|a| a.get(REVISION_HISTORY_ANNOTATION))
+                .cloned()
+                .unwrap_or_default();
+            let history = match (previous_history.is_empty(), old) {
+                (_, 0) => previous_history,
+                (true, _) => old.to_string(),
+                (false, _) => format!("{previous_history},{old}"),
+            };
+            self.writes.push(Write::ReviseReplicaSet {
+                name: self.rss[i].name.clone(),
+                revision: next.to_string(),
+                history,
+            });
+            self.rss[i].revision = next;
+        }
+        self.set_rollout_revision(self.rss[i].revision.to_string());
+        if cond::get(&self.prev, cond::PROGRESSING).is_none() {
+            let message = format!("Found new replica set {:?}", self.rss[i].name);
+            let c = cond::condition(
+                cond::PROGRESSING,
+                "True",
+                cond::FOUND_NEW_RS,
+                &message,
+                self.o.now,
+            );
+            cond::set(&mut self.prev, c);
+        }
+    }
+
+    fn is_other(&self, i: usize) -> bool {
+        Some(i) != self.new_rs && Some(i) != self.stable_rs
+    }
+
+    /// The stable side, when it is a ReplicaSet apart from the new one.
+    fn separate_stable(&self) -> Option<usize> {
+        self.stable_rs.filter(|s| Some(*s) != self.new_rs)
+    }
+
+    /// The (new, stable) counts the current weight asks for, bounded by maxSurge/maxUnavailable.
+    pub(super) fn basic_counts(&self) -> (i32, i32) {
+        let canary = self.canary.cloned().unwrap_or_default();
+        let limits = replicas::fenceposts(
+            canary.max_surge.as_ref(),
+            canary.max_unavailable.as_ref(),
+            self.replicas,
+        )
+        .unwrap_or(replicas::Fenceposts {
+            surge: 0,
+            unavailable: 1,
+        });
+        let weight = self.basic_weight();
+        let others: i32 = (0..self.rss.len())
+            .filter(|i| self.is_other(*i))
+            .map(|i| self.rss[i].pods.spec)
+            .sum();
+        replicas::basic_canary_counts(
+            self.replicas,
+            weight,
+            limits,
+            self.new_rs.map(|i| self.rss[i].pods),
+            self.separate_stable().map(|i| self.rss[i].pods),
+            others,
+        )
+    }
+
+    fn basic_weight(&self) -> i32 {
+        let p = &self.prev;
+        if p.promote_full || p.stable_rs.is_empty() || p.current_pod_hash == p.stable_rs {
+            return replicas::MAX_WEIGHT;
+        }
+        let (_, index) = steps::current(self.steps, p);
+        steps::set_weight(self.steps, index, p.abort)
+    }
+
+    /// Argo's AtDesiredReplicaCountsForCanary (basic canary).
+    pub(super) fn at_desired_counts(&self) -> bool {
+        let (want_new, want_stable) = self.basic_counts();
+        let new_ok = self.new_rs.is_some_and(|i| {
+            self.rss[i].pods.spec == want_new && self.rss[i].pods.available == want_new
+        });
+        let stable_ok = self.separate_stable().is_none_or(|i| {
+            self.rss[i].pods.spec == want_stable && self.rss[i].pods.current == want_stable
+        });
+        let old_gone = (0..self.rss.len())
+            .filter(|i| self.is_other(*i))
+            .all(|i| self.rss[i].pods.available == 0);
+        new_ok && stable_ok && old_gone
+    }
+
+    fn scale_to(&mut self, i: usize, replicas: i32) -> bool {
+        let rs = &self.rss[i];
+        if rs.pods.spec == replicas {
+            return false;
+        }
+        let direction = if replicas > rs.pods.spec {
+            "up"
+        } else {
+            "down"
+        };
+        let message = format!(
+            "Scaled {direction} ReplicaSet {} (revision {}) from {} to {replicas}",
+            rs.name, rs.revision, rs.pods.spec
+        );
+        self.writes.push(Write::ScaleReplicaSet {
+            name: rs.name.clone(),
+            replicas,
+            desired: self.replicas,
+        });
+        self.event("ScalingReplicaSet", message);
+        true
+    }
+
+    /// Argo's reconcileCanaryReplicaSets: stable first, then new, then the old ones; true when something
+    /// was scaled (the reconcile then ends). Nothing moves while spec.paused or an inconclusive run pauses.
+    pub(super) fn scale(&mut self) -> bool {
+        let inconclusive = self
+            .prev
+            .pause_conditions
+            .iter()
+            .any(|p| p.reason == cond::INCONCLUSIVE_ANALYSIS);
+        if self.spec_paused() || inconclusive {
+            return false;
+        }
+        let (want_new, want_stable) = self.basic_counts();
+        if let Some(s) = self.separate_stable()
+            && self.scale_to(s, want_stable)
+        {
+            return true;
+        }
+        if let Some(n) = self.new_rs
+            && self.scale_to(n, want_new)
+        {
+            return true;
+        }
+        self.scale_down_old()
+    }
+
+    /// Old ReplicaSets: unavailable pods go first, then as many as keep replicas−maxUnavailable available.
+    fn scale_down_old(&mut self) -> bool {
+        let mut old: Vec<usize> = (0..self.rss.len())
+            .filter(|i| self.is_other(*i) && self.rss[*i].pods.spec > 0)
+            .collect();
+        if old.is_empty() {
+            return false;
+        }
+        let mut scaled = false;
+        old.sort_by_key(|i| self.rss[*i].created);
+        for &i in &old {
+            let p = self.rss[i].pods;
+            if p.spec > p.available {
+                scaled |= self.scale_to(i, p.available);
+                self.rss[i].pods.spec = p.available;
+            }
+        }
+        let canary = self.canary.cloned().unwrap_or_default();
+        let unavailable = replicas::fenceposts(
+            canary.max_surge.as_ref(),
+            canary.max_unavailable.as_ref(),
+            self.replicas,
+        )
+        .map_or(1, |f| f.unavailable);
+        let available: i32 = self.rss.iter().map(|r| r.pods.available).sum();
+        let mut budget = available - (self.replicas - unavailable);
+        old.sort_by_key(|i| std::cmp::Reverse(self.rss[*i].revision));
+        for &i in &old {
+            let spec = self.rss[i].pods.spec;
+            if budget <= 0 {
+                break;
+            }
+            if spec == 0 {
+                continue;
+            }
+            let target = (spec - budget).max(0);
+            scaled |= self.scale_to(i, target);
+            budget -= spec - target;
+        }
+        scaled
+    }
+
+    /// Argo's reconcileRevisionHistoryLimit: the oldest fully scaled-down old ReplicaSets beyond the limit
+    /// are deleted.
+    pub(super) fn revision_history(&mut self) {
+        let limit = self
+            .o
+            .rollout
+            .spec
+            .revision_history_limit
+            .unwrap_or(10)
+            .max(0) as usize;
+        let mut candidates: Vec<usize> = (0..self.rss.len())
+            .filter(|i| {
+                self.is_other(*i) && self.rss[*i].pods.spec == 0 && self.rss[*i].pods.current == 0
+            })
+            .collect();
+        if candidates.len() <= limit {
+            return;
+        }
+        candidates.sort_by_key(|i| self.rss[*i].created);
+        let excess = candidates.len() - limit;
+        for &i in candidates.iter().take(excess) {
+            self.writes.push(Write::DeleteReplicaSet {
+                name: self.rss[i].name.clone(),
+            });
+        }
+    }
+
+    /// Argo's reconcileStableAndCanaryService without a router: stable Service → stable hash; canary
+    /// Service → new hash (→ stable hash when aborted). A Service is switched only to a ReplicaSet with an
+    /// available pod, and adopted (first switch) only once that ReplicaSet is fully available.
+    pub(super) fn services(&mut self) {
+        let Some(canary) = self.canary else { return };
+        if let (Some(name), Some(s)) = (canary.stable_service.clone(), self.stable_rs) {
+            self.point_service(&name, s);
+        }
+        let target = if self.pause.aborted(&self.prev) {
+            self.stable_rs
+        } else {
+            self.new_rs
+        };
+        if let (Some(name), Some(t)) = (canary.canary_service.clone(), target) {
+            self.point_service(&name, t);
+        }
+    }
+
+    fn point_service(&mut self, name: &str, rs: usize) {
+        let Some(svc) = self
+            .o
+            .services
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(name))
+        else {
+            return;
+        };
+        let current = svc
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .and_then(|s| s.get(HASH_LABEL))
+            .cloned()
+            .unwrap_or_default();
+        let target = &self.rss[rs];
+        if current == target.hash {
+            return;
+        }
+        let managed = svc
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(MANAGED_BY_ANNOTATION));
+        if !managed && target.pods.spec > target.pods.available {
+            return;
+        }
+        if target.pods.available == 0 {
+            return;
+        }
+        let message = format!(
+            "Switched selector for service '{name}' from '{current}' to '{}'",
+            target.hash
+        );
+        self.writes.push(Write::SwitchService {
+            name: name.to_string(),
+            hash: target.hash.clone(),
+            rollout: self.name.clone(),
+        });
+        self.event("SwitchService", message);
+    }
+}

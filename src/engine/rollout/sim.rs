@@ -1,0 +1,316 @@
+//! An in-memory cluster for the planner: it holds one Rollout and what it owns, applies a [`Plan`]'s writes
+//! the way the API server and the built-in controllers would (a created ReplicaSet starts with no pods, a
+//! scale-down removes pods at once, pods become available only when told), and records the Events. Tests
+//! drive Argo's scenarios with it; `rehearse` and `demo` can run a Rollout on it with a virtual clock. Pure:
+//! time is whatever the caller passes.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+use super::{Event, MANAGED_BY_ANNOTATION, Observed, Plan, Write, plan};
+use crate::api::rollout::{RolloutSpec, RolloutStatus};
+use crate::api::{
+    AnalysisPhase, AnalysisRun, AnalysisRunStatus, AnalysisTemplateRef, AnalysisTemplateSpec,
+    Rollout,
+};
+
+use super::hash::HASH_LABEL;
+use super::{DESIRED_REPLICAS_ANNOTATION, REVISION_ANNOTATION, REVISION_HISTORY_ANNOTATION};
+
+/// One Rollout and everything the planner reads about it.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub rollout: Rollout,
+    pub replica_sets: Vec<ReplicaSet>,
+    pub analysis_runs: Vec<AnalysisRun>,
+    pub services: Vec<Service>,
+    /// Templates by (cluster-scoped, name).
+    pub templates: BTreeMap<(bool, String), AnalysisTemplateSpec>,
+    pub events: Vec<Event>,
+    pub instance_id: Option<String>,
+}
+
+impl Cluster {
+    /// A cluster holding `rollout` as just created (generation 1, a uid).
+    pub fn new(mut rollout: Rollout) -> Cluster {
+        rollout.metadata.generation = Some(1);
+        rollout
+            .metadata
+            .uid
+            .get_or_insert_with(|| "rollout-uid".to_string());
+        Cluster {
+            rollout,
+            replica_sets: Vec::new(),
+            analysis_runs: Vec::new(),
+            services: Vec::new(),
+            templates: BTreeMap::new(),
+            events: Vec::new(),
+            instance_id: None,
+        }
+    }
+
+    /// Adds a Service selecting `selector`, as a user would create it before the Rollout.
+    pub fn add_service(&mut self, name: &str, selector: BTreeMap<String, String>) {
+        self.services.push(Service {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                selector: Some(selector),
+                ..Default::default()
+            }),
+            status: None,
+        });
+    }
+
+    /// Plans one reconcile at `now` and applies it.
+    pub fn reconcile(&mut self, now: Timestamp) -> Plan {
+        let templates = &self.templates;
+        let lookup = |r: &AnalysisTemplateRef| {
+            let key = (
+                r.cluster_scope == Some(true),
+                r.template_name.clone().unwrap_or_default(),
+            );
+            templates.get(&key)
+        };
+        let planned = {
+            let observed = Observed {
+                rollout: &self.rollout,
+                replica_sets: &self.replica_sets,
+                analysis_runs: &self.analysis_runs,
+                services: &self.services,
+                templates: &lookup,
+                instance_id: self.instance_id.as_deref(),
+                now,
+            };
+            plan(&observed)
+        };
+        self.apply(&planned, now);
+        planned
+    }
+
+    /// Reconciles until a plan changes nothing (at most `limit` times); returns how many plans ran.
+    pub fn settle(&mut self, now: Timestamp, limit: usize) -> usize {
+        for n in 0..limit {
+            let before = self.rollout.status.clone();
+            let planned = self.reconcile(now);
+            if planned.writes.is_empty() && self.rollout.status == before {
+                return n + 1;
+            }
+        }
+        limit
+    }
+
+    /// Every ReplicaSet's pods are created, ready and available.
+    pub fn make_available(&mut self) {
+        for rs in &mut self.replica_sets {
+            let n = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            rs.status = Some(ReplicaSetStatus {
+                replicas: n,
+                ready_replicas: Some(n),
+                available_replicas: Some(n),
+                ..Default::default()
+            });
+        }
+    }
+
+    /// Pods are created for every ReplicaSet but none becomes available (a crash loop).
+    pub fn make_unavailable(&mut self, name: &str) {
+        for rs in self
+            .replica_sets
+            .iter_mut()
+            .filter(|r| r.metadata.name.as_deref() == Some(name))
+        {
+            let n = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            rs.status = Some(ReplicaSetStatus {
+                replicas: n,
+                ..Default::default()
+            });
+        }
+    }
+
+    /// Ends a run the way canaryd's AnalysisRun controller would.
+    pub fn finish_run(&mut self, name: &str, phase: AnalysisPhase, message: &str) {
+        for run in self
+            .analysis_runs
+            .iter_mut()
+            .filter(|r| r.metadata.name.as_deref() == Some(name))
+        {
+            run.status = Some(AnalysisRunStatus {
+                phase: Some(phase),
+                message: (!message.is_empty()).then(|| message.to_string()),
+                ..Default::default()
+            });
+        }
+    }
+
+    /// A user's edit of the spec: the generation goes up, as the API server does.
+    pub fn edit_spec(&mut self, edit: impl FnOnce(&mut RolloutSpec)) {
+        edit(&mut self.rollout.spec);
+        self.rollout.metadata.generation = Some(self.rollout.metadata.generation.unwrap_or(0) + 1);
+    }
+
+    /// A status patch from kubectl-argo-rollouts (abort, retry, promote).
+    pub fn patch_status(&mut self, patch: impl FnOnce(&mut RolloutStatus)) {
+        patch(self.rollout.status.get_or_insert_with(Default::default));
+    }
+
+    pub fn replica_set(&self, name: &str) -> Option<&ReplicaSet> {
+        self.replica_sets
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(name))
+    }
+
+    /// (spec.replicas) of each ReplicaSet by revision, oldest first.
+    pub fn replicas_by_revision(&self) -> Vec<(String, i32)> {
+        let mut out: Vec<(String, i32)> = self
+            .replica_sets
+            .iter()
+            .map(|rs| {
+                let revision = rs
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(REVISION_ANNOTATION))
+                    .cloned()
+                    .unwrap_or_default();
+                (
+                    revision,
+                    rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+                )
+            })
+            .collect();
+        out.sort_by_key(|(r, _)| r.parse::<i64>().unwrap_or(0));
+        out
+    }
+
+    pub fn status(&self) -> RolloutStatus {
+        self.rollout.status.clone().unwrap_or_default()
+    }
+
+    /// Applies a plan's writes, status and Events.
+    pub fn apply(&mut self, plan: &Plan, now: Timestamp) {
+        for write in &plan.writes {
+            self.write(write, now);
+        }
+        self.rollout.status = Some(plan.status.clone());
+        self.events.extend(plan.events.iter().cloned());
+    }
+
+    fn rs_mut(&mut self, name: &str) -> Option<&mut ReplicaSet> {
+        self.replica_sets
+            .iter_mut()
+            .find(|r| r.metadata.name.as_deref() == Some(name))
+    }
+
+    fn write(&mut self, write: &Write, now: Timestamp) {
+        match write {
+            Write::RolloutRevision { revision } => {
+                let annotations = self
+                    .rollout
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default);
+                annotations.insert(REVISION_ANNOTATION.into(), revision.clone());
+            }
+            Write::CreateReplicaSet(rs) => {
+                if self
+                    .replica_set(rs.metadata.name.as_deref().unwrap_or_default())
+                    .is_none()
+                {
+                    let mut rs = (**rs).clone();
+                    rs.metadata.creation_timestamp = Some(Time(now));
+                    rs.status = Some(ReplicaSetStatus::default());
+                    self.replica_sets.push(rs);
+                }
+            }
+            Write::ReviseReplicaSet {
+                name,
+                revision,
+                history,
+            } => {
+                if let Some(rs) = self.rs_mut(name) {
+                    let a = rs.metadata.annotations.get_or_insert_with(Default::default);
+                    a.insert(REVISION_ANNOTATION.into(), revision.clone());
+                    if !history.is_empty() {
+                        a.insert(REVISION_HISTORY_ANNOTATION.into(), history.clone());
+                    }
+                }
+            }
+            Write::ScaleReplicaSet {
+                name,
+                replicas,
+                desired,
+            } => {
+                if let Some(rs) = self.rs_mut(name) {
+                    let a = rs.metadata.annotations.get_or_insert_with(Default::default);
+                    a.insert(DESIRED_REPLICAS_ANNOTATION.into(), desired.to_string());
+                    if let Some(spec) = rs.spec.as_mut() {
+                        spec.replicas = Some(*replicas);
+                    }
+                    // Pods beyond the new count are gone at once; new ones wait for make_available.
+                    let status = rs.status.get_or_insert_with(Default::default);
+                    status.replicas = status.replicas.min(*replicas);
+                    status.ready_replicas = status.ready_replicas.map(|n| n.min(*replicas));
+                    status.available_replicas = status.available_replicas.map(|n| n.min(*replicas));
+                }
+            }
+            Write::SwitchService {
+                name,
+                hash,
+                rollout,
+            } => {
+                if let Some(svc) = self
+                    .services
+                    .iter_mut()
+                    .find(|s| s.metadata.name.as_deref() == Some(name))
+                {
+                    let spec = svc.spec.get_or_insert_with(Default::default);
+                    spec.selector
+                        .get_or_insert_with(Default::default)
+                        .insert(HASH_LABEL.into(), hash.clone());
+                    let a = svc
+                        .metadata
+                        .annotations
+                        .get_or_insert_with(Default::default);
+                    a.insert(MANAGED_BY_ANNOTATION.into(), rollout.clone());
+                }
+            }
+            Write::CreateAnalysisRun(run) => {
+                let name = run.metadata.name.clone();
+                if !self.analysis_runs.iter().any(|r| r.metadata.name == name) {
+                    let mut run = (**run).clone();
+                    run.metadata.creation_timestamp = Some(Time(now));
+                    run.status = Some(AnalysisRunStatus {
+                        phase: Some(AnalysisPhase::Running),
+                        ..Default::default()
+                    });
+                    self.analysis_runs.push(run);
+                }
+            }
+            Write::TerminateAnalysisRun { name } => {
+                for run in self
+                    .analysis_runs
+                    .iter_mut()
+                    .filter(|r| r.metadata.name.as_ref() == Some(name))
+                {
+                    run.spec.terminate = Some(true);
+                    // A terminated run ends its unfinished metrics Successful, as canaryd's controller does.
+                    let status = run.status.get_or_insert_with(Default::default);
+                    if !status.phase.is_some_and(AnalysisPhase::is_completed) {
+                        status.phase = Some(AnalysisPhase::Successful);
+                    }
+                }
+            }
+            Write::DeleteReplicaSet { name } => {
+                self.replica_sets
+                    .retain(|r| r.metadata.name.as_ref() != Some(name));
+            }
+        }
+    }
+}

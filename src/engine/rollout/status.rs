@@ -1,0 +1,244 @@
+//! Rollout conditions, phase and message exactly as Argo computes them (`utils/conditions`,
+//! `CalculateRolloutPhase`): the reasons and messages kubectl-argo-rollouts and Argo CD read. Owns the
+//! strings and the rules that pick them; it does not decide steps or scaling.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::rollout::{RolloutCondition, RolloutStatus};
+
+pub const PROGRESSING: &str = "Progressing";
+pub const AVAILABLE: &str = "Available";
+pub const PAUSED: &str = "Paused";
+pub const HEALTHY: &str = "Healthy";
+pub const COMPLETED: &str = "Completed";
+pub const INVALID_SPEC: &str = "InvalidSpec";
+
+pub const NEW_RS_CREATED: &str = "NewReplicaSetCreated";
+pub const FOUND_NEW_RS: &str = "FoundNewReplicaSet";
+pub const RS_UPDATED: &str = "ReplicaSetUpdated";
+pub const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
+pub const RS_NOT_AVAILABLE: &str = "ReplicaSetNotAvailable";
+pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
+pub const ROLLOUT_RESUMED: &str = "RolloutResumed";
+pub const ROLLOUT_RETRY: &str = "RolloutRetry";
+pub const ROLLOUT_ABORTED: &str = "RolloutAborted";
+pub const TIMED_OUT: &str = "ProgressDeadlineExceeded";
+pub const AVAILABLE_REASON: &str = "AvailableReason";
+pub const ROLLOUT_HEALTHY: &str = "RolloutHealthy";
+pub const ROLLOUT_COMPLETED: &str = "RolloutCompleted";
+
+pub const PAUSED_MESSAGE: &str = "Rollout is paused";
+pub const RESUMED_MESSAGE: &str = "Rollout is resumed";
+pub const RETRY_MESSAGE: &str = "Retrying Rollout after abort";
+pub const AVAILABLE_MESSAGE: &str = "Rollout has minimum availability";
+pub const NOT_AVAILABLE_MESSAGE: &str = "Rollout does not have minimum availability";
+pub const HEALTHY_MESSAGE: &str = "Rollout is healthy";
+pub const NOT_HEALTHY_MESSAGE: &str = "Rollout is not healthy";
+
+/// Pause reasons.
+pub const CANARY_PAUSE_STEP: &str = "CanaryPauseStep";
+pub const INCONCLUSIVE_ANALYSIS: &str = "InconclusiveAnalysisRun";
+
+pub fn condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> RolloutCondition {
+    RolloutCondition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+        last_update_time: Time(now),
+        last_transition_time: Time(now),
+    }
+}
+
+pub fn get<'a>(status: &'a RolloutStatus, type_: &str) -> Option<&'a RolloutCondition> {
+    status.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Argo's SetRolloutCondition: the same status and reason is no change (times kept); a new reason with
+/// the same status keeps lastTransitionTime. The condition moves to the end. True when it changed.
+pub fn set(status: &mut RolloutStatus, mut new: RolloutCondition) -> bool {
+    if let Some(current) = get(status, &new.type_) {
+        if current.status == new.status && current.reason == new.reason {
+            return false;
+        }
+        if current.status == new.status {
+            new.last_transition_time = current.last_transition_time.clone();
+        }
+    }
+    remove(status, &new.type_);
+    status.conditions.push(new);
+    true
+}
+
+pub fn remove(status: &mut RolloutStatus, type_: &str) {
+    status.conditions.retain(|c| c.type_ != type_);
+}
+
+/// `Completed`: the current pod hash is the stable one.
+pub fn completed(status: &RolloutStatus) -> bool {
+    !status.stable_rs.is_empty() && status.stable_rs == status.current_pod_hash
+}
+
+/// Argo's CalculateRolloutPhase for a canary without traffic routing: first match wins.
+pub fn phase(
+    paused: bool,
+    replicas: i32,
+    steps: usize,
+    status: &RolloutStatus,
+) -> (&'static str, String) {
+    for c in &status.conditions {
+        if c.type_ == INVALID_SPEC {
+            return ("Degraded", format!("{INVALID_SPEC}: {}", c.message));
+        }
+        if c.reason == ROLLOUT_ABORTED || c.reason == TIMED_OUT {
+            return ("Degraded", format!("{}: {}", c.reason, c.message));
+        }
+    }
+    if paused {
+        return ("Paused", "manually paused".to_string());
+    }
+    if let Some(p) = status.pause_conditions.first() {
+        return ("Paused", p.reason.clone());
+    }
+    if status.updated_replicas < replicas {
+        return (
+            "Progressing",
+            "more replicas need to be updated".to_string(),
+        );
+    }
+    if status.available_replicas < status.updated_replicas {
+        return (
+            "Progressing",
+            "updated replicas are still becoming available".to_string(),
+        );
+    }
+    if status.replicas > status.updated_replicas {
+        return (
+            "Progressing",
+            "old replicas are pending termination".to_string(),
+        );
+    }
+    if status.stable_rs.is_empty() || !fully_promoted(steps, status) {
+        return (
+            "Progressing",
+            "waiting for all steps to complete".to_string(),
+        );
+    }
+    ("Healthy", String::new())
+}
+
+/// Argo's IsFullyPromoted for a canary: the stable ReplicaSet is the current one.
+pub fn fully_promoted(_steps: usize, status: &RolloutStatus) -> bool {
+    status.stable_rs == status.current_pod_hash
+}
+
+/// Argo's RolloutHealthy: every pod updated and available, every step done, no old pods left.
+pub fn healthy(
+    replicas: i32,
+    steps: usize,
+    generation_observed: bool,
+    status: &RolloutStatus,
+) -> bool {
+    let all_steps = steps == 0
+        || status
+            .current_step_index
+            .is_none_or(|i| i as usize == steps);
+    status.updated_replicas == replicas
+        && status.available_replicas == replicas
+        && generation_observed
+        && all_steps
+        && completed(status)
+        && status.replicas == replicas
+}
+
+/// Argo's RolloutTimedOut: the Progressing condition is ProgressDeadlineExceeded already, or reported no
+/// progress for longer than the deadline (never while paused or aborted).
+pub fn timed_out(status: &RolloutStatus, deadline_seconds: i64, now: Timestamp) -> bool {
+    let Some(c) = get(status, PROGRESSING) else {
+        return false;
+    };
+    if c.reason == ROLLOUT_ABORTED || c.reason == ROLLOUT_PAUSED {
+        return false;
+    }
+    if c.reason == TIMED_OUT {
+        return true;
+    }
+    deadline(c, deadline_seconds) < now
+}
+
+/// When the Progressing condition's last progress runs out of time.
+pub fn deadline(progressing: &RolloutCondition, deadline_seconds: i64) -> Timestamp {
+    let from = progressing.last_update_time.0;
+    from.checked_add(jiff::SignedDuration::from_secs(deadline_seconds))
+        .unwrap_or(from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    #[test]
+    fn setting_the_same_status_and_reason_keeps_the_old_times() {
+        let mut s = RolloutStatus::default();
+        assert!(set(
+            &mut s,
+            condition(PROGRESSING, "True", RS_UPDATED, "a", at(0))
+        ));
+        assert!(!set(
+            &mut s,
+            condition(PROGRESSING, "True", RS_UPDATED, "b", at(5))
+        ));
+        assert_eq!(s.conditions[0].message, "a");
+        assert!(set(
+            &mut s,
+            condition(PROGRESSING, "True", NEW_RS_AVAILABLE, "c", at(9))
+        ));
+        assert_eq!(s.conditions[0].last_transition_time, Time(at(0)));
+        assert_eq!(s.conditions[0].last_update_time, Time(at(9)));
+    }
+
+    #[test]
+    fn phase_follows_argos_order() {
+        let mut s = RolloutStatus {
+            replicas: 2,
+            updated_replicas: 1,
+            available_replicas: 1,
+            stable_rs: "a".into(),
+            current_pod_hash: "b".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            phase(false, 1, 2, &s),
+            ("Progressing", "old replicas are pending termination".into())
+        );
+        assert_eq!(phase(true, 1, 2, &s).1, "manually paused");
+        set(
+            &mut s,
+            condition(
+                PROGRESSING,
+                "False",
+                ROLLOUT_ABORTED,
+                "Rollout aborted update to revision 2",
+                at(0),
+            ),
+        );
+        assert_eq!(
+            phase(true, 1, 2, &s),
+            (
+                "Degraded",
+                "RolloutAborted: Rollout aborted update to revision 2".into()
+            )
+        );
+    }
+}
