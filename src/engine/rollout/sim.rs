@@ -106,17 +106,21 @@ impl Cluster {
         limit
     }
 
-    /// Every ReplicaSet's pods are created, ready and available.
-    pub fn make_available(&mut self) {
+    /// Every ReplicaSet's pods are created, ready and available; true when that changed anything.
+    pub fn make_available(&mut self) -> bool {
+        let mut changed = false;
         for rs in &mut self.replica_sets {
             let n = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-            rs.status = Some(ReplicaSetStatus {
+            let ready = Some(ReplicaSetStatus {
                 replicas: n,
                 ready_replicas: Some(n),
                 available_replicas: Some(n),
                 ..Default::default()
             });
+            changed |= rs.status != ready;
+            rs.status = ready;
         }
+        changed
     }
 
     /// Pods are created for every ReplicaSet but none becomes available (a crash loop).
