@@ -12,6 +12,7 @@ mod persist;
 mod plan;
 pub mod replicas;
 mod replicasets;
+mod runs;
 pub mod sim;
 pub mod spec;
 pub mod status;

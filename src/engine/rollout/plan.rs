@@ -5,15 +5,16 @@
 
 use jiff::Timestamp;
 
-use super::analysis::{self, RunContext, RunKind};
+use super::analysis;
 use super::hash;
 use super::persist::PauseContext;
 use super::replicasets::Rs;
-use super::status::{self as cond, CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
+use super::runs::RunState;
+use super::status::{self as cond, CANARY_PAUSE_STEP};
 use super::steps::{self, pause_seconds};
 use super::{Event, Observed, Plan, Write, replicas, spec};
 use crate::api::AnalysisPhase;
-use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutAnalysisRunStatus, RolloutStatus};
+use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutStatus};
 use crate::engine::template::Severity;
 
 /// Plans one reconcile.
@@ -51,14 +52,7 @@ pub(super) struct Reconcile<'r, 'a> {
     pub events: Vec<Event>,
     pub wake: Option<Timestamp>,
     pub status: Option<RolloutStatus>,
-    step_run: Option<RunState>,
-}
-
-#[derive(Debug, Clone)]
-struct RunState {
-    name: String,
-    phase: Option<AnalysisPhase>,
-    step_index: Option<String>,
+    pub step_run: Option<RunState>,
 }
 
 impl<'r, 'a> Reconcile<'r, 'a> {
@@ -329,7 +323,7 @@ impl<'r, 'a> Reconcile<'r, 'a> {
         self.finish_status_only(status);
     }
 
-    fn new_hash(&self) -> String {
+    pub fn new_hash(&self) -> String {
         self.new_rs
             .map(|i| self.rss[i].hash.clone())
             .unwrap_or_default()
@@ -343,7 +337,7 @@ impl<'r, 'a> Reconcile<'r, 'a> {
             || self.prev.current_pod_hash != self.new_hash()
     }
 
-    fn current_step(&self) -> (Option<usize>, Option<usize>) {
+    pub fn current_step(&self) -> (Option<usize>, Option<usize>) {
         steps::current(self.steps, &self.prev)
     }
 
@@ -358,231 +352,6 @@ impl<'r, 'a> Reconcile<'r, 'a> {
         }
         let (_, index) = steps::current(self.steps, status);
         steps::set_weight(self.steps, index, status.abort)
-    }
-
-    /// Argo's reconcileAnalysisRuns: terminates runs that no longer count, creates the current step's and
-    /// the background run, and turns a finished run into a pause or an abort.
-    fn analysis(&mut self) -> Result<(), String> {
-        let Some(new) = self.new_rs else {
-            return Ok(());
-        };
-        let aborted = self.pause.aborted(&self.prev);
-        let new_hash = self.rss[new].hash.clone();
-        let fast_rollback = self.prev.stable_rs == new_hash;
-        let initial = self.prev.stable_rs.is_empty();
-        let promoted = cond::fully_promoted(self.steps.len(), &self.prev);
-        let find = |name: Option<&String>| {
-            let name = name?;
-            let run = self
-                .o
-                .analysis_runs
-                .iter()
-                .find(|r| r.metadata.name.as_ref() == Some(name))?;
-            Some(RunState {
-                name: name.clone(),
-                phase: run.status.as_ref().and_then(|s| s.phase),
-                step_index: run
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(analysis::STEP_INDEX_LABEL))
-                    .cloned(),
-            })
-        };
-        let canary_status = &self.prev.canary;
-        let mut step_run = find(
-            canary_status
-                .current_step_analysis_run_status
-                .as_ref()
-                .map(|s| &s.name),
-        );
-        let mut background = find(
-            canary_status
-                .current_background_analysis_run_status
-                .as_ref()
-                .map(|s| &s.name),
-        );
-        let mut keep: Vec<String> = Vec::new();
-        if promoted || aborted || self.prev.promote_full || fast_rollback || initial {
-            step_run = None;
-            background = None;
-        } else {
-            step_run = self.step_analysis(step_run)?;
-            background = self.background_analysis(background)?;
-        }
-        for run in [&step_run, &background].into_iter().flatten() {
-            keep.push(run.name.clone());
-        }
-        // Every other run of this Rollout that is still going is stopped (Argo cancels them too).
-        for run in self.o.analysis_runs {
-            let name = run.metadata.name.clone().unwrap_or_default();
-            let finished = run
-                .status
-                .as_ref()
-                .and_then(|s| s.phase)
-                .is_some_and(AnalysisPhase::is_completed);
-            if !keep.contains(&name) && !finished && run.spec.terminate != Some(true) {
-                self.writes.push(Write::TerminateAnalysisRun { name });
-            }
-        }
-        self.step_run = step_run;
-        Ok(())
-    }
-
-    fn run_status(&self, name: &str) -> RolloutAnalysisRunStatus {
-        let run = self
-            .o
-            .analysis_runs
-            .iter()
-            .find(|r| r.metadata.name.as_deref() == Some(name));
-        let status = run.and_then(|r| r.status.as_ref());
-        RolloutAnalysisRunStatus {
-            name: name.to_string(),
-            status: status
-                .and_then(|s| s.phase)
-                .map(|p| p.as_str().to_string())
-                .unwrap_or_default(),
-            message: status.and_then(|s| s.message.clone()).unwrap_or_default(),
-        }
-    }
-
-    /// Argo's needsNewAnalysisRun for an existing run: after a promote past an Inconclusive run, or a retry.
-    fn needs_new_run(&self, current: &RunState) -> bool {
-        let has = |reason| {
-            self.prev
-                .pause_conditions
-                .iter()
-                .any(|p| p.reason == reason)
-        };
-        if self.prev.controller_pause && !has(CANARY_PAUSE_STEP) {
-            return current.phase == Some(AnalysisPhase::Inconclusive);
-        }
-        self.prev.aborted_at.is_some()
-    }
-
-    fn run_context(&self) -> (String, String) {
-        let new_hash = self.new_hash();
-        let stable_hash = self
-            .stable_rs
-            .map(|i| self.rss[i].hash.clone())
-            .unwrap_or_default();
-        (new_hash, stable_hash)
-    }
-
-    fn create_run(
-        &mut self,
-        a: &crate::api::rollout::RolloutAnalysis,
-        kind: RunKind,
-    ) -> Result<RunState, String> {
-        let (new_hash, stable_hash) = self.run_context();
-        let cx = RunContext {
-            rollout: self.o.rollout,
-            revision: &self.revision,
-            new_hash: &new_hash,
-            stable_hash: &stable_hash,
-            instance_id: self.o.instance_id,
-        };
-        let run = analysis::build_run(a, kind, &cx, self.o.templates)?;
-        let name = run.metadata.name.clone().unwrap_or_default();
-        // A run of that name already exists (a restart after creating it): it is this step's run.
-        let existing = self
-            .o
-            .analysis_runs
-            .iter()
-            .find(|r| r.metadata.name.as_deref() == Some(name.as_str()));
-        if existing.is_none() {
-            self.writes.push(Write::CreateAnalysisRun(Box::new(run)));
-        }
-        Ok(RunState {
-            phase: existing
-                .and_then(|r| r.status.as_ref())
-                .and_then(|s| s.phase),
-            step_index: match kind {
-                RunKind::Step(i) => Some(i.to_string()),
-                RunKind::Background => None,
-            },
-            name,
-        })
-    }
-
-    fn step_analysis(&mut self, current: Option<RunState>) -> Result<Option<RunState>, String> {
-        if !self.prev.pause_conditions.is_empty() || self.prev.abort {
-            if let Some(c) = &current {
-                self.new.canary.current_step_analysis_run_status = Some(self.run_status(&c.name));
-            }
-            return Ok(current);
-        }
-        let (step, index) = self.current_step();
-        let step = step.and_then(|i| self.steps[i].analysis.as_ref().map(|a| (i, a)));
-        let Some((i, a)) = step else { return Ok(None) };
-        let from_previous_step = current
-            .as_ref()
-            .is_some_and(|c| c.step_index != index.map(|i| i.to_string()));
-        if from_previous_step {
-            return Ok(None);
-        }
-        let current = match current {
-            Some(c) if !self.needs_new_run(&c) => c,
-            _ => self.create_run(a, RunKind::Step(i))?,
-        };
-        self.new.canary.current_step_analysis_run_status = Some(self.run_status(&current.name));
-        self.judge_run(&current, "Step-based");
-        Ok(Some(current))
-    }
-
-    fn background_analysis(
-        &mut self,
-        current: Option<RunState>,
-    ) -> Result<Option<RunState>, String> {
-        let Some(b) = self.canary.and_then(|c| c.analysis.as_ref()) else {
-            return Ok(None);
-        };
-        if b.analysis.templates.as_ref().is_none_or(|t| t.is_empty()) {
-            return Ok(None);
-        }
-        let (_, index) = self.current_step();
-        let before_start = b
-            .starting_step
-            .is_some_and(|s| index.is_some_and(|i| (i as i64) < i64::from(s)));
-        if self.prev.current_pod_hash.is_empty() || before_start {
-            return Ok(None);
-        }
-        if self
-            .prev
-            .pause_conditions
-            .iter()
-            .any(|p| p.reason == INCONCLUSIVE_ANALYSIS)
-        {
-            if let Some(c) = &current {
-                self.new.canary.current_background_analysis_run_status =
-                    Some(self.run_status(&c.name));
-            }
-            return Ok(current);
-        }
-        let current = match current {
-            Some(c) if !self.needs_new_run(&c) => c,
-            _ => self.create_run(&b.analysis, RunKind::Background)?,
-        };
-        self.new.canary.current_background_analysis_run_status =
-            Some(self.run_status(&current.name));
-        self.judge_run(&current, "Background");
-        Ok(Some(current))
-    }
-
-    /// Inconclusive pauses; Failed and Error abort with the run's message, in Argo's words.
-    fn judge_run(&mut self, run: &RunState, kind: &str) {
-        match run.phase {
-            Some(AnalysisPhase::Inconclusive) => self.pause.add(INCONCLUSIVE_ANALYSIS),
-            Some(AnalysisPhase::Failed | AnalysisPhase::Error) => {
-                let mut message = format!("{kind} analysis phase error/failed");
-                let text = self.run_status(&run.name).message;
-                if !text.is_empty() {
-                    message = format!("{message}: {text}");
-                }
-                self.pause.abort(message);
-            }
-            _ => {}
-        }
     }
 
     /// Argo's reconcileCanaryPause: entering a pause step adds its pause condition; a timed pause asks to

@@ -1,0 +1,206 @@
+//! The Rollout planner's step and background analysis on the in-memory cluster: AnalysisRuns named,
+//! labelled and argued as Argo creates them, and Successful, Failed, Inconclusive and promote --full
+//! handled as Argo handles them.
+
+mod rollout_support;
+
+use canaryd::api::AnalysisPhase;
+use canaryd::engine::rollout::sim::Cluster;
+use rollout_support::*;
+use serde_json::json;
+
+#[test]
+fn a_failed_step_analysis_aborts_with_the_runs_message_and_scales_the_canary_back() {
+    let mut c = analysis_rollout();
+    run(&mut c, at(0));
+    let stable = c.status().stable_rs;
+    assert_eq!(service_hash(&c, "web-stable"), stable);
+    assert_eq!(service_hash(&c, "web-canary"), stable);
+
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    let s = c.status();
+    assert_eq!(s.current_step_index, Some(1));
+    assert_eq!(
+        service_hash(&c, "web-canary"),
+        s.current_pod_hash,
+        "canary Service follows the new pods"
+    );
+    assert_eq!(c.analysis_runs.len(), 1);
+    let run_name = format!("web-{}-2-1", s.current_pod_hash);
+    let ar = &c.analysis_runs[0];
+    assert_eq!(ar.metadata.name.as_deref(), Some(run_name.as_str()));
+    let labels = ar.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["rollout-type"], "Step");
+    assert_eq!(labels["step-index"], "1");
+    assert_eq!(labels["rollouts-pod-template-hash"], s.current_pod_hash);
+    assert_eq!(labels["app"], "web");
+    assert_eq!(
+        ar.metadata.annotations.as_ref().unwrap()["rollout.argoproj.io/revision"],
+        "2"
+    );
+    let args = ar.spec.args.as_ref().unwrap();
+    assert_eq!(args[0].value.as_deref(), Some("web"));
+    assert_eq!(args[1].value.as_deref(), Some(s.current_pod_hash.as_str()));
+    let step_status = s.canary.current_step_analysis_run_status.as_ref().unwrap();
+    assert_eq!(
+        (step_status.name.as_str(), step_status.status.as_str()),
+        (run_name.as_str(), "Running")
+    );
+
+    let mark = c.events.len();
+    let why = "Metric \"rate\" assessed Failed due to failed (1) > failureLimit (0)";
+    c.finish_run(&run_name, AnalysisPhase::Failed, why);
+    run(&mut c, at(20));
+    assert_eq!(
+        phase(&c),
+        (
+            "Degraded".into(),
+            format!(
+                "RolloutAborted: Rollout aborted update to revision 2: Step-based analysis phase error/failed: {why}"
+            )
+        )
+    );
+    assert_eq!(replicas(&c), [4, 0]);
+    assert_eq!(
+        service_hash(&c, "web-canary"),
+        stable,
+        "an aborted canary's Service points back at stable"
+    );
+    let aborted = c.events[mark..]
+        .iter()
+        .find(|e| e.reason == "RolloutAborted")
+        .unwrap();
+    assert!(aborted.warning);
+    assert_eq!(c.analysis_runs.len(), 1, "no second run for the same step");
+}
+
+#[test]
+fn a_successful_step_analysis_moves_on_and_a_promote_finishes_the_rollout() {
+    let mut c = analysis_rollout();
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    let run_name = c.analysis_runs[0].metadata.name.clone().unwrap();
+    c.finish_run(&run_name, AnalysisPhase::Successful, "");
+    run(&mut c, at(20));
+    assert_eq!(c.status().current_step_index, Some(2));
+    assert_eq!(phase(&c), ("Paused".into(), "CanaryPauseStep".into()));
+    assert!(c.status().canary.current_step_analysis_run_status.is_none());
+
+    // kubectl argo rollouts promote: {"status":{"pauseConditions":null}}
+    c.patch_status(|s| s.pause_conditions.clear());
+    run(&mut c, at(30));
+    let s = c.status();
+    assert_eq!(s.phase, "Healthy");
+    assert_eq!(s.stable_rs, s.current_pod_hash);
+    assert_eq!(replicas(&c), [0, 4]);
+    assert_eq!(service_hash(&c, "web-stable"), s.current_pod_hash);
+    assert!(!s.controller_pause);
+}
+
+#[test]
+fn promote_full_skips_a_running_analysis_and_terminates_it() {
+    let mut c = analysis_rollout();
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert_eq!(c.status().current_step_index, Some(1));
+    c.patch_status(|s| s.promote_full = true);
+    run(&mut c, at(11));
+    let s = c.status();
+    assert_eq!(s.phase, "Healthy");
+    assert_eq!(s.current_step_index, Some(3));
+    assert!(!s.promote_full);
+    assert_eq!(c.analysis_runs[0].spec.terminate, Some(true));
+    assert!(
+        c.events
+            .iter()
+            .any(|e| e.message.ends_with(": Full promotion requested"))
+    );
+}
+
+#[test]
+fn background_analysis_starts_at_its_step_and_an_inconclusive_run_pauses_the_rollout() {
+    let mut c = Cluster::new(rollout(
+        2,
+        json!({"analysis": {"templates": [{"templateName": "bg"}], "startingStep": 1},
+               "steps": [{"setWeight": 50}, {"setWeight": 75}, {"pause": {}}]}),
+    ));
+    with_analysis_template(
+        &mut c,
+        "bg",
+        json!([{"name": "m", "interval": "1m", "provider": {"prometheus": {"query": "up"}}}]),
+    );
+    c.templates
+        .get_mut(&(false, "bg".to_string()))
+        .unwrap()
+        .args = None;
+    run(&mut c, at(0));
+    assert!(
+        c.analysis_runs.is_empty(),
+        "no background run on first deploy"
+    );
+    set_image(&mut c, "web:2");
+    while c.status().current_step_index != Some(1) {
+        c.reconcile(at(10));
+        c.make_available();
+        assert!(
+            c.analysis_runs.is_empty(),
+            "no background run before startingStep"
+        );
+    }
+    c.reconcile(at(11));
+    assert_eq!(c.analysis_runs.len(), 1);
+    let name = c.analysis_runs[0].metadata.name.clone().unwrap();
+    assert_eq!(name, format!("web-{}-2", c.status().current_pod_hash));
+    assert_eq!(
+        c.analysis_runs[0].metadata.labels.as_ref().unwrap()["rollout-type"],
+        "Background"
+    );
+    c.finish_run(&name, AnalysisPhase::Inconclusive, "");
+    c.reconcile(at(12));
+    assert_eq!(
+        phase(&c),
+        ("Paused".into(), "InconclusiveAnalysisRun".into())
+    );
+    let before = replicas(&c);
+    c.reconcile(at(13));
+    c.reconcile(at(14));
+    assert_eq!(
+        replicas(&c),
+        before,
+        "nothing scales while an inconclusive run holds the rollout"
+    );
+    assert_eq!(phase(&c).1, "InconclusiveAnalysisRun");
+}
+
+#[test]
+fn returning_to_the_stable_template_is_a_fast_rollback_that_skips_steps() {
+    let mut c = analysis_rollout();
+    run(&mut c, at(0));
+    let stable = c.status().stable_rs;
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    let mark = c.events.len();
+    set_image(&mut c, "web:1");
+    run(&mut c, at(11));
+    let s = c.status();
+    assert_eq!(s.current_pod_hash, stable);
+    assert_eq!(s.current_step_index, Some(3));
+    assert_eq!(s.phase, "Healthy");
+    let reasons = reasons_since(&c, mark);
+    assert!(reasons.contains(&"SkipSteps".to_string()), "{reasons:?}");
+    assert!(
+        !reasons.contains(&"RolloutCompleted".to_string()),
+        "{reasons:?}"
+    );
+    assert_eq!(c.analysis_runs[0].spec.terminate, Some(true));
+    // The old ReplicaSet became the newest revision again.
+    let revisions: Vec<String> = c
+        .replicas_by_revision()
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(revisions, ["2", "3"]);
+}
