@@ -204,6 +204,60 @@ status:
 }
 
 #[test]
+fn a_rollout_status_written_by_argo_round_trips_with_its_types() {
+    assert_round_trip::<Rollout>(
+        r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: web, generation: 4, annotations: {rollout.argoproj.io/revision: "2"}}
+spec:
+  replicas: 4
+  progressDeadlineSeconds: 60
+  progressDeadlineAbort: true
+  paused: false
+  strategy:
+    canary:
+      maxSurge: "25%"
+      maxUnavailable: 0
+      abortScaleDownDelaySeconds: 30
+      steps:
+      - setWeight: 20
+      - pause: {duration: 10}
+      - analysis:
+          templates: [{templateName: rate}]
+          args: [{name: hash, valueFrom: {podTemplateHashValue: Stable}}, {name: ns, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}]
+          analysisRunMetadata: {labels: {team: a}}
+          dryRun: [{metricName: x}]
+      - experiment: {templates: [{name: baseline, specRef: stable}]}
+status:
+  HPAReplicas: 5
+  abort: true
+  abortedAt: "2026-01-01T00:00:00Z"
+  availableReplicas: 4
+  blueGreen: {}
+  canary:
+    currentStepAnalysisRunStatus: {name: web-6f8-2-2, status: Failed, message: boom}
+  conditions:
+  - {type: Progressing, status: "False", reason: RolloutAborted, message: "Rollout aborted update to revision 2", lastUpdateTime: "2026-01-01T00:00:00Z", lastTransitionTime: "2026-01-01T00:00:00Z"}
+  controllerPause: true
+  currentPodHash: 6f8
+  currentStepHash: 5b4
+  currentStepIndex: 0
+  observedGeneration: "4"
+  pauseConditions: [{reason: CanaryPauseStep, startTime: "2026-01-01T00:00:00Z"}]
+  phase: Degraded
+  message: "RolloutAborted: Rollout aborted update to revision 2"
+  readyReplicas: 4
+  replicas: 5
+  selector: app=web
+  stableRS: 7c9
+  updatedReplicas: 1
+  duration: {rolloutStartedAt: "2026-01-01T00:00:00Z"}
+"#,
+    );
+}
+
+#[test]
 fn the_committed_crds_match_the_types() {
     let committed_path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/canaryd/files/crds.yaml");
