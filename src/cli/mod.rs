@@ -13,6 +13,7 @@ pub mod load;
 pub mod plan;
 pub mod run;
 pub mod validate;
+pub mod validate_rollout;
 
 /// Exit codes shared by every subcommand (DESIGN.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

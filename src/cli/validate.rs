@@ -1,7 +1,8 @@
-//! `canaryd validate PATH...`: reads every AnalysisTemplate, ClusterAnalysisTemplate, AnalysisRun and
+//! `canaryd validate PATH...`: reads every AnalysisTemplate, ClusterAnalysisTemplate, AnalysisRun, Rollout and
 //! ApplicationSet in the given files and folders and prints one line per problem, `FILE:LINE: Kind/name: field.path: message`
-//! (or the same findings as JSON). Other kinds are skipped. The checks themselves are `engine::template`'s;
-//! this module reads files, decodes objects and places each finding on its line.
+//! (or the same findings as JSON). Other kinds are skipped. The checks themselves are `engine::template`'s
+//! (analysis kinds), `validate_rollout`'s (Rollouts) and `appset`'s; this module reads files, decodes objects,
+//! dispatches on kind and places each finding on its line.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -90,9 +91,15 @@ enum Object {
     Template(Box<api::AnalysisTemplate>),
     ClusterTemplate(Box<api::ClusterAnalysisTemplate>),
     Run(Box<api::AnalysisRun>),
+    Rollout(Box<api::Rollout>),
 }
 
-const KINDS: &[&str] = &["AnalysisTemplate", "ClusterAnalysisTemplate", "AnalysisRun"];
+const KINDS: &[&str] = &[
+    "AnalysisTemplate",
+    "ClusterAnalysisTemplate",
+    "AnalysisRun",
+    "Rollout",
+];
 
 /// Validates already-loaded documents. Split from [`run`] so other commands can reuse the same checks.
 pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
@@ -145,14 +152,16 @@ pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
                 ));
             }
         }
-        let result = match kind {
-            "AnalysisTemplate" => {
-                crate::api::decode::decode(&value).map(|(o, u)| (Object::Template(Box::new(o)), u))
-            }
-            "ClusterAnalysisTemplate" => crate::api::decode::decode(&value)
-                .map(|(o, u)| (Object::ClusterTemplate(Box::new(o)), u)),
-            _ => crate::api::decode::decode(&value).map(|(o, u)| (Object::Run(Box::new(o)), u)),
-        };
+        let result =
+            match kind {
+                "AnalysisTemplate" => crate::api::decode::decode(&value)
+                    .map(|(o, u)| (Object::Template(Box::new(o)), u)),
+                "ClusterAnalysisTemplate" => crate::api::decode::decode(&value)
+                    .map(|(o, u)| (Object::ClusterTemplate(Box::new(o)), u)),
+                "Rollout" => crate::api::decode::decode(&value)
+                    .map(|(o, u)| (Object::Rollout(Box::new(o)), u)),
+                _ => crate::api::decode::decode(&value).map(|(o, u)| (Object::Run(Box::new(o)), u)),
+            };
         match result {
             Err(e) => findings.push(place(&e.path, Severity::Error, e.message)),
             Ok((object, unknown)) => {
@@ -179,7 +188,7 @@ pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
                     &t.spec.0,
                 );
             }
-            Object::Run(_) => {}
+            Object::Run(_) | Object::Rollout(_) => {}
         }
     }
     let lookup = |r: &AnalysisTemplateRef| {
@@ -190,29 +199,43 @@ pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
     };
 
     for (doc, object) in &decoded {
-        let (metadata, view) = match object {
-            Object::Template(t) => (&t.metadata, SpecView::of_template(&t.spec)),
-            Object::ClusterTemplate(t) => (&t.metadata, SpecView::of_template(&t.spec.0)),
-            Object::Run(r) => (&r.metadata, SpecView::of_run(&r.spec)),
+        let object_findings = match object {
+            Object::Rollout(r) => super::validate_rollout::check(r, &lookup),
+            Object::Template(t) => {
+                analysis_findings(&t.metadata, SpecView::of_template(&t.spec), &lookup)
+            }
+            Object::ClusterTemplate(t) => {
+                analysis_findings(&t.metadata, SpecView::of_template(&t.spec.0), &lookup)
+            }
+            Object::Run(r) => analysis_findings(&r.metadata, SpecView::of_run(&r.spec), &lookup),
         };
-        let mut object_findings = Vec::new();
-        let named = metadata.name.as_deref().is_some_and(|n| !n.is_empty())
-            || (view.is_run
-                && metadata
-                    .generate_name
-                    .as_deref()
-                    .is_some_and(|n| !n.is_empty()));
-        if !named {
-            object_findings.push(Finding {
-                severity: Severity::Error,
-                path: "metadata.name".to_string(),
-                message: "required".to_string(),
-            });
-        }
-        object_findings.extend(template::check(view, &lookup));
         findings.extend(object_findings.into_iter().map(|f| Located::at(doc, f)));
     }
     (findings, decoded.len(), skipped)
+}
+
+/// The findings of an analysis object: a name (or, for a run, a generateName), then `engine::template`'s.
+fn analysis_findings(
+    metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    view: SpecView<'_>,
+    lookup: &crate::engine::template::Lookup<'_>,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let named = metadata.name.as_deref().is_some_and(|n| !n.is_empty())
+        || (view.is_run
+            && metadata
+                .generate_name
+                .as_deref()
+                .is_some_and(|n| !n.is_empty()));
+    if !named {
+        findings.push(Finding {
+            severity: Severity::Error,
+            path: "metadata.name".to_string(),
+            message: "required".to_string(),
+        });
+    }
+    findings.extend(template::check(view, lookup));
+    findings
 }
 
 /// Reads and validates the given paths; ApplicationSets against `inventory`.

@@ -73,6 +73,7 @@ pub fn check_templates(
     for (i, reference) in analysis.templates.iter().flatten().enumerate() {
         if lookup(reference).is_none() {
             found_all = false;
+            let name = reference.template_name.as_deref().unwrap_or_default();
             let kind = if reference.cluster_scope == Some(true) {
                 "ClusterAnalysisTemplate"
             } else {
@@ -81,10 +82,12 @@ pub fn check_templates(
             out.push(Finding {
                 severity: missing,
                 path: format!("{path}.templates[{i}]"),
-                message: format!(
-                    "{kind} {:?} not found",
-                    reference.template_name.as_deref().unwrap_or_default()
-                ),
+                message: match missing {
+                    Severity::Warning => format!(
+                        "{kind} {name:?} is not among the given files; it must exist in the cluster"
+                    ),
+                    Severity::Error => format!("{kind} {name:?} not found"),
+                },
             });
         }
     }

@@ -27,6 +27,19 @@ fn unsupported(canary: &CanaryStrategy, out: &mut Vec<Finding>) {
             "traffic routers are not supported yet: canaryd runs the canary strategy by replica counts only",
         ));
     }
+    if needs_both_services(canary) {
+        for (set, field) in [
+            (canary.canary_service.is_some(), "canaryService"),
+            (canary.stable_service.is_some(), "stableService"),
+        ] {
+            if !set {
+                out.push(error(
+                    format!("{path}.{field}"),
+                    "Canary service and Stable service must to be set to use Traffic Routing",
+                ));
+            }
+        }
+    }
     for (set, field) in [
         (canary.ping_pong.is_some(), "pingPong"),
         (canary.anti_affinity.is_some(), "antiAffinity"),
@@ -39,6 +52,20 @@ fn unsupported(canary: &CanaryStrategy, out: &mut Vec<Finding>) {
             out.push(error(format!("{path}.{field}"), "not supported by canaryd"));
         }
     }
+}
+
+/// Argo's requireCanaryStableServices: the routers that split traffic between two Services.
+fn needs_both_services(canary: &CanaryStrategy) -> bool {
+    let Some(routing) = &canary.traffic_routing else {
+        return false;
+    };
+    let has = |key: &str| routing.get(key).is_some_and(|v| !v.is_null());
+    let ping_pong = canary.ping_pong.is_some();
+    let istio_by_host = has("istio") && routing.pointer("/istio/destinationRule").is_none();
+    ((has("alb") || istio_by_host) && !ping_pong)
+        || ["smi", "apisix", "ambassador", "nginx", "appMesh", "traefik"]
+            .iter()
+            .any(|k| has(k))
 }
 
 /// Every problem canaryd finds in the Rollout on its own, in field order.
@@ -56,7 +83,10 @@ pub fn check(rollout: &Rollout) -> Vec<Finding> {
         .selector
         .as_ref()
         .is_some_and(|s| s.match_expressions.as_ref().is_some_and(|e| !e.is_empty()));
-    if selector_labels.is_none_or(|l| l.is_empty()) && !has_expressions {
+    if selector_labels.is_none_or(|l| l.is_empty())
+        && !has_expressions
+        && spec.workload_ref.is_none()
+    {
         out.push(error(
             "spec.selector",
             "This rollout is selecting all pods. A non-empty selector is required.",
@@ -155,29 +185,44 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
     let steps = canary.steps.as_deref().unwrap_or_default();
     for (i, step) in steps.iter().enumerate() {
         let at = format!("{path}.steps[{i}]");
-        let mut actions: Vec<&str> = Vec::new();
-        for (set, name) in [
+        // Argo allows one of setWeight, pause, experiment and analysis per step; the others may combine.
+        let exclusive: Vec<&str> = [
             (step.set_weight.is_some(), "setWeight"),
             (step.pause.is_some(), "pause"),
-            (step.analysis.is_some(), "analysis"),
             (step.experiment.is_some(), "experiment"),
+            (step.analysis.is_some(), "analysis"),
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect();
+        let others: Vec<&str> = [
             (step.set_canary_scale.is_some(), "setCanaryScale"),
             (step.set_header_route.is_some(), "setHeaderRoute"),
             (step.set_mirror_route.is_some(), "setMirrorRoute"),
             (step.plugin.is_some(), "plugin"),
-        ] {
-            if set {
-                actions.push(name);
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect();
+        let unknown: Vec<&String> = step.rest.keys().collect();
+        if exclusive.len() > 1 {
+            out.push(error(
+                at.as_str(),
+                format!(
+                    "Step must have only one action set, found {}",
+                    exclusive.join(", ")
+                ),
+            ));
+        } else if exclusive.is_empty() && others.is_empty() {
+            match unknown.first() {
+                Some(key) => out.push(error(format!("{at}.{key}"), format!("unknown step {key:?}"))),
+                None => out.push(error(
+                    at.as_str(),
+                    "Step must have one of the following set: experiment, setWeight, setCanaryScale, plugin or pause",
+                )),
             }
         }
-        let unknown: Vec<&String> = step.rest.keys().collect();
-        match actions.len() {
-            0 if unknown.is_empty() => out.push(error(at.as_str(), "Step must have one of the following set: experiment, setWeight, setCanaryScale, pause, analysis, setHeaderRoute, setMirrorRoute, plugin")),
-            0 => out.push(error(format!("{at}.{}", unknown[0]), format!("unknown step {:?}", unknown[0]))),
-            1 => {}
-            _ => out.push(error(at.as_str(), format!("Step must have only one action set, found {}", actions.join(", ")))),
-        }
-        for name in &actions {
+        for name in exclusive.iter().chain(&others) {
             if matches!(
                 *name,
                 "experiment" | "setCanaryScale" | "setHeaderRoute" | "setMirrorRoute" | "plugin"
