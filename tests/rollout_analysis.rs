@@ -5,6 +5,7 @@
 mod rollout_support;
 
 use canaryd::api::AnalysisPhase;
+use canaryd::engine::rollout::Write;
 use canaryd::engine::rollout::sim::Cluster;
 use rollout_support::*;
 use serde_json::json;
@@ -203,4 +204,41 @@ fn returning_to_the_stable_template_is_a_fast_rollback_that_skips_steps() {
         .map(|(r, _)| r)
         .collect();
     assert_eq!(revisions, ["2", "3"]);
+}
+
+#[test]
+fn a_restart_that_lost_the_status_write_creates_no_second_replica_set_or_run() {
+    let mut c = analysis_rollout();
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    let mut created = Vec::new();
+    for second in 0..40 {
+        c.make_available();
+        let now = at(10 + second);
+        // The process dies after its writes, before its status write; the next one plans from the objects.
+        let lost = c.plan(now);
+        c.apply_writes(&lost, now);
+        let again = c.reconcile(now);
+        for write in lost.writes.iter().chain(&again.writes) {
+            let name = match write {
+                Write::CreateReplicaSet(rs) => rs.metadata.name.clone(),
+                Write::CreateAnalysisRun(run) => run.metadata.name.clone(),
+                _ => None,
+            };
+            if let Some(name) = name {
+                assert!(!created.contains(&name), "{name} created twice");
+                created.push(name);
+            }
+        }
+        if c.status().current_step_index == Some(2) {
+            break;
+        }
+        if let Some(run) = c.analysis_runs.first() {
+            let name = run.metadata.name.clone().unwrap();
+            c.finish_run(&name, AnalysisPhase::Successful, "");
+        }
+    }
+    assert_eq!(c.status().current_step_index, Some(2), "{:#?}", c.status());
+    assert_eq!((c.replica_sets.len(), c.analysis_runs.len()), (2, 1));
+    assert_eq!(created.len(), 2, "{created:?}");
 }

@@ -65,6 +65,11 @@ fn abort_retry_promote_replays_argos_event_sequence() {
     );
     assert_eq!(replicas(&c), [1, 0]);
     assert_eq!(c.status().current_step_index, Some(0));
+    assert_eq!(
+        c.reconcile(at(11)).desired_weight,
+        0,
+        "an aborted canary gets no traffic"
+    );
 
     let mark = c.events.len();
     c.patch_status(|s| s.abort = false);
@@ -75,6 +80,13 @@ fn abort_retry_promote_replays_argos_event_sequence() {
     );
     assert_eq!(phase(&c).0, "Paused");
     assert_eq!(replicas(&c), [1, 1]);
+    let waiting = c.reconcile(at(13));
+    assert_eq!(
+        waiting.wake_at,
+        Some(at(16)),
+        "woken once the 3 s pause from 12 s has passed"
+    );
+    assert_eq!(waiting.desired_weight, 50);
 
     let mark = c.events.len();
     run(&mut c, at(16));

@@ -70,6 +70,13 @@ impl Cluster {
 
     /// Plans one reconcile at `now` and applies it.
     pub fn reconcile(&mut self, now: Timestamp) -> Plan {
+        let planned = self.plan(now);
+        self.apply(&planned, now);
+        planned
+    }
+
+    /// Plans one reconcile at `now` without applying it.
+    pub fn plan(&self, now: Timestamp) -> Plan {
         let templates = &self.templates;
         let lookup = |r: &AnalysisTemplateRef| {
             let key = (
@@ -78,7 +85,7 @@ impl Cluster {
             );
             templates.get(&key)
         };
-        let planned = {
+        {
             let observed = Observed {
                 rollout: &self.rollout,
                 replica_sets: &self.replica_sets,
@@ -89,9 +96,7 @@ impl Cluster {
                 now,
             };
             plan(&observed)
-        };
-        self.apply(&planned, now);
-        planned
+        }
     }
 
     /// Reconciles until a plan changes nothing (at most `limit` times); returns how many plans ran.
@@ -199,11 +204,16 @@ impl Cluster {
 
     /// Applies a plan's writes, status and Events.
     pub fn apply(&mut self, plan: &Plan, now: Timestamp) {
+        self.apply_writes(plan, now);
+        self.rollout.status = Some(plan.status.clone());
+        self.events.extend(plan.events.iter().cloned());
+    }
+
+    /// Applies a plan's writes only: what is left when the process dies before its status write.
+    pub fn apply_writes(&mut self, plan: &Plan, now: Timestamp) {
         for write in &plan.writes {
             self.write(write, now);
         }
-        self.rollout.status = Some(plan.status.clone());
-        self.events.extend(plan.events.iter().cloned());
     }
 
     fn rs_mut(&mut self, name: &str) -> Option<&mut ReplicaSet> {
