@@ -242,3 +242,64 @@ fn a_restart_that_lost_the_status_write_creates_no_second_replica_set_or_run() {
     assert_eq!((c.replica_sets.len(), c.analysis_runs.len()), (2, 1));
     assert_eq!(created.len(), 2, "{created:?}");
 }
+
+#[test]
+fn promote_skips_a_pause_and_a_running_analysis_and_promote_full_ends_an_aborted_update() {
+    // Argo's TestCanaryPromoteFull: pause 24h, analysis, pause{}, analysis; background from step 4.
+    let mut c = Cluster::new(rollout(
+        2,
+        json!({
+            "analysis": {"templates": [{"templateName": "bg"}], "startingStep": 4},
+            "steps": [
+                {"pause": {"duration": "24h"}},
+                {"analysis": {"templates": [{"templateName": "bg"}]}},
+                {"pause": {}},
+                {"analysis": {"templates": [{"templateName": "bg"}]}}
+            ]
+        }),
+    ));
+    with_analysis_template(
+        &mut c,
+        "bg",
+        json!([{"name": "m", "count": 1000, "interval": "1m", "provider": {"prometheus": {"query": "up"}}}]),
+    );
+    c.templates
+        .get_mut(&(false, "bg".to_string()))
+        .unwrap()
+        .args = None;
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert_eq!(phase(&c), ("Paused".into(), "CanaryPauseStep".into()));
+    // kubectl argo rollouts promote: {"status":{"pauseConditions":null}}
+    c.patch_status(|s| s.pause_conditions.clear());
+    run(&mut c, at(20));
+    assert_eq!(c.status().current_step_index, Some(1));
+    assert_eq!(phase(&c).0, "Progressing");
+    assert_eq!(c.analysis_runs.len(), 1);
+    // promote during an analysis step: {"status":{"pauseConditions":null,"currentStepIndex":2}}
+    c.patch_status(|s| {
+        s.pause_conditions.clear();
+        s.current_step_index = Some(2);
+    });
+    run(&mut c, at(30));
+    assert_eq!(phase(&c), ("Paused".into(), "CanaryPauseStep".into()));
+    assert_eq!(
+        c.analysis_runs[0].spec.terminate,
+        Some(true),
+        "the skipped step's run is stopped"
+    );
+    c.patch_status(|s| s.abort = true);
+    run(&mut c, at(40));
+    assert_eq!(phase(&c).0, "Degraded");
+    c.patch_status(|s| s.promote_full = true);
+    run(&mut c, at(50));
+    let s = c.status();
+    assert_eq!((s.phase.as_str(), s.abort), ("Healthy", false));
+    assert_eq!(
+        c.analysis_runs.len(),
+        1,
+        "no run was started by the full promotion"
+    );
+    assert_eq!(replicas(&c), [0, 2]);
+}

@@ -403,3 +403,38 @@ fn old_replica_sets_beyond_the_history_limit_are_deleted() {
         "one old revision kept besides the stable one"
     );
 }
+
+#[test]
+fn hostile_numbers_and_shapes_in_the_spec_are_refused_or_planned_never_a_panic() {
+    let mut r = rollout(
+        i32::MAX,
+        json!({"maxSurge": "100%", "steps": [{"setWeight": 50}]}),
+    );
+    r.status = Some(RolloutStatus {
+        collision_count: Some(i32::MAX),
+        current_step_index: Some(i32::MAX),
+        ..Default::default()
+    });
+    r.metadata.annotations = Some(BTreeMap::from([(
+        "rollout.argoproj.io/revision".into(),
+        i64::MAX.to_string(),
+    )]));
+    let mut c = Cluster::new(r);
+    for second in 0..5 {
+        c.reconcile(at(second));
+        c.make_available();
+    }
+    assert!(!c.status().phase.is_empty());
+
+    let mut c = Cluster::new(rollout(1, json!({"steps": [{"setWeight": 50}]})));
+    c.edit_spec(|s| s.template = Some(json!({"metadata": {"labels": {"app": "web"}}, "spec": []})));
+    let plan = c.reconcile(at(0));
+    assert!(plan.writes.is_empty());
+    assert!(
+        plan.status
+            .message
+            .starts_with("InvalidSpec: The Rollout \"web\" is invalid: spec.template: "),
+        "{}",
+        plan.status.message
+    );
+}

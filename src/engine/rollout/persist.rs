@@ -82,7 +82,7 @@ impl PauseContext {
 
 impl Reconcile<'_, '_> {
     fn sum(&self, f: impl Fn(&super::replicasets::Rs) -> i32) -> i32 {
-        self.rss.iter().map(f).sum()
+        self.rss.iter().map(f).fold(0, i32::saturating_add)
     }
 
     /// Argo's calculateBaseStatus plus the canary counts: built afresh each reconcile from the ReplicaSets,
@@ -135,7 +135,8 @@ impl Reconcile<'_, '_> {
             || index_moved
             || new.current_step_hash != prev.current_step_hash;
         new.updated_replicas != prev.updated_replicas
-            || new.replicas - new.updated_replicas < prev.replicas - prev.updated_replicas
+            || new.replicas.saturating_sub(new.updated_replicas)
+                < prev.replicas.saturating_sub(prev.updated_replicas)
             || new.ready_replicas > prev.ready_replicas
             || new.available_replicas > prev.available_replicas
             || strategy

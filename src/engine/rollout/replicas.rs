@@ -82,14 +82,15 @@ pub fn approximate_weight(replicas: i32, weight: i32, surge: i32) -> (i32, i32) 
     if !half(replicas) && (floor != 0 || may_empty_a_side) {
         candidates.push((floor, replicas));
     }
+    let surged = replicas.saturating_add(1);
     if surge > 0 {
-        candidates.push((ceil, replicas + 1));
-        if !half(replicas + 1) && (floor != 0 || may_empty_a_side) {
-            candidates.push((floor, replicas + 1));
+        candidates.push((ceil, surged));
+        if !half(surged) && (floor != 0 || may_empty_a_side) {
+            candidates.push((floor, surged));
         }
     }
     let distance = |(canary, total): (i32, i32)| {
-        (f64::from(canary * MAX_WEIGHT) / f64::from(total) - f64::from(weight)).abs()
+        (f64::from(canary) * f64::from(MAX_WEIGHT) / f64::from(total) - f64::from(weight)).abs()
     };
     let mut best = match candidates.first() {
         Some(first) => *first,
@@ -141,39 +142,44 @@ pub fn basic_canary_counts(
     }
     let mut new_n = new.map_or(0, |p| p.spec);
     let mut stable_n = stable.map_or(0, |p| p.spec);
-    let ceiling = replicas + limits.surge;
-    let mut room = ceiling - others - new_n - stable_n;
+    // Saturating: spec.replicas is the user's, and no count may overflow into a panic.
+    let ceiling = replicas.saturating_add(limits.surge);
+    let mut room = ceiling
+        .saturating_sub(others)
+        .saturating_sub(new_n)
+        .saturating_sub(stable_n);
 
     // Growing: stable first (it takes traffic back), then the canary, within the surge budget.
     if let Some(s) = stable
         && s.spec < want_stable
         && room > 0
     {
-        let grow = room.min(want_stable - s.spec);
-        stable_n = s.spec + grow;
+        let grow = room.min(want_stable.saturating_sub(s.spec));
+        stable_n = s.spec.saturating_add(grow);
         room -= grow;
     }
     if let Some(n) = new
         && n.spec < want_new
         && room > 0
     {
-        new_n = want_new.min(n.spec + room);
+        new_n = want_new.min(n.spec.saturating_add(room));
     }
     if others > 0 {
         return (new_n, stable_n);
     }
 
     // Shrinking: only as far as keeps replicas−maxUnavailable pods available.
-    let floor = replicas - limits.unavailable;
+    let floor = replicas.saturating_sub(limits.unavailable);
     let growing_new = new.is_none_or(|n| want_new >= n.spec);
-    let removable = new.map_or(0, |n| n.removable(!growing_new))
-        + stable.map_or(0, |s| s.removable(growing_new));
+    let removable = new
+        .map_or(0, |n| n.removable(!growing_new))
+        .saturating_add(stable.map_or(0, |s| s.removable(growing_new)));
     if removable <= floor {
         return (new_n, stable_n);
     }
-    let excess = removable - floor;
+    let excess = removable.saturating_sub(floor);
     let shrink = |rs: Option<Pods>, want: i32, current: i32| match rs {
-        Some(p) if p.spec > want => want.max(p.spec - excess),
+        Some(p) if p.spec > want => want.max(p.spec.saturating_sub(excess)),
         _ => current,
     };
     if !growing_new {
@@ -197,13 +203,19 @@ fn rebalance(
     floor: i32,
 ) {
     let Some(k) = keep else { return };
+    let over = |keep_n: i32, drain_n: i32| {
+        keep_n
+            .saturating_add(drain_n)
+            .saturating_sub(ceiling)
+            .max(0)
+    };
     let mut available = drain.map_or(0, |d| d.available.min(*drain_n));
-    *keep_n -= (*keep_n + *drain_n - ceiling).max(0);
-    available += k.available.min(*keep_n);
-    let spare = (k.available - *keep_n).max(0);
-    let missing = (floor - available).max(0);
-    *keep_n += spare.min(missing);
-    *drain_n -= (*keep_n + *drain_n - ceiling).max(0);
+    *keep_n = keep_n.saturating_sub(over(*keep_n, *drain_n));
+    available = available.saturating_add(k.available.min(*keep_n));
+    let spare = k.available.saturating_sub(*keep_n).max(0);
+    let missing = floor.saturating_sub(available).max(0);
+    *keep_n = keep_n.saturating_add(spare.min(missing));
+    *drain_n = drain_n.saturating_sub(over(*keep_n, *drain_n));
 }
 
 #[cfg(test)]

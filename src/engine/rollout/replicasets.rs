@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde_json::Value;
 
@@ -127,28 +128,17 @@ impl Reconcile<'_, '_> {
         let hash = self.pod_hash();
         let name = format!("{}-{hash}", self.name);
         if self.rss.iter().any(|r| r.name == name) {
-            self.prev.collision_count = Some(self.prev.collision_count.unwrap_or(0) + 1);
+            self.prev.collision_count =
+                Some(self.prev.collision_count.unwrap_or(0).saturating_add(1));
             return Ok(false);
         }
-        let revision = (self.max_revision(None) + 1).to_string();
-        let mut template = self.template();
-        let labels = template
-            .pointer_mut("/metadata/labels")
-            .and_then(Value::as_object_mut);
-        match labels {
-            Some(l) => {
-                l.insert(HASH_LABEL.into(), Value::String(hash.clone()));
-            }
-            None => {
-                template["metadata"]["labels"] = serde_json::json!({ HASH_LABEL: hash });
-            }
-        }
-        let pod_template =
-            serde_json::from_value(template.clone()).map_err(|e| format!("spec.template: {e}"))?;
-        let labels: BTreeMap<String, String> = template
-            .pointer("/metadata/labels")
-            .and_then(|l| serde_json::from_value(l.clone()).ok())
-            .unwrap_or_default();
+        let revision = self.max_revision(None).saturating_add(1).to_string();
+        let mut pod_template: PodTemplateSpec =
+            serde_json::from_value(self.template()).map_err(|e| format!("spec.template: {e}"))?;
+        let meta = pod_template.metadata.get_or_insert_with(Default::default);
+        let labels = meta.labels.get_or_insert_with(BTreeMap::new);
+        labels.insert(HASH_LABEL.into(), hash.clone());
+        let labels = labels.clone();
         let mut annotations: BTreeMap<String, String> = self
             .o
             .rollout
@@ -218,7 +208,7 @@ impl Reconcile<'_, '_> {
     /// revision annotation follows its new ReplicaSet.
     pub(super) fn sync_revision(&mut self) {
         let Some(i) = self.new_rs else { return };
-        let next = self.max_revision(Some(i)) + 1;
+        let next = self.max_revision(Some(i)).saturating_add(1);
         if self.rss[i].revision < next {
             let old = self.rss[i].revision;
             let rs = self.o.replica_sets.get(i);
@@ -275,10 +265,10 @@ impl Reconcile<'_, '_> {
             unavailable: 1,
         });
         let weight = self.basic_weight();
-        let others: i32 = (0..self.rss.len())
+        let others = (0..self.rss.len())
             .filter(|i| self.is_other(*i))
             .map(|i| self.rss[i].pods.spec)
-            .sum();
+            .fold(0, i32::saturating_add);
         replicas::basic_canary_counts(
             self.replicas,
             weight,
@@ -385,8 +375,12 @@ impl Reconcile<'_, '_> {
             self.replicas,
         )
         .map_or(1, |f| f.unavailable);
-        let available: i32 = self.rss.iter().map(|r| r.pods.available).sum();
-        let mut budget = available - (self.replicas - unavailable);
+        let available = self
+            .rss
+            .iter()
+            .map(|r| r.pods.available)
+            .fold(0, i32::saturating_add);
+        let mut budget = available.saturating_sub(self.replicas.saturating_sub(unavailable));
         old.sort_by_key(|i| std::cmp::Reverse(self.rss[*i].revision));
         for &i in &old {
             let spec = self.rss[i].pods.spec;
@@ -396,9 +390,9 @@ impl Reconcile<'_, '_> {
             if spec == 0 {
                 continue;
             }
-            let target = (spec - budget).max(0);
+            let target = spec.saturating_sub(budget).max(0);
             scaled |= self.scale_to(i, target);
-            budget -= spec - target;
+            budget = budget.saturating_sub(spec - target);
         }
         scaled
     }
