@@ -19,6 +19,7 @@ pub fn check(rollout: &Rollout, lookup: &Lookup<'_>) -> Vec<Finding> {
             message: "required".to_string(),
         });
     }
+    out.extend(unknown_fields(rollout));
     out.extend(spec::check(rollout));
     for (i, step) in steps::steps(rollout).iter().enumerate() {
         if let Some(a) = &step.analysis {
@@ -49,4 +50,28 @@ pub fn check(rollout: &Rollout, lookup: &Lookup<'_>) -> Vec<Finding> {
         ));
     }
     out
+}
+
+/// Fields of the spec, strategy and canary strategy that Argo's Rollout does not have (a misspelling is
+/// otherwise kept silently, as the API server would prune it).
+fn unknown_fields(rollout: &Rollout) -> Vec<Finding> {
+    let spec = &rollout.spec;
+    let strategy = spec.strategy.as_ref();
+    let canary = strategy.and_then(|s| s.canary.as_ref());
+    let places = [
+        ("spec", Some(&spec.rest)),
+        ("spec.strategy", strategy.map(|s| &s.rest)),
+        ("spec.strategy.canary", canary.map(|c| &c.rest)),
+    ];
+    places
+        .into_iter()
+        .filter_map(|(path, rest)| rest.map(|r| (path, r)))
+        .flat_map(|(path, rest)| {
+            rest.keys().map(move |key| Finding {
+                severity: Severity::Error,
+                path: format!("{path}.{key}"),
+                message: format!("unknown field {key:?}"),
+            })
+        })
+        .collect()
 }

@@ -65,6 +65,9 @@ pub struct RolloutSpec {
     pub restart_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback_window: Option<Value>,
+    /// AnalysisRun history limits (`successfulRunHistoryLimit`, `unsuccessfulRunHistoryLimit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<RolloutStrategy>,
     #[serde(flatten)]
