@@ -210,6 +210,14 @@ fn scaling_while_paused_keeps_the_weight_as_argo_does() {
     c.edit_spec(|s| s.replicas = Some(8));
     run(&mut c, at(2));
     assert_eq!(replicas(&c), [6, 2]);
+    for rs in &c.replica_sets {
+        let desired =
+            &rs.metadata.annotations.as_ref().unwrap()["rollout.argoproj.io/desired-replicas"];
+        assert_eq!(
+            desired, "8",
+            "every scaled ReplicaSet records the Rollout's replicas"
+        );
+    }
     assert_eq!(phase(&c).0, "Paused");
 }
 
@@ -299,6 +307,11 @@ fn unsupported_strategies_and_missing_templates_are_invalid_spec_never_a_crash()
     let mut c = Cluster::new(r);
     let plan = c.reconcile(at(0));
     assert!(plan.writes.is_empty());
+    assert_eq!(
+        plan.wake_at,
+        Some(at(20)),
+        "an invalid Rollout is looked at again"
+    );
     assert_eq!(plan.status.phase, "Degraded");
     assert_eq!(
         plan.status.message,

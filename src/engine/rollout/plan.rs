@@ -304,6 +304,7 @@ impl<'r, 'a> Reconcile<'r, 'a> {
     }
 
     /// The InvalidSpec condition (replaced when the reason changes), phase Degraded; nothing else moves.
+    /// Looked at again in 20 s, as Argo does: a missing template or Service may have appeared.
     fn invalid(&mut self, message: String) {
         let text = format!("The Rollout {:?} is invalid: {message}", self.name);
         let mut status = self.prev.clone();
@@ -321,6 +322,9 @@ impl<'r, 'a> Reconcile<'r, 'a> {
             ),
         );
         self.finish_status_only(status);
+        if let Ok(at) = self.o.now.checked_add(jiff::SignedDuration::from_secs(20)) {
+            self.wake_at(at);
+        }
     }
 
     pub fn new_hash(&self) -> String {

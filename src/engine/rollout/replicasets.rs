@@ -39,6 +39,8 @@ pub(super) struct Rs {
     pub ready: i32,
     pub created: Option<Timestamp>,
     pub scale_down_deadline: bool,
+    /// `rollout.argoproj.io/desired-replicas`: spec.replicas when the ReplicaSet was last scaled.
+    pub desired_annotation: Option<i32>,
 }
 
 impl Rs {
@@ -66,6 +68,9 @@ impl Rs {
             ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
             created: meta.creation_timestamp.as_ref().map(|t| t.0),
             scale_down_deadline: annotations.contains_key(SCALE_DOWN_DEADLINE_ANNOTATION),
+            desired_annotation: annotations
+                .get(DESIRED_REPLICAS_ANNOTATION)
+                .and_then(|d| d.parse().ok()),
         }
     }
 }
@@ -199,6 +204,7 @@ impl Reconcile<'_, '_> {
             ready: 0,
             created: Some(self.o.now),
             scale_down_deadline: false,
+            desired_annotation: Some(self.replicas),
         });
         self.new_rs = Some(self.rss.len() - 1);
         Ok(true)
@@ -303,9 +309,19 @@ impl Reconcile<'_, '_> {
         new_ok && stable_ok && old_gone
     }
 
+    /// Scales a ReplicaSet (true when its size changed). A ReplicaSet of the right size whose
+    /// desired-replicas annotation is stale gets the annotation alone, as Argo keeps it current.
     fn scale_to(&mut self, i: usize, replicas: i32) -> bool {
         let rs = &self.rss[i];
         if rs.pods.spec == replicas {
+            if rs.desired_annotation != Some(self.replicas) {
+                self.writes.push(Write::ScaleReplicaSet {
+                    name: rs.name.clone(),
+                    replicas,
+                    desired: self.replicas,
+                });
+                self.rss[i].desired_annotation = Some(self.replicas);
+            }
             return false;
         }
         let direction = if replicas > rs.pods.spec {
