@@ -451,3 +451,31 @@ fn hostile_numbers_and_shapes_in_the_spec_are_refused_or_planned_never_a_panic()
         plan.status.message
     );
 }
+
+#[test]
+fn an_update_in_the_middle_of_a_rollout_drains_the_intermediate_revision() {
+    // Argo's TestCanaryWithPausedRollout: paused at rev 2, then rev 3 → rev1=3, rev2=0, rev3=1.
+    let mut c = Cluster::new(rollout(
+        3,
+        json!({"steps": [{"setWeight": 10}, {"pause": {}}]}),
+    ));
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert_eq!(
+        (replicas(&c), phase(&c).0),
+        (vec![3, 1], "Paused".to_string())
+    );
+    set_image(&mut c, "web:3");
+    run(&mut c, at(20));
+    assert_eq!(replicas(&c), [3, 0, 1]);
+    let s = c.status();
+    assert_eq!(
+        (s.phase.as_str(), s.current_step_index),
+        ("Paused", Some(1))
+    );
+    assert_eq!(
+        c.rollout.metadata.annotations.as_ref().unwrap()["rollout.argoproj.io/revision"],
+        "3"
+    );
+}
