@@ -131,6 +131,15 @@ pub fn load_file(path: &Path) -> (Vec<SourceDoc>, Option<LoadError>) {
 pub fn parse_documents(file: &Path, text: &str) -> (Vec<SourceDoc>, Option<LoadError>) {
     let mut builder = Builder::new(file);
     let mut parser = libyaml_safer::Parser::new();
+    // libyaml-safer 0.3 panics ("unexpected end of input") on a block scalar that ends the file without a line
+    // break; a final line break changes no line number and no value a file without one can have.
+    let terminated;
+    let text = if text.is_empty() || text.ends_with('\n') {
+        text
+    } else {
+        terminated = format!("{text}\n");
+        &terminated
+    };
     let mut input = text.as_bytes();
     parser.set_input(&mut input);
     loop {
