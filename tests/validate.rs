@@ -129,6 +129,19 @@ fn argo_limit_rules_and_provider_rules_each_give_one_line() {
 }
 
 #[test]
+fn with_failure_limit_off_the_count_is_held_against_the_consecutive_success_limit_alone() {
+    let p = "tests/fixtures/validate/limits-failure-off.yaml";
+    let (code, lines) = validate(&[p]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        lines,
+        vec![format!(
+            "{p}:8: AnalysisTemplate/failure-off: spec.metrics[0].count: count (1) must be >= consecutiveSuccessLimit (2) when failureLimit is -1, or the limit can never be reached"
+        )]
+    );
+}
+
+#[test]
 fn json_output_carries_the_same_findings_and_nothing_else_on_stdout() {
     let (code, lines) = validate(&[
         "--output",

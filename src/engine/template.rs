@@ -384,6 +384,11 @@ fn check_metric(
                 field("failureLimit"),
                 "failureLimit -1 turns failure counting off, so consecutiveSuccessLimit must be > 0 to ever decide",
             ),
+            // Argo's rule: with failureLimit -1 only the consecutiveSuccessLimit is held against the count.
+            LimitRule::CountBelowLimits { count, failure: -1, consecutive_success } => Finding::error(
+                field("count"),
+                format!("count ({count}) must be >= consecutiveSuccessLimit ({consecutive_success}) when failureLimit is -1, or the limit can never be reached"),
+            ),
             LimitRule::CountBelowLimits { count, failure, consecutive_success } => Finding::error(
                 field("count"),
                 format!("count ({count}) must be >= failureLimit ({failure}) + consecutiveSuccessLimit ({consecutive_success}), or the limits can never be reached"),

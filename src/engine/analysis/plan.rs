@@ -92,6 +92,16 @@ impl PlanError {
                 count,
                 failure,
                 consecutive_success,
+            } if failure < 0 => PlanError::CountBelowLimit {
+                metric,
+                field: "consecutiveSuccessLimit",
+                count: count_of(count),
+                limit: narrow(consecutive_success),
+            },
+            LimitRule::CountBelowLimits {
+                count,
+                failure,
+                consecutive_success,
             } => PlanError::CountBelowLimit {
                 metric,
                 field: "failureLimit + consecutiveSuccessLimit",
@@ -299,7 +309,8 @@ pub fn limit_rules(l: &WrittenLimits) -> Vec<LimitRule> {
     {
         broken.push(LimitRule::CountBelowLimits {
             count: n,
-            failure: f.max(0),
+            // -1 (failing off) is kept so the message can say which rule applied.
+            failure: f,
             consecutive_success: s,
         });
     }
@@ -604,6 +615,20 @@ mod tests {
             plan(&both),
             Err(PlanError::CountBelowLimit { limit: 4, .. })
         ));
+    }
+
+    #[test]
+    fn with_failure_limit_off_the_count_is_held_against_the_consecutive_success_limit_alone() {
+        let m = Metric {
+            count: Some(IntOrString::Int(1)),
+            failure_limit: Some(IntOrString::Int(-1)),
+            consecutive_success_limit: Some(IntOrString::Int(2)),
+            ..metric("m")
+        };
+        assert_eq!(
+            plan(&m).unwrap_err().to_string(),
+            "metric \"m\": count (1) must be >= consecutiveSuccessLimit (2)"
+        );
     }
 
     #[test]
