@@ -10,7 +10,11 @@ use evalexpr::{
 use serde_json::Value as JsonValue;
 
 use super::EvalError;
-use super::lower::{Expr, Func, NativeKind, NativeOp, PredicateKind, TextOp};
+use super::equality::{self, Operand};
+use super::functions::call;
+use super::lower::{Expr, NativeKind, NativeOp, TextOp};
+use super::predicates::predicate;
+use super::values::index_into;
 use crate::engine::value::{MetricValue, render_number};
 
 /// A value during evaluation. Scalars are evalexpr values (`Float`, `String`, `Boolean`, `Empty` for nil);
@@ -25,9 +29,17 @@ pub(super) enum Val<'a> {
     List(Vec<Val<'a>>),
 }
 
-const NIL: Val<'static> = Val::Scalar(Value::Empty);
+/// The current element of a predicate, and whether expr-lang's checker fixes its type (an element of a
+/// Prometheus vector is a float64; of a JSON array, `interface{}`).
+#[derive(Debug, Clone)]
+pub(super) struct Elem<'a> {
+    pub val: Val<'a>,
+    pub typed: bool,
+}
 
-fn err<T>(message: String) -> Result<T, EvalError> {
+pub(super) const NIL: Val<'static> = Val::Scalar(Value::Empty);
+
+pub(super) fn err<T>(message: String) -> Result<T, EvalError> {
     Err(EvalError::new(message))
 }
 
@@ -57,7 +69,7 @@ pub(super) fn fold_constant(expr: &Expr) -> Option<Value> {
     }
 }
 
-fn from_json(j: &JsonValue) -> Val<'_> {
+pub(super) fn from_json(j: &JsonValue) -> Val<'_> {
     match j {
         JsonValue::Null => NIL,
         JsonValue::Bool(b) => Val::Scalar(Value::Boolean(*b)),
@@ -67,7 +79,7 @@ fn from_json(j: &JsonValue) -> Val<'_> {
     }
 }
 
-fn result_val(result: &MetricValue) -> Val<'_> {
+pub(super) fn result_val(result: &MetricValue) -> Val<'_> {
     match result {
         MetricValue::Nil => NIL,
         MetricValue::Number(n) => Val::Scalar(Value::Float(*n)),
@@ -76,7 +88,7 @@ fn result_val(result: &MetricValue) -> Val<'_> {
     }
 }
 
-fn result_is_nil(result: &MetricValue) -> bool {
+pub(super) fn result_is_nil(result: &MetricValue) -> bool {
     matches!(
         result,
         MetricValue::Nil | MetricValue::Json(JsonValue::Null)
@@ -92,7 +104,7 @@ fn plural(n: usize, word: &str) -> String {
 }
 
 /// A value as a user would name it in a message.
-fn describe(v: &Val<'_>) -> String {
+pub(super) fn describe(v: &Val<'_>) -> String {
     match v {
         Val::Scalar(Value::Float(n)) => format!("the number {}", render_number(*n)),
         Val::Scalar(Value::String(s)) => format!("the string {s:?}"),
@@ -111,21 +123,7 @@ fn describe(v: &Val<'_>) -> String {
     }
 }
 
-/// `string(x)`: numbers as Go prints them, nil as Go's `<nil>`, arrays and objects as JSON-like text.
-fn render(v: &Val<'_>) -> String {
-    match v {
-        Val::Scalar(Value::Float(n)) => render_number(*n),
-        Val::Scalar(Value::String(s)) => s.clone(),
-        Val::Scalar(Value::Boolean(b)) => b.to_string(),
-        Val::Scalar(Value::Empty) => "<nil>".to_string(),
-        Val::Scalar(other) => other.to_string(),
-        Val::Numbers(ns) => MetricValue::Numbers(ns.to_vec()).render(),
-        Val::Json(j) => j.to_string(),
-        Val::List(l) => format!("[{}]", l.iter().map(render).collect::<Vec<_>>().join(",")),
-    }
-}
-
-fn array_len(v: &Val<'_>) -> Option<usize> {
+pub(super) fn array_len(v: &Val<'_>) -> Option<usize> {
     match v {
         Val::Numbers(ns) => Some(ns.len()),
         Val::Json(JsonValue::Array(a)) => Some(a.len()),
@@ -134,7 +132,7 @@ fn array_len(v: &Val<'_>) -> Option<usize> {
     }
 }
 
-fn array_item<'a>(v: &Val<'a>, i: usize) -> Option<Val<'a>> {
+pub(super) fn array_item<'a>(v: &Val<'a>, i: usize) -> Option<Val<'a>> {
     match v {
         Val::Numbers(ns) => ns.get(i).map(|n| Val::Scalar(Value::Float(*n))),
         Val::Json(JsonValue::Array(a)) => a.get(i).map(from_json),
@@ -143,14 +141,14 @@ fn array_item<'a>(v: &Val<'a>, i: usize) -> Option<Val<'a>> {
     }
 }
 
-fn number(v: &Val<'_>) -> Option<f64> {
+pub(super) fn number(v: &Val<'_>) -> Option<f64> {
     match v {
         Val::Scalar(Value::Float(n)) => Some(*n),
         _ => None,
     }
 }
 
-fn is_nil(v: &Val<'_>) -> bool {
+pub(super) fn is_nil(v: &Val<'_>) -> bool {
     matches!(v, Val::Scalar(Value::Empty))
 }
 
@@ -190,17 +188,17 @@ impl Context for Operands<'_> {
     }
 }
 
-fn eval<'a>(
+pub(super) fn eval<'a>(
     expr: &Expr,
     result: &'a MetricValue,
-    elem: Option<&Val<'a>>,
+    elem: Option<&Elem<'a>>,
 ) -> Result<Val<'a>, EvalError> {
     let ev = |e: &Expr| eval(e, result, elem);
     match expr {
         Expr::Const(v) => Ok(Val::Scalar(v.clone())),
         Expr::Result => Ok(result_val(result)),
         Expr::Elem => match elem {
-            Some(v) => Ok(v.clone()),
+            Some(e) => Ok(e.val.clone()),
             None => err("`#` used outside a predicate".to_string()),
         },
         Expr::Array(items) => Ok(Val::List(items.iter().map(ev).collect::<Result<_, _>>()?)),
@@ -211,11 +209,28 @@ fn eval<'a>(
             arg_texts,
         } => {
             // At most two operands, kept on the stack: this runs once per element inside predicates.
-            let Some(a) = args.first() else {
+            let Some(a_expr) = args.first() else {
                 return err(format!("`{text}` is missing an operand"));
             };
-            let a = ev(a)?;
+            let a = ev(a_expr)?;
             let b = args.get(1).map(ev).transpose()?;
+            if let (NativeKind::Eq | NativeKind::Ne, Some(b), Some(b_expr)) =
+                (op.kind, &b, args.get(1))
+            {
+                let (l, r) = (
+                    Operand {
+                        val: &a,
+                        expr: a_expr,
+                    },
+                    Operand {
+                        val: b,
+                        expr: b_expr,
+                    },
+                );
+                if let Some(decided) = equality::decide(op.kind, l, r, result, elem, text)? {
+                    return Ok(decided);
+                }
+            }
             native(op, &a, b.as_ref(), text, arg_texts)
         }
         Expr::Member {
@@ -281,7 +296,11 @@ fn eval<'a>(
         }
         Expr::In { lhs, rhs, text } => {
             let (l, r) = (ev(lhs)?, ev(rhs)?);
-            membership(&l, &r, text)
+            let (l, r) = (
+                Operand { val: &l, expr: lhs },
+                Operand { val: &r, expr: rhs },
+            );
+            equality::membership(l, r, result, elem, text)
         }
         Expr::Predicate {
             kind,
@@ -290,8 +309,10 @@ fn eval<'a>(
             over_text,
             body_text,
         } => {
-            let over = ev(over)?;
-            predicate(*kind, &over, body, result, over_text, body_text)
+            let over_val = ev(over)?;
+            // Only a vector fixed by `result`'s type has elements of a fixed type (float64).
+            let typed = matches!(over_val, Val::Numbers(_)) && equality::typed(over, result, elem);
+            predicate(*kind, &over_val, typed, body, result, over_text, body_text)
         }
         Expr::Call {
             func,
@@ -330,12 +351,8 @@ fn native<'a>(
     let b_text = arg_texts.get(1).map_or("", |t| t.as_ref());
     let sym = op.kind.symbol();
     let (av, bv) = match (op.kind, a, b) {
-        (NativeKind::Eq | NativeKind::Ne, l, Some(r)) => {
-            if let Some(decided) = equality_without_evalexpr(op.kind, l, r, text)? {
-                return Ok(decided);
-            }
-            (l, Some(r))
-        }
+        // Two scalars of one kind: `equality::decide` took every other pair.
+        (NativeKind::Eq | NativeKind::Ne, l, Some(r)) => (l, Some(r)),
         (
             NativeKind::Add | NativeKind::Lt | NativeKind::Le | NativeKind::Gt | NativeKind::Ge,
             l,
@@ -423,7 +440,7 @@ fn native<'a>(
 /// The most common shape, two numbers compared or combined, computed directly: the same f64 operation
 /// evalexpr's operator performs for two floats (a unit test holds the two equal, NaN and infinities included),
 /// without its generic dispatch and argument vector. Everything else goes through the evalexpr node.
-fn float_fast_path(kind: NativeKind, x: f64, y: f64) -> Option<Value> {
+pub(super) fn float_fast_path(kind: NativeKind, x: f64, y: f64) -> Option<Value> {
     Some(match kind {
         NativeKind::Lt => Value::Boolean(x < y),
         NativeKind::Le => Value::Boolean(x <= y),
@@ -437,44 +454,6 @@ fn float_fast_path(kind: NativeKind, x: f64, y: f64) -> Option<Value> {
         NativeKind::Div => Value::Float(x / y),
         _ => return None,
     })
-}
-
-/// `==`/`!=` where evalexpr's equality would be wrong or meaningless: nil against anything (only nil equals
-/// nil), arrays and objects, and values of different kinds (an error, not a silent `false`).
-fn equality_without_evalexpr<'a>(
-    kind: NativeKind,
-    l: &Val<'_>,
-    r: &Val<'_>,
-    text: &str,
-) -> Result<Option<Val<'a>>, EvalError> {
-    let negate = kind == NativeKind::Ne;
-    if is_nil(l) || is_nil(r) {
-        return Ok(Some(Val::Scalar(Value::Boolean(
-            (is_nil(l) && is_nil(r)) != negate,
-        ))));
-    }
-    let same_kind = matches!(
-        (l, r),
-        (Val::Scalar(Value::Float(_)), Val::Scalar(Value::Float(_)))
-            | (Val::Scalar(Value::String(_)), Val::Scalar(Value::String(_)))
-            | (
-                Val::Scalar(Value::Boolean(_)),
-                Val::Scalar(Value::Boolean(_))
-            )
-    );
-    if same_kind {
-        return Ok(None);
-    }
-    let hint = if array_len(l).is_some() || array_len(r).is_some() {
-        " — compare elements, e.g. result[0] == 1, or use all(...)/any(...)"
-    } else {
-        " — convert one side with float(), string() or asFloat()"
-    };
-    err(format!(
-        "cannot compare {} with {} in `{text}`{hint}",
-        describe(l),
-        describe(r)
-    ))
 }
 
 fn operand_error(
@@ -509,69 +488,6 @@ fn operand_error(
     )
 }
 
-fn index_into<'a>(
-    base: Val<'a>,
-    index: &Val<'_>,
-    base_text: &str,
-    text: &str,
-) -> Result<Val<'a>, EvalError> {
-    if let (Val::Json(JsonValue::Object(m)), Val::Scalar(Value::String(k))) = (&base, index) {
-        return Ok(m.get(k).map_or(NIL, from_json));
-    }
-    if let Some(len) = array_len(&base) {
-        let Some(i) = number(index).filter(|i| i.fract() == 0.0) else {
-            return err(format!(
-                "{text}: an array index must be a whole number, but it is {}",
-                describe(index)
-            ));
-        };
-        let what = describe(&base);
-        let position = if i < 0.0 { len as f64 + i } else { i };
-        return match (position >= 0.0 && position < len as f64)
-            .then(|| array_item(&base, position as usize))
-        {
-            Some(Some(v)) => Ok(v),
-            _ => {
-                let guard = if i < 0.0 {
-                    format!("len({base_text}) >= {}", -i)
-                } else {
-                    format!("len({base_text}) > {i}")
-                };
-                err(format!(
-                    "{base_text} is {what}; {text} is out of range — guard with {guard}"
-                ))
-            }
-        };
-    }
-    match (&base, index) {
-        (Val::Scalar(Value::String(s)), Val::Scalar(Value::Float(i))) if i.fract() == 0.0 => {
-            let len = s.chars().count() as f64;
-            let position = if *i < 0.0 { len + i } else { *i };
-            if position >= 0.0 && position < len {
-                let c = s
-                    .chars()
-                    .nth(position as usize)
-                    .map(String::from)
-                    .unwrap_or_default();
-                Ok(Val::Scalar(Value::String(c)))
-            } else {
-                err(format!(
-                    "{base_text} is {}; {text} is out of range",
-                    describe(&base)
-                ))
-            }
-        }
-        (b, _) if is_nil(b) => err(format!(
-            "{base_text} is nil (no value), so {text} does not exist — guard with isNil(result) or use default(result, ...)"
-        )),
-        (b, i) => err(format!(
-            "{text}: cannot index {} with {}",
-            describe(b),
-            describe(i)
-        )),
-    }
-}
-
 fn strings<'v>(l: &'v Val<'_>, r: &'v Val<'_>) -> Option<(&'v str, &'v str)> {
     match (l, r) {
         (Val::Scalar(Value::String(a)), Val::Scalar(Value::String(b))) => Some((a, b)),
@@ -598,257 +514,6 @@ fn text_op<'a>(op: &TextOp, l: &Val<'_>, r: &Val<'_>, text: &str) -> Result<Val<
         TextOp::EndsWith => s.ends_with(t),
     };
     Ok(Val::Scalar(Value::Boolean(hit)))
-}
-
-fn membership<'a>(l: &Val<'_>, r: &Val<'_>, text: &str) -> Result<Val<'a>, EvalError> {
-    let found = if let Some(len) = array_len(r) {
-        // Like expr-lang, an element of another kind is simply not a match.
-        (0..len).any(|i| match (l, array_item(r, i)) {
-            (Val::Scalar(a), Some(Val::Scalar(b))) => *a == b,
-            _ => false,
-        })
-    } else if let (Val::Json(JsonValue::Object(m)), Val::Scalar(Value::String(k))) = (r, l) {
-        m.contains_key(k)
-    } else {
-        return err(format!(
-            "`in` needs an array (or an object and a key) on its right, but `{text}` has {} there",
-            describe(r)
-        ));
-    };
-    Ok(Val::Scalar(Value::Boolean(found)))
-}
-
-fn predicate<'a>(
-    kind: PredicateKind,
-    over: &Val<'a>,
-    body: &Expr,
-    result: &'a MetricValue,
-    over_text: &str,
-    body_text: &str,
-) -> Result<Val<'a>, EvalError> {
-    let name = kind.name();
-    let Some(len) = array_len(over) else {
-        let hint = if is_nil(over) {
-            " — guard with isNil(result) or use default(result, ...)"
-        } else {
-            ""
-        };
-        return err(format!(
-            "{name}() needs an array, but {over_text} is {}{hint}",
-            describe(over)
-        ));
-    };
-    let items = (0..len).filter_map(|i| array_item(over, i));
-    if kind == PredicateKind::Map {
-        let mapped = items
-            .map(|item| eval(body, result, Some(&item)))
-            .collect::<Result<_, _>>()?;
-        return Ok(Val::List(mapped));
-    }
-    let shortcut = element_against_number(body);
-    let test = |item: &Val<'a>| -> Result<bool, EvalError> {
-        if let (Some((kind, c, elem_first)), Val::Scalar(Value::Float(x))) = (shortcut, item) {
-            let (l, r) = if elem_first { (*x, c) } else { (c, *x) };
-            if let Some(Value::Boolean(b)) = float_fast_path(kind, l, r) {
-                return Ok(b);
-            }
-        }
-        match eval(body, result, Some(item))? {
-            Val::Scalar(Value::Boolean(b)) => Ok(b),
-            other => err(format!(
-                "the predicate `{body_text}` in {name}() must give true or false, but for {} it gives {}",
-                describe(item),
-                describe(&other)
-            )),
-        }
-    };
-    let mut hits = 0usize;
-    let mut kept = Vec::new();
-    for item in items {
-        let hit = test(&item)?;
-        match (kind, hit) {
-            (PredicateKind::All, false) => return Ok(Val::Scalar(Value::Boolean(false))),
-            (PredicateKind::Any, true) => return Ok(Val::Scalar(Value::Boolean(true))),
-            (PredicateKind::None, true) => return Ok(Val::Scalar(Value::Boolean(false))),
-            (PredicateKind::Filter, true) => kept.push(item),
-            (_, true) => hits += 1,
-            (_, false) => {}
-        }
-    }
-    Ok(match kind {
-        PredicateKind::All | PredicateKind::None => Val::Scalar(Value::Boolean(true)),
-        PredicateKind::Any => Val::Scalar(Value::Boolean(false)),
-        PredicateKind::One => Val::Scalar(Value::Boolean(hits == 1)),
-        PredicateKind::Count => Val::Scalar(Value::Float(hits as f64)),
-        PredicateKind::Filter | PredicateKind::Map => Val::List(kept),
-    })
-}
-
-/// A predicate body of the shape `# < 1000` or `0 < #` (the element against a constant number): for number
-/// elements the lowered operator is applied through `float_fast_path` without walking the tree per element.
-fn element_against_number(body: &Expr) -> Option<(NativeKind, f64, bool)> {
-    let Expr::Native { op, args, .. } = body else {
-        return None;
-    };
-    match args.as_slice() {
-        [Expr::Elem, Expr::Const(Value::Float(c))] => Some((op.kind, *c, true)),
-        [Expr::Const(Value::Float(c)), Expr::Elem] => Some((op.kind, *c, false)),
-        _ => None,
-    }
-}
-
-/// The numbers of an array argument (`sum`, `mean`, `min`, ...): every element must be a number.
-fn numbers_of(v: &Val<'_>, name: &str, arg_text: &str) -> Result<Vec<f64>, EvalError> {
-    if let Val::Numbers(ns) = v {
-        return Ok(ns.to_vec());
-    }
-    let Some(len) = array_len(v) else {
-        return err(format!(
-            "{name}() needs an array of numbers, but {arg_text} is {}",
-            describe(v)
-        ));
-    };
-    (0..len)
-        .map(|i| match array_item(v, i) {
-            Some(Val::Scalar(Value::Float(n))) => Ok(n),
-            Some(other) => err(format!(
-                "{name}() needs an array of numbers, but element {i} of {arg_text} is {}",
-                describe(&other)
-            )),
-            None => err(format!("{name}(): element {i} of {arg_text} is missing")),
-        })
-        .collect()
-}
-
-fn non_empty(ns: Vec<f64>, name: &str, arg_text: &str) -> Result<Vec<f64>, EvalError> {
-    if ns.is_empty() {
-        return err(format!(
-            "{name}() of an empty array has no value — guard with len({arg_text}) > 0"
-        ));
-    }
-    Ok(ns)
-}
-
-fn call<'a>(
-    func: Func,
-    args: Vec<Val<'a>>,
-    result: &'a MetricValue,
-    arg_text: &str,
-) -> Result<Val<'a>, EvalError> {
-    let name = func.name();
-    let mut args = args.into_iter();
-    let Some(first) = args.next() else {
-        return err(format!("{name}() needs an argument"));
-    };
-    let num = |n: f64| Ok(Val::Scalar(Value::Float(n)));
-    match func {
-        Func::Len => match &first {
-            Val::Scalar(Value::String(s)) => num(s.chars().count() as f64),
-            Val::Json(JsonValue::Object(m)) => num(m.len() as f64),
-            v => match array_len(v) {
-                Some(n) => num(n as f64),
-                None => err(format!(
-                    "len() needs an array, a string or an object, but {arg_text} is {}",
-                    describe(v)
-                )),
-            },
-        },
-        Func::Sum => num(numbers_of(&first, name, arg_text)?.iter().sum()),
-        Func::Mean => {
-            let ns = non_empty(numbers_of(&first, name, arg_text)?, name, arg_text)?;
-            num(ns.iter().sum::<f64>() / ns.len() as f64)
-        }
-        Func::Median => {
-            let mut ns = non_empty(numbers_of(&first, name, arg_text)?, name, arg_text)?;
-            ns.sort_by(f64::total_cmp);
-            let mid = ns.len() / 2;
-            let upper = ns.get(mid).copied().unwrap_or(f64::NAN);
-            if ns.len() % 2 == 0 {
-                let lower = ns.get(mid.wrapping_sub(1)).copied().unwrap_or(f64::NAN);
-                num((lower + upper) / 2.0)
-            } else {
-                num(upper)
-            }
-        }
-        Func::Min | Func::Max => {
-            let mut ns = Vec::new();
-            for v in std::iter::once(first).chain(args) {
-                match number(&v) {
-                    Some(n) => ns.push(n),
-                    None => ns.extend(numbers_of(&v, name, arg_text)?),
-                }
-            }
-            let ns = non_empty(ns, name, arg_text)?;
-            let pick = |best: f64, n: f64| {
-                let better = if func == Func::Min {
-                    n < best
-                } else {
-                    n > best
-                };
-                if better { n } else { best }
-            };
-            let start = ns.first().copied().unwrap_or(f64::NAN);
-            num(ns.into_iter().fold(start, pick))
-        }
-        Func::Int => match &first {
-            Val::Scalar(Value::Float(n)) if n.is_finite() => num(n.trunc()),
-            Val::Scalar(Value::String(s)) => match s.parse::<i64>() {
-                Ok(n) => num(n as f64),
-                Err(_) => err(format!("int(): {s:?} is not a whole number")),
-            },
-            v => err(format!(
-                "int() needs a finite number or a string, but {arg_text} is {}",
-                describe(v)
-            )),
-        },
-        Func::Float | Func::AsFloat => match &first {
-            Val::Scalar(Value::Float(n)) => num(*n),
-            Val::Scalar(Value::String(s)) => match parse_go_float(s) {
-                Some(n) => num(n),
-                None => err(format!("{name}(): {s:?} is not a number")),
-            },
-            v => err(format!(
-                "{name}() needs a number or a string, but {arg_text} is {}",
-                describe(v)
-            )),
-        },
-        Func::String => Ok(Val::Scalar(Value::String(render(&first)))),
-        Func::AsInt => match &first {
-            Val::Scalar(Value::Float(n)) if n.is_finite() => num(n.trunc()),
-            Val::Scalar(Value::String(s)) => match s.parse::<i64>() {
-                Ok(n) => num(n as f64),
-                Err(_) => err(format!(
-                    "asInt(): {s:?} is not a whole number — use asFloat() for decimals"
-                )),
-            },
-            v => err(format!(
-                "asInt() needs a finite number or a string, but {arg_text} is {}",
-                describe(v)
-            )),
-        },
-        // Argo's isNil and default look at `result` itself, whatever their first argument.
-        Func::IsNil => Ok(Val::Scalar(Value::Boolean(result_is_nil(result)))),
-        Func::Default => {
-            if result_is_nil(result) {
-                Ok(args.next().unwrap_or(NIL))
-            } else {
-                Ok(result_val(result))
-            }
-        }
-    }
-}
-
-/// Go's strconv.ParseFloat spellings: decimal and exponent forms, `NaN`, `Inf`, `+Inf`, `-Inf`, `Infinity`.
-fn parse_go_float(s: &str) -> Option<f64> {
-    let lower = s.to_ascii_lowercase();
-    let unsigned = lower.trim_start_matches(['+', '-']);
-    if ["nan", "inf", "infinity"].contains(&unsigned)
-        || unsigned.starts_with(|c: char| c.is_ascii_digit() || c == '.')
-    {
-        s.parse::<f64>().ok()
-    } else {
-        None
-    }
 }
 
 #[cfg(test)]

@@ -1,12 +1,18 @@
 //! Argo's condition language (expr-lang syntax): compiled once, evaluated for every measurement.
 //! `parser.rs` turns text into a syntax tree, `lower.rs` checks names and lowers it onto `evalexpr` operator
 //! nodes (with the array/JSON constructs evalexpr lacks kept as our own nodes), `eval.rs` runs the lowered form
-//! against a [`MetricValue`]. This module owns the public interface and Argo's measurement-phase truth table.
+//! against a [`MetricValue`], with `equality.rs` (`==`, `!=`, `in`), `functions.rs` (`len`, `asFloat`, ...), `predicates.rs`
+//! (`all`, `map`, ...) and `values.rs` (indexing).
+//! This module owns the public interface and Argo's measurement-phase truth table.
 //! It must not do I/O or read the clock; errors are reported, never turned into a silent `false`.
 
+mod equality;
 mod eval;
+mod functions;
 mod lower;
 mod parser;
+mod predicates;
+mod values;
 
 use super::value::MetricValue;
 use crate::api::AnalysisPhase;
