@@ -1,5 +1,5 @@
 //! `canaryd eval` as users and scripts run it: the built binary, its stdout, stderr and exit codes
-//! (DESIGN.md §3: 0 true or a phase, 1 false, 2 bad input, 4 evaluation error).
+//! (DESIGN.md §3: 0 true or a phase — Error included, 1 false, 2 bad input, 4 evaluation error of --condition).
 
 use std::process::Command;
 
@@ -104,7 +104,24 @@ fn success_and_failure_print_the_measurement_phase_and_exit_0() {
 }
 
 #[test]
-fn a_phase_evaluation_error_exits_4_and_a_bad_failure_condition_exits_2() {
+fn a_phase_that_is_an_error_is_printed_with_its_reason_and_exits_0() {
+    for (success, value, reason) in [
+        ("result[0] >= 0.95", "null", "result is nil"),
+        ("result[0] >= 0.95", "[]", "result[0] is out of range"),
+        (
+            "result == 10",
+            "[10]",
+            "cannot compare an array of 1 number with the number 10",
+        ),
+    ] {
+        let r = eval(&["--success", success, "--result", value]);
+        assert_eq!(r.code, Some(0), "{success} with {value}: {}", r.stderr);
+        assert!(
+            r.stdout.starts_with("Error: ") && r.stdout.contains(reason),
+            "{success} with {value}: {:?}",
+            r.stdout
+        );
+    }
     let r = eval(&[
         "--success",
         "true",
@@ -112,12 +129,32 @@ fn a_phase_evaluation_error_exits_4_and_a_bad_failure_condition_exits_2() {
         "result > 1",
         "--result",
         "[1]",
+        "-o",
+        "json",
     ]);
-    assert_eq!(r.code, Some(4));
-    assert!(
-        r.stderr.contains("result is an array of 1 number"),
-        "{}",
-        r.stderr
+    assert_eq!(r.code, Some(0));
+    let out = json(&r);
+    assert_eq!(out["phase"], "Error");
+    let message = out["message"].as_str().unwrap_or_default();
+    assert!(message.contains("result is an array of 1 number"), "{out}");
+}
+
+#[test]
+fn a_phase_condition_that_does_not_compile_is_an_error_phase_naming_the_flag_and_exits_0() {
+    let r = eval(&[
+        "--success",
+        "results[0] >= 0.95",
+        "--failure",
+        "result[0] < 0.5",
+        "--result",
+        "[1]",
+    ]);
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (
+            Some(0),
+            "Error: --success: column 1: unknown name `results` (the value is called `result`)\n"
+        )
     );
     let r = eval(&[
         "--success",
@@ -127,8 +164,51 @@ fn a_phase_evaluation_error_exits_4_and_a_bad_failure_condition_exits_2() {
         "--result",
         "1",
     ]);
+    assert_eq!(r.code, Some(0));
+    assert!(
+        r.stdout.starts_with("Error: --failure: column 9"),
+        "{:?}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_phase_with_a_result_that_is_not_json_is_still_bad_input() {
+    let r = eval(&["--success", "true", "--result", "{oops"]);
     assert_eq!(r.code, Some(2));
-    assert!(r.stderr.contains("--failure: column 9"), "{}", r.stderr);
+    assert_eq!(r.stdout, "");
+}
+
+#[test]
+fn values_starting_with_a_minus_are_values_not_flags() {
+    for (condition, value) in [
+        ("isInf(result) && result < 0", "-Infinity"),
+        ("result < 0", "-1"),
+        ("-result > 0", "-1"),
+        ("result[0] < 0", "[-1]"),
+    ] {
+        let r = eval(&["--condition", condition, "--result", value]);
+        assert_eq!(
+            (r.code, r.stdout.as_str()),
+            (Some(0), "true\n"),
+            "{condition} with {value}: {}",
+            r.stderr
+        );
+    }
+    let r = eval(&[
+        "--success",
+        "-result > 0",
+        "--failure",
+        "-result < 0",
+        "--result",
+        "-2",
+    ]);
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (Some(0), "Successful\n"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

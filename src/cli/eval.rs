@@ -6,6 +6,7 @@
 use serde_json::Value as JsonValue;
 
 use super::{Exit, OutputFormat};
+use crate::api::AnalysisPhase;
 use crate::engine::condition::{Condition, measurement_phase};
 use crate::engine::value::MetricValue;
 
@@ -14,21 +15,24 @@ use crate::engine::value::MetricValue;
 canaryd eval --condition 'result[0] >= 0.95' --result '[0.97]'\n  \
 canaryd eval --success 'result[0] >= 0.95' --failure 'result[0] < 0.5' --result '[NaN]'\n  \
 canaryd eval --condition 'result.status == \"ok\"' --result '{\"status\": \"ok\"}'\n\n\
-Exit codes: 0 true (or a phase was printed), 1 false, 2 bad input (the condition does not compile, --result is \
-not JSON), 4 the condition could not be evaluated against this value.")]
+With --success/--failure the phase is always printed, `Error: REASON` included (a condition that does not \
+compile is an Error, as in Argo, which compiles it for every measurement).\n\n\
+Exit codes: 0 true (or a phase was printed), 1 false, 2 bad input (--condition does not compile, --result is \
+not JSON), 4 --condition could not be evaluated against this value.")]
 pub struct Args {
     /// A condition to evaluate: prints `true` (exit 0) or `false` (exit 1).
-    #[arg(long, conflicts_with_all = ["success", "failure"])]
+    // Values may start with `-`: `-result < 0`, `--result -Infinity`.
+    #[arg(long, allow_hyphen_values = true, conflicts_with_all = ["success", "failure"])]
     pub condition: Option<String>,
     /// A successCondition: with --failure (or alone) prints the measurement phase Argo would record.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub success: Option<String>,
     /// A failureCondition: with --success (or alone) prints the measurement phase Argo would record.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub failure: Option<String>,
     /// The measured value as JSON: a number is a Prometheus scalar, an array of numbers a vector, `null` no
     /// value, anything else a web/JSON value. `NaN`, `Infinity` and `-Infinity` may be written bare.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub result: String,
     /// `text` prints true/false or the phase; `json` prints only one JSON object on stdout.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
@@ -65,24 +69,28 @@ pub fn run(args: Args) -> Exit {
             Err(e) => fail(output, &e.to_string(), Exit::Error),
         };
     }
-    let (success, failure) = match (
-        compile("success", &args.success),
-        compile("failure", &args.failure),
-    ) {
-        (Ok(s), Ok(f)) => (s, f),
-        (Err(e), _) | (_, Err(e)) => return fail(output, &e, Exit::Usage),
-    };
-    match measurement_phase(success.as_ref(), failure.as_ref(), &value) {
-        Ok(phase) => {
+    // Argo compiles the conditions for every measurement, so one that does not compile is an Error phase
+    // like any evaluation error; the phase is printed whatever it is.
+    let phase = compile("success", &args.success).and_then(|success| {
+        let failure = compile("failure", &args.failure)?;
+        measurement_phase(success.as_ref(), failure.as_ref(), &value).map_err(|e| e.to_string())
+    });
+    match phase {
+        Ok(phase) => print(
+            output,
+            phase.as_str(),
+            serde_json::json!({ "phase": phase.as_str() }),
+        ),
+        Err(reason) => {
+            let error = AnalysisPhase::Error.as_str();
             print(
                 output,
-                phase.as_str(),
-                serde_json::json!({ "phase": phase.as_str() }),
+                &format!("{error}: {reason}"),
+                serde_json::json!({ "phase": error, "message": reason }),
             );
-            Exit::Ok
         }
-        Err(e) => fail(output, &e.to_string(), Exit::Error),
     }
+    Exit::Ok
 }
 
 fn print(output: OutputFormat, text: &str, json: JsonValue) {
