@@ -9,6 +9,7 @@ pub mod decode;
 pub mod duration;
 pub mod rollout;
 mod schema;
+pub mod traffic_routing;
 
 pub use analysis::*;
 pub use appset::{ApplicationSet, ApplicationSetSpec, ClusterSecret};
