@@ -10,6 +10,7 @@ pub mod condition;
 pub mod judge;
 pub mod progressive;
 pub mod rollout;
+pub mod routing;
 pub mod template;
 pub mod timeexpr;
 pub mod value;

@@ -1,0 +1,380 @@
+//! Desired router state: given a router object as the API server returned it, the Rollout's
+//! `trafficRouting` configuration and what the planner wants ([`Desired`]: the canary weight, the Services,
+//! the pod hashes), each router module returns the object to write, the merge patch to apply, or nothing when
+//! the object already says it, or an error worded as Argo Rollouts words it. One module per router
+//! ([`istio`], [`nginx`], [`gateway`]); this one owns the shared input, reading and checking the
+//! configuration, and the errors. Pure and synchronous: no client, no clock; the edge (`routers/`) reads
+//! and writes.
+
+pub mod gateway;
+pub mod istio;
+pub mod nginx;
+
+use serde_json::{Map, Value};
+
+use crate::api::Rollout;
+use crate::api::traffic_routing::{
+    GATEWAY_API_PLUGIN, GatewayApiTrafficRouting, IstioTrafficRouting, NginxTrafficRouting,
+    TrafficRouting,
+};
+
+const FIELD: &str = "spec.strategy.canary.trafficRouting";
+
+/// Why a router object cannot be brought to the desired state. The messages are Argo's where Argo has one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RoutingError {
+    /// The configuration names something canaryd does not drive, or is contradictory: InvalidSpec.
+    #[error("{field}: {message}")]
+    Config { field: String, message: String },
+    /// The router object does not fit the configuration (Argo's reconcile-time errors, e.g. a route that is
+    /// not there); the message is Argo's.
+    #[error("{0}")]
+    Mismatch(String),
+    /// The router object is not shaped as its kind's schema says.
+    #[error("{kind} `{name}`: {field}: {message}")]
+    Malformed {
+        kind: &'static str,
+        name: String,
+        field: String,
+        message: String,
+    },
+}
+
+/// A Rollout's traffic routing, read and checked: the routers canaryd drives, each at most once.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Routing {
+    pub istio: Option<IstioTrafficRouting>,
+    pub nginx: Option<NginxTrafficRouting>,
+    pub gateway_api: Option<GatewayApiTrafficRouting>,
+    /// `maxTrafficWeight` as written; see [`Desired::max_weight`].
+    pub max_traffic_weight: Option<i32>,
+}
+
+fn config(field: impl Into<String>, message: impl Into<String>) -> RoutingError {
+    RoutingError::Config {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// Reads `spec.strategy.canary.trafficRouting`: `Ok(None)` without one; an error naming the first router
+/// canaryd does not drive, or the first contradiction Argo's validation reports.
+pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
+    let raw = rollout
+        .spec
+        .strategy
+        .as_ref()
+        .and_then(|s| s.canary.as_ref())
+        .and_then(|c| c.traffic_routing.as_ref());
+    let Some(raw) = raw.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let tr: TrafficRouting = serde_path_to_error::deserialize(raw)
+        .map_err(|e| config(format!("{FIELD}.{}", e.path()), e.inner().to_string()))?;
+    let unsupported = [
+        ("alb", tr.alb.is_some()),
+        ("smi", tr.smi.is_some()),
+        ("ambassador", tr.ambassador.is_some()),
+        ("appMesh", tr.app_mesh.is_some()),
+        ("traefik", tr.traefik.is_some()),
+        ("apisix", tr.apisix.is_some()),
+        ("managedRoutes", tr.managed_routes.is_some()),
+    ];
+    for (name, set) in unsupported
+        .into_iter()
+        .chain(tr.rest.keys().map(|k| (k.as_str(), true)))
+    {
+        if set {
+            return Err(config(
+                format!("{FIELD}.{name}"),
+                "not supported by canaryd: it drives Istio, NGINX Ingress and the Gateway API plugin",
+            ));
+        }
+    }
+    if let Some(max) = tr.max_traffic_weight
+        && max < 1
+    {
+        return Err(config(format!("{FIELD}.maxTrafficWeight"), "must be > 0"));
+    }
+    let mut gateway_api = None;
+    for (name, value) in tr.plugins.iter().flatten() {
+        if name != GATEWAY_API_PLUGIN {
+            return Err(config(
+                format!("{FIELD}.plugins.{name}"),
+                format!(
+                    "the traffic-router plugin {name:?} is not supported by canaryd; it runs {GATEWAY_API_PLUGIN:?}"
+                ),
+            ));
+        }
+        let field = format!("{FIELD}.plugins.{name}");
+        let parsed: GatewayApiTrafficRouting = serde_path_to_error::deserialize(value)
+            .map_err(|e| config(format!("{field}.{}", e.path()), e.inner().to_string()))?;
+        gateway::check(&parsed, &field)?;
+        gateway_api = Some(parsed);
+    }
+    if let Some(istio) = &tr.istio {
+        istio::check(istio, &format!("{FIELD}.istio"))?;
+    }
+    if let Some(nginx) = &tr.nginx {
+        nginx::check(nginx, &format!("{FIELD}.nginx"))?;
+    }
+    Ok(Some(Routing {
+        istio: tr.istio,
+        nginx: tr.nginx,
+        gateway_api,
+        max_traffic_weight: tr.max_traffic_weight,
+    }))
+}
+
+/// What one reconcile wants the routers to show, from the planner.
+#[derive(Debug, Clone, Copy)]
+pub struct Desired<'a> {
+    /// Name, namespace and uid: owner of the canary Ingress, the manager a DestinationRule names.
+    pub rollout: &'a Rollout,
+    /// `canaryService` / `stableService`; empty when not set (Istio subset-only routing).
+    pub canary_service: &'a str,
+    pub stable_service: &'a str,
+    /// The canary's share, out of [`Desired::max_weight`].
+    pub canary_weight: i32,
+    pub max_traffic_weight: Option<i32>,
+    /// `rollouts-pod-template-hash` of the canary and stable ReplicaSets; empty when there is none.
+    pub canary_hash: &'a str,
+    pub stable_hash: &'a str,
+}
+
+impl<'a> Desired<'a> {
+    /// The Services come from the Rollout's canary strategy, the total from `routing`.
+    pub fn new(
+        rollout: &'a Rollout,
+        routing: &Routing,
+        canary_weight: i32,
+        canary_hash: &'a str,
+        stable_hash: &'a str,
+    ) -> Desired<'a> {
+        let canary = rollout
+            .spec
+            .strategy
+            .as_ref()
+            .and_then(|s| s.canary.as_ref());
+        Desired {
+            rollout,
+            canary_service: canary
+                .and_then(|c| c.canary_service.as_deref())
+                .unwrap_or(""),
+            stable_service: canary
+                .and_then(|c| c.stable_service.as_deref())
+                .unwrap_or(""),
+            canary_weight,
+            max_traffic_weight: routing.max_traffic_weight,
+            canary_hash,
+            stable_hash,
+        }
+    }
+
+    /// The total every weight is out of: `maxTrafficWeight`, 100 when unset.
+    pub fn max_weight(&self) -> i32 {
+        self.max_traffic_weight.unwrap_or(100)
+    }
+
+    /// The stable side's share: whatever the canary (and `others`, kept as they are) leave, never negative.
+    pub fn stable_weight(&self, others: i64) -> i64 {
+        (i64::from(self.max_weight()) - i64::from(self.canary_weight) - others).max(0)
+    }
+
+    pub fn rollout_name(&self) -> &'a str {
+        self.rollout.metadata.name.as_deref().unwrap_or("")
+    }
+
+    pub fn rollout_namespace(&self) -> &'a str {
+        self.rollout.metadata.namespace.as_deref().unwrap_or("")
+    }
+}
+
+/// The JSON merge patch (RFC 7386) that turns `from` into `to`: changed and added fields with their new
+/// value, removed ones as `null`, objects recursively, arrays whole (as Kubernetes' strategic merge patch
+/// treats lists without a merge key, so the patch equals the one Argo computes for an Ingress).
+pub fn merge_patch(from: &Value, to: &Value) -> Value {
+    match (from, to) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut patch = Map::new();
+            for (key, old) in a {
+                match b.get(key) {
+                    None => {
+                        patch.insert(key.clone(), Value::Null);
+                    }
+                    Some(new) if new != old => {
+                        patch.insert(key.clone(), merge_patch(old, new));
+                    }
+                    Some(_) => {}
+                }
+            }
+            for (key, new) in b {
+                if !a.contains_key(key) {
+                    patch.insert(key.clone(), new.clone());
+                }
+            }
+            Value::Object(patch)
+        }
+        _ => to.clone(),
+    }
+}
+
+/// Reads a router object's fields, reporting a wrong shape with the object and the field.
+pub(crate) struct Reader<'a> {
+    pub kind: &'static str,
+    pub name: &'a str,
+}
+
+impl Reader<'_> {
+    pub fn malformed(&self, field: impl Into<String>, message: impl Into<String>) -> RoutingError {
+        RoutingError::Malformed {
+            kind: self.kind,
+            name: self.name.to_string(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// An optional list: absent and `null` are `None`, anything but an array is an error.
+    pub fn list<'v>(
+        &self,
+        value: Option<&'v Value>,
+        field: &str,
+    ) -> Result<Option<&'v Vec<Value>>, RoutingError> {
+        match value {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) => Ok(Some(items)),
+            Some(other) => Err(self.malformed(field, format!("expected a list, got {other}"))),
+        }
+    }
+
+    pub fn object<'v>(
+        &self,
+        value: &'v Value,
+        field: &str,
+    ) -> Result<&'v Map<String, Value>, RoutingError> {
+        value
+            .as_object()
+            .ok_or_else(|| self.malformed(field, format!("expected an object, got {value}")))
+    }
+
+    /// An optional string field of `object`.
+    pub fn string<'v>(
+        &self,
+        object: &'v Map<String, Value>,
+        key: &str,
+        field: &str,
+    ) -> Result<&'v str, RoutingError> {
+        match object.get(key) {
+            None | Some(Value::Null) => Ok(""),
+            Some(Value::String(s)) => Ok(s),
+            Some(other) => Err(self.malformed(
+                format!("{field}.{key}"),
+                format!("expected a string, got {other}"),
+            )),
+        }
+    }
+
+    /// An optional integer field of `object`; absent is 0, as Argo's Go structs read it.
+    pub fn integer(
+        &self,
+        object: &Map<String, Value>,
+        key: &str,
+        field: &str,
+    ) -> Result<i64, RoutingError> {
+        match object.get(key) {
+            None | Some(Value::Null) => Ok(0),
+            Some(v) => v.as_i64().ok_or_else(|| {
+                self.malformed(
+                    format!("{field}.{key}"),
+                    format!("expected an integer, got {v}"),
+                )
+            }),
+        }
+    }
+}
+
+/// The object's `metadata.name`, for messages.
+pub(crate) fn object_name(object: &Value) -> &str {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rollout(routing: Value) -> Rollout {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "prod"},
+            "spec": {"strategy": {"canary": {"trafficRouting": routing}}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn every_router_canaryd_does_not_drive_is_named_in_the_error() {
+        for (written, field) in [
+            (
+                json!({"smi": {}}),
+                "spec.strategy.canary.trafficRouting.smi",
+            ),
+            (
+                json!({"alb": {"ingress": "i"}}),
+                "spec.strategy.canary.trafficRouting.alb",
+            ),
+            (
+                json!({"traefik": {}}),
+                "spec.strategy.canary.trafficRouting.traefik",
+            ),
+            (
+                json!({"managedRoutes": [{"name": "h"}]}),
+                "spec.strategy.canary.trafficRouting.managedRoutes",
+            ),
+            (
+                json!({"plugins": {"argoproj-labs/contour": {}}}),
+                "spec.strategy.canary.trafficRouting.plugins.argoproj-labs/contour",
+            ),
+        ] {
+            let err = routing(&rollout(written)).unwrap_err();
+            assert!(
+                matches!(&err, RoutingError::Config { field: f, .. } if f == field),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_rollout_without_traffic_routing_has_none() {
+        let r: Rollout =
+            serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {}})).unwrap();
+        assert_eq!(routing(&r).unwrap(), None);
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_reported_with_its_path() {
+        let err = routing(&rollout(json!({"maxTrafficWeight": "ten"}))).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("spec.strategy.canary.trafficRouting.maxTrafficWeight: invalid type"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_merge_patch_names_changed_added_and_removed_fields_and_replaces_lists() {
+        let from = json!({"a": {"x": "1", "y": "2"}, "l": [1, 2], "k": true});
+        let to = json!({"a": {"x": "1", "y": "3", "z": "4"}, "l": [1], "k": true});
+        assert_eq!(
+            merge_patch(&from, &to),
+            json!({"a": {"y": "3", "z": "4"}, "l": [1]})
+        );
+        assert_eq!(
+            merge_patch(&json!({"a": 1}), &json!({})),
+            json!({"a": null})
+        );
+    }
+}
