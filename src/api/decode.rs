@@ -18,14 +18,7 @@ pub fn decode<T>(value: &Value) -> Result<(T, Vec<FieldError>), FieldError>
 where
     T: DeserializeOwned + serde::Serialize,
 {
-    let typed: T = serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let message = e.into_inner().to_string();
-        FieldError {
-            path: if path == "." { String::new() } else { path },
-            message,
-        }
-    })?;
+    let typed: T = typed(value)?;
     let back = serde_json::to_value(&typed).map_err(|e| FieldError {
         path: String::new(),
         message: e.to_string(),
@@ -33,6 +26,19 @@ where
     let mut unknown = Vec::new();
     unknown_fields(value, &back, "", &mut unknown);
     Ok((typed, unknown))
+}
+
+/// Decodes a document into `T` leniently, as serde does (unknown fields ignored), naming the path of a type
+/// error: for objects read from the API server, where another client may have stored what `T` cannot hold.
+pub fn typed<T: DeserializeOwned>(value: &Value) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let message = e.into_inner().to_string();
+        FieldError {
+            path: if path == "." { String::new() } else { path },
+            message,
+        }
+    })
 }
 
 fn unknown_fields(written: &Value, kept: &Value, path: &str, out: &mut Vec<FieldError>) {

@@ -1,0 +1,367 @@
+//! The AnalysisRun controller: one reconcile of one run drives the same engine functions the CLI uses one
+//! step at a time: restore from `status`, measure what is due at `now`, record, assess, write the new status,
+//! requeue at the next wake-up; a completed run is deleted when its `ttlStrategy` runs out. A run the watch
+//! cannot decode ends Error with the field and the reason, where its author looks.
+//!
+//! Watching, queueing, the echo cache and the guarded status write are the [`driver`]'s.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::api::Api;
+use tracing::{info, warn};
+
+use super::Context;
+use super::driver::{
+    self, Ahead, KindState, Next, ReconcileError, Reconciled, Wrote, requeue_at, requeue_before,
+    shown,
+};
+use super::watch::Undecodable;
+use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus};
+use crate::engine::analysis;
+use crate::engine::compose::RunSpec;
+use crate::k8s::runs::{self, WriteError};
+use crate::runner::{self, PreparedRun};
+use crate::time::{Clock, whole_second};
+
+impl Reconciled for AnalysisRun {
+    type Status = AnalysisRunStatus;
+
+    fn status(&self) -> Option<&AnalysisRunStatus> {
+        self.status.as_ref()
+    }
+
+    fn is_completed(status: &AnalysisRunStatus) -> bool {
+        status.phase.is_some_and(|p| p.is_completed())
+    }
+
+    fn state(ctx: &Context) -> &KindState<AnalysisRun> {
+        &ctx.runs
+    }
+
+    fn reconcile(
+        obj: Arc<Self>,
+        ctx: Arc<Context>,
+    ) -> impl Future<Output = Result<Next, ReconcileError>> + Send {
+        reconcile(obj, ctx)
+    }
+
+    fn report_undecodable(
+        obj: Box<Undecodable>,
+        ctx: Arc<Context>,
+    ) -> impl Future<Output = Result<Next, ReconcileError>> + Send {
+        report_undecodable(obj, ctx)
+    }
+}
+
+fn provider_name(run: &PreparedRun, index: usize) -> &'static str {
+    run.metrics
+        .get(index)
+        .and_then(|m| m.metric.provider.configured().first().copied())
+        .unwrap_or("unknown")
+}
+
+/// One step of one run. Public so tests and benches can drive it; the daemon calls it from its
+/// controllers.
+pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next, ReconcileError> {
+    let state = &ctx.runs;
+    let namespace = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let key = (namespace.clone(), name.clone());
+    let run_key = shown(&namespace, &name);
+    let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), &namespace);
+    let rv = obj.resource_version().unwrap_or_default();
+    // Usually the drive loop has already recognised the echo of our own write; this catches the echo that
+    // arrived while the writing reconcile was still running. A run that write completed goes on below, to
+    // its TTL.
+    if let Some(Some(wakeup)) = state.echo_of_own_write(&key, &rv) {
+        return Ok(requeue_before(Some(wakeup)));
+    }
+    let ahead = state.ahead_of(&key, &rv);
+    // The status our write put on the server when the cache lags behind it; what is still to be written;
+    // the resourceVersion to write against.
+    let (written, pending, mut write_rv, mut uncounted) = match ahead {
+        Some(a) => match a.written_rv {
+            Some(w) => (Some(a.status), None, w, a.uncounted),
+            None => (None, Some(a.status), rv.clone(), a.uncounted),
+        },
+        None => (None, None, rv.clone(), Vec::new()),
+    };
+    // What the server holds.
+    let server = written.as_ref().or(obj.status.as_ref());
+
+    if let Some(done) = server.and_then(|s| s.phase).filter(|p| p.is_completed()) {
+        return match &written {
+            None => expire(&api, &obj, &run_key, done).await,
+            Some(status) => {
+                let judged = AnalysisRun {
+                    status: Some(status.clone()),
+                    ..(*obj).clone()
+                };
+                expire(&api, &judged, &run_key, done).await
+            }
+        };
+    }
+    // What to build on.
+    let mut working = pending.or_else(|| server.cloned());
+
+    let spec = RunSpec::from_run(&obj.spec);
+    let secrets = runs::read_secrets(&ctx.client, &namespace, &spec.args)
+        .await
+        .map_err(ReconcileError::Secrets)?;
+    let prepared = PreparedRun::prepare(
+        &spec,
+        &BTreeMap::new(),
+        &|r| runs::lookup(&secrets, r),
+        None,
+    );
+    let (new_status, assessment_wakeup, secret_values) = match prepared {
+        Err(e) => {
+            let now = whole_second(Clock::Wall.now());
+            // A spec that cannot run ends Error now, with the reason, rather than retrying forever.
+            let mut status = working.unwrap_or_default();
+            status.phase = Some(AnalysisPhase::Error);
+            status.message = Some(e.to_string());
+            status
+                .started_at
+                .get_or_insert(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+            status.completed_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+            warn!(run = %run_key, phase = "Error", reason = %e, "AnalysisRun cannot run");
+            let values: Vec<String> = secrets.values().filter_map(|v| v.clone().ok()).collect();
+            (status, None, values)
+        }
+        Ok(run) => {
+            if let Some(at) = working
+                .as_ref()
+                .and_then(|st| analysis::next_wakeup(&run.plan, st, Clock::Wall.now()))
+                && !state.wait_until_due(&obj, &write_rv, at).await
+            {
+                // The object changed while this reconcile waited; the reconcile its watch event queued
+                // (held until this one returns) starts from the new version.
+                return Ok(Next::Change);
+            }
+            // Stamped as the API server will store it, so the next due time is the same before and after
+            // the patch.
+            let now = whole_second(Clock::Wall.now());
+            let terminate = obj.spec.terminate == Some(true);
+            let mut status = working
+                .take()
+                .unwrap_or_else(|| analysis::start(&run.plan, now));
+            let due = analysis::due(&run.plan, &status, now, terminate);
+            let recorded =
+                runner::measure_due(&run, &ctx.providers, &mut status, &due, now, None, &|| {
+                    whole_second(Clock::Wall.now())
+                })
+                .await;
+            for index in &recorded {
+                let Some(plan) = run.plan.metrics.get(*index) else {
+                    continue;
+                };
+                let measurement = status
+                    .metric_results
+                    .iter()
+                    .flatten()
+                    .find(|r| r.name == plan.name)
+                    .and_then(|r| r.measurements.last());
+                if let Some(m) = measurement {
+                    uncounted.push((m.phase.as_str(), provider_name(&run, *index)));
+                    let mut shown = serde_json::json!([m.value, m.message]);
+                    runs::scrub(&mut shown, &run.secrets);
+                    info!(
+                        run = %run_key,
+                        metric = %plan.name,
+                        value = %shown[0].as_str().unwrap_or("-"),
+                        phase = %m.phase,
+                        reason = %shown[1].as_str().unwrap_or(""),
+                        "Measured"
+                    );
+                }
+            }
+            let assessment = analysis::assess(
+                &run.plan,
+                &mut status,
+                whole_second(Clock::Wall.now()),
+                terminate,
+            );
+            (status, assessment.next_wakeup, run.secrets.clone())
+        }
+    };
+
+    let phase_before = server.and_then(|s| s.phase);
+    if server != Some(&new_status) {
+        let completed = new_status.phase.filter(|p| p.is_completed());
+        // A write that ends the run goes at once; one that records a measurement of a run that goes on waits
+        // for a slot. The semaphore is never closed, so `acquire` cannot fail.
+        let slot = match completed {
+            Some(_) => None,
+            None => ctx.routine_writes.acquire().await.ok(),
+        };
+        let patched = driver::write_status(&ctx, &*obj, server, &mut write_rv, |rv| {
+            let (writer, status, secrets) = (&ctx.statuses, &new_status, &secret_values);
+            let (namespace, name) = (&namespace, &name);
+            async move { runs::patch_status(writer, namespace, name, &rv, status, secrets).await }
+        })
+        .await;
+        let written = match patched {
+            Ok(Wrote::Written(metadata)) => AnalysisRun {
+                metadata: *metadata,
+                spec: obj.spec.clone(),
+                status: None,
+            },
+            Ok(Wrote::Gone) => {
+                state.remember(key, None);
+                return Ok(Next::Change);
+            }
+            Ok(Wrote::Overtaken) => {
+                // Build on theirs; drop our answers.
+                state.remember(key, None);
+                return Ok(Next::After(Duration::from_millis(100)));
+            }
+            Err(e) => {
+                // Keep the measurements to write again instead of querying again.
+                if matches!(e, ReconcileError::Write(WriteError::Api(_))) && write_rv == rv {
+                    state.remember(
+                        key,
+                        Some(Ahead {
+                            base_rv: rv,
+                            status: new_status,
+                            written_rv: None,
+                            uncounted,
+                            wakeup: None,
+                        }),
+                    );
+                }
+                return Err(e);
+            }
+        };
+        drop(slot);
+        for (phase, provider) in uncounted.drain(..) {
+            ctx.metrics.measured(phase, provider);
+        }
+        let transition = new_status.phase.filter(|p| phase_before != Some(*p));
+        let message = transition.and(new_status.message.clone());
+        // A completed run's status is still needed to expire it; any other moves into `Ahead` uncopied.
+        let judged = completed.map(|_| new_status.clone());
+        state.remember(
+            key,
+            Some(Ahead {
+                base_rv: rv,
+                status: new_status,
+                written_rv: written.resource_version(),
+                uncounted: Vec::new(),
+                wakeup: assessment_wakeup,
+            }),
+        );
+        if let Some(phase) = transition {
+            if phase.is_completed() {
+                info!(run = %run_key, phase = %phase, reason = message.as_deref().unwrap_or(""), "AnalysisRun completed");
+            }
+            if let Some(event) = runs::transition_event(
+                &ctx.reporter,
+                &written,
+                phase,
+                message.as_deref(),
+                &secret_values,
+                Clock::Wall.now(),
+            ) {
+                ctx.events.push(event);
+            }
+        }
+        if let (Some(phase), Some(status)) = (completed, judged) {
+            return expire(
+                &api,
+                &AnalysisRun {
+                    status: Some(status),
+                    ..written
+                },
+                &run_key,
+                phase,
+            )
+            .await;
+        }
+    }
+    Ok(requeue_before(assessment_wakeup))
+}
+
+/// A run that does not decode can never be measured: it ends Error, its message naming the field, once (a
+/// run already completed is left as it is). The status it had is kept where it decodes.
+async fn report_undecodable(
+    obj: Box<Undecodable>,
+    ctx: Arc<Context>,
+) -> Result<Next, ReconcileError> {
+    let completed = obj
+        .status
+        .as_ref()
+        .and_then(|s| s.get("phase"))
+        .and_then(|p| serde_json::from_value::<AnalysisPhase>(p.clone()).ok())
+        .is_some_and(|p| p.is_completed());
+    if completed {
+        return Ok(Next::Change);
+    }
+    let now = whole_second(Clock::Wall.now());
+    let mut status: AnalysisRunStatus = obj
+        .status
+        .as_ref()
+        .and_then(|s| serde_json::from_value(s.clone()).ok())
+        .unwrap_or_default();
+    let message = format!("cannot decode the AnalysisRun: {}", obj.error);
+    status.phase = Some(AnalysisPhase::Error);
+    status.message = Some(message.clone());
+    status.started_at.get_or_insert(Time(now));
+    status.completed_at = Some(Time(now));
+    let run = AnalysisRun {
+        metadata: obj.metadata,
+        spec: Default::default(),
+        status: None,
+    };
+    let (namespace, name) = (run.namespace().unwrap_or_default(), run.name_any());
+    let mut write_rv = run.resource_version().unwrap_or_default();
+    let written = driver::write_status(&ctx, &run, None, &mut write_rv, |rv| {
+        let (writer, status, namespace, name) = (&ctx.statuses, &status, &namespace, &name);
+        async move { runs::patch_status(writer, namespace, name, &rv, status, &[]).await }
+    })
+    .await?;
+    let Wrote::Written(metadata) = written else {
+        return Ok(Next::Change);
+    };
+    warn!(run = %shown(&namespace, &name), phase = "Error", reason = %message, "AnalysisRun cannot run");
+    let written = AnalysisRun {
+        metadata: *metadata,
+        ..run
+    };
+    let phase = AnalysisPhase::Error;
+    if let Some(event) = runs::transition_event(
+        &ctx.reporter,
+        &written,
+        phase,
+        Some(&message),
+        &[],
+        Clock::Wall.now(),
+    ) {
+        ctx.events.push(event);
+    }
+    Ok(Next::Change)
+}
+
+/// A completed run: delete it when its TTL has run out, else look again then.
+async fn expire(
+    api: &Api<AnalysisRun>,
+    run: &AnalysisRun,
+    run_key: &str,
+    phase: AnalysisPhase,
+) -> Result<Next, ReconcileError> {
+    let Some(at) = runs::ttl_expiry(run) else {
+        return Ok(Next::Change);
+    };
+    if at <= Clock::Wall.now() {
+        runs::delete_run(api, run)
+            .await
+            .map_err(ReconcileError::Delete)?;
+        info!(run = %run_key, phase = %phase, "Deleted the AnalysisRun: its ttlStrategy expired");
+        return Ok(Next::Change);
+    }
+    Ok(requeue_at(Some(at)))
+}

@@ -1,0 +1,299 @@
+//! `canaryd run`: the in-cluster daemon. This module wires it: leader election decides whether this process
+//! reconciles at all; the [`Context`] every reconcile shares (the API client, providers, the Event queue,
+//! metrics, each kind's state); `/metrics`, `/healthz` and `/readyz` show how it goes. The [`driver`] watches
+//! and reconciles any kind; one module per kind holds its reconcile ([`analysis_run`]).
+//!
+//! Delivery semantics (restart safety). All state is in `status`; nothing is remembered across restarts. A
+//! measurement is recorded only by a successful status patch guarded by the resourceVersion it was computed
+//! from, so a recorded measurement is never lost and never recorded twice. If the process dies (or the patch
+//! fails, or another writer got there first) between querying and patching, that answer is dropped and the
+//! metric is still due by the status, so it is queried again: queries are at-least-once (Prometheus queries
+//! are read-only), recorded measurements exactly-once, and the next measurement is due exactly when the
+//! stored status says. Events are queued after the patch that makes the transition and published by a task of
+//! their own, so a crash in between loses that one Event (at-most-once) rather than repeating it.
+//!
+//! This module owns no analysis rules (`engine/`), no HTTP details of providers (`providers/`) and no wire
+//! shapes of Kubernetes calls (`k8s/`).
+
+pub mod analysis_run;
+pub mod driver;
+mod watch;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
+
+use kube::runtime::events::Reporter;
+use tracing::{info, warn};
+
+use crate::api::{AnalysisPhase, AnalysisRun};
+use crate::k8s::events::{self, EventPublisher, EventQueue};
+use crate::k8s::lease::{Elector, LeaseConfig};
+use crate::k8s::status::StatusWriter;
+use crate::measure::Providers;
+use crate::observe::{Metrics, Probe};
+use crate::providers::gate::Gate;
+use crate::time::Clock;
+use driver::{Controllers, KindState, shown};
+
+pub use driver::{Next, ReconcileError};
+
+/// How the daemon runs; built from `canaryd run`'s flags.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Watched namespaces; empty watches all.
+    pub namespaces: Vec<String>,
+    pub instance_id: Option<String>,
+    /// Prometheus address for metrics whose template names none.
+    pub prometheus: Option<String>,
+    pub prometheus_max_concurrency: u32,
+    /// How long a successful answer serves later measurements of the same query (one second: the same
+    /// second only).
+    pub prometheus_share_window: Duration,
+    pub metrics_addr: SocketAddr,
+    /// `None`: no election, this process always reconciles.
+    pub leader_election: Option<LeaseConfig>,
+    /// Reported as the Events' reporting instance.
+    pub identity: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot listen on {addr} for /metrics: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// Everything reconciles share. One per process.
+pub struct Context {
+    client: kube::Client,
+    statuses: StatusWriter,
+    config: Config,
+    providers: Providers,
+    gate: Arc<Gate>,
+    pub metrics: Arc<Metrics>,
+    reporter: Reporter,
+    events: EventQueue,
+    /// Slots for status writes that do not end a run; see [`ROUTINE_WRITES`].
+    routine_writes: tokio::sync::Semaphore,
+    runs: KindState<AnalysisRun>,
+    leadership_known: AtomicBool,
+}
+
+impl Probe for Context {
+    fn metrics(&self) -> String {
+        let mut runs: BTreeMap<String, u64> = BTreeMap::new();
+        for run in self.runs.cached() {
+            let phase = run
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .unwrap_or(AnalysisPhase::Pending);
+            *runs.entry(phase.as_str().to_string()).or_default() += 1;
+        }
+        let durations = self
+            .gate
+            .durations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        self.metrics.render(&runs, &durations.into_iter().collect())
+    }
+
+    fn ready(&self) -> bool {
+        self.leadership_known.load(Ordering::Relaxed)
+            && (!self.metrics.is_leader() || self.runs.synced())
+    }
+}
+
+/// A daemon bound to its metrics address, not yet running.
+pub struct Daemon {
+    ctx: Arc<Context>,
+    listener: tokio::net::TcpListener,
+    publisher: EventPublisher,
+}
+
+impl Daemon {
+    /// Binds `config.metrics_addr` and builds the shared context (one `Providers` for the process, so
+    /// connections are pooled across runs).
+    pub async fn bind(client: kube::Client, config: Config) -> Result<Daemon, DaemonError> {
+        let listener = tokio::net::TcpListener::bind(config.metrics_addr)
+            .await
+            .map_err(|source| DaemonError::Listen {
+                addr: config.metrics_addr,
+                source,
+            })?;
+        let gate = Arc::new(Gate::new(
+            config.prometheus_max_concurrency,
+            config.prometheus_share_window,
+        ));
+        let providers = Providers::new(config.prometheus.clone()).with_gate(gate.clone());
+        let reporter = Reporter {
+            controller: "canaryd".to_string(),
+            instance: Some(config.identity.clone()),
+        };
+        let metrics = Arc::new(Metrics::default());
+        let counted = metrics.clone();
+        let (events, publisher) = events::queue(
+            client.clone(),
+            Arc::new(move |event, error| {
+                counted.reconcile_error("event");
+                let run = event.regarding.as_ref().map_or_else(String::new, |r| {
+                    shown(
+                        r.namespace.as_deref().unwrap_or_default(),
+                        r.name.as_deref().unwrap_or_default(),
+                    )
+                });
+                warn!(run = %run, reason = event.reason.as_deref().unwrap_or_default(), error = %error, "Cannot publish the Event");
+            }),
+        );
+        let ctx = Arc::new(Context {
+            statuses: StatusWriter::new(client.clone()),
+            client,
+            events,
+            routine_writes: tokio::sync::Semaphore::new(ROUTINE_WRITES),
+            providers,
+            gate,
+            metrics,
+            reporter,
+            runs: KindState::default(),
+            leadership_known: AtomicBool::new(config.leader_election.is_none()),
+            config,
+        });
+        Ok(Daemon {
+            ctx,
+            listener,
+            publisher,
+        })
+    }
+
+    /// Where `/metrics` is served (useful with port 0).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    pub fn context(&self) -> Arc<Context> {
+        self.ctx.clone()
+    }
+
+    /// Runs until `shutdown` resolves: then in-flight reconciles (and their patches) finish, the Lease is
+    /// released, the Events still queued are published (for at most [`EVENT_DRAIN`]), and this returns.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
+        let ctx = self.ctx;
+        let server = tokio::spawn(crate::observe::serve(self.listener, ctx.clone()));
+        let (stop_publishing, stopped) = tokio::sync::oneshot::channel::<()>();
+        // Polled by this task rather than spawned, so a daemon dropped mid-way (a crash, in tests) publishes
+        // nothing more.
+        let publishing = self.publisher.run(
+            async {
+                let _ = stopped.await;
+            },
+            EVENT_DRAIN,
+        );
+        let leading = async {
+            let mut shutdown = std::pin::pin!(shutdown);
+            match ctx.config.leader_election.clone() {
+                None => {
+                    ctx.metrics.set_leader(true);
+                    let controllers = start_controllers(&ctx);
+                    shutdown.as_mut().await;
+                    controllers.stop().await;
+                }
+                Some(lease) => elect_and_lead(&ctx, lease, shutdown).await,
+            }
+            ctx.metrics.set_leader(false);
+            let _ = stop_publishing.send(());
+        };
+        tokio::join!(publishing, leading);
+        server.abort();
+    }
+}
+
+/// Status writes that do not end a run in flight at once. In a second when a thousand runs are due, their
+/// routine writes wait here rather than at the API server, so the write of a verdict (which takes no slot)
+/// reaches it behind at most this many. It also keeps one client's burst small for the API server, whose
+/// Priority and Fairness serves only so many requests of a priority level at once.
+const ROUTINE_WRITES: usize = 64;
+
+/// How long a stopping daemon goes on publishing the Events still queued.
+const EVENT_DRAIN: Duration = Duration::from_secs(5);
+
+/// Candidate → leader → (lost → candidate again | shutdown → release). client-go's timing: try every
+/// retry period; a leader that cannot renew for the renew deadline stops reconciling before its lease can
+/// expire for the others.
+async fn elect_and_lead(
+    ctx: &Arc<Context>,
+    lease: LeaseConfig,
+    mut shutdown: std::pin::Pin<&mut (impl Future<Output = ()> + Send)>,
+) {
+    let (retry, deadline) = (lease.retry_period, lease.renew_deadline);
+    let mut elector = Elector::new(ctx.client.clone(), lease);
+    let mut ticker = tokio::time::interval(retry);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        loop {
+            tokio::select! {
+                _ = shutdown.as_mut() => return,
+                _ = ticker.tick() => {}
+            }
+            match tokio::time::timeout(deadline, elector.try_acquire_or_renew(Clock::Wall.now()))
+                .await
+            {
+                Ok(Ok(true)) => break,
+                Ok(Ok(false)) => ctx.leadership_known.store(true, Ordering::Relaxed),
+                Ok(Err(e)) => {
+                    ctx.metrics.reconcile_error("lease");
+                    warn!(lease = %elector.config().name, error = %e, "Cannot read or take the Lease");
+                }
+                Err(_) => ctx.metrics.reconcile_error("lease"),
+            }
+        }
+        info!(identity = %elector.config().identity, lease = %elector.config().name, "Became the leader");
+        ctx.leadership_known.store(true, Ordering::Relaxed);
+        ctx.metrics.set_leader(true);
+        let controllers = start_controllers(ctx);
+        let mut renewed = Instant::now();
+        let lost = loop {
+            tokio::select! {
+                _ = shutdown.as_mut() => break false,
+                _ = ticker.tick() => {}
+            }
+            match tokio::time::timeout(deadline, elector.try_acquire_or_renew(Clock::Wall.now()))
+                .await
+            {
+                Ok(Ok(true)) => renewed = Instant::now(),
+                Ok(Ok(false)) => break true,
+                Ok(Err(_)) | Err(_) => {
+                    ctx.metrics.reconcile_error("lease");
+                    if renewed.elapsed() >= deadline {
+                        break true;
+                    }
+                }
+            }
+        };
+        // Stop taking new work and let in-flight patches land before giving the lease up.
+        controllers.stop().await;
+        ctx.metrics.set_leader(false);
+        if !lost {
+            if let Err(e) = elector.release(Clock::Wall.now()).await {
+                warn!(error = %e, "Cannot release the Lease; the standby takes over when it expires");
+            } else {
+                info!(identity = %elector.config().identity, "Released the Lease");
+            }
+            return;
+        }
+        warn!(identity = %elector.config().identity, "Lost the Lease; standing by");
+    }
+}
+
+/// The controllers of one leadership term: one driver per reconciled kind.
+fn start_controllers(ctx: &Arc<Context>) -> Controllers {
+    let mut controllers = Controllers::new(ctx);
+    controllers.start::<AnalysisRun>();
+    controllers
+}

@@ -1,0 +1,243 @@
+//! One watch of one kind in one scope (a namespace, or all): the objects this process owns (the ownership
+//! label selector), decoded one by one into a cache, so an object the kind cannot hold (a field of the wrong
+//! type, stored by a client that did not check the schema) is handed on as [`Undecodable`] instead of failing
+//! the list or the watch for every other object.
+//!
+//! This module owns decoding and the cache; what to do with an object is the driver's and its kind's.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// An object of the watched kind that does not decode as that kind.
+#[derive(Debug, Clone)]
+pub struct Undecodable {
+    pub metadata: ObjectMeta,
+    /// The object's `status` as stored, to tell whether it was reported already.
+    pub status: Option<Value>,
+    /// The path of the field and what is wrong with it.
+    pub error: String,
+}
+
+/// What the watch delivers to the driver.
+#[derive(Debug)]
+pub enum Seen<K> {
+    Object(K),
+    Undecodable(Box<Undecodable>),
+    /// The watch failed; the watcher re-lists by itself (410 Gone, dropped connections).
+    Failed(watcher::Error),
+}
+
+/// An object as listed or watched: decoded, or why not. Decoding goes through a JSON tree so that the
+/// metadata of an object that fails is still known.
+#[derive(Debug, Clone)]
+enum Lenient<K> {
+    Decoded(K),
+    Undecodable(Box<Undecodable>),
+}
+
+impl<'de, K: DeserializeOwned> serde::Deserialize<'de> for Lenient<K> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        match crate::api::decode::typed::<K>(&value) {
+            Ok(object) => Ok(Lenient::Decoded(object)),
+            Err(e) => {
+                let metadata = value
+                    .get("metadata")
+                    .map(|m| ObjectMeta::deserialize(m).map_err(serde::de::Error::custom))
+                    .transpose()?
+                    .unwrap_or_default();
+                Ok(Lenient::Undecodable(Box::new(Undecodable {
+                    metadata,
+                    status: value.get("status").cloned(),
+                    error: format!("{}: {}", e.path, e.message),
+                })))
+            }
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> Resource for Lenient<K> {
+    type DynamicType = ();
+    type Scope = K::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        K::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        K::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        match self {
+            Lenient::Decoded(object) => object.meta(),
+            Lenient::Undecodable(u) => &u.metadata,
+        }
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Lenient::Decoded(object) => object.meta_mut(),
+            Lenient::Undecodable(u) => &mut u.metadata,
+        }
+    }
+}
+
+/// Watch events decoded ahead of the queue, per watch.
+const WATCH_BUFFER: usize = 1024;
+
+/// Starts watching the objects `selector` picks in `namespace` (all namespaces for `None`). Returns the
+/// cache, the flag set once the first list is in it, the receiving end of what the watch saw and the future
+/// that runs the watch (it ends when the receiver is dropped).
+pub fn start<K>(
+    client: kube::Client,
+    namespace: Option<&str>,
+    selector: &str,
+) -> (
+    Store<K>,
+    Arc<AtomicBool>,
+    tokio::sync::mpsc::Receiver<Seen<K>>,
+    impl Future<Output = ()> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let lenient: Api<Lenient<K>> = match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    };
+    let mut writer = reflector::store::Writer::<K>::new(());
+    let store = writer.as_reader();
+    let reader = store.clone();
+    let synced = Arc::new(AtomicBool::new(false));
+    let flag = synced.clone();
+    let (sender, receiver) = tokio::sync::mpsc::channel(WATCH_BUFFER);
+    let selector = selector.to_string();
+    let run = async move {
+        let mut events = std::pin::pin!(
+            watcher(lenient, watcher::Config::default().labels(&selector)).default_backoff()
+        );
+        while let Some(event) = events.next().await {
+            let seen = match event {
+                Err(e) => Some(Seen::Failed(e)),
+                Ok(event) => apply(&mut writer, &reader, event, &flag),
+            };
+            if let Some(seen) = seen
+                && sender.send(seen).await.is_err()
+            {
+                break;
+            }
+        }
+    };
+    (store, synced, receiver, run)
+}
+
+/// Applies one watch event to the cache; returns what the driver is to see of it.
+fn apply<K>(
+    writer: &mut reflector::store::Writer<K>,
+    reader: &Store<K>,
+    event: watcher::Event<Lenient<K>>,
+    synced: &AtomicBool,
+) -> Option<Seen<K>>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    use watcher::Event as E;
+    // A cached version of an object that no longer decodes is stale: drop it, so nothing acts on it.
+    let forget = |writer: &mut reflector::store::Writer<K>, u: &Undecodable| {
+        let name = u.metadata.name.clone().unwrap_or_default();
+        let mut reference = ObjectRef::<K>::new(&name);
+        if let Some(ns) = &u.metadata.namespace {
+            reference = reference.within(ns);
+        }
+        if let Some(old) = reader.get(&reference) {
+            writer.apply_watcher_event(&E::Delete((*old).clone()));
+        }
+    };
+    match event {
+        E::Apply(Lenient::Decoded(object)) => {
+            writer.apply_watcher_event(&E::Apply(object.clone()));
+            Some(Seen::Object(object))
+        }
+        E::InitApply(Lenient::Decoded(object)) => {
+            writer.apply_watcher_event(&E::InitApply(object.clone()));
+            Some(Seen::Object(object))
+        }
+        E::Apply(Lenient::Undecodable(u)) | E::InitApply(Lenient::Undecodable(u)) => {
+            forget(writer, &u);
+            Some(Seen::Undecodable(u))
+        }
+        E::Delete(Lenient::Decoded(object)) => {
+            writer.apply_watcher_event(&E::Delete(object));
+            None
+        }
+        E::Delete(Lenient::Undecodable(u)) => {
+            forget(writer, &u);
+            None
+        }
+        E::Init => {
+            writer.apply_watcher_event(&E::Init);
+            None
+        }
+        E::InitDone => {
+            writer.apply_watcher_event(&E::InitDone);
+            synced.store(true, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::AnalysisRun;
+    use serde_json::json;
+
+    #[test]
+    fn an_object_with_a_field_of_the_wrong_type_keeps_its_name_and_says_which_field() {
+        let raw = json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
+            "metadata": {"name": "odd", "namespace": "default", "resourceVersion": "7"},
+            "spec": {"metrics": [], "terminate": "yes"},
+        });
+        let Ok(Lenient::<AnalysisRun>::Undecodable(u)) = serde_json::from_value(raw) else {
+            panic!("an undecodable run");
+        };
+        assert_eq!(u.metadata.name.as_deref(), Some("odd"));
+        assert!(
+            u.error.starts_with("spec.terminate: invalid type"),
+            "{}",
+            u.error
+        );
+    }
+
+    #[test]
+    fn a_well_typed_object_decodes_as_its_kind() {
+        let raw = json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
+            "metadata": {"name": "fine"}, "spec": {"metrics": []},
+        });
+        let decoded: Lenient<AnalysisRun> = serde_json::from_value(raw).expect("decodes");
+        assert!(matches!(decoded, Lenient::Decoded(_)));
+    }
+}
