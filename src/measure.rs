@@ -186,7 +186,7 @@ impl Providers {
             self.prometheus_query(prom, at).await
         } else if let Some(web) = &provider.web {
             let req = WebRequest::from_metric(web)?.with_secret_values(at.secrets.iter().cloned());
-            let started = std::time::Instant::now();
+            let started = crate::time::monotonic();
             let answer = self.web.fetch(&req).await;
             if let Some(gate) = &self.gate {
                 gate.observe("web", started.elapsed());

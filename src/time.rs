@@ -1,5 +1,9 @@
 //! The clock: the only place canaryd reads the wall clock or sleeps. A virtual clock makes backtests jump
-//! straight to the next wake-up, so `analyze --from/--to` runs as fast as Prometheus answers.
+//! straight to the next wake-up, so `analyze --from/--to` runs as fast as Prometheus answers. The daemon
+//! carries one in its context, so its tests can run it on time they control.
+//!
+//! Enforced: `clippy.toml` disallows `SystemTime::now`, `Instant::now`, jiff's `Timestamp::now` and
+//! `tokio::time::sleep` everywhere else.
 
 use std::sync::Mutex;
 
@@ -18,6 +22,7 @@ impl Clock {
         Clock::Virtual(Mutex::new(start))
     }
 
+    #[allow(clippy::disallowed_methods)] // The one reading of the wall clock.
     pub fn now(&self) -> Timestamp {
         match self {
             Clock::Wall => Timestamp::now(),
@@ -30,6 +35,7 @@ impl Clock {
     }
 
     /// Waits until `at` (a virtual clock jumps there; it never goes backwards).
+    #[allow(clippy::disallowed_methods)] // The one sleep on the wall clock.
     pub async fn sleep_until(&self, at: Timestamp) {
         match self {
             Clock::Wall => {
@@ -46,6 +52,13 @@ impl Clock {
             }
         }
     }
+}
+
+/// A monotonic instant of this process, for what follows real time whatever the clock says: how long a
+/// query took, when a cached token or an observed Lease record grew old.
+#[allow(clippy::disallowed_methods)] // The one reading of the monotonic clock.
+pub fn monotonic() -> std::time::Instant {
+    std::time::Instant::now()
 }
 
 /// `t` at the resolution Kubernetes stores a status timestamp in (`metav1.Time`: whole seconds, truncated).

@@ -2,6 +2,8 @@
 //! the published schema could store): the run is reported as it stands, and the watch and every other run go
 //! on.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server and the harness wait on real time.
+
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/daemon.rs"]

@@ -1,6 +1,8 @@
 //! `canaryd run` killed and restarted, and two daemons electing a leader on a Lease: a run finishes with
 //! exactly its measurements, none lost, none repeated, each taken when the stored status said it was due.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: fail-over is timed on real time against real sockets.
+
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/daemon.rs"]

@@ -1,6 +1,8 @@
 //! `canaryd run` against the fake API server and a scripted Prometheus: runs from creation to verdict,
 //! terminate, secrets, invalid specs, ownership, TTL, API faults, Prometheus outages and `/metrics`.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
+
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/daemon.rs"]

@@ -3,6 +3,8 @@
 //! `service` label value in one shared server; the templates are the shipped success-rate and small
 //! fixtures in `tests/fixtures/e2e/`.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
+
 mod support;
 
 use std::sync::OnceLock;

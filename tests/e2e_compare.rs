@@ -3,6 +3,8 @@
 //! incident (both tracks at 5% errors) passes the comparison while the absolute `success-rate.yaml` fails;
 //! a canary-only regression fails it; no traffic is Inconclusive.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
+
 mod support;
 
 use std::sync::OnceLock;

@@ -3,6 +3,8 @@
 //! sidecars, the NGINX ingress controller, kube-state-metrics), at least one healthy and one failing canary
 //! each, and no traffic or stopped traffic always Inconclusive.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
+
 mod support;
 
 use std::sync::OnceLock;

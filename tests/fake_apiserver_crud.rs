@@ -1,6 +1,8 @@
 //! Faithfulness tests for the fake API server (tests/support/fake_apiserver.rs) through the real kube client:
 //! discovery, CRUD, patches, the status subresource, optimistic concurrency and injected failures.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
+
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 

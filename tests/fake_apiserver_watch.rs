@@ -2,6 +2,8 @@
 //! client: event order, resume points, bookmarks, timeouts, 410 Expired, selectors, and kube-runtime's watcher
 //! and Controller recovering from cut connections, expired history and server errors.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
+
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 

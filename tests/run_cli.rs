@@ -1,6 +1,8 @@
 //! `canaryd run` as a process: the flags' rules (`--check-config`, checked by the binary itself without
 //! starting the daemon) and its logs.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
+
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/daemon.rs"]

@@ -25,7 +25,7 @@ use crate::engine::analysis;
 use crate::engine::compose::RunSpec;
 use crate::k8s::runs::{self, WriteError};
 use crate::runner::{self, PreparedRun};
-use crate::time::{Clock, whole_second};
+use crate::time::whole_second;
 
 impl Reconciled for AnalysisRun {
     type Status = AnalysisRunStatus;
@@ -77,8 +77,8 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
     // Usually the drive loop has already recognised the echo of our own write; this catches the echo that
     // arrived while the writing reconcile was still running. A run that write completed goes on below, to
     // its TTL.
-    if let Some(Some(wakeup)) = state.echo_of_own_write(&key, &rv) {
-        return Ok(requeue_before(Some(wakeup)));
+    if let Some(Some(wakeup)) = state.echo_of_own_write(&key, &rv, ctx.clock.now()) {
+        return Ok(requeue_before(Some(wakeup), ctx.clock.now()));
     }
     let ahead = state.ahead_of(&key, &rv);
     // The status our write put on the server when the cache lags behind it; what is still to be written;
@@ -95,13 +95,13 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
 
     if let Some(done) = server.and_then(|s| s.phase).filter(|p| p.is_completed()) {
         return match &written {
-            None => expire(&api, &obj, &run_key, done).await,
+            None => expire(&api, &obj, &run_key, done, ctx.clock.now()).await,
             Some(status) => {
                 let judged = AnalysisRun {
                     status: Some(status.clone()),
                     ..(*obj).clone()
                 };
-                expire(&api, &judged, &run_key, done).await
+                expire(&api, &judged, &run_key, done, ctx.clock.now()).await
             }
         };
     }
@@ -120,7 +120,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
     );
     let (new_status, assessment_wakeup, secret_values) = match prepared {
         Err(e) => {
-            let now = whole_second(Clock::Wall.now());
+            let now = whole_second(ctx.clock.now());
             // A spec that cannot run ends Error now, with the reason, rather than retrying forever.
             let mut status = working.unwrap_or_default();
             status.phase = Some(AnalysisPhase::Error);
@@ -136,8 +136,8 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
         Ok(run) => {
             if let Some(at) = working
                 .as_ref()
-                .and_then(|st| analysis::next_wakeup(&run.plan, st, Clock::Wall.now()))
-                && !state.wait_until_due(&obj, &write_rv, at).await
+                .and_then(|st| analysis::next_wakeup(&run.plan, st, ctx.clock.now()))
+                && !state.wait_until_due(&obj, &write_rv, at, &ctx.clock).await
             {
                 // The object changed while this reconcile waited; the reconcile its watch event queued
                 // (held until this one returns) starts from the new version.
@@ -145,7 +145,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
             }
             // Stamped as the API server will store it, so the next due time is the same before and after
             // the patch.
-            let now = whole_second(Clock::Wall.now());
+            let now = whole_second(ctx.clock.now());
             let terminate = obj.spec.terminate == Some(true);
             let mut status = working
                 .take()
@@ -153,7 +153,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
             let due = analysis::due(&run.plan, &status, now, terminate);
             let recorded =
                 runner::measure_due(&run, &ctx.providers, &mut status, &due, now, None, &|| {
-                    whole_second(Clock::Wall.now())
+                    whole_second(ctx.clock.now())
                 })
                 .await;
             for index in &recorded {
@@ -183,7 +183,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
             let assessment = analysis::assess(
                 &run.plan,
                 &mut status,
-                whole_second(Clock::Wall.now()),
+                whole_second(ctx.clock.now()),
                 terminate,
             );
             (status, assessment.next_wakeup, run.secrets.clone())
@@ -265,7 +265,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
                 phase,
                 message.as_deref(),
                 &secret_values,
-                Clock::Wall.now(),
+                ctx.clock.now(),
             ) {
                 ctx.events.push(event);
             }
@@ -279,11 +279,12 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
                 },
                 &run_key,
                 phase,
+                ctx.clock.now(),
             )
             .await;
         }
     }
-    Ok(requeue_before(assessment_wakeup))
+    Ok(requeue_before(assessment_wakeup, ctx.clock.now()))
 }
 
 /// A run that does not decode can never be measured: it ends Error, its message naming the field, once (a
@@ -301,7 +302,7 @@ async fn report_undecodable(
     if completed {
         return Ok(Next::Change);
     }
-    let now = whole_second(Clock::Wall.now());
+    let now = whole_second(ctx.clock.now());
     let mut status: AnalysisRunStatus = obj
         .status
         .as_ref()
@@ -339,7 +340,7 @@ async fn report_undecodable(
         phase,
         Some(&message),
         &[],
-        Clock::Wall.now(),
+        ctx.clock.now(),
     ) {
         ctx.events.push(event);
     }
@@ -352,16 +353,17 @@ async fn expire(
     run: &AnalysisRun,
     run_key: &str,
     phase: AnalysisPhase,
+    now: jiff::Timestamp,
 ) -> Result<Next, ReconcileError> {
     let Some(at) = runs::ttl_expiry(run) else {
         return Ok(Next::Change);
     };
-    if at <= Clock::Wall.now() {
+    if at <= now {
         runs::delete_run(api, run)
             .await
             .map_err(ReconcileError::Delete)?;
         info!(run = %run_key, phase = %phase, "Deleted the AnalysisRun: its ttlStrategy expired");
         return Ok(Next::Change);
     }
-    Ok(requeue_at(Some(at)))
+    Ok(requeue_at(Some(at), now))
 }

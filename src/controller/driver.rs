@@ -144,7 +144,12 @@ impl<K: Reconciled> KindState<K> {
     /// the object or with a wake-up planned after it: then the watch is only echoing that write and there
     /// is nothing new to do. Returns the planned wake-up, `None` for a completed object (what the writing
     /// reconcile returned stands). The write is forgotten, since the cache now shows it.
-    pub fn echo_of_own_write(&self, key: &Key, rv: &str) -> Option<Option<jiff::Timestamp>> {
+    pub fn echo_of_own_write(
+        &self,
+        key: &Key,
+        rv: &str,
+        now: jiff::Timestamp,
+    ) -> Option<Option<jiff::Timestamp>> {
         let mut map = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
         let a = map
             .get(key)
@@ -152,7 +157,7 @@ impl<K: Reconciled> KindState<K> {
         let planned = if K::is_completed(&a.status) {
             None
         } else {
-            Some(a.wakeup.filter(|w| *w > Clock::Wall.now())?)
+            Some(a.wakeup.filter(|w| *w > now)?)
         };
         map.remove(key);
         Some(planned)
@@ -182,14 +187,20 @@ impl<K: Reconciled> KindState<K> {
     /// Waits for `at` when it is at most [`PREWAKE`] away (a reconcile started early on purpose). Returns
     /// false when the watch delivered a version of `obj` other than the one read (or the one this process
     /// wrote, `write_rv`) meanwhile, so the caller would work on a stale copy.
-    pub async fn wait_until_due(&self, obj: &K, write_rv: &str, at: jiff::Timestamp) -> bool {
-        let Ok(wait) = Duration::try_from(at.duration_since(Clock::Wall.now())) else {
+    pub async fn wait_until_due(
+        &self,
+        obj: &K,
+        write_rv: &str,
+        at: jiff::Timestamp,
+        clock: &Clock,
+    ) -> bool {
+        let Ok(wait) = Duration::try_from(at.duration_since(clock.now())) else {
             return true; // Due already.
         };
         if wait.is_zero() || wait > PREWAKE {
             return true;
         }
-        tokio::time::sleep(wait).await;
+        clock.sleep_until(at).await;
         let reference = ObjectRef::from_obj(obj);
         let stores = self.stores.lock().unwrap_or_else(PoisonError::into_inner);
         stores
@@ -282,16 +293,17 @@ pub const PREWAKE: Duration = Duration::from_millis(500);
 
 /// Reconcile [`PREWAKE`] before `at`, or on the next change. `at` comes from a stored status, so it may lie
 /// at the very start of time; then there is nothing earlier to wake at.
-pub fn requeue_before(at: Option<jiff::Timestamp>) -> Next {
-    requeue_at(at.map(|at| at.checked_sub(PREWAKE).unwrap_or(at)))
+pub fn requeue_before(at: Option<jiff::Timestamp>, now: jiff::Timestamp) -> Next {
+    requeue_at(at.map(|at| at.checked_sub(PREWAKE).unwrap_or(at)), now)
 }
 
-/// Reconcile again at `at` (at least 50 ms from now, so an overdue plan never spins), or on the next change.
-pub fn requeue_at(at: Option<jiff::Timestamp>) -> Next {
+/// Reconcile again at `at` (at least 50 ms after `now`, so an overdue plan never spins), or on the next
+/// change.
+pub fn requeue_at(at: Option<jiff::Timestamp>, now: jiff::Timestamp) -> Next {
     match at {
         None => Next::Change,
         Some(at) => {
-            let wait = at.duration_since(Clock::Wall.now());
+            let wait = at.duration_since(now);
             Next::After(
                 Duration::try_from(wait)
                     .unwrap_or(Duration::ZERO)
@@ -417,9 +429,9 @@ async fn drive<K: Reconciled>(
                     // reconcile starts for it.
                     let at = match obj
                         .resource_version()
-                        .and_then(|rv| state.echo_of_own_write(&key, &rv))
+                        .and_then(|rv| state.echo_of_own_write(&key, &rv, ctx.clock.now()))
                     {
-                        Some(Some(wakeup)) => requeue_before(Some(wakeup)).deadline(now),
+                        Some(Some(wakeup)) => requeue_before(Some(wakeup), ctx.clock.now()).deadline(now),
                         Some(None) => None,
                         None => Some(now),
                     };
@@ -476,8 +488,9 @@ mod tests {
     #[test]
     fn a_due_time_at_the_start_of_time_is_requeued_without_overflow() {
         let soon = Next::After(Duration::from_millis(50));
-        assert_eq!(requeue_before(Some(jiff::Timestamp::MIN)), soon);
-        assert_eq!(requeue_before(None), Next::Change);
+        let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("a timestamp");
+        assert_eq!(requeue_before(Some(jiff::Timestamp::MIN), now), soon);
+        assert_eq!(requeue_before(None, now), Next::Change);
     }
 
     #[test]

@@ -24,7 +24,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::runtime::events::Reporter;
 use tracing::{info, warn};
@@ -83,6 +83,8 @@ pub struct Context {
     routine_writes: tokio::sync::Semaphore,
     runs: KindState<AnalysisRun>,
     leadership_known: AtomicBool,
+    /// What every reconcile reads the time from and sleeps on.
+    pub clock: Arc<Clock>,
 }
 
 impl Probe for Context {
@@ -122,6 +124,15 @@ impl Daemon {
     /// Binds `config.metrics_addr` and builds the shared context (one `Providers` for the process, so
     /// connections are pooled across runs).
     pub async fn bind(client: kube::Client, config: Config) -> Result<Daemon, DaemonError> {
+        Daemon::bind_on(client, config, Arc::new(Clock::Wall)).await
+    }
+
+    /// [`Daemon::bind`] on `clock`.
+    pub async fn bind_on(
+        client: kube::Client,
+        config: Config,
+        clock: Arc<Clock>,
+    ) -> Result<Daemon, DaemonError> {
         let listener = tokio::net::TcpListener::bind(config.metrics_addr)
             .await
             .map_err(|source| DaemonError::Listen {
@@ -162,6 +173,7 @@ impl Daemon {
             metrics,
             reporter,
             runs: KindState::default(),
+            clock,
             leadership_known: AtomicBool::new(config.leader_election.is_none()),
             config,
         });
@@ -241,7 +253,7 @@ async fn elect_and_lead(
                 _ = shutdown.as_mut() => return,
                 _ = ticker.tick() => {}
             }
-            match tokio::time::timeout(deadline, elector.try_acquire_or_renew(Clock::Wall.now()))
+            match tokio::time::timeout(deadline, elector.try_acquire_or_renew(ctx.clock.now()))
                 .await
             {
                 Ok(Ok(true)) => break,
@@ -257,16 +269,16 @@ async fn elect_and_lead(
         ctx.leadership_known.store(true, Ordering::Relaxed);
         ctx.metrics.set_leader(true);
         let controllers = start_controllers(ctx);
-        let mut renewed = Instant::now();
+        let mut renewed = crate::time::monotonic();
         let lost = loop {
             tokio::select! {
                 _ = shutdown.as_mut() => break false,
                 _ = ticker.tick() => {}
             }
-            match tokio::time::timeout(deadline, elector.try_acquire_or_renew(Clock::Wall.now()))
+            match tokio::time::timeout(deadline, elector.try_acquire_or_renew(ctx.clock.now()))
                 .await
             {
-                Ok(Ok(true)) => renewed = Instant::now(),
+                Ok(Ok(true)) => renewed = crate::time::monotonic(),
                 Ok(Ok(false)) => break true,
                 Ok(Err(_)) | Err(_) => {
                     ctx.metrics.reconcile_error("lease");
@@ -280,7 +292,7 @@ async fn elect_and_lead(
         controllers.stop().await;
         ctx.metrics.set_leader(false);
         if !lost {
-            if let Err(e) = elector.release(Clock::Wall.now()).await {
+            if let Err(e) = elector.release(ctx.clock.now()).await {
                 warn!(error = %e, "Cannot release the Lease; the standby takes over when it expires");
             } else {
                 info!(identity = %elector.config().identity, "Released the Lease");

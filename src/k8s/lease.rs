@@ -82,7 +82,7 @@ impl Elector {
         let record = (holder.clone(), renewed);
         let first_seen = match &self.observed {
             Some((h, r, at)) if (h, r) == (&record.0, &record.1) => *at,
-            _ => Instant::now(),
+            _ => crate::time::monotonic(),
         };
         self.observed = Some((record.0, record.1, first_seen));
         let held_by_me = holder.as_deref() == Some(me.as_str());
@@ -127,7 +127,7 @@ impl Elector {
                 self.observed = Some((
                     spec.holder_identity,
                     spec.renew_time.map(|t| t.0),
-                    Instant::now(),
+                    crate::time::monotonic(),
                 ));
                 Ok(true)
             }

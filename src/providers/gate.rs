@@ -163,7 +163,7 @@ impl Gate {
             };
             // The semaphore is never closed, so acquiring only fails if it were; then go unthrottled.
             let _permit = limit.acquire_owned().await.ok();
-            let started = std::time::Instant::now();
+            let started = crate::time::monotonic();
             let answer = prometheus.query(req).await;
             self.observe("prometheus", started.elapsed());
             answer

@@ -336,7 +336,7 @@ impl HttpClients {
     ) -> Result<Secret, ProviderError> {
         let cached = self.tokens().get(creds).cloned();
         if let Some(c) = cached
-            && c.refresh_at.is_none_or(|at| Instant::now() < at)
+            && c.refresh_at.is_none_or(|at| crate::time::monotonic() < at)
         {
             return Ok(c.token);
         }
@@ -415,7 +415,7 @@ impl HttpClients {
         .map(Duration::from_secs_f64);
         // Refresh a little early so a token does not expire between the check and Prometheus reading it.
         let refresh_at =
-            lifetime.map(|l| Instant::now() + l - (l / 10).min(Duration::from_secs(30)));
+            lifetime.map(|l| crate::time::monotonic() + l - (l / 10).min(Duration::from_secs(30)));
         Ok(CachedToken {
             token: Secret::new(token),
             refresh_at,

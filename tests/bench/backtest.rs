@@ -2,6 +2,8 @@
 //! time next to Prometheus' own for the same run (target: canaryd under 10% of Prometheus' CPU).
 //! Run with `cargo bench --bench backtest`; prints figures, asserts nothing about speed.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
+
 #[path = "../support/mod.rs"]
 mod support;
 

@@ -19,6 +19,8 @@
 //! daemon's `--prometheus-share-window` in seconds, default 1), CANARYD_BENCH_MAX_CONCURRENCY (its
 //! `--prometheus-max-concurrency`, default 10).
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
+
 #[path = "../support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "../support/daemon.rs"]

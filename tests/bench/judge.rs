@@ -1,6 +1,8 @@
 //! `cargo bench --bench judge`: prints the judge's measured false-alarm rates, power and speed. Figures only,
 //! no assertions (the tests assert the bounds with fewer runs); the README quotes this output.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
+
 #[path = "../judge_support/distribution.rs"]
 mod distribution_sim;
 #[path = "../judge_support/error_rate.rs"]

@@ -2,6 +2,8 @@
 //! and a 1,000-series × 60-sample matrix. Prints figures; asserts only that the parse is correct.
 //! Run: `cargo bench --bench prom_parse`.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
