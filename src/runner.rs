@@ -1,7 +1,8 @@
-//! Runs one analysis from start to verdict on a [`Clock`]: asks `engine/analysis` what is due, measures it
-//! (concurrently, so a slow provider never delays another metric), records, assesses, sleeps until the next
-//! wake-up. With a virtual clock this is a backtest. Used by `canaryd analyze` and `canaryd demo`; the
-//! daemon drives the same engine functions one reconcile at a time instead.
+//! The measuring loop. One [`tick`]: observe the status, ask `engine/analysis` what is due at the clock's
+//! `now` (stamped as a status stores it), measure it (concurrently, so a slow provider never delays another
+//! metric), record, assess. The daemon's reconcile is one tick and a status write; [`run`] (`canaryd analyze`
+//! and `canaryd demo`) ticks and sleeps until the next wake-up, so the command line runs an analysis exactly
+//! as the daemon would. With a virtual clock this is a backtest.
 
 use jiff::Timestamp;
 
@@ -75,11 +76,46 @@ pub enum Event<'a> {
     Clock(Timestamp),
 }
 
+/// What one [`tick`] left.
+#[derive(Debug)]
+pub struct Ticked {
+    pub status: AnalysisRunStatus,
+    pub assessment: Assessment,
+    /// The metrics (indexes into the plan) measured and recorded, in plan order.
+    pub recorded: Vec<usize>,
+    /// The instant the tick measured at (stamped).
+    pub now: Timestamp,
+}
+
+/// One pass of the measuring loop on `status` (`None`: the run starts now). `terminate` is `spec.terminate`
+/// (or the end of a backtest). Queries of a virtual clock are evaluated at its time.
+pub async fn tick(
+    run: &PreparedRun,
+    providers: &Providers,
+    status: Option<AnalysisRunStatus>,
+    clock: &Clock,
+    terminate: bool,
+) -> Ticked {
+    let now = clock.stamp();
+    let (mut status, due) = analysis::begin(&run.plan, status, now, terminate);
+    let eval_time = clock.is_virtual().then_some(now);
+    let recorded = measure_due(run, providers, &mut status, &due, now, eval_time, &|| {
+        clock.stamp()
+    })
+    .await;
+    let assessment = analysis::assess(&run.plan, &mut status, clock.stamp(), terminate);
+    Ticked {
+        status,
+        assessment,
+        recorded,
+        now,
+    }
+}
+
 /// Measures the metrics `due` (indexes into the plan) concurrently, so a slow provider never delays another
 /// metric, and records each outcome in plan order, so the status does not depend on which answer came first.
-/// Measurements start at `now` and finish at `finished()`. Returns the indexes recorded. Shared by the CLI's
-/// loop and the daemon's reconcile.
-pub async fn measure_due(
+/// Measurements start at `now` and finish at `finished()`. Returns the indexes recorded.
+async fn measure_due(
     run: &PreparedRun,
     providers: &Providers,
     status: &mut AnalysisRunStatus,
@@ -94,12 +130,7 @@ pub async fn measure_due(
     let measurements = due.iter().filter_map(|&index| {
         let (metric, plan) = (run.metrics.get(index)?, run.plan.metrics.get(index)?);
         // Only the metadata: the measurements themselves are not the provider's business.
-        let previous_metadata = status
-            .metric_results
-            .iter()
-            .flatten()
-            .find(|r| r.name == plan.name)
-            .and_then(|r| r.metadata.as_ref());
+        let previous_metadata = status.result(&plan.name).and_then(|r| r.metadata.as_ref());
         let at = MeasureAt {
             now,
             eval_time,
@@ -123,11 +154,7 @@ pub async fn measure_due(
             continue;
         };
         if !metric_metadata.is_empty()
-            && let Some(result) = status
-                .metric_results
-                .iter_mut()
-                .flatten()
-                .find(|r| &r.name == name)
+            && let Some(result) = status.result_mut(name)
         {
             result
                 .metadata
@@ -173,7 +200,7 @@ pub async fn run(
     mut stop: tokio::sync::watch::Receiver<bool>,
     on_event: &mut dyn FnMut(Event<'_>),
 ) -> (AnalysisRunStatus, Assessment) {
-    let mut status = analysis::start(&run.plan, clock.now());
+    let mut status = None;
     let mut terminate = false;
     loop {
         let now = clock.now();
@@ -183,34 +210,27 @@ pub async fn run(
         if end.is_some_and(past) || *stop.borrow() {
             terminate = true;
         }
-        let due = analysis::due(&run.plan, &status, now, terminate);
-        let eval_time = clock.is_virtual().then_some(now);
-        let recorded = measure_due(run, providers, &mut status, &due, now, eval_time, &|| {
-            clock.now()
-        })
-        .await;
-        for index in recorded {
-            let Some(name) = run.plan.metrics.get(index).map(|m| &m.name) else {
-                continue;
-            };
-            if let Some(result) = status
-                .metric_results
-                .iter()
-                .flatten()
-                .find(|r| &r.name == name)
+        let ticked = tick(run, providers, status.take(), clock, terminate).await;
+        for index in &ticked.recorded {
+            if let Some(result) = run
+                .plan
+                .metrics
+                .get(*index)
+                .and_then(|m| ticked.status.result(&m.name))
                 && let Some(m) = result.measurements.last()
             {
                 on_event(Event::Measured {
-                    at: now,
+                    at: ticked.now,
                     measurement: m,
                     result,
                 });
             }
         }
-        let assessment = analysis::assess(&run.plan, &mut status, clock.now(), terminate);
+        let (assessment, next) = (ticked.assessment, ticked.status);
         if assessment.is_complete() {
-            return (status, assessment);
+            return (next, assessment);
         }
+        status = Some(next);
         let wake = match assessment.next_wakeup {
             Some(t) if t > now => t,
             // Overdue or nothing scheduled: look again shortly rather than spin.

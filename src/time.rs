@@ -30,6 +30,12 @@ impl Clock {
         }
     }
 
+    /// Now, as a status stores it: whole seconds ([`whole_second`]). The one rounding rule of the measuring
+    /// loop, for the daemon and the command line alike.
+    pub fn stamp(&self) -> Timestamp {
+        whole_second(self.now())
+    }
+
     pub fn is_virtual(&self) -> bool {
         matches!(self, Clock::Virtual(_))
     }
@@ -62,8 +68,9 @@ pub fn monotonic() -> std::time::Instant {
 }
 
 /// `t` at the resolution Kubernetes stores a status timestamp in (`metav1.Time`: whole seconds, truncated).
-/// The daemon stamps status with it, so what it computes from a status it has just written (the next due
-/// time, above all) is what it computes from the stored copy after a watch event or a restart.
+/// Status is stamped with it, so what the daemon computes from a status it has just written (the next due
+/// time, above all) is what it computes from the stored copy after a watch event or a restart, and the
+/// command line schedules as the daemon does.
 pub fn whole_second(t: Timestamp) -> Timestamp {
     // Toward the past, as the civil time written is (`as_second` alone truncates toward 1970).
     let second = t.as_second() - i64::from(t.subsec_nanosecond() < 0);

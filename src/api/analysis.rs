@@ -434,6 +434,23 @@ pub struct AnalysisRunStatus {
     pub dry_run_summary: Option<RunSummary>,
 }
 
+impl AnalysisRunStatus {
+    /// The result of the metric named `name`, if the status has one yet.
+    pub fn result(&self, name: &str) -> Option<&MetricResult> {
+        self.metric_results
+            .as_ref()?
+            .iter()
+            .find(|r| r.name == name)
+    }
+
+    pub fn result_mut(&mut self, name: &str) -> Option<&mut MetricResult> {
+        self.metric_results
+            .as_mut()?
+            .iter_mut()
+            .find(|r| r.name == name)
+    }
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunSummary {

@@ -25,7 +25,6 @@ use crate::engine::analysis;
 use crate::engine::compose::RunSpec;
 use crate::k8s::runs::{self, WriteError};
 use crate::runner::{self, PreparedRun};
-use crate::time::whole_second;
 
 impl Reconciled for AnalysisRun {
     type Status = AnalysisRunStatus;
@@ -120,7 +119,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
     );
     let (new_status, assessment_wakeup, secret_values) = match prepared {
         Err(e) => {
-            let now = whole_second(ctx.clock.now());
+            let now = ctx.clock.stamp();
             // A spec that cannot run ends Error now, with the reason, rather than retrying forever.
             let mut status = working.unwrap_or_default();
             status.phase = Some(AnalysisPhase::Error);
@@ -145,28 +144,18 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
             }
             // Stamped as the API server will store it, so the next due time is the same before and after
             // the patch.
-            let now = whole_second(ctx.clock.now());
             let terminate = obj.spec.terminate == Some(true);
-            let mut status = working
-                .take()
-                .unwrap_or_else(|| analysis::start(&run.plan, now));
-            let due = analysis::due(&run.plan, &status, now, terminate);
-            let recorded =
-                runner::measure_due(&run, &ctx.providers, &mut status, &due, now, None, &|| {
-                    whole_second(ctx.clock.now())
-                })
-                .await;
-            for index in &recorded {
+            let ticked =
+                runner::tick(&run, &ctx.providers, working.take(), &ctx.clock, terminate).await;
+            let (status, assessment) = (ticked.status, ticked.assessment);
+            for index in &ticked.recorded {
                 let Some(plan) = run.plan.metrics.get(*index) else {
                     continue;
                 };
-                let measurement = status
-                    .metric_results
-                    .iter()
-                    .flatten()
-                    .find(|r| r.name == plan.name)
-                    .and_then(|r| r.measurements.last());
-                if let Some(m) = measurement {
+                if let Some(m) = status
+                    .result(&plan.name)
+                    .and_then(|r| r.measurements.last())
+                {
                     uncounted.push((m.phase.as_str(), provider_name(&run, *index)));
                     let mut shown = serde_json::json!([m.value, m.message]);
                     runs::scrub(&mut shown, &run.secrets);
@@ -180,12 +169,6 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
                     );
                 }
             }
-            let assessment = analysis::assess(
-                &run.plan,
-                &mut status,
-                whole_second(ctx.clock.now()),
-                terminate,
-            );
             (status, assessment.next_wakeup, run.secrets.clone())
         }
     };
@@ -302,7 +285,7 @@ async fn report_undecodable(
     if completed {
         return Ok(Next::Change);
     }
-    let now = whole_second(ctx.clock.now());
+    let now = ctx.clock.stamp();
     let mut status: AnalysisRunStatus = obj
         .status
         .as_ref()

@@ -71,9 +71,7 @@ pub fn due(
     plan.metrics
         .iter()
         .enumerate()
-        .filter(|(_, m)| {
-            next_due(m, result(status, &m.name), run_start).is_some_and(|at| at <= now)
-        })
+        .filter(|(_, m)| next_due(m, status.result(&m.name), run_start).is_some_and(|at| at <= now))
         .map(|(i, _)| i)
         .collect()
 }
@@ -91,7 +89,7 @@ pub fn next_wakeup(
     let run_start = started(status, now);
     plan.metrics
         .iter()
-        .filter_map(|m| next_due(m, result(status, &m.name), run_start))
+        .filter_map(|m| next_due(m, status.result(&m.name), run_start))
         .min()
 }
 
@@ -214,9 +212,24 @@ pub fn assess(
     }
 }
 
-/// One tick of a simulated or backtested run: measure what is due at `now` with `measure`, record it, assess.
-/// The daemon does the same with real providers in between; this is for callers whose measurements are
-/// synchronous (simulations, tests).
+/// The decision before measuring, the first half of every tick of the measuring loop: the status to build on
+/// (a run without one starts at `now`) and the metrics (indexes into `plan.metrics`) due at `now`. The second
+/// half is [`record`] for each measurement taken and [`assess`].
+pub fn begin(
+    plan: &AnalysisPlan,
+    status: Option<AnalysisRunStatus>,
+    now: Timestamp,
+    terminate: bool,
+) -> (AnalysisRunStatus, Vec<usize>) {
+    let mut status = status.unwrap_or_else(|| start(plan, now));
+    status.started_at.get_or_insert(Time(now));
+    let due = due(plan, &status, now, terminate);
+    (status, due)
+}
+
+/// One tick with synchronous measurements (simulations, tests): [`begin`], measure what is due with
+/// `measure`, record it, assess. The daemon and the command line tick the same way with real providers
+/// (`runner::tick`).
 pub fn step(
     plan: &AnalysisPlan,
     status: &mut AnalysisRunStatus,
@@ -224,15 +237,17 @@ pub fn step(
     terminate: bool,
     mut measure: impl FnMut(usize, &MetricPlan, Timestamp) -> Measurement,
 ) -> Assessment {
-    status.started_at.get_or_insert(Time(now));
-    for i in due(plan, status, now, terminate) {
+    let (mut next, due) = begin(plan, Some(std::mem::take(status)), now, terminate);
+    for i in due {
         if let Some(p) = plan.metrics.get(i) {
             let m = measure(i, p, now);
             // `i` came from `due`, so it is in range.
-            let _ = record(plan, status, i, m, now);
+            let _ = record(plan, &mut next, i, m, now);
         }
     }
-    assess(plan, status, now, terminate)
+    let assessment = assess(plan, &mut next, now, terminate);
+    *status = next;
+    assessment
 }
 
 /// The run is terminating when asked to, or when a non-dry-run metric has ended Failed, Error or Inconclusive.
@@ -240,7 +255,7 @@ fn terminating(plan: &AnalysisPlan, status: &AnalysisRunStatus, terminate: bool)
     terminate
         || plan.metrics.iter().any(|p| {
             !p.dry_run
-                && result(status, &p.name).is_some_and(|r| {
+                && status.result(&p.name).is_some_and(|r| {
                     matches!(
                         r.phase,
                         AnalysisPhase::Failed | AnalysisPhase::Error | AnalysisPhase::Inconclusive
@@ -372,7 +387,7 @@ fn run_phase(
     let mut everything_completed = true;
     let mut worst: Option<(AnalysisPhase, Option<String>)> = None;
     for p in &plan.metrics {
-        let Some(r) = result(status, &p.name) else {
+        let Some(r) = status.result(&p.name) else {
             everything_completed = false;
             continue;
         };
@@ -420,7 +435,7 @@ fn summary(plan: &AnalysisPlan, status: &AnalysisRunStatus, dry_run: bool) -> Ru
     let mut s = RunSummary::default();
     for p in plan.metrics.iter().filter(|p| p.dry_run == dry_run) {
         s.count += 1;
-        match result(status, &p.name).map(|r| r.phase) {
+        match status.result(&p.name).map(|r| r.phase) {
             Some(AnalysisPhase::Successful) => s.successful += 1,
             Some(AnalysisPhase::Failed) => s.failed += 1,
             Some(AnalysisPhase::Inconclusive) => s.inconclusive += 1,
@@ -467,14 +482,6 @@ fn plus(t: Timestamp, d: std::time::Duration) -> Timestamp {
 
 fn started(status: &AnalysisRunStatus, now: Timestamp) -> Timestamp {
     status.started_at.as_ref().map_or(now, |t| t.0)
-}
-
-fn result<'a>(status: &'a AnalysisRunStatus, name: &str) -> Option<&'a MetricResult> {
-    status
-        .metric_results
-        .as_ref()?
-        .iter()
-        .find(|r| r.name == name)
 }
 
 /// The metric's result, created Pending (in plan order) if the status has none yet.
