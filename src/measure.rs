@@ -11,7 +11,7 @@ use crate::api::compare::{COMPARE_PLUGIN, CompareSpec, DistributionCompare, Erro
 use crate::api::{AnalysisPhase, Measurement, Metric, PrometheusMetric, PrometheusRangeQuery};
 use crate::engine::compare;
 use crate::engine::condition::{Condition, measurement_phase};
-use crate::engine::judge::{self, DistributionParams, ErrorRateParams, ErrorRateTest, Verdict};
+use crate::engine::judge::Verdict;
 use crate::engine::value::MetricValue;
 use crate::providers::gate::Gate;
 use crate::providers::{
@@ -264,17 +264,7 @@ impl Providers {
         at: MeasureAt<'_>,
         metadata: &mut BTreeMap<String, String>,
     ) -> Result<(serde_json::Value, Verdict), ProviderError> {
-        let defaults = ErrorRateParams::default();
-        let params = ErrorRateParams {
-            max_relative_increase: e
-                .max_relative_increase
-                .unwrap_or(defaults.max_relative_increase),
-            max_absolute_increase: e
-                .max_absolute_increase
-                .unwrap_or(defaults.max_absolute_increase),
-            confidence: e.confidence.unwrap_or(defaults.confidence),
-            min_requests: e.min_requests.unwrap_or(defaults.min_requests),
-        };
+        let params = compare::error_rate_params(e);
         let invalid = |e: String| ProviderError::Invalid(format!("plugin {COMPARE_PLUGIN}: {e}"));
         let history = compare::looks_from(at.previous_metadata).map_err(invalid)?;
         let [ce, cr, be, br] = [
@@ -296,32 +286,14 @@ impl Providers {
             compare::count("baseline.errors", &be?.value),
             compare::count("baseline.requests", &br?.value),
         ];
-        let mut numbers = [0u64; 4];
-        let mut traffic = true;
+        let mut numbers = [None; 4];
         for (slot, c) in numbers.iter_mut().zip(counts) {
-            match c.map_err(|e| invalid(e.to_string()))? {
-                Some(n) => *slot = n,
-                None => traffic = false,
-            }
+            *slot = c.map_err(|e| invalid(e.to_string()))?;
         }
-        let judge_err = |e: judge::JudgeError| invalid(e.to_string());
-        let mut test = ErrorRateTest::replay(&params, &history).map_err(judge_err)?;
-        let mut looks = history;
-        // No series, NaN or zero requests on a side: no traffic yet, so no look and an undecided measurement.
-        let looked = traffic && numbers[1] > 0 && numbers[3] > 0;
-        if looked {
-            let look = compare::look(numbers, looks.last());
-            test.observe(&look).map_err(judge_err)?;
-            looks.push(look);
-        }
+        let (result, verdict, looks) = compare::error_rate_look(&params, numbers, history)
+            .map_err(|e| invalid(e.to_string()))?;
         metadata.insert(compare::LOOKS_KEY.to_string(), compare::looks_to(&looks));
-        let result = test.result();
-        let verdict = if looked {
-            result.verdict
-        } else {
-            Verdict::Inconclusive
-        };
-        Ok((result.to_json(), verdict))
+        Ok((result, verdict))
     }
 
     async fn compare_distribution(
@@ -332,22 +304,17 @@ impl Providers {
         until: Timestamp,
     ) -> Result<(serde_json::Value, Verdict), ProviderError> {
         let invalid = |e: String| ProviderError::Invalid(format!("plugin {COMPARE_PLUGIN}: {e}"));
-        let defaults = DistributionParams::default();
-        let params = DistributionParams {
-            direction: match d.direction.as_deref() {
-                None => defaults.direction,
-                Some(text) => text.parse().map_err(invalid)?,
-            },
-            confidence: d.confidence.unwrap_or(defaults.confidence),
-            max_relative_shift: d.max_relative_shift.unwrap_or(defaults.max_relative_shift),
-            min_samples: d.min_samples.unwrap_or(defaults.min_samples),
-        };
+        let params = compare::distribution_params(d).map_err(invalid)?;
         // The range is absolute here: `now()` in the expressions is the measurement's (virtual) time.
         let seconds = until.duration_since(at.window_start).as_secs().max(1);
         let range = PrometheusRangeQuery {
             start: Some(format!("now() - duration(\"{seconds}s\")")),
             end: Some("now()".to_string()),
-            step: Some(d.step.clone().unwrap_or_else(|| "30s".to_string())),
+            step: Some(
+                d.step
+                    .clone()
+                    .unwrap_or_else(|| compare::DEFAULT_DISTRIBUTION_STEP.to_string()),
+            ),
         };
         let (canary, baseline) = (
             query(&d.canary, Some(range.clone())),
@@ -362,12 +329,11 @@ impl Providers {
             MetricValue::Number(n) => vec![*n],
             _ => Vec::new(),
         };
-        let result = judge::judge_distribution(
+        compare::distribution_judgement(
             &samples(&canary?.value),
             &samples(&baseline?.value),
             &params,
         )
-        .map_err(|e| invalid(e.to_string()))?;
-        Ok((result.to_json(), result.verdict))
+        .map_err(|e| invalid(e.to_string()))
     }
 }

@@ -290,3 +290,11 @@ fn the_compare_plugin_is_checked_field_by_field_and_window_belongs_to_it_alone()
     let expected: Vec<String> = expected.iter().map(|e| format!("{p}:{e}")).collect();
     assert_eq!(lines, expected);
 }
+
+#[test]
+fn a_range_query_step_of_zero_is_reported_rather_than_failing_every_measurement() {
+    assert_one_problem(
+        "zero-step.yaml",
+        "15: AnalysisTemplate/zero-step: spec.metrics[0].provider.prometheus.rangeQuery.step: invalid duration \"0s\": a step must be greater than zero",
+    );
+}

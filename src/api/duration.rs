@@ -20,6 +20,17 @@ pub enum DurationError {
     Negative(String),
     #[error("invalid duration {0:?}: too large")]
     Overflow(String),
+    #[error("invalid duration {0:?}: a step must be greater than zero")]
+    ZeroStep(String),
+}
+
+/// Parses the step of a range query: a duration greater than zero (Prometheus refuses a zero step, so every
+/// measurement would be an Error). The one rule for `validate` and for the request sent.
+pub fn parse_step(text: &str) -> Result<Duration, DurationError> {
+    match parse_duration(text)? {
+        step if step.is_zero() => Err(DurationError::ZeroStep(text.to_string())),
+        step => Ok(step),
+    }
 }
 
 /// Parses a Go duration. Negative durations are rejected: nothing in an analysis can wait a negative time.

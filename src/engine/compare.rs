@@ -1,7 +1,8 @@
-//! The pure half of the `canaryd/compare` provider: the `{{window}}` a metric's queries cover, turning query
-//! answers into counts and samples, the error-rate history kept in the metric's status metadata, and the
-//! verdict as a measurement value and phase. The queries themselves are sent by `measure.rs`; the statistics
-//! are `judge`'s. No I/O, no clock: times come in as arguments, so a restart replays to the same verdicts.
+//! The pure half of the `canaryd/compare` provider: the `{{window}}` a metric's queries cover, the
+//! parameters' defaults, turning query answers into counts and samples, the error-rate history kept in the
+//! metric's status metadata, what a look without traffic means, and the verdict as a measurement value and
+//! phase. The queries themselves are sent by `measure.rs`; the statistics are `judge`'s. No I/O, no clock:
+//! times come in as arguments, so a restart replays to the same verdicts.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -9,9 +10,12 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 
 use super::analysis::MetricPlan;
-use super::judge::{Look, Verdict};
+use super::judge::{
+    self, DistributionParams, ErrorRateParams, ErrorRateTest, JudgeError, Look, Verdict,
+};
 use super::value::MetricValue;
 use crate::api::AnalysisPhase;
+use crate::api::compare::{DistributionCompare, ErrorRateCompare};
 
 /// The metric-result metadata key holding the cumulative looks the error-rate test has seen. It lives in
 /// status, which measurementRetention never trims, so the sequential test survives restarts and retention.
@@ -158,6 +162,77 @@ pub fn looks_to(looks: &[Look]) -> String {
 /// For `compose::resolve_metric`: `{{window}}` stays in place until measurement time, when it is known.
 pub fn keep_window(name: &str) -> Option<String> {
     (name == "window").then(|| "{{window}}".to_string())
+}
+
+/// The error-rate test's parameters: what the metric sets, the judge's defaults for the rest.
+pub fn error_rate_params(e: &ErrorRateCompare) -> ErrorRateParams {
+    let defaults = ErrorRateParams::default();
+    ErrorRateParams {
+        max_relative_increase: e
+            .max_relative_increase
+            .unwrap_or(defaults.max_relative_increase),
+        max_absolute_increase: e
+            .max_absolute_increase
+            .unwrap_or(defaults.max_absolute_increase),
+        confidence: e.confidence.unwrap_or(defaults.confidence),
+        min_requests: e.min_requests.unwrap_or(defaults.min_requests),
+    }
+}
+
+/// The distribution test's parameters: what the metric sets, the judge's defaults for the rest.
+pub fn distribution_params(d: &DistributionCompare) -> Result<DistributionParams, String> {
+    let defaults = DistributionParams::default();
+    Ok(DistributionParams {
+        direction: match d.direction.as_deref() {
+            None => defaults.direction,
+            Some(text) => text.parse()?,
+        },
+        confidence: d.confidence.unwrap_or(defaults.confidence),
+        max_relative_shift: d.max_relative_shift.unwrap_or(defaults.max_relative_shift),
+        min_samples: d.min_samples.unwrap_or(defaults.min_samples),
+    })
+}
+
+/// The resolution of the distribution queries' samples when the metric sets none.
+pub const DEFAULT_DISTRIBUTION_STEP: &str = "30s";
+
+/// One look of the error-rate test: `counts` are canary errors, canary requests, baseline errors, baseline
+/// requests (`None`: no series or NaN). `history` is the looks so far. Without traffic on both sides (no
+/// series, NaN, or zero requests) nothing is looked at and the measurement is undecided. Returns the result
+/// as JSON, the verdict and the looks to keep.
+pub fn error_rate_look(
+    params: &ErrorRateParams,
+    counts: [Option<u64>; 4],
+    history: Vec<Look>,
+) -> Result<(serde_json::Value, Verdict, Vec<Look>), JudgeError> {
+    let mut test = ErrorRateTest::replay(params, &history)?;
+    let mut looks = history;
+    let looked = match counts {
+        [Some(ce), Some(cr), Some(be), Some(br)] if cr > 0 && br > 0 => {
+            let look = look([ce, cr, be, br], looks.last());
+            test.observe(&look)?;
+            looks.push(look);
+            true
+        }
+        _ => false,
+    };
+    let result = test.result();
+    let verdict = if looked {
+        result.verdict
+    } else {
+        Verdict::Inconclusive
+    };
+    Ok((result.to_json(), verdict, looks))
+}
+
+/// The distribution test's result as JSON and its verdict.
+pub fn distribution_judgement(
+    canary: &[f64],
+    baseline: &[f64],
+    params: &DistributionParams,
+) -> Result<(serde_json::Value, Verdict), JudgeError> {
+    let result = judge::judge_distribution(canary, baseline, params)?;
+    Ok((result.to_json(), result.verdict))
 }
 
 /// With no conditions, the verdict decides the measurement.

@@ -9,7 +9,7 @@ use super::analysis::{LimitRule, Written, WrittenLimits, limit_rules};
 use super::args::{self, Placeholder};
 use super::condition::Condition;
 use crate::api::compare::{COMPARE_PLUGIN, CompareSpec};
-use crate::api::duration::parse_duration;
+use crate::api::duration::{parse_duration, parse_step};
 use crate::api::{
     AnalysisTemplateRef, AnalysisTemplateSpec, Argument, DryRun, MeasurementRetention, Metric,
 };
@@ -467,7 +467,7 @@ fn check_provider(metric: &Metric, path: &str, findings: &mut Vec<Finding>) {
             }
             if let Some(step) = &range.step
                 && !args::is_templated(step)
-                && let Err(e) = parse_duration(step)
+                && let Err(e) = parse_step(step)
             {
                 findings.push(Finding::error(format!("{r}.step"), e.to_string()));
             }
@@ -647,7 +647,7 @@ fn check_compare(config: &serde_json::Value, path: &str, findings: &mut Vec<Find
             probabilities.push(("distribution.confidence", d.confidence));
             margins.push(("distribution.maxRelativeShift", d.max_relative_shift));
             if let Some(step) = &d.step
-                && let Err(e) = parse_duration(step)
+                && let Err(e) = parse_step(step)
             {
                 findings.push(Finding::error(
                     format!("{path}.distribution.step"),

@@ -16,7 +16,7 @@ use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use super::http::{self, Answer, Auth, ClientShape, Headers, HttpClients, Secret};
 use super::{ProviderError, ProviderResult};
 use crate::api::PrometheusMetric;
-use crate::api::duration::parse_duration;
+use crate::api::duration::parse_step;
 use crate::engine::timeexpr::eval_time_expr;
 use crate::engine::value::MetricValue;
 
@@ -146,14 +146,9 @@ impl PrometheusRequest {
                     )));
                 }
                 let step_text = range.step.as_deref().unwrap_or("");
-                let step = parse_duration(step_text).map_err(|e| {
+                let step = parse_step(step_text).map_err(|e| {
                     ProviderError::Invalid(format!("prometheus.rangeQuery.step: {e}"))
                 })?;
-                if step.is_zero() {
-                    return Err(ProviderError::Invalid(
-                        "prometheus.rangeQuery.step must be greater than zero".to_string(),
-                    ));
-                }
                 QueryKind::Range { start, end, step }
             }
         };
