@@ -13,4 +13,5 @@ pub mod observe;
 pub mod providers;
 pub mod queue;
 pub mod runner;
+pub mod scrub;
 pub mod time;

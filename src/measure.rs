@@ -167,7 +167,7 @@ impl Providers {
                     .partition(|(k, _)| METRIC_METADATA.contains(&k.as_str()));
                 Outcome {
                     phase,
-                    value: Some(crate::providers::http::scrub(value, at.secrets)),
+                    value: Some(crate::scrub::text(value, at.secrets)),
                     message,
                     metadata,
                     metric_metadata,

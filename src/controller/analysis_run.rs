@@ -158,7 +158,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
                 {
                     uncounted.push((m.phase.as_str(), provider_name(&run, *index)));
                     let mut shown = serde_json::json!([m.value, m.message]);
-                    runs::scrub(&mut shown, &run.secrets);
+                    crate::scrub::json(&mut shown, &run.secrets);
                     info!(
                         run = %run_key,
                         metric = %plan.name,

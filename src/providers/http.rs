@@ -17,7 +17,7 @@ use super::ProviderError;
 use crate::api::{PrometheusAuth, WebMetricHeader};
 
 /// What replaces a secret wherever text is shown, as Argo shows secret args.
-pub const REDACTED: &str = "*****";
+pub use crate::scrub::REDACTED;
 
 /// A value that must never be printed. `Debug` shows `*****`.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -51,23 +51,6 @@ pub(crate) fn add_secrets<S: Into<String>>(
     values: impl IntoIterator<Item = S>,
 ) {
     secrets.extend(values.into_iter().map(Secret::new));
-}
-
-/// Replaces every non-empty secret value in `text` by `*****`, longest first so a secret that contains
-/// another is hidden whole.
-pub fn scrub<S: AsRef<str>>(mut text: String, secrets: &[S]) -> String {
-    let mut values: Vec<&str> = secrets
-        .iter()
-        .map(AsRef::as_ref)
-        .filter(|v| !v.is_empty())
-        .collect();
-    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-    for value in values {
-        if text.contains(value) {
-            text = text.replace(value, REDACTED);
-        }
-    }
-    text
 }
 
 /// Request headers from a template's `headers[]`. Values may come from secret args, so `Debug` shows names
@@ -492,15 +475,6 @@ pub(crate) fn display_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn scrub_hides_every_secret_and_the_longest_first() {
-        let secrets = [Secret::new("abc"), Secret::new("abcdef"), Secret::new("")];
-        assert_eq!(
-            scrub("x abcdef y abc z".to_string(), &secrets),
-            "x ***** y ***** z"
-        );
-    }
 
     #[test]
     fn excerpts_are_one_short_line() {

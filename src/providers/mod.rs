@@ -97,7 +97,7 @@ impl ProviderError {
 
     /// The same error with every occurrence of a secret value replaced by `*****`.
     pub(crate) fn scrub(self, secrets: &[Secret]) -> Self {
-        let s = |text: String| http::scrub(text, secrets);
+        let s = |text: String| crate::scrub::text(text, secrets);
         match self {
             ProviderError::Invalid(m) => ProviderError::Invalid(s(m)),
             ProviderError::Connect { target, reason } => ProviderError::Connect {

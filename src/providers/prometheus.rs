@@ -179,7 +179,7 @@ impl PrometheusRequest {
     }
 
     fn scrubbed(&self, text: &str) -> String {
-        http::scrub(text.to_string(), &self.secrets)
+        crate::scrub::text(text.to_string(), &self.secrets)
     }
 
     fn form(&self) -> (&'static str, Vec<(&'static str, String)>) {

@@ -128,7 +128,7 @@ impl WebRequest {
     }
 
     fn shown_url(&self) -> String {
-        http::scrub(http::display_url(self.url.as_str()), &self.secrets)
+        crate::scrub::text(http::display_url(self.url.as_str()), &self.secrets)
     }
 }
 
