@@ -138,7 +138,7 @@ async fn measure_due(
             window_start: compare::window_start(plan, started),
             previous_metadata,
         };
-        Some(async move { (index, providers.measure(metric, at).await) })
+        Some(async move { (index, crate::measure::measure(providers, metric, at).await) })
     });
     let mut outcomes = futures::future::join_all(measurements).await;
     outcomes.sort_by_key(|(index, _)| *index);

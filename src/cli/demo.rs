@@ -1,19 +1,25 @@
 //! `canaryd demo`: shows the main job on a machine with no cluster and no Prometheus. A built-in 30-minute
-//! scenario (baseline steady at 1% errors; canary fine, then at 12% from minute 8) is served by a small
-//! stand-in for Prometheus' query API on loopback, and the shipped `success-rate.yaml` runs against it on a
-//! virtual clock, exactly as `canaryd analyze --from/--to` would. `--write-openmetrics` writes the same
+//! scenario (baseline steady at 1% errors; canary fine, then at 12% from minute 8) stands in for Prometheus
+//! as a metric provider, and the shipped `success-rate.yaml` runs against it on a virtual clock, exactly as
+//! `canaryd analyze --from/--to` would. `--write-openmetrics` writes the same
 //! series for a real Prometheus (see the README).
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use jiff::{SignedDuration, Timestamp};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 use super::load;
 use super::{Exit, OutputFormat};
+use crate::api::Metric;
+use crate::engine::template::Finding;
+use crate::engine::value::MetricValue;
 use crate::measure::Providers;
+use crate::providers::provider::{Answer, MeasureAt, MetricProvider, Progress};
+use crate::providers::{ProviderError, ProviderResult};
 
 /// The template the demo runs, as shipped.
 const SUCCESS_RATE: &str = include_str!("../../analysis-templates/success-rate.yaml");
@@ -139,96 +145,44 @@ impl Scenario {
     }
 }
 
-/// Serves `/api/v1/query` for the scenario on 127.0.0.1 until the task is dropped. Returns the address.
-async fn serve(scenario: Scenario) -> std::io::Result<String> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let address = format!("http://{}", listener.local_addr()?);
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                // Read the head, then as much body as Content-Length says.
-                loop {
-                    let Ok(n) = stream.read(&mut chunk).await else {
-                        return;
-                    };
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    if let Some(head_end) = find(&buf, b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
-                        let length = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse::<usize>().ok())
-                            .unwrap_or(0);
-                        if buf.len() >= head_end + 4 + length {
-                            break;
-                        }
-                    }
-                    if buf.len() > 1 << 20 {
-                        return;
-                    }
-                }
-                let body = respond(&scenario, &buf);
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(reply.as_bytes()).await;
-            });
-        }
-    });
-    Ok(address)
-}
+/// The scenario in place of Prometheus: it answers the success-rate template's queries at the (virtual)
+/// time asked, as a Prometheus holding the scenario's series would.
+#[derive(Debug)]
+struct StandIn(Scenario);
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-/// The JSON answer to one request: the form fields come from the query string or the body.
-fn respond(scenario: &Scenario, request: &[u8]) -> String {
-    let text = String::from_utf8_lossy(request);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let target = head.split_whitespace().nth(1).unwrap_or("/");
-    let (path, query_string) = target.split_once('?').unwrap_or((target, ""));
-    let fields: Vec<(String, String)> = url::form_urlencoded::parse(query_string.as_bytes())
-        .chain(url::form_urlencoded::parse(body.as_bytes()))
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
-    let field = |name: &str| {
-        fields
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
-    let error = |message: &str| {
-        serde_json::json!({"status": "error", "errorType": "bad_data", "error": message})
-            .to_string()
-    };
-    if path != "/api/v1/query" {
-        return error("the demo's stand-in answers /api/v1/query only");
+impl MetricProvider for StandIn {
+    fn name(&self) -> &'static str {
+        "prometheus"
     }
-    let (Some(query), Some(time)) = (field("query"), field("time")) else {
-        return error("query and time are required");
-    };
-    let Some(at) = time
-        .parse::<f64>()
-        .ok()
-        .and_then(|s| Timestamp::from_second(s as i64).ok())
-        .or(time.parse().ok())
-    else {
-        return error("time is not a timestamp");
-    };
-    match scenario.answer(&query, at) {
-        None => error("the demo's stand-in only answers the scenario's success/error-rate queries"),
-        Some(v) => serde_json::json!({
-            "status": "success",
-            "data": {"resultType": "vector", "result": [{"metric": {}, "value": [at.as_second(), crate::engine::value::render_number(v)]}]}
-        })
-        .to_string(),
+
+    /// The template is checked by the real providers' rules before it runs here.
+    fn validate(&self, _metric: &Metric, _path: &str, _findings: &mut Vec<Finding>) {}
+
+    fn measure<'a>(&'a self, metric: &'a Metric, at: MeasureAt<'a>) -> BoxFuture<'a, Progress> {
+        let query = metric
+            .provider
+            .prometheus
+            .as_ref()
+            .and_then(|p| p.query.as_deref())
+            .map(str::trim)
+            .unwrap_or_default();
+        let answer = match self.0.answer(query, at.eval_time.unwrap_or(at.now)) {
+            Some(v) => Ok(Answer {
+                result: ProviderResult {
+                    value: MetricValue::Numbers(vec![v]),
+                    metadata: BTreeMap::from([(
+                        "ResolvedPrometheusQuery".to_string(),
+                        query.to_string(),
+                    )]),
+                },
+                verdict: None,
+            }),
+            None => Err(ProviderError::Invalid(
+                "the demo's stand-in only answers the scenario's success/error-rate queries"
+                    .to_string(),
+            )),
+        };
+        Box::pin(async move { Progress::Finished(answer) })
     }
 }
 
@@ -254,13 +208,6 @@ pub fn run(args: Args) -> Exit {
         }
     };
     runtime.block_on(async {
-        let address = match serve(scenario).await {
-            Ok(a) => a,
-            Err(e) => {
-                eprintln!("canaryd demo: cannot listen on loopback: {e}");
-                return Exit::Error;
-            }
-        };
         let (docs, error) = load::parse_documents(std::path::Path::new("analysis-templates/success-rate.yaml"), SUCCESS_RATE);
         if let Some(e) = error {
             eprintln!("canaryd demo: the built-in template does not parse: {e}");
@@ -270,7 +217,7 @@ pub fn run(args: Args) -> Exit {
             ("service".to_string(), "checkout-canary".to_string()),
             ("namespace".to_string(), "shop".to_string()),
         ];
-        let (name, prepared) = match super::analyze::prepare_docs(&docs, None, &supplied, Some(&address)) {
+        let (name, prepared) = match super::analyze::prepare_docs(&docs, None, &supplied, None) {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("canaryd demo: {}", e.0);
@@ -286,11 +233,12 @@ pub fn run(args: Args) -> Exit {
             println!(
                 "canaryd demo: baseline steady at 1% errors; {story}.\n\
                  Running analysis-templates/success-rate.yaml (service=checkout-canary, threshold 0.99) on a virtual \
-                 clock from {from} to {to},\nagainst a stand-in for Prometheus' query API at {address}.\n"
+                 clock from {from} to {to},\nagainst the scenario standing in for Prometheus.\n"
             );
             let _ = std::io::stdout().flush();
         }
-        super::analyze::execute(&name, &prepared, &Providers::new(None), Some((from, to)), args.output).await
+        let providers = Providers::new(None).with_prometheus(Arc::new(StandIn(scenario)));
+        super::analyze::execute(&name, &prepared, &providers, Some((from, to)), args.output).await
     })
 }
 

@@ -15,6 +15,7 @@ use super::load::{self, SourceDoc};
 use super::{Exit, OutputFormat};
 use crate::api::{self, AnalysisTemplateRef, AnalysisTemplateSpec};
 use crate::engine::template::{self, Finding, Severity, SpecView};
+use crate::providers::registry::Providers;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -234,7 +235,7 @@ fn analysis_findings(
             message: "required".to_string(),
         });
     }
-    findings.extend(template::check(view, lookup));
+    findings.extend(template::check(view, lookup, &Providers::new(None)));
     findings
 }
 

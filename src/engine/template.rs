@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::analysis::{LimitRule, Written, WrittenLimits, limit_rules};
 use super::args::{self, Placeholder};
 use super::condition::Condition;
-use crate::api::compare::{COMPARE_PLUGIN, CompareSpec};
-use crate::api::duration::{parse_duration, parse_step};
+use crate::api::compare::COMPARE_PLUGIN;
+use crate::api::duration::parse_duration;
 use crate::api::{
     AnalysisTemplateRef, AnalysisTemplateSpec, Argument, DryRun, MeasurementRetention, Metric,
 };
@@ -28,6 +28,13 @@ pub struct Finding {
     /// Field path from the object's root, e.g. `spec.metrics[0].interval`.
     pub path: String,
     pub message: String,
+}
+
+/// The checks of the providers canaryd runs, each of its own part of a metric's `provider`: the one place
+/// those rules live (`providers/`), handed to [`check`] so this module stays pure.
+pub trait ProviderRules {
+    /// Checks `metric.provider` (which names exactly one provider), found at `path`.
+    fn check(&self, metric: &Metric, path: &str, findings: &mut Vec<Finding>);
 }
 
 impl Finding {
@@ -88,8 +95,12 @@ impl<'a> SpecView<'a> {
 pub type Lookup<'a> = dyn Fn(&AnalysisTemplateRef) -> Option<&'a AnalysisTemplateSpec> + 'a;
 
 /// Checks a spec. `lookup` resolves `spec.templates[]`; metric names and args of nested templates count
-/// as this spec's own (Argo merges them).
-pub fn check(view: SpecView<'_>, lookup: &Lookup<'_>) -> Vec<Finding> {
+/// as this spec's own (Argo merges them). `providers` checks each metric's provider.
+pub fn check(
+    view: SpecView<'_>,
+    lookup: &Lookup<'_>,
+    providers: &dyn ProviderRules,
+) -> Vec<Finding> {
     let mut findings = Vec::new();
 
     let mut nested_metrics = Vec::new();
@@ -164,7 +175,7 @@ pub fn check(view: SpecView<'_>, lookup: &Lookup<'_>) -> Vec<Finding> {
         } else {
             names.insert(&metric.name, path.clone());
         }
-        check_metric(metric, &path, &sample_args, &mut findings);
+        check_metric(metric, &path, &sample_args, providers, &mut findings);
     }
 
     let all_names: Vec<&str> = names.keys().copied().collect();
@@ -332,6 +343,7 @@ fn check_metric(
     metric: &Metric,
     path: &str,
     sample_args: &BTreeMap<String, Option<String>>,
+    providers: &dyn ProviderRules,
     findings: &mut Vec<Finding>,
 ) {
     for (field, value) in [
@@ -413,146 +425,33 @@ fn check_metric(
         }
     }
 
-    check_provider(metric, path, findings);
+    check_provider(metric, path, providers, findings);
     check_placeholders(metric, path, sample_args, findings);
 }
 
-fn check_provider(metric: &Metric, path: &str, findings: &mut Vec<Finding>) {
-    let provider = &metric.provider;
-    let configured = provider.configured();
+fn check_provider(
+    metric: &Metric,
+    path: &str,
+    rules: &dyn ProviderRules,
+    findings: &mut Vec<Finding>,
+) {
+    let configured = metric.provider.configured();
     let ppath = format!("{path}.provider");
     match configured.as_slice() {
-        [] => {
-            findings.push(Finding::error(
-                ppath,
-                "a provider is required (canaryd runs prometheus, web and plugin \"canaryd/...\")",
-            ));
-            return;
-        }
-        [_] => {}
-        many => {
-            findings.push(Finding::error(
-                ppath,
-                format!("exactly one provider is allowed, found {}", many.join(", ")),
-            ));
-            return;
-        }
-    }
-    if let Some(prom) = &provider.prometheus {
-        let p = format!("{ppath}.prometheus");
-        if prom.query.as_deref().is_none_or(|q| q.trim().is_empty()) {
-            findings.push(Finding::error(format!("{p}.query"), "required"));
-        }
-        if let Some(address) = &prom.address {
-            check_url(address, &format!("{p}.address"), findings);
-        }
-        if let Some(t) = prom.timeout
-            && t <= 0
-        {
-            findings.push(Finding::error(
-                format!("{p}.timeout"),
-                format!("must be a positive number of seconds, got {t}"),
-            ));
-        }
-        if let Some(range) = &prom.range_query {
-            let r = format!("{p}.rangeQuery");
-            for (field, value) in [
-                ("start", &range.start),
-                ("end", &range.end),
-                ("step", &range.step),
-            ] {
-                if value.as_deref().is_none_or(|v| v.trim().is_empty()) {
-                    findings.push(Finding::error(format!("{r}.{field}"), "required"));
-                }
-            }
-            if let Some(step) = &range.step
-                && !args::is_templated(step)
-                && let Err(e) = parse_step(step)
-            {
-                findings.push(Finding::error(format!("{r}.step"), e.to_string()));
-            }
-        }
-        if prom
-            .authentication
-            .as_ref()
-            .is_some_and(|a| a.sigv4.is_some())
-        {
-            findings.push(Finding::error(
-                format!("{p}.authentication.sigv4"),
-                "sigv4 authentication is not supported by canaryd",
-            ));
-        }
-    } else if let Some(web) = &provider.web {
-        let p = format!("{ppath}.web");
-        match &web.url {
-            Some(url) if !url.trim().is_empty() => check_url(url, &format!("{p}.url"), findings),
-            _ => findings.push(Finding::error(format!("{p}.url"), "required")),
-        }
-        let method = web.method.as_deref().unwrap_or("GET");
-        if !matches!(method, "GET" | "POST" | "PUT") {
-            findings.push(Finding::error(
-                format!("{p}.method"),
-                format!("{method:?} is not one of GET, POST, PUT"),
-            ));
-        }
-        if web.body.is_some() && web.json_body.is_some() {
-            findings.push(Finding::error(
-                format!("{p}.jsonBody"),
-                "body and jsonBody are mutually exclusive",
-            ));
-        }
-        if (web.body.is_some() || web.json_body.is_some()) && method == "GET" {
-            findings.push(Finding::error(
-                format!("{p}.method"),
-                "a request body needs method POST or PUT",
-            ));
-        }
-        if let Some(t) = web.timeout_seconds
-            && t <= 0
-        {
-            findings.push(Finding::error(
-                format!("{p}.timeoutSeconds"),
-                format!("must be a positive number of seconds, got {t}"),
-            ));
-        }
-        if let Some(jp) = &web.json_path
-            && !(jp.trim_start().starts_with('{') && jp.trim_end().ends_with('}'))
-        {
-            findings.push(Finding::error(
-                format!("{p}.jsonPath"),
-                format!("{jp:?} is not a JSONPath template such as {{$.data.ok}}"),
-            ));
-        }
-    } else if let Some(plugins) = &provider.plugin {
-        if plugins.len() != 1 {
-            findings.push(Finding::error(
-                format!("{ppath}.plugin"),
-                format!("exactly one plugin is allowed, found {}", plugins.len()),
-            ));
-        }
-        for (name, config) in plugins {
-            let p = format!("{ppath}.plugin.{name}");
-            if name == COMPARE_PLUGIN {
-                check_compare(config, &p, findings);
-            } else {
-                findings.push(Finding::error(
-                    p,
-                    format!(
-                        "plugin {name} is not supported by canaryd (canaryd runs prometheus, web and its own \
-                         plugin {COMPARE_PLUGIN})"
-                    ),
-                ));
-            }
-        }
-    } else if let Some(name) = configured.first() {
-        findings.push(Finding::error(
-            format!("{ppath}.{name}"),
-            format!("provider {name} is not supported by canaryd (supported: prometheus, web, plugin \"canaryd/...\")"),
-        ));
+        [] => findings.push(Finding::error(
+            ppath,
+            "a provider is required (canaryd runs prometheus, web and plugin \"canaryd/...\")",
+        )),
+        [_] => rules.check(metric, &ppath, findings),
+        many => findings.push(Finding::error(
+            ppath,
+            format!("exactly one provider is allowed, found {}", many.join(", ")),
+        )),
     }
 }
 
-fn check_url(text: &str, path: &str, findings: &mut Vec<Finding>) {
+/// A literal address must be an http(s) URL; one with `{{args...}}` is checked once the args are known.
+pub fn check_url(text: &str, path: &str, findings: &mut Vec<Finding>) {
     if args::is_templated(text) {
         return;
     }
@@ -600,92 +499,4 @@ fn check_placeholders(
             }
         },
     );
-}
-
-/// The `canaryd/compare` plugin's own shape and ranges.
-fn check_compare(config: &serde_json::Value, path: &str, findings: &mut Vec<Finding>) {
-    let spec: CompareSpec = match crate::api::decode::decode(config) {
-        Ok((spec, unknown)) => {
-            for u in unknown {
-                findings.push(Finding::error(format!("{path}.{}", u.path), u.message));
-            }
-            spec
-        }
-        Err(e) => {
-            let at = if e.path.is_empty() {
-                path.to_string()
-            } else {
-                format!("{path}.{}", e.path)
-            };
-            findings.push(Finding::error(at, e.message));
-            return;
-        }
-    };
-    if let Some(address) = &spec.address {
-        check_url(address, &format!("{path}.address"), findings);
-    }
-    let mut required = |field: &str, text: &str| {
-        if text.trim().is_empty() {
-            findings.push(Finding::error(format!("{path}.{field}"), "required"));
-        }
-    };
-    let mut probabilities = Vec::new();
-    let mut margins = Vec::new();
-    match (&spec.error_rate, &spec.distribution) {
-        (Some(e), None) => {
-            required("errorRate.canary.errors", &e.canary.errors);
-            required("errorRate.canary.requests", &e.canary.requests);
-            required("errorRate.baseline.errors", &e.baseline.errors);
-            required("errorRate.baseline.requests", &e.baseline.requests);
-            probabilities.push(("errorRate.confidence", e.confidence));
-            margins.push(("errorRate.maxRelativeIncrease", e.max_relative_increase));
-            margins.push(("errorRate.maxAbsoluteIncrease", e.max_absolute_increase));
-        }
-        (None, Some(d)) => {
-            required("distribution.canary", &d.canary);
-            required("distribution.baseline", &d.baseline);
-            probabilities.push(("distribution.confidence", d.confidence));
-            margins.push(("distribution.maxRelativeShift", d.max_relative_shift));
-            if let Some(step) = &d.step
-                && let Err(e) = parse_step(step)
-            {
-                findings.push(Finding::error(
-                    format!("{path}.distribution.step"),
-                    e.to_string(),
-                ));
-            }
-            if let Some(direction) = &d.direction
-                && !matches!(direction.as_str(), "increase" | "decrease" | "either")
-            {
-                findings.push(Finding::error(
-                    format!("{path}.distribution.direction"),
-                    format!("{direction:?} is not one of increase, decrease, either"),
-                ));
-            }
-        }
-        _ => findings.push(Finding::error(
-            path,
-            "set exactly one of errorRate and distribution",
-        )),
-    }
-    for (field, value) in probabilities {
-        if let Some(c) = value
-            && !(c > 0.0 && c < 1.0)
-        {
-            findings.push(Finding::error(
-                format!("{path}.{field}"),
-                format!("must be between 0 and 1, got {c}"),
-            ));
-        }
-    }
-    for (field, value) in margins {
-        if let Some(m) = value
-            && !(m >= 0.0 && m.is_finite())
-        {
-            findings.push(Finding::error(
-                format!("{path}.{field}"),
-                format!("must be 0 or more, got {m}"),
-            ));
-        }
-    }
 }

@@ -1,4 +1,5 @@
-//! Metric sources: the Prometheus HTTP API and the web provider. A provider takes a fully resolved request
+//! Metric sources behind one seam ([`provider::MetricProvider`], found by name in [`registry::Providers`]):
+//! the Prometheus HTTP API, the web provider and `canaryd/compare`. A provider takes a fully resolved request
 //! (args substituted, secret values already read by the caller), does the I/O and returns a typed
 //! [`MetricValue`] with some metadata, or a [`ProviderError`] the caller records as an Error measurement.
 //! Providers never judge: conditions, phases and counters belong to `engine/`.
@@ -6,10 +7,13 @@
 //! Secrets (passwords, OAuth2 client secrets, header values, and any value the caller marks as secret) never
 //! appear in error messages, metadata or `Debug` output.
 
+pub mod compare;
 pub mod gate;
 pub mod http;
 pub mod jsonpath;
 pub mod prometheus;
+pub mod provider;
+pub mod registry;
 pub mod web;
 
 use std::collections::BTreeMap;
