@@ -1,27 +1,13 @@
 //! `canaryd eval` as users and scripts run it: the built binary, its stdout, stderr and exit codes
 //! (DESIGN.md §3: 0 true or a phase — Error included, 1 false, 2 bad input, 4 evaluation error of --condition).
 
-use std::process::Command;
+#[path = "support/cli.rs"]
+mod cli;
 
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
+use cli::Ran as Run;
 
 fn eval(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
-        .arg("eval")
-        .args(args)
-        .output();
-    let Ok(out) = out else {
-        panic!("could not run canaryd: {out:?}");
-    };
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    cli::run(&[&["eval"], args].concat())
 }
 
 fn json(run: &Run) -> serde_json::Value {

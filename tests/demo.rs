@@ -1,17 +1,11 @@
 //! `canaryd demo`, the README's first command: it must end with the decision and its reason.
 
-use std::process::Command;
+#[path = "support/cli.rs"]
+mod cli;
 
 fn demo(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
-        .arg("demo")
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    let ran = cli::run(&[&["demo"], args].concat());
+    (ran.code.unwrap_or(-1), ran.stdout)
 }
 
 #[test]

@@ -1,10 +1,13 @@
 //! `canaryd judge`: output shapes, exit codes and input errors naming file, line and column.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
+
+#[path = "support/cli.rs"]
+mod cli;
 
 fn canaryd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_canaryd"))
+    cli::canaryd()
         .args(args)
         .output()
         .expect("the canaryd binary runs")

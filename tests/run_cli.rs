@@ -3,27 +3,22 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
 
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/daemon.rs"]
 mod harness;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 /// Exit code and stderr of `canaryd run --check-config ARGS`.
 fn check(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
-        .args(["run", "--check-config"])
-        .args(args)
-        .output()
-        .expect("canaryd runs");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let ran = cli::run(&[&["run", "--check-config"], args].concat());
+    (ran.code, ran.stderr)
 }
 
 #[test]
@@ -56,7 +51,7 @@ async fn json_logs_have_one_line_per_measurement_with_run_metric_value_and_phase
         harness::cluster(fake_apiserver::CrdSet::Argo, harness::Answer::Scalar(0.97)).await;
     let dir = tempfile::tempdir().expect("a temporary directory");
     let log = dir.path().join("stderr.log");
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+    let mut daemon = cli::canaryd()
         .args([
             "run",
             "--leader-elect",

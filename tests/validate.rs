@@ -1,7 +1,9 @@
 //! `canaryd validate` end to end: the binary, real files, exit codes and the exact lines users read.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+#[path = "support/cli.rs"]
+mod cli;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -11,16 +13,10 @@ fn fixture(name: &str) -> PathBuf {
 
 /// Runs `canaryd validate ARGS` from the repository root; returns (exit code, stdout lines).
 fn validate(args: &[&str]) -> (i32, Vec<String>) {
-    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .arg("validate")
-        .args(args)
-        .output()
-        .expect("the canaryd binary runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ran = cli::run(&[&["validate"], args].concat());
     (
-        out.status.code().unwrap_or(-1),
-        stdout.lines().map(str::to_string).collect(),
+        ran.code.unwrap_or(-1),
+        ran.stdout.lines().map(str::to_string).collect(),
     )
 }
 
@@ -165,10 +161,7 @@ fn json_output_carries_the_same_findings_and_nothing_else_on_stdout() {
 fn a_missing_path_is_a_usage_error() {
     let (code, _) = validate(&["tests/fixtures/validate/does-not-exist.yaml"]);
     assert_eq!(code, 2);
-    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
-        .arg("validate")
-        .output()
-        .expect("runs");
+    let out = cli::canaryd().arg("validate").output().expect("runs");
     assert_eq!(
         out.status.code(),
         Some(2),

@@ -7,6 +7,7 @@ pub mod compare;
 mod crd;
 pub mod decode;
 pub mod duration;
+pub mod reasons;
 pub mod rollout;
 mod schema;
 pub mod traffic_routing;

@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::is_status;
 use super::status::StatusWriter;
 pub use super::status::WriteError;
+use crate::api::reasons;
 use crate::api::{
     AnalysisPhase, AnalysisRun, AnalysisRunStatus, Argument, MetricResult, RunSummary, SecretKeyRef,
 };
@@ -193,11 +194,11 @@ pub async fn delete_run(api: &Api<AnalysisRun>, run: &AnalysisRun) -> Result<(),
 /// The Event reason of a run entering `phase`, as Argo Rollouts names them.
 pub fn event_reason(phase: AnalysisPhase) -> Option<&'static str> {
     match phase {
-        AnalysisPhase::Running => Some("AnalysisRunRunning"),
-        AnalysisPhase::Successful => Some("AnalysisRunSuccessful"),
-        AnalysisPhase::Failed => Some("AnalysisRunFailed"),
-        AnalysisPhase::Error => Some("AnalysisRunError"),
-        AnalysisPhase::Inconclusive => Some("AnalysisRunInconclusive"),
+        AnalysisPhase::Running => Some(reasons::ANALYSIS_RUN_RUNNING),
+        AnalysisPhase::Successful => Some(reasons::ANALYSIS_RUN_SUCCESSFUL),
+        AnalysisPhase::Failed => Some(reasons::ANALYSIS_RUN_FAILED),
+        AnalysisPhase::Error => Some(reasons::ANALYSIS_RUN_ERROR),
+        AnalysisPhase::Inconclusive => Some(reasons::ANALYSIS_RUN_INCONCLUSIVE),
         AnalysisPhase::Pending => None,
     }
 }

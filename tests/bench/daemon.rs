@@ -21,6 +21,8 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
 
+#[path = "../support/cli.rs"]
+mod cli;
 #[path = "../support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "../support/daemon.rs"]
@@ -354,7 +356,7 @@ fn spawn_daemon(
     let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free loopback port");
-    let child = Command::new(env!("CARGO_BIN_EXE_canaryd"))
+    let child = cli::canaryd()
         .args(["run", "--leader-elect", "false", "--metrics-addr"])
         .arg(metrics_addr.to_string())
         .arg(format!("--prometheus-share-window={}s", flags.share_window))

@@ -29,6 +29,8 @@
 
 #![allow(dead_code)] // Each test binary uses a different part of the harness.
 
+pub mod cli;
+
 use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
@@ -537,8 +539,7 @@ impl Analyze {
 
     /// Runs the binary; the process must print one AnalysisRun status as JSON on stdout.
     pub fn run(self) -> Run {
-        let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
+        let out = cli::canaryd()
             .args(&self.args)
             .output()
             .expect("the canaryd binary runs");

@@ -22,10 +22,7 @@ pub use plan::{
 /// interval.
 pub const ERROR_RETRY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The message of a run stopped by `spec.terminate` (or by the end of a backtest), as Argo writes it.
-pub const RUN_TERMINATED: &str = "Run Terminated";
-/// The message of an in-flight measurement closed because the run is terminating, as Argo writes it.
-pub const METRIC_TERMINATED: &str = "Metric Terminated";
+use crate::api::reasons::{METRIC_TERMINATED, RUN_TERMINATED};
 
 /// What the run looks like after [`assess`].
 #[derive(Debug, Clone, PartialEq)]
