@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use jiff::Timestamp;
 
 use super::provider::{Answer, MeasureAt, MetricProvider, Progress};
-use super::registry::PrometheusProvider;
+use super::sources::PrometheusProvider;
 use super::{ProviderError, ProviderResult};
 use crate::api::compare::{COMPARE_PLUGIN, CompareSpec, DistributionCompare, ErrorRateCompare};
 use crate::api::duration::parse_step;

@@ -14,6 +14,7 @@ pub mod jsonpath;
 pub mod prometheus;
 pub mod provider;
 pub mod registry;
+pub mod sources;
 pub mod web;
 
 use std::collections::BTreeMap;
