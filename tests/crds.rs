@@ -3,6 +3,8 @@
 //! and whatever canaryd writes must survive either set's schema unchanged (the fake API server's pruning and
 //! validation, the same code that serves them in the daemon tests).
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
+
 #[path = "support/fake_apiserver/schema.rs"]
 mod schema;
 

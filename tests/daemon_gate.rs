@@ -3,6 +3,8 @@
 //! (its metrics, its args with values; no Rollout-only args), with the soak compressed to looks a second
 //! apart. It ends Successful only after the soak, and Failed when the error rate rises during it.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
+
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/daemon.rs"]

@@ -4,6 +4,8 @@
 //! passes only at the end of the soak, a rising error rate fails the gate during it, no traffic is
 //! Inconclusive; the vs-baseline variant fails a regression the absolute thresholds let through.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
+
 mod support;
 
 use std::sync::OnceLock;

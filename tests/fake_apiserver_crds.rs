@@ -3,6 +3,8 @@
 //! with the object otherwise, pruning of undeclared fields, 422 on a wrong type or a missing required field, and
 //! CRDs replaced while the server runs.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
+
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 

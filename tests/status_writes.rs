@@ -3,6 +3,8 @@
 //! declares the subresource, and the switch when the installed CRD changes, found with one more discovery
 //! request rather than by retrying forever.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
+
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/daemon.rs"]
