@@ -137,28 +137,33 @@ where
         let mut events = std::pin::pin!(
             watcher(lenient, watcher::Config::default().labels(&selector)).default_backoff()
         );
+        // Objects of a (re-)list reach the cache only when the list is complete, so they are handed on then:
+        // handed on earlier, one new since the last list would not be found in the cache and be dropped.
+        let mut listed: Vec<K> = Vec::new();
         while let Some(event) = events.next().await {
             let seen = match event {
-                Err(e) => Some(Seen::Failed(e)),
-                Ok(event) => apply(&mut writer, &reader, event, &flag),
+                Err(e) => vec![Seen::Failed(e)],
+                Ok(event) => apply(&mut writer, &reader, event, &flag, &mut listed),
             };
-            if let Some(seen) = seen
-                && sender.send(seen).await.is_err()
-            {
-                break;
+            for seen in seen {
+                if sender.send(seen).await.is_err() {
+                    return;
+                }
             }
         }
     };
     (store, synced, receiver, run)
 }
 
-/// Applies one watch event to the cache; returns what the driver is to see of it.
+/// Applies one watch event to the cache; returns what the driver is to see of it. `listed` holds the objects
+/// of a list in progress.
 fn apply<K>(
     writer: &mut reflector::store::Writer<K>,
     reader: &Store<K>,
     event: watcher::Event<Lenient<K>>,
     synced: &AtomicBool,
-) -> Option<Seen<K>>
+    listed: &mut Vec<K>,
+) -> Vec<Seen<K>>
 where
     K: Resource<DynamicType = ()> + Clone,
 {
@@ -177,32 +182,34 @@ where
     match event {
         E::Apply(Lenient::Decoded(object)) => {
             writer.apply_watcher_event(&E::Apply(object.clone()));
-            Some(Seen::Object(object))
+            vec![Seen::Object(object)]
         }
         E::InitApply(Lenient::Decoded(object)) => {
             writer.apply_watcher_event(&E::InitApply(object.clone()));
-            Some(Seen::Object(object))
+            listed.push(object);
+            Vec::new()
         }
         E::Apply(Lenient::Undecodable(u)) | E::InitApply(Lenient::Undecodable(u)) => {
             forget(writer, &u);
-            Some(Seen::Undecodable(u))
+            vec![Seen::Undecodable(u)]
         }
         E::Delete(Lenient::Decoded(object)) => {
             writer.apply_watcher_event(&E::Delete(object));
-            None
+            Vec::new()
         }
         E::Delete(Lenient::Undecodable(u)) => {
             forget(writer, &u);
-            None
+            Vec::new()
         }
         E::Init => {
             writer.apply_watcher_event(&E::Init);
-            None
+            listed.clear();
+            Vec::new()
         }
         E::InitDone => {
             writer.apply_watcher_event(&E::InitDone);
             synced.store(true, Ordering::Relaxed);
-            None
+            listed.drain(..).map(Seen::Object).collect()
         }
     }
 }
