@@ -17,5 +17,8 @@ pub use appset::{ApplicationSet, ApplicationSetSpec, ClusterSecret};
 pub use crd::crds;
 pub use rollout::{Rollout, RolloutSpec};
 
+/// Argo Rollouts' label that assigns an object to one controller instance.
+pub const INSTANCE_LABEL: &str = "argo-rollouts.argoproj.io/controller-instance-id";
+
 /// The API group and version of every Argo kind canaryd reads.
 pub const API_VERSION: &str = "argoproj.io/v1alpha1";

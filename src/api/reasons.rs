@@ -17,3 +17,49 @@ pub const ANALYSIS_RUN_INCONCLUSIVE: &str = "AnalysisRunInconclusive";
 pub const RUN_TERMINATED: &str = "Run Terminated";
 /// The message of an in-flight measurement closed because the run is terminating, as Argo writes it.
 pub const METRIC_TERMINATED: &str = "Metric Terminated";
+
+/// A Rollout's condition types, reasons and fixed messages, and the Event reasons of its reconcile, as Argo
+/// Rollouts writes them (`utils/conditions`): kubectl-argo-rollouts, Argo CD's health check and dashboards read
+/// them.
+pub mod rollout {
+    pub const PROGRESSING: &str = "Progressing";
+    pub const AVAILABLE: &str = "Available";
+    pub const PAUSED: &str = "Paused";
+    pub const HEALTHY: &str = "Healthy";
+    pub const COMPLETED: &str = "Completed";
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+
+    pub const NEW_RS_CREATED: &str = "NewReplicaSetCreated";
+    pub const FOUND_NEW_RS: &str = "FoundNewReplicaSet";
+    pub const RS_UPDATED: &str = "ReplicaSetUpdated";
+    pub const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
+    pub const RS_NOT_AVAILABLE: &str = "ReplicaSetNotAvailable";
+    pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
+    pub const ROLLOUT_RESUMED: &str = "RolloutResumed";
+    pub const ROLLOUT_RETRY: &str = "RolloutRetry";
+    pub const ROLLOUT_ABORTED: &str = "RolloutAborted";
+    pub const TIMED_OUT: &str = "ProgressDeadlineExceeded";
+    pub const AVAILABLE_REASON: &str = "AvailableReason";
+    pub const ROLLOUT_HEALTHY: &str = "RolloutHealthy";
+    pub const ROLLOUT_COMPLETED: &str = "RolloutCompleted";
+
+    pub const PAUSED_MESSAGE: &str = "Rollout is paused";
+    pub const RESUMED_MESSAGE: &str = "Rollout is resumed";
+    pub const RETRY_MESSAGE: &str = "Retrying Rollout after abort";
+    pub const AVAILABLE_MESSAGE: &str = "Rollout has minimum availability";
+    pub const NOT_AVAILABLE_MESSAGE: &str = "Rollout does not have minimum availability";
+    pub const HEALTHY_MESSAGE: &str = "Rollout is healthy";
+    pub const NOT_HEALTHY_MESSAGE: &str = "Rollout is not healthy";
+
+    /// Pause reasons.
+    pub const CANARY_PAUSE_STEP: &str = "CanaryPauseStep";
+    pub const INCONCLUSIVE_ANALYSIS: &str = "InconclusiveAnalysisRun";
+
+    /// Event reasons of a Rollout's reconcile.
+    pub const ROLLOUT_UPDATED: &str = "RolloutUpdated";
+    pub const ROLLOUT_NOT_COMPLETED: &str = "RolloutNotCompleted";
+    pub const ROLLOUT_STEP_COMPLETED: &str = "RolloutStepCompleted";
+    pub const SCALING_REPLICA_SET: &str = "ScalingReplicaSet";
+    pub const SWITCH_SERVICE: &str = "SwitchService";
+    pub const SKIP_STEPS: &str = "SkipSteps";
+}

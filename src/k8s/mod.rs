@@ -8,8 +8,7 @@ pub mod lease;
 pub mod runs;
 pub mod status;
 
-/// Argo Rollouts' label that assigns an object to one controller instance.
-pub const INSTANCE_LABEL: &str = "argo-rollouts.argoproj.io/controller-instance-id";
+pub use crate::api::INSTANCE_LABEL;
 
 /// The label selector of the runs this process owns: those labelled with `instance_id`, or, without one,
 /// only those carrying no instance label (the ones a default Argo Rollouts install would also leave alone

@@ -18,7 +18,6 @@ use crate::engine::template::{Finding, Severity};
 
 pub const TYPE_LABEL: &str = "rollout-type";
 pub const STEP_INDEX_LABEL: &str = "step-index";
-pub const INSTANCE_ID_LABEL: &str = "argo-rollouts.argoproj.io/controller-instance-id";
 pub const REVISION_ANNOTATION: &str = "rollout.argoproj.io/revision";
 
 /// Which analysis of the Rollout a run belongs to.
@@ -251,7 +250,7 @@ pub fn build_run(
         }
     }
     if let Some(id) = cx.instance_id {
-        labels.insert(INSTANCE_ID_LABEL.into(), id.to_string());
+        labels.insert(crate::api::INSTANCE_LABEL.into(), id.to_string());
     }
     let metadata = analysis.analysis_run_metadata.as_ref();
     labels.extend(metadata.and_then(|m| m.labels.clone()).unwrap_or_default());

@@ -329,7 +329,7 @@ impl Reconcile<'_, '_> {
                 self.revision_number(),
                 new.current_pod_hash
             );
-            self.event("RolloutNotCompleted", message);
+            self.event(cond::ROLLOUT_NOT_COMPLETED, message);
         }
     }
 

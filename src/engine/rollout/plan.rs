@@ -449,7 +449,10 @@ impl<'r, 'a> Reconcile<'r, 'a> {
         if self.template_or_steps_changed() {
             self.reset(&mut new);
             if self.new_rs.is_some() && count > 0 && self.prev.stable_rs == self.new_hash() {
-                self.event("SkipSteps", "Rollback to stable ReplicaSets".to_string());
+                self.event(
+                    cond::SKIP_STEPS,
+                    "Rollback to stable ReplicaSets".to_string(),
+                );
                 new.current_step_index = Some(count as i32);
             }
             self.persist(new);
@@ -486,7 +489,7 @@ impl<'r, 'a> Reconcile<'r, 'a> {
             index = Some(i as i32 + 1);
             new.canary.current_step_analysis_run_status = None;
             self.event(
-                "RolloutStepCompleted",
+                cond::ROLLOUT_STEP_COMPLETED,
                 format!("Rollout step {}/{count} completed ({described})", i + 1),
             );
             self.pause.remove(CANARY_PAUSE_STEP);
@@ -539,7 +542,7 @@ impl<'r, 'a> Reconcile<'r, 'a> {
                 self.revision_number(),
                 new.current_pod_hash
             );
-            self.event("RolloutCompleted", message);
+            self.event(cond::ROLLOUT_COMPLETED, message);
         }
     }
 }

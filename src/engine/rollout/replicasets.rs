@@ -120,7 +120,7 @@ impl Reconcile<'_, '_> {
                 revision: revision.clone(),
             });
             self.event(
-                "RolloutUpdated",
+                cond::ROLLOUT_UPDATED,
                 format!("Rollout updated to revision {revision}"),
             );
             self.revision = revision;
@@ -184,7 +184,7 @@ impl Reconcile<'_, '_> {
         self.writes.push(Write::CreateReplicaSet(Box::new(rs)));
         self.set_rollout_revision(revision.clone());
         self.event(
-            "NewReplicaSetCreated",
+            cond::NEW_RS_CREATED,
             format!("Created ReplicaSet {name} (revision {revision})"),
         );
         let message = format!("Created new replica set {name:?}");
@@ -338,7 +338,7 @@ impl Reconcile<'_, '_> {
             replicas,
             desired: self.replicas,
         });
-        self.event("ScalingReplicaSet", message);
+        self.event(cond::SCALING_REPLICA_SET, message);
         true
     }
 
@@ -498,6 +498,6 @@ impl Reconcile<'_, '_> {
             hash: target.hash.clone(),
             rollout: self.name.clone(),
         });
-        self.event("SwitchService", message);
+        self.event(cond::SWITCH_SERVICE, message);
     }
 }

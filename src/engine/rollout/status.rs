@@ -7,38 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::rollout::{RolloutCondition, RolloutStatus};
 
-pub const PROGRESSING: &str = "Progressing";
-pub const AVAILABLE: &str = "Available";
-pub const PAUSED: &str = "Paused";
-pub const HEALTHY: &str = "Healthy";
-pub const COMPLETED: &str = "Completed";
-pub const INVALID_SPEC: &str = "InvalidSpec";
-
-pub const NEW_RS_CREATED: &str = "NewReplicaSetCreated";
-pub const FOUND_NEW_RS: &str = "FoundNewReplicaSet";
-pub const RS_UPDATED: &str = "ReplicaSetUpdated";
-pub const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
-pub const RS_NOT_AVAILABLE: &str = "ReplicaSetNotAvailable";
-pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
-pub const ROLLOUT_RESUMED: &str = "RolloutResumed";
-pub const ROLLOUT_RETRY: &str = "RolloutRetry";
-pub const ROLLOUT_ABORTED: &str = "RolloutAborted";
-pub const TIMED_OUT: &str = "ProgressDeadlineExceeded";
-pub const AVAILABLE_REASON: &str = "AvailableReason";
-pub const ROLLOUT_HEALTHY: &str = "RolloutHealthy";
-pub const ROLLOUT_COMPLETED: &str = "RolloutCompleted";
-
-pub const PAUSED_MESSAGE: &str = "Rollout is paused";
-pub const RESUMED_MESSAGE: &str = "Rollout is resumed";
-pub const RETRY_MESSAGE: &str = "Retrying Rollout after abort";
-pub const AVAILABLE_MESSAGE: &str = "Rollout has minimum availability";
-pub const NOT_AVAILABLE_MESSAGE: &str = "Rollout does not have minimum availability";
-pub const HEALTHY_MESSAGE: &str = "Rollout is healthy";
-pub const NOT_HEALTHY_MESSAGE: &str = "Rollout is not healthy";
-
-/// Pause reasons.
-pub const CANARY_PAUSE_STEP: &str = "CanaryPauseStep";
-pub const INCONCLUSIVE_ANALYSIS: &str = "InconclusiveAnalysisRun";
+// The names are spelled once, in `api::reasons`; this module owns the rules that pick them.
+pub use crate::api::reasons::rollout::*;
 
 pub fn condition(
     type_: &str,
