@@ -44,6 +44,23 @@ pub enum OutputFormat {
     Json,
 }
 
+/// Writes a command's report to stdout: the whole report as one JSON document, or the lines `text` writes.
+/// An error means stdout is gone (a closed pipe), which the caller reports as [`Exit::Error`].
+pub fn write_report<T: serde::Serialize>(
+    format: OutputFormat,
+    report: &T,
+    text: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match format {
+        OutputFormat::Json => serde_json::to_string_pretty(report)
+            .map_err(std::io::Error::other)
+            .and_then(|s| writeln!(out, "{s}")),
+        OutputFormat::Text => text(&mut out),
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum LogFormat {
     #[default]

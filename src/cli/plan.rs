@@ -3,7 +3,6 @@
 //! makes), then `validate`'s findings for it; `--max-batch N` adds a warning for every batch that syncs
 //! more than N Applications at once. Exit 1 when validate would fail. The plan is `engine::progressive`'s.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -93,16 +92,12 @@ pub fn run(args: Args) -> Exit {
             args.appset.display()
         ));
     }
-    let mut out = std::io::stdout().lock();
-    let written = match args.output {
-        OutputFormat::Json => serde_json::to_string_pretty(&report)
-            .map_err(std::io::Error::other)
-            .and_then(|s| writeln!(out, "{s}")),
-        OutputFormat::Text => report
+    let written = super::write_report(args.output, &report, |out| {
+        report
             .application_sets
             .iter()
-            .try_for_each(|p| write!(out, "{}", text(p))),
-    };
+            .try_for_each(|p| write!(out, "{}", text(p)))
+    });
     match (written, report.valid) {
         (Err(_), _) => Exit::Error,
         (Ok(()), true) => Exit::Ok,

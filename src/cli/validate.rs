@@ -5,7 +5,6 @@
 //! dispatches on kind and places each finding on its line.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -302,16 +301,12 @@ pub fn run(args: Args) -> Exit {
             return Exit::Usage;
         }
     };
-    let mut out = std::io::stdout().lock();
-    let written = match args.output {
-        OutputFormat::Json => serde_json::to_string_pretty(&report)
-            .map_err(std::io::Error::other)
-            .and_then(|s| writeln!(out, "{s}")),
-        OutputFormat::Text => report
+    let written = super::write_report(args.output, &report, |out| {
+        report
             .findings
             .iter()
-            .try_for_each(|f| writeln!(out, "{f}")),
-    };
+            .try_for_each(|f| writeln!(out, "{f}"))
+    });
     if written.is_err() {
         return Exit::Error;
     }
