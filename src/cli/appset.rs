@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::load::{self, SourceDoc};
-use super::validate::Located;
+use super::located::Located;
 use crate::api::{self, ApplicationSet, ClusterSecret};
 use crate::engine::progressive::{self, Analysis, Flag, Options};
 use crate::engine::template::{Finding, Severity};

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod eval;
 pub mod judge;
 pub mod load;
+pub mod located;
 pub mod plan;
 pub mod run;
 pub mod validate;

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::appset::{self, InventoryArgs};
 use super::load;
-use super::validate::Located;
+use super::located::Located;
 use super::{Exit, OutputFormat};
 use crate::engine::progressive::Plan;
 use crate::engine::template::Finding;
