@@ -291,3 +291,18 @@ fn a_range_query_step_of_zero_is_reported_rather_than_failing_every_measurement(
         "15: AnalysisTemplate/zero-step: spec.metrics[0].provider.prometheus.rangeQuery.step: invalid duration \"0s\": a step must be greater than zero",
     );
 }
+
+#[test]
+fn an_argo_kind_of_another_api_version_is_named_once_whichever_kind_it_is() {
+    let path = "tests/fixtures/validate/wrong-api-version.yaml";
+    let (code, lines) = validate(&[path]);
+    assert_eq!(code, 1, "{lines:?}");
+    let expected = r#"apiVersion: expected "argoproj.io/v1alpha1", got "argoproj.io/v1beta1""#;
+    assert_eq!(
+        lines,
+        vec![
+            format!("{path}:2: AnalysisTemplate/success-rate: {expected}"),
+            format!("{path}:13: ApplicationSet/guestbook: {expected}"),
+        ]
+    );
+}

@@ -118,19 +118,11 @@ pub struct Checked<'a> {
 
 pub fn check<'a>(doc: &'a SourceDoc, inventory: &Inventory) -> Checked<'a> {
     let at = |f: Finding| Located::at(doc, f);
-    let api_version = doc
-        .value
-        .get("apiVersion")
-        .and_then(|v| v.as_str())
-        .unwrap_or_default();
-    if api_version != api::API_VERSION {
+    if let Some(message) = doc.wrong_api_version() {
         return Checked {
             doc,
             analysis: None,
-            findings: vec![at(Finding::error(
-                "apiVersion",
-                format!("expected {:?}, got {api_version:?}", api::API_VERSION),
-            ))],
+            findings: vec![at(Finding::error("apiVersion", message))],
         };
     }
     let (appset, unknown) = match api::decode::decode::<ApplicationSet>(&doc.value) {

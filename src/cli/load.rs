@@ -66,6 +66,15 @@ impl SourceDoc {
             .or_else(|| meta.get("generateName"))
             .and_then(Value::as_str)
     }
+
+    /// Why this document is not of the `argoproj.io/v1alpha1` group and version every Argo kind canaryd reads
+    /// has; `None` when it is.
+    pub fn wrong_api_version(&self) -> Option<String> {
+        let found = self.value.get("apiVersion").and_then(Value::as_str);
+        let found = found.unwrap_or_default();
+        (found != crate::api::API_VERSION)
+            .then(|| format!("expected {:?}, got {found:?}", crate::api::API_VERSION))
+    }
 }
 
 /// Expands files and folders (recursively, `*.yaml` and `*.yml`, sorted) into the files to read.

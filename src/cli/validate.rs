@@ -72,17 +72,8 @@ pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
             severity,
             message,
         };
-        let api_version = doc
-            .value
-            .get("apiVersion")
-            .and_then(|v| v.as_str())
-            .unwrap_or_default();
-        if api_version != api::API_VERSION {
-            findings.push(place(
-                "apiVersion",
-                Severity::Error,
-                format!("expected {:?}, got {api_version:?}", api::API_VERSION),
-            ));
+        if let Some(message) = doc.wrong_api_version() {
+            findings.push(place("apiVersion", Severity::Error, message));
             continue;
         }
         // A missing metadata is reported as a missing name, below, rather than as a decoding failure.
