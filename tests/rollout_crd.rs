@@ -1,9 +1,11 @@
 //! Everything the Rollout planner writes is valid against Argo's published CRDs: the status of a Rollout
 //! through a whole update, abort and promotion, and the AnalysisRuns it creates, checked against the
-//! `openAPIV3Schema` of `tests/fixtures/crds/` by a small schema walker (types, formats, required fields,
-//! and fields the API server would prune).
+//! `openAPIV3Schema` of `tests/fixtures/crds/` by the fake API server's schema checker (types, formats,
+//! required fields, and fields the API server would prune).
 
 mod rollout_support;
+#[path = "support/fake_apiserver/schema.rs"]
+mod schema;
 
 use std::path::Path;
 
@@ -23,133 +25,60 @@ fn schema(file: &str) -> Value {
     docs[0].value["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
 }
 
-/// Every way `value` breaks `schema`, each with its path.
-fn violations(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>) {
-    if value.is_null() {
-        if schema.get("nullable") != Some(&Value::Bool(true)) {
-            out.push(format!("{path}: null is not allowed"));
-        }
-        return;
-    }
-    if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
-        if !(value.is_string() || value.is_i64()) {
-            out.push(format!(
-                "{path}: expected an integer or a string, got {value}"
-            ));
-        }
-        return;
-    }
-    let expected = schema.get("type").and_then(Value::as_str);
-    let ok = match expected {
-        Some("object") => value.is_object(),
-        Some("array") => value.is_array(),
-        Some("string") => value.is_string(),
-        Some("integer") => value.is_i64() || value.is_u64(),
-        Some("number") => value.is_number(),
-        Some("boolean") => value.is_boolean(),
-        _ => true,
-    };
-    if !ok {
-        out.push(format!(
-            "{path}: expected {}, got {value}",
-            expected.unwrap_or("?")
-        ));
-        return;
-    }
-    match schema.get("format").and_then(Value::as_str) {
-        Some("int32") if value.as_i64().is_none_or(|n| i32::try_from(n).is_err()) => {
-            out.push(format!("{path}: {value} is not an int32"))
-        }
-        Some("date-time")
-            if value
-                .as_str()
-                .is_none_or(|s| s.parse::<jiff::Timestamp>().is_err()) =>
-        {
-            out.push(format!("{path}: {value} is not a date-time"))
-        }
-        _ => {}
-    }
-    if let Some(items) = schema.get("items") {
-        for (i, item) in value.as_array().into_iter().flatten().enumerate() {
-            violations(items, item, &format!("{path}[{i}]"), out);
-        }
-    }
-    let Some(object) = value.as_object() else {
-        return;
-    };
-    for required in schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let name = required.as_str().unwrap_or_default();
-        if !object.contains_key(name) {
-            out.push(format!("{path}.{name}: required"));
-        }
-    }
-    let preserve = schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
-    let properties = schema.get("properties").and_then(Value::as_object);
-    let additional = schema.get("additionalProperties");
-    for (key, child) in object {
-        let at = format!("{path}.{key}");
-        match (properties.and_then(|p| p.get(key)), additional) {
-            (Some(s), _) => violations(s, child, &at, out),
-            (None, Some(s)) if s.is_object() => violations(s, child, &at, out),
-            // ObjectMeta is the API server's own, left undescribed by CRDs.
-            (None, _) if preserve || path == ".metadata" => {}
-            (None, _) => out.push(format!(
-                "{at}: not in the schema (the API server would prune it)"
-            )),
-        }
-    }
-}
-
+/// `value` (a whole object) as kube-apiserver would admit it under `schema`: nothing pruned, nothing refused.
 fn assert_valid(schema: &Value, value: &Value, what: &str) {
-    let mut out = Vec::new();
-    violations(schema, value, "", &mut out);
-    assert!(
-        out.is_empty(),
-        "{what} breaks the CRD:\n{}\n{value:#}",
-        out.join("\n")
-    );
+    let mut admitted = value.clone();
+    match schema::admit(schema, &mut admitted) {
+        Ok(pruned) => assert!(
+            pruned.is_empty(),
+            "the API server would prune {pruned:?} from {what}:\n{value:#}"
+        ),
+        Err(why) => panic!("{what} breaks the CRD: {why}\n{value:#}"),
+    }
 }
 
 #[test]
-fn the_schema_walker_rejects_wrong_types_missing_fields_and_unknown_fields() {
+fn the_schema_checker_rejects_wrong_types_formats_and_missing_fields_and_prunes_unknown_ones() {
     let rollout = schema("argo-rollouts-rollout-crd.yaml");
-    let status = &rollout["properties"]["status"];
-    let mut out = Vec::new();
-    let bad = serde_json::json!({
-        "observedGeneration": 3, "currentStepIndex": "one",
-        "pauseConditions": [{"reason": "CanaryPauseStep"}], "made-up": true
+    let mut bad = serde_json::json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "metadata": {"name": "r"},
+        "status": {
+            "observedGeneration": 3, "currentStepIndex": "one", "replicas": 4294967296_i64,
+            "pauseConditions": [{"reason": "CanaryPauseStep", "startTime": "yesterday"}, {"reason": "CanaryPauseStep"}],
+            "made-up": true
+        }
     });
-    violations(status, &bad, "status", &mut out);
-    let text = out.join("\n");
+    let Err(text) = schema::admit(&rollout, &mut bad) else {
+        panic!("a status of wrong types is admitted");
+    };
     for expected in [
-        "status.observedGeneration: expected string",
-        "status.currentStepIndex: expected integer",
-        "status.pauseConditions[0].startTime: required",
-        "status.made-up: not in the schema",
+        "status.observedGeneration: Invalid value: \"integer\": status.observedGeneration in body must be of type string",
+        "status.currentStepIndex: Invalid value: \"string\": status.currentStepIndex in body must be of type integer",
+        "status.replicas: Invalid value: 4294967296: status.replicas in body must be of type int32",
+        "status.pauseConditions[0].startTime: Invalid value: \"yesterday\": status.pauseConditions[0].startTime in body must be of type date-time",
+        "status.pauseConditions[1].startTime: Required value",
     ] {
         assert!(text.contains(expected), "{expected} not in:\n{text}");
     }
+    let mut unknown =
+        serde_json::json!({"metadata": {"name": "r"}, "spec": {}, "status": {"made-up": true}});
+    assert_eq!(
+        schema::admit(&rollout, &mut unknown),
+        Ok(vec!["status.made-up".to_string()])
+    );
 }
 
 #[test]
 fn every_status_the_planner_writes_through_an_update_abort_and_promotion_is_valid() {
     let rollout_schema = schema("argo-rollouts-rollout-crd.yaml");
-    let status_schema = &rollout_schema["properties"]["status"];
     let run_schema = schema("argo-rollouts-analysis-run-crd.yaml");
     let mut c: Cluster = analysis_rollout();
     let check = |c: &Cluster, step: &str| {
-        let status = serde_json::to_value(c.status()).unwrap();
-        assert_valid(status_schema, &status, &format!("the status after {step}"));
-        let spec = serde_json::to_value(&c.rollout.spec).unwrap();
+        let rollout = serde_json::to_value(&c.rollout).unwrap();
         assert_valid(
-            &rollout_schema["properties"]["spec"],
-            &spec,
-            "the Rollout spec",
+            &rollout_schema,
+            &rollout,
+            &format!("the Rollout after {step}"),
         );
         for run in &c.analysis_runs {
             let mut value = serde_json::to_value(run).unwrap();

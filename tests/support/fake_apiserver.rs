@@ -25,6 +25,8 @@
 //!   `pruned()` (the fields custom resources lost to their CRD's schema),
 //!   `get::<K>(ns, name)`, `get_json::<K>(ns, name)`, `put::<K>(&obj)` (stores status too, bumps the
 //!   resourceVersion and notifies watches, as if another client wrote it).
+//! - `replica_set_controller(ready_after)`: a simulated ReplicaSet controller (status follows spec after a
+//!   delay; `hold_unready(name or pod-template hash)` keeps a ReplicaSet's pods from ever becoming ready).
 //! - Faults: `fail_next(pattern, times, status)` (500, 503, 429 with `Retry-After: 1`, ...), `delay_next(pattern,
 //!   times, delay)`, `drop_watches()` (every open watch connection is cut mid-stream), `expire_history()` (a new
 //!   watch from an older resourceVersion gets 410 Expired, and so does the very next watch from any, so that a
@@ -51,7 +53,7 @@
 //! are pruned and validated against their CRD's `openAPIV3Schema` on every write (see `fake_apiserver/schema.rs`
 //! for what is checked): a wrong type is 422 Invalid naming the field, as kube-apiserver words it. Every write bumps one global
 //! resourceVersion; no-op writes do not. Server-set metadata: uid, creationTimestamp, resourceVersion,
-//! namespace, generation (custom resources; bumped on changes outside metadata and status).
+//! namespace, generation (custom resources and apps/v1 kinds; bumped on changes outside metadata and status).
 //!
 //! # Documented simplifications
 //!
@@ -62,6 +64,9 @@
 //!   and `resourceVersionMatch` parameters are ignored (lists are always current).
 //! - core/v1 Events and events.k8s.io/v1 Events are stored separately; built-in kinds are not validated; no
 //!   admission webhooks, no defaulting from CRD schemas, no `scale` subresource.
+//! - ReplicaSets (apps/v1) and Services (core/v1) are served with their status subresource and
+//!   `metadata.generation` (ReplicaSets); no pods exist: only the simulated ReplicaSet controller moves a
+//!   ReplicaSet's status, and only when a test starts it.
 
 #![allow(dead_code)] // Each test binary includes this fixture and uses a different part of it.
 
@@ -71,6 +76,8 @@ mod crd;
 mod error;
 #[path = "fake_apiserver/object.rs"]
 mod object;
+#[path = "fake_apiserver/replicasets.rs"]
+mod replicasets;
 #[path = "fake_apiserver/resources.rs"]
 mod resources;
 #[path = "fake_apiserver/routes.rs"]
@@ -110,6 +117,7 @@ pub use crd::CrdSet;
 use error::ApiError;
 #[allow(unused_imports)] // Only fake_apiserver_crud's property test calls it directly.
 pub use object::merge_patch;
+pub use replicasets::ReplicaSetController;
 pub use resources::ResourceDef;
 use resources::define;
 use routes::{Call, failure, injected_failure, route};
@@ -418,6 +426,13 @@ impl FakeApiServer {
     /// watch from the current one, forcing even a caught-up client to relist once. Open watches continue.
     pub fn expire_history(&self) {
         self.shared.write(Store::expire_history);
+    }
+
+    /// Starts the simulated ReplicaSet controller (`fake_apiserver/replicasets.rs`): ReplicaSets' status
+    /// follows their spec, new pods becoming available `ready_after` after they are asked for. Stops when the
+    /// handle is dropped.
+    pub fn replica_set_controller(&self, ready_after: Duration) -> ReplicaSetController {
+        ReplicaSetController::start(self.shared.clone(), ready_after)
     }
 
     /// The next update or patch of this object fails with 409 Conflict.

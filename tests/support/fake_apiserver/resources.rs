@@ -43,6 +43,13 @@ impl ResourceDef {
     }
 
     /// How kube-apiserver names the resource in messages: `analysisruns.argoproj.io`, `secrets`.
+    /// Whether `metadata.generation` is kept (bumped on changes outside metadata and status): kube-apiserver
+    /// does so for custom resources and the workload kinds of `apps/v1`, whose controllers report
+    /// `status.observedGeneration` against it.
+    pub fn keeps_generation(&self) -> bool {
+        self.custom || self.group == "apps"
+    }
+
     pub fn qualified(&self) -> String {
         if self.group.is_empty() {
             self.plural.to_owned()
@@ -52,7 +59,8 @@ impl ResourceDef {
     }
 
     /// What canaryd reads and writes: Argo's kinds as canaryd's own CRDs define them, Secrets, Events (both
-    /// APIs), ConfigMaps and Leases.
+    /// APIs), ConfigMaps, Leases, and what a Rollout drives: ReplicaSets and Services (both with the status
+    /// subresource, as kube-apiserver serves them).
     pub fn defaults() -> Vec<ResourceDef> {
         let builtin = |group, version, plural, singular, kind| ResourceDef {
             group,
@@ -73,6 +81,14 @@ impl ResourceDef {
             builtin("", "v1", "configmaps", "configmap", "ConfigMap"),
             builtin("", "v1", "events", "event", "Event"),
             builtin("events.k8s.io", "v1", "events", "event", "Event"),
+            ResourceDef {
+                status_subresource: true,
+                ..builtin("apps", "v1", "replicasets", "replicaset", "ReplicaSet")
+            },
+            ResourceDef {
+                status_subresource: true,
+                ..builtin("", "v1", "services", "service", "Service")
+            },
             ResourceDef {
                 unconditional_update: false,
                 create_on_update: true,

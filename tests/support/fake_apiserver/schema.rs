@@ -88,6 +88,13 @@ fn validate(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>)
         ));
         return;
     }
+    if let Some(format) = schema.get("format").and_then(Value::as_str)
+        && !has_format(value, format)
+    {
+        errors.push(format!(
+            "{path}: Invalid value: {value}: {path} in body must be of type {format}: {value}"
+        ));
+    }
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
         && !allowed.contains(value)
     {
@@ -168,6 +175,16 @@ fn has_type(value: &Value, wanted: &str) -> bool {
             n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
         }
         _ => false,
+    }
+}
+
+/// Whether `value` has `format`, for the formats canaryd's kinds use: an `int32` fits 32 bits, a `date-time` is
+/// RFC 3339. Other formats pass.
+fn has_format(value: &Value, format: &str) -> bool {
+    match (format, value) {
+        ("int32", Value::Number(n)) => n.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
+        ("date-time", Value::String(s)) => s.parse::<jiff::Timestamp>().is_ok(),
+        _ => true,
     }
 }
 

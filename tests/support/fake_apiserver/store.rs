@@ -248,7 +248,7 @@ impl Store {
         metadata.insert("creationTimestamp".into(), json!(now()));
         metadata.insert("resourceVersion".into(), json!(rv.to_string()));
         metadata.remove("deletionTimestamp");
-        if res.custom {
+        if res.keeps_generation() {
             metadata.insert("generation".into(), json!(1));
         }
         if res.status_subresource {
@@ -392,7 +392,7 @@ impl Store {
         let pruned = admit(res, &key.2, &mut new)?;
         self.note_pruned(res, &key.2, pruned);
         // A status write takes everything but the status from the stored object: no spec change to look for.
-        if res.custom && target == Target::Main && !same_spec(res, &old, &new) {
+        if res.keeps_generation() && target == Target::Main && !same_spec(res, &old, &new) {
             let generation = old
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
