@@ -49,6 +49,11 @@ pub struct Args {
     pub renew_deadline: Duration,
     #[arg(long, default_value = "2s", value_parser = duration)]
     pub retry_period: Duration,
+    /// Also progress Rollouts: the Rollouts this process owns (see --instance-id) get their ReplicaSets,
+    /// Services, steps, AnalysisRuns and status from canaryd. Off by default, so a canaryd that shares a
+    /// cluster with Argo Rollouts never acts on a Rollout unless told to.
+    #[arg(long, env = "CANARYD_ROLLOUTS", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub rollouts: bool,
     /// Check the flags and exit: 0 when they are valid, 2 naming the bad one.
     #[arg(long)]
     pub check_config: bool,
@@ -140,6 +145,7 @@ impl Args {
                 retry_period: self.retry_period,
             }),
             identity,
+            rollouts: self.rollouts,
         }
     }
 }

@@ -11,6 +11,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
@@ -53,6 +55,11 @@ pub trait Reconciled:
         obj: Box<Undecodable>,
         ctx: Arc<Context>,
     ) -> impl Future<Output = Result<Next, ReconcileError>> + Send;
+    /// Watches of other kinds whose changes concern objects of this kind, in one scope (a namespace, or all):
+    /// each yields the key of the object to reconcile. None by default.
+    fn triggers(_client: &kube::Client, _namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
+        Vec::new()
+    }
 }
 
 /// `(namespace, name)`.
@@ -87,6 +94,8 @@ pub enum ReconcileError {
     Reread(kube::Error),
     #[error("deleting the expired run failed: {0}")]
     Delete(kube::Error),
+    #[error("reading the Rollout or its objects failed: {0}")]
+    Read(kube::Error),
     #[error("the reconcile task was cancelled")]
     Aborted,
 }
@@ -100,6 +109,7 @@ impl ReconcileError {
             ReconcileError::Write(_) => "status_patch",
             ReconcileError::Reread(_) => "reread",
             ReconcileError::Delete(_) => "delete",
+            ReconcileError::Read(_) => "read",
             ReconcileError::Aborted => "aborted",
         }
     }
@@ -358,10 +368,21 @@ impl Controllers {
             let (store, flag, seen, watching) =
                 watch::start::<K>(ctx.client.clone(), scope, &selector);
             self.watches.spawn(watching);
+            let triggers = K::triggers(&ctx.client, scope);
+            let triggers = if triggers.is_empty() {
+                futures::stream::pending().boxed()
+            } else {
+                futures::stream::select_all(triggers).boxed()
+            };
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             self.stops.push(stop);
-            self.tasks
-                .spawn(drive::<K>(ctx.clone(), store.clone(), seen, stopped));
+            self.tasks.spawn(drive::<K>(
+                ctx.clone(),
+                store.clone(),
+                seen,
+                triggers,
+                stopped,
+            ));
             stores.push(store);
             synced.push(flag);
         }
@@ -386,13 +407,14 @@ impl Controllers {
 }
 
 /// One watch's reconciles. An object is reconciled when its watch event arrives and when its last reconcile
-/// asked to be, never twice at once, each reconcile on a task of its own so objects are handled on every
-/// core. After `stopped` fires (or the watch ends) no reconcile starts and the ones in flight finish: a
-/// graceful stop.
+/// asked to be, or when one of its `triggers` names it, never twice at once, each reconcile on a task of its
+/// own so objects are handled on every core. After `stopped` fires (or the watch ends) no reconcile starts and
+/// the ones in flight finish: a graceful stop.
 async fn drive<K: Reconciled>(
     ctx: Arc<Context>,
     store: Store<K>,
     mut seen: tokio::sync::mpsc::Receiver<Seen<K>>,
+    mut triggers: BoxStream<'static, Key>,
     mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     let state = K::state(&ctx);
@@ -452,6 +474,7 @@ async fn drive<K: Reconciled>(
                     warn!(error = %e, "Watch failed; retrying");
                 }
             },
+            Some(key) = triggers.next() => queue.schedule(key, tokio::time::Instant::now()),
             Some(done) = running.join_next_with_id() => {
                 let (id, result) = match done {
                     Ok((id, result)) => (id, result),

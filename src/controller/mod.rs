@@ -1,7 +1,8 @@
 //! `canaryd run`: the in-cluster daemon. This module wires it: leader election decides whether this process
 //! reconciles at all; the [`Context`] every reconcile shares (the API client, providers, the Event queue,
 //! metrics, each kind's state); `/metrics`, `/healthz` and `/readyz` show how it goes. The [`driver`] watches
-//! and reconciles any kind; one module per kind holds its reconcile ([`analysis_run`]).
+//! and reconciles any kind; one module per kind holds its reconcile ([`analysis_run`], and [`rollout`] when
+//! `--rollouts` enables it).
 //!
 //! Delivery semantics (restart safety). All state is in `status`; nothing is remembered across restarts. A
 //! measurement is recorded only by a successful status patch guarded by the resourceVersion it was computed
@@ -17,6 +18,7 @@
 
 pub mod analysis_run;
 pub mod driver;
+pub mod rollout;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -29,7 +31,7 @@ use std::time::Duration;
 use kube::runtime::events::Reporter;
 use tracing::{info, warn};
 
-use crate::api::{AnalysisPhase, AnalysisRun};
+use crate::api::{AnalysisPhase, AnalysisRun, Rollout};
 use crate::k8s::events::{self, EventPublisher, EventQueue};
 use crate::k8s::lease::{Elector, LeaseConfig};
 use crate::k8s::status::StatusWriter;
@@ -58,6 +60,8 @@ pub struct Config {
     pub leader_election: Option<LeaseConfig>,
     /// Reported as the Events' reporting instance.
     pub identity: String,
+    /// Also progress the Rollouts this process owns (`--rollouts`); off, every Rollout is left alone.
+    pub rollouts: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +86,7 @@ pub struct Context {
     /// Slots for status writes that do not end a run; see [`ROUTINE_WRITES`].
     routine_writes: tokio::sync::Semaphore,
     runs: KindState<AnalysisRun>,
+    rollouts: KindState<Rollout>,
     leadership_known: AtomicBool,
     /// What every reconcile reads the time from and sleeps on.
     pub clock: Arc<Clock>,
@@ -109,7 +114,8 @@ impl Probe for Context {
 
     fn ready(&self) -> bool {
         self.leadership_known.load(Ordering::Relaxed)
-            && (!self.metrics.is_leader() || self.runs.synced())
+            && (!self.metrics.is_leader()
+                || (self.runs.synced() && (!self.config.rollouts || self.rollouts.synced())))
     }
 }
 
@@ -173,6 +179,7 @@ impl Daemon {
             metrics,
             reporter,
             runs: KindState::default(),
+            rollouts: KindState::default(),
             clock,
             leadership_known: AtomicBool::new(config.leader_election.is_none()),
             config,
@@ -307,5 +314,8 @@ async fn elect_and_lead(
 fn start_controllers(ctx: &Arc<Context>) -> Controllers {
     let mut controllers = Controllers::new(ctx);
     controllers.start::<AnalysisRun>();
+    if ctx.config.rollouts {
+        controllers.start::<Rollout>();
+    }
     controllers
 }

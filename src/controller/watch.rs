@@ -3,6 +3,9 @@
 //! type, stored by a client that did not check the schema) is handed on as [`Undecodable`] instead of failing
 //! the list or the watch for every other object.
 //!
+//! It also watches objects of other kinds for the object that controls them ([`owners`]): a Rollout's
+//! ReplicaSets and AnalysisRuns.
+//!
 //! This module owns decoding and the cache; what to do with an object is the driver's and its kind's.
 
 use std::borrow::Cow;
@@ -10,14 +13,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use kube::api::Api;
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+use super::driver::Key;
 
 /// An object of the watched kind that does not decode as that kind.
 #[derive(Debug, Clone)]
@@ -95,6 +101,46 @@ impl<K: Resource<DynamicType = ()>> Resource for Lenient<K> {
             Lenient::Undecodable(u) => &mut u.metadata,
         }
     }
+}
+
+/// A watch of the objects of `resource` that `selector` picks in `namespace` (all for `None`), yielding on each
+/// change the key of the object of kind `owner` that controls it (its ownerReference with `controller: true`).
+/// Objects are read as dynamic objects, so one of any shape is still heard of; a failed watch is retried by
+/// the watcher itself.
+pub fn owners(
+    client: kube::Client,
+    namespace: Option<&str>,
+    selector: &str,
+    resource: &ApiResource,
+    owner: &'static str,
+) -> BoxStream<'static, Key> {
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client, ns, resource),
+        None => Api::all_with(client, resource),
+    };
+    watcher(api, watcher::Config::default().labels(selector))
+        .default_backoff()
+        .filter_map(move |event| {
+            let object = match event {
+                Ok(
+                    watcher::Event::Apply(o)
+                    | watcher::Event::InitApply(o)
+                    | watcher::Event::Delete(o),
+                ) => Some(o),
+                _ => None,
+            };
+            let key = object.and_then(|o| {
+                let controller = o
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|r| r.controller == Some(true) && r.kind == owner)?;
+                Some((o.metadata.namespace.clone()?, controller.name.clone()))
+            });
+            std::future::ready(key)
+        })
+        .boxed()
 }
 
 /// Watch events decoded ahead of the queue, per watch.

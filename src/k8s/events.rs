@@ -10,8 +10,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
+use kube::runtime::events::Reporter;
 use tokio::sync::{mpsc, watch};
 
 /// Events waiting to be created at most; client-go's broadcaster keeps 1,000.
@@ -138,6 +142,52 @@ impl EventPublisher {
                 }
             }
         }
+    }
+}
+
+/// What an Event says happened: the action taken, Argo's reason, the note, and whether it is a Warning.
+pub struct Happened<'a> {
+    pub action: &'a str,
+    pub reason: &'a str,
+    pub note: String,
+    pub warning: bool,
+}
+
+/// The events.k8s.io/v1 Event about `regarding` at `now`. Named as client-go names Events, unique per object
+/// and instant; `serial` tells apart the Events of one object in one instant. Created directly: kube's
+/// `Recorder` would keep every Event for six minutes to count repeats into a series, and scan them all on
+/// every publish.
+pub fn about(
+    reporter: &Reporter,
+    regarding: ObjectReference,
+    what: Happened<'_>,
+    now: Timestamp,
+    serial: u32,
+) -> Event {
+    let name = regarding.name.clone().unwrap_or_default();
+    Event {
+        metadata: ObjectMeta {
+            name: Some(format!(
+                "{name}.{:x}",
+                now.as_nanosecond().saturating_add(i128::from(serial))
+            )),
+            namespace: regarding.namespace.clone(),
+            ..ObjectMeta::default()
+        },
+        action: Some(what.action.to_string()),
+        reason: Some(what.reason.to_string()),
+        note: Some(what.note),
+        type_: Some(if what.warning { "Warning" } else { "Normal" }.to_string()),
+        event_time: Some(MicroTime(now)),
+        regarding: Some(regarding),
+        reporting_controller: Some(reporter.controller.clone()),
+        reporting_instance: Some(
+            reporter
+                .instance
+                .clone()
+                .unwrap_or_else(|| reporter.controller.clone()),
+        ),
+        ..Event::default()
     }
 }
 

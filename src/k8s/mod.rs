@@ -1,10 +1,12 @@
 //! The Kubernetes edge of `canaryd run`: which AnalysisRuns this process owns (label selectors), reading
 //! Secrets for args, writing status with the resourceVersion precondition (through the status subresource where
 //! the CRD declares one, else through the object), deleting expired runs, publishing Events, and the leader
-//! Lease. Nothing here decides an analysis outcome; it moves what `engine/` computed to and from the API server.
+//! Lease, and a Rollout's reads and writes (`rollout_writes`). Nothing here decides an analysis outcome or a
+//! Rollout's next step; it moves what `engine/` computed to and from the API server.
 
 pub mod events;
 pub mod lease;
+pub mod rollout_writes;
 pub mod runs;
 pub mod status;
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::events::Reporter;
 use kube::{Resource, ResourceExt};
@@ -204,9 +204,7 @@ pub fn event_reason(phase: AnalysisPhase) -> Option<&'static str> {
 }
 
 /// The events.k8s.io/v1 Event of a run entering `phase` at `now`, with the run's message (scrubbed) as the
-/// note; `None` for a phase without one. A run enters each phase once, so Events are created directly: kube's
-/// `Recorder` would keep every Event for six minutes to count repeats into a series, and scan them all on
-/// every publish.
+/// note; `None` for a phase without one.
 pub fn transition_event(
     reporter: &Reporter,
     run: &AnalysisRun,
@@ -221,33 +219,23 @@ pub fn transition_event(
         None => format!("AnalysisRun {phase}"),
     });
     crate::scrub::json(&mut note, secrets);
-    let type_ = match phase {
-        AnalysisPhase::Running | AnalysisPhase::Successful | AnalysisPhase::Pending => "Normal",
-        _ => "Warning",
+    let warning = !matches!(
+        phase,
+        AnalysisPhase::Running | AnalysisPhase::Successful | AnalysisPhase::Pending
+    );
+    let what = super::events::Happened {
+        action: "Analyze",
+        reason,
+        note: note.as_str().map(str::to_string).unwrap_or_default(),
+        warning,
     };
-    let regarding = run.object_ref(&());
-    Some(Event {
-        metadata: ObjectMeta {
-            // Unique per run and instant, as client-go names Events.
-            name: Some(format!("{}.{:x}", run.name_any(), now.as_nanosecond())),
-            namespace: regarding.namespace.clone(),
-            ..ObjectMeta::default()
-        },
-        action: Some("Analyze".to_string()),
-        reason: Some(reason.to_string()),
-        note: note.as_str().map(str::to_string),
-        type_: Some(type_.to_string()),
-        event_time: Some(MicroTime(now)),
-        regarding: Some(regarding),
-        reporting_controller: Some(reporter.controller.clone()),
-        reporting_instance: Some(
-            reporter
-                .instance
-                .clone()
-                .unwrap_or_else(|| reporter.controller.clone()),
-        ),
-        ..Event::default()
-    })
+    Some(super::events::about(
+        reporter,
+        run.object_ref(&()),
+        what,
+        now,
+        0,
+    ))
 }
 
 #[cfg(test)]

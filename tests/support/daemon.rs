@@ -128,6 +128,7 @@ pub fn config() -> Config {
         metrics_addr: "127.0.0.1:0".parse().expect("an address"),
         leader_election: None,
         identity: "test".to_string(),
+        rollouts: false,
     }
 }
 

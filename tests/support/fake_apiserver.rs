@@ -23,7 +23,7 @@
 //! - `url()`, `kubeconfig_path()`, `client().await`.
 //! - Introspection: `requests()`, `request_count(&RequestPattern)`, `resource_version()`, `open_watches()`,
 //!   `pruned()` (the fields custom resources lost to their CRD's schema),
-//!   `get::<K>(ns, name)`, `get_json::<K>(ns, name)`, `put::<K>(&obj)` (stores status too, bumps the
+//!   `get::<K>(ns, name)`, `list::<K>(ns)`, `get_json::<K>(ns, name)`, `put::<K>(&obj)` (stores status too, bumps the
 //!   resourceVersion and notifies watches, as if another client wrote it).
 //! - `replica_set_controller(ready_after)`: a simulated ReplicaSet controller (status follows spec after a
 //!   delay; `hold_unready(name or pod-template hash)` keeps a ReplicaSet's pods from ever becoming ready).
@@ -453,6 +453,19 @@ impl FakeApiServer {
     ) -> Option<K> {
         let value = self.get_json::<K>(namespace, name)?;
         Some(serde_json::from_value(value).expect("a stored object that deserializes as its kind"))
+    }
+
+    /// Every stored object of kind `K` in `namespace`, in name order, read without HTTP.
+    pub fn list<K: kube::Resource<DynamicType = ()> + DeserializeOwned>(
+        &self,
+        namespace: &str,
+    ) -> Vec<K> {
+        let resource = self.shared.resource_of::<K>();
+        let store = self.shared.lock_store();
+        store
+            .list(&resource.id(), Some(namespace))
+            .map(|o| K::deserialize(&**o).expect("a stored object that deserializes as its kind"))
+            .collect()
     }
 
     /// The stored object as JSON, exactly as the server would send it.

@@ -1,0 +1,199 @@
+//! The Rollout controller (`canaryd run --rollouts`): one reconcile of one Rollout reads it afresh with what it
+//! controls (ReplicaSets, AnalysisRuns) and names (Services, analysis templates), asks `engine::rollout::plan`
+//! for the next step, makes the plan's writes in order, writes the status through the status subresource when
+//! it changed, queues the plan's Events and asks to be woken when the plan says. A write refused with 409 means
+//! something changed since the read: everything is read and planned again. All state is in the objects (the
+//! planner's names are derived from the template hash, the revision and the step), so a process killed at any
+//! point and started again creates nothing twice and repeats no step.
+//!
+//! A change to a ReplicaSet or AnalysisRun the Rollout controls reconciles the Rollout (the driver's
+//! triggers). The AnalysisRuns a plan creates are executed by the AnalysisRun controller, like any other run
+//! this process owns. Rules are the planner's; calls are `k8s::rollout_writes`'.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use kube::api::{Api, ApiResource};
+use kube::{Resource, ResourceExt};
+use tracing::{info, warn};
+
+use super::Context;
+use super::driver::{Ahead, Key, KindState, Next, ReconcileError, Reconciled, requeue_at, shown};
+use super::watch::{self, Undecodable};
+use crate::api::rollout::RolloutStatus;
+use crate::api::{AnalysisRun, AnalysisTemplateRef, INSTANCE_LABEL, Rollout};
+use crate::engine::rollout::hash::HASH_LABEL;
+use crate::engine::rollout::{self, Observed, Plan};
+use crate::k8s::events::{self, Happened};
+use crate::k8s::rollout_writes::{self, Read};
+use crate::k8s::status::WriteError;
+
+/// Reads and plans of one reconcile at most, when writes keep meeting 409s.
+const ATTEMPTS: usize = 3;
+
+/// How soon a reconcile that changed something looks again: the planner moves one small step at a time (Argo
+/// lets the status write's own watch event start the next), so the next step is planned at once.
+const AGAIN: Duration = Duration::from_millis(50);
+
+impl Reconciled for Rollout {
+    type Status = RolloutStatus;
+
+    fn status(&self) -> Option<&RolloutStatus> {
+        self.status.as_ref()
+    }
+
+    /// Every Rollout reconcile asks for its next one itself (at once after a change, else at the plan's
+    /// wake-up), so the watch's echo of its own status write never needs one.
+    fn is_completed(_: &RolloutStatus) -> bool {
+        true
+    }
+
+    fn state(ctx: &Context) -> &KindState<Rollout> {
+        &ctx.rollouts
+    }
+
+    fn reconcile(
+        obj: Arc<Self>,
+        ctx: Arc<Context>,
+    ) -> impl Future<Output = Result<Next, ReconcileError>> + Send {
+        reconcile(obj, ctx)
+    }
+
+    fn report_undecodable(
+        obj: Box<Undecodable>,
+        ctx: Arc<Context>,
+    ) -> impl Future<Output = Result<Next, ReconcileError>> + Send {
+        // Nothing is written to a Rollout that does not decode: its status could not be read back either.
+        // The driver has logged the field; a fixed Rollout is reconciled on its next change.
+        drop((obj, ctx));
+        std::future::ready(Ok(Next::Change))
+    }
+
+    fn triggers(client: &kube::Client, namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
+        // Both kinds carry the pod-template hash label when a Rollout made them.
+        [
+            ApiResource::erase::<ReplicaSet>(&()),
+            ApiResource::erase::<AnalysisRun>(&()),
+        ]
+        .iter()
+        .map(|r| watch::owners(client.clone(), namespace, HASH_LABEL, r, "Rollout"))
+        .collect()
+    }
+}
+
+/// Whether this process owns `rollout` (`--instance-id`), checked again on the fresh copy: its label may have
+/// changed since the watch delivered it.
+fn owned(rollout: &Rollout, instance_id: Option<&str>) -> bool {
+    rollout.labels().get(INSTANCE_LABEL).map(String::as_str) == instance_id
+}
+
+/// One reconcile of one Rollout. Public so tests and benches can drive it.
+pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, ReconcileError> {
+    let namespace = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let api: Api<Rollout> = Api::namespaced(ctx.client.clone(), &namespace);
+    for _ in 0..ATTEMPTS {
+        // Read afresh: the cache may not show this process's last status write yet, and a plan made from an
+        // older status would scale back to an earlier step.
+        let rollout = api.get_opt(&name).await.map_err(ReconcileError::Read)?;
+        let Some(rollout) = rollout.filter(|r| owned(r, ctx.config.instance_id.as_deref())) else {
+            return Ok(Next::Change);
+        };
+        if let Some(next) = step(&ctx, &rollout).await? {
+            return Ok(next);
+        }
+    }
+    Ok(Next::After(AGAIN))
+}
+
+/// Reads, plans and writes once. `None` when a write met a change made since the read: plan again.
+async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, ReconcileError> {
+    let read = rollout_writes::read(&ctx.client, rollout)
+        .await
+        .map_err(ReconcileError::Read)?;
+    let plan = plan(ctx, rollout, &read);
+    let mut rv = rollout.resource_version().unwrap_or_default();
+    for write in &plan.writes {
+        match rollout_writes::apply(&ctx.client, rollout, &mut rv, &read, write).await {
+            Ok(()) => {}
+            Err(WriteError::Conflict | WriteError::Gone) => return Ok(None),
+            Err(e) => return Err(ReconcileError::Write(e)),
+        }
+    }
+    let key = (rollout.namespace().unwrap_or_default(), rollout.name_any());
+    let old = rollout.status.clone().unwrap_or_default();
+    let changed = plan.status != old;
+    if changed {
+        let written =
+            rollout_writes::patch_status(&ctx.statuses, rollout, &rv, &old, &plan.status).await;
+        match written {
+            Ok(meta) => ctx.rollouts.remember(
+                key.clone(),
+                Some(Ahead {
+                    base_rv: rv,
+                    status: plan.status.clone(),
+                    written_rv: meta.resource_version,
+                    uncounted: Vec::new(),
+                    wakeup: None,
+                }),
+            ),
+            Err(WriteError::Conflict) => return Ok(None),
+            Err(WriteError::Gone) => return Ok(Some(Next::Change)),
+            Err(e) => return Err(ReconcileError::Write(e)),
+        }
+    }
+    publish(ctx, rollout, &key, &plan);
+    Ok(Some(if changed || !plan.writes.is_empty() {
+        Next::After(AGAIN)
+    } else {
+        requeue_at(plan.wake_at, ctx.clock.now())
+    }))
+}
+
+fn plan(ctx: &Context, rollout: &Rollout, read: &Read) -> Plan {
+    let lookup = |r: &AnalysisTemplateRef| {
+        let key = (
+            r.cluster_scope == Some(true),
+            r.template_name.clone().unwrap_or_default(),
+        );
+        read.templates.get(&key)
+    };
+    rollout::plan(&Observed {
+        rollout,
+        replica_sets: &read.replica_sets,
+        analysis_runs: &read.analysis_runs,
+        services: &read.services,
+        templates: &lookup,
+        instance_id: ctx.config.instance_id.as_deref(),
+        // As the status stores it, so the status planned now equals the one read back.
+        now: ctx.clock.stamp(),
+    })
+}
+
+/// Queues the plan's Events, once its writes have landed, in the plan's order (their names sort in it).
+fn publish(ctx: &Context, rollout: &Rollout, key: &Key, plan: &Plan) {
+    let now = ctx.clock.now();
+    for (serial, event) in (0u32..).zip(&plan.events) {
+        let shown_key = shown(&key.0, &key.1);
+        if event.warning {
+            warn!(rollout = %shown_key, reason = %event.reason, message = %event.message, "Rollout");
+        } else {
+            info!(rollout = %shown_key, reason = %event.reason, message = %event.message, "Rollout");
+        }
+        let what = Happened {
+            action: "Reconcile",
+            reason: &event.reason,
+            note: event.message.clone(),
+            warning: event.warning,
+        };
+        ctx.events.push(events::about(
+            &ctx.reporter,
+            rollout.object_ref(&()),
+            what,
+            now,
+            serial,
+        ));
+    }
+}

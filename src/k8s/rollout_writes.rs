@@ -1,0 +1,368 @@
+//! The Kubernetes edge of a Rollout: reading what its planner needs (the ReplicaSets and AnalysisRuns it
+//! controls, the Services and analysis templates it names) and making each [`Write`] of a plan as the API call
+//! Argo Rollouts makes for it, then its status through the status subresource. Every read-modify-write
+//! carries the resourceVersion it read, so a concurrent change is a 409 ([`WriteError::Conflict`]) and the
+//! caller plans again; a create of a name that exists is taken as done (names are derived from the template
+//! hash and the step, so the object there is this write's); a delete or terminate of what is gone is done.
+//! Nothing here decides anything: `engine::rollout` does.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::is_status;
+use super::status::{StatusWriter, WriteError};
+use crate::api::rollout::RolloutStatus;
+use crate::api::{
+    AnalysisRun, AnalysisTemplate, AnalysisTemplateRef, AnalysisTemplateSpec,
+    ClusterAnalysisTemplate, Rollout,
+};
+use crate::engine::rollout::hash::HASH_LABEL;
+use crate::engine::rollout::{
+    DESIRED_REPLICAS_ANNOTATION, MANAGED_BY_ANNOTATION, REVISION_ANNOTATION,
+    REVISION_HISTORY_ANNOTATION, Write,
+};
+
+/// Templates by (cluster-scoped, name), as the planner looks them up.
+pub type Templates = BTreeMap<(bool, String), AnalysisTemplateSpec>;
+
+/// What one reconcile of a Rollout reads, fresh from the API server.
+pub struct Read {
+    pub replica_sets: Vec<ReplicaSet>,
+    pub analysis_runs: Vec<AnalysisRun>,
+    pub services: Vec<Service>,
+    pub templates: Templates,
+}
+
+fn api_error(e: kube::Error) -> WriteError {
+    if is_status(&e, 409) {
+        WriteError::Conflict
+    } else if is_status(&e, 404) {
+        WriteError::Gone
+    } else {
+        WriteError::Api(e)
+    }
+}
+
+fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.uid == uid)
+}
+
+/// Reads what the planner needs for `rollout`. Objects it names that do not exist are left out (the planner
+/// says so in InvalidSpec); any other failure is returned.
+pub async fn read(client: &kube::Client, rollout: &Rollout) -> Result<Read, kube::Error> {
+    let namespace = rollout.namespace().unwrap_or_default();
+    let uid = rollout.uid().unwrap_or_default();
+    // The Rollout's selector labels every ReplicaSet and AnalysisRun it creates: list only those.
+    let selector = rollout
+        .spec
+        .selector
+        .as_ref()
+        .and_then(|s| s.match_labels.as_ref())
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    let params = ListParams::default().labels(&selector);
+    let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
+    let mut replica_sets = rs_api.list(&params).await?.items;
+    replica_sets.retain(|rs| controlled_by(&rs.metadata, &uid));
+    let run_api: Api<AnalysisRun> = Api::namespaced(client.clone(), &namespace);
+    let mut analysis_runs = run_api.list(&params).await?.items;
+    analysis_runs.retain(|run| controlled_by(&run.metadata, &uid));
+    let (service_names, mut wanted) = named(rollout);
+    let svc_api: Api<Service> = Api::namespaced(client.clone(), &namespace);
+    let mut services = Vec::new();
+    for name in &service_names {
+        if let Some(svc) = svc_api.get_opt(name).await? {
+            services.push(svc);
+        }
+    }
+    let mut templates = Templates::new();
+    let (namespaced, cluster): (Api<AnalysisTemplate>, Api<ClusterAnalysisTemplate>) = (
+        Api::namespaced(client.clone(), &namespace),
+        Api::all(client.clone()),
+    );
+    // Nested templates are read too, each once (a cycle ends when its templates are known).
+    while let Some(r) = wanted.pop() {
+        let key = (
+            r.cluster_scope == Some(true),
+            r.template_name.clone().unwrap_or_default(),
+        );
+        if key.1.is_empty() || templates.contains_key(&key) {
+            continue;
+        }
+        let spec = if key.0 {
+            cluster.get_opt(&key.1).await?.map(|t| t.spec.0)
+        } else {
+            namespaced.get_opt(&key.1).await?.map(|t| t.spec)
+        };
+        if let Some(spec) = spec {
+            wanted.extend(spec.templates.clone().unwrap_or_default());
+            templates.insert(key, spec);
+        }
+    }
+    Ok(Read {
+        replica_sets,
+        analysis_runs,
+        services,
+        templates,
+    })
+}
+
+/// The Services (canary, stable) and the analysis templates (of the steps and the background analysis) a
+/// Rollout names. Collected before any request, so no borrow of the Rollout is held across one.
+fn named(rollout: &Rollout) -> (Vec<String>, Vec<AnalysisTemplateRef>) {
+    let Some(canary) = rollout
+        .spec
+        .strategy
+        .as_ref()
+        .and_then(|s| s.canary.as_ref())
+    else {
+        return (Vec::new(), Vec::new());
+    };
+    let services = [&canary.canary_service, &canary.stable_service]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+    let mut templates = Vec::new();
+    let analyses = canary
+        .steps
+        .iter()
+        .flatten()
+        .filter_map(|s| s.analysis.as_ref());
+    for a in analyses.chain(canary.analysis.as_ref().map(|b| &b.analysis)) {
+        templates.extend(a.templates.clone().unwrap_or_default());
+    }
+    (services, templates)
+}
+
+/// Makes one write of a plan for `rollout` (whose resourceVersion `rollout_rv` is updated when the write is to
+/// the Rollout itself), with the resourceVersions of `read`'s objects as preconditions.
+pub async fn apply(
+    client: &kube::Client,
+    rollout: &Rollout,
+    rollout_rv: &mut String,
+    read: &Read,
+    write: &Write,
+) -> Result<(), WriteError> {
+    let namespace = rollout.namespace().unwrap_or_default();
+    let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
+    let run_api: Api<AnalysisRun> = Api::namespaced(client.clone(), &namespace);
+    let rs_version = |name: &str| {
+        read.replica_sets
+            .iter()
+            .find(|rs| rs.metadata.name.as_deref() == Some(name))
+            .and_then(|rs| rs.resource_version())
+            .ok_or(WriteError::Gone)
+    };
+    match write {
+        Write::RolloutRevision { revision } => {
+            let api: Api<Rollout> = Api::namespaced(client.clone(), &namespace);
+            let patch = json!({"metadata": {
+                "resourceVersion": rollout_rv, "annotations": {REVISION_ANNOTATION: revision}
+            }});
+            let written = merge(&api, &rollout.name_any(), &patch).await?;
+            *rollout_rv = written.resource_version().unwrap_or_default();
+            Ok(())
+        }
+        Write::CreateReplicaSet(rs) => create(&rs_api, rs).await,
+        Write::ReviseReplicaSet {
+            name,
+            revision,
+            history,
+        } => {
+            let mut annotations = json!({REVISION_ANNOTATION: revision});
+            if !history.is_empty() {
+                annotations[REVISION_HISTORY_ANNOTATION] = json!(history);
+            }
+            let patch = json!({"metadata": {
+                "resourceVersion": rs_version(name)?, "annotations": annotations
+            }});
+            merge(&rs_api, name, &patch).await.map(drop)
+        }
+        Write::ScaleReplicaSet {
+            name,
+            replicas,
+            desired,
+        } => {
+            let patch = json!({
+                "metadata": {
+                    "resourceVersion": rs_version(name)?,
+                    "annotations": {DESIRED_REPLICAS_ANNOTATION: desired.to_string()},
+                },
+                "spec": {"replicas": replicas},
+            });
+            merge(&rs_api, name, &patch).await.map(drop)
+        }
+        Write::SwitchService {
+            name,
+            hash,
+            rollout: owner,
+        } => {
+            let svc = read
+                .services
+                .iter()
+                .find(|s| s.metadata.name.as_deref() == Some(name.as_str()));
+            let version = svc
+                .and_then(|s| s.resource_version())
+                .ok_or(WriteError::Gone)?;
+            let api: Api<Service> = Api::namespaced(client.clone(), &namespace);
+            let patch = json!({
+                "metadata": {"resourceVersion": version, "annotations": {MANAGED_BY_ANNOTATION: owner}},
+                "spec": {"selector": {HASH_LABEL: hash}},
+            });
+            merge(&api, name, &patch).await.map(drop)
+        }
+        Write::CreateAnalysisRun(run) => create(&run_api, run).await,
+        Write::TerminateAnalysisRun { name } => {
+            let patch = json!({"spec": {"terminate": true}});
+            match merge(&run_api, name, &patch).await {
+                Ok(_) | Err(WriteError::Gone) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        Write::DeleteReplicaSet { name } => {
+            let uid = read
+                .replica_sets
+                .iter()
+                .find(|rs| rs.metadata.name.as_deref() == Some(name.as_str()))
+                .and_then(|rs| rs.uid());
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid,
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match rs_api.delete(name, &params).await.map_err(api_error) {
+                Ok(_) | Err(WriteError::Gone) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+async fn merge<K>(api: &Api<K>, name: &str, patch: &Value) -> Result<K, WriteError>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(api_error)
+}
+
+async fn create<K>(api: &Api<K>, object: &K) -> Result<(), WriteError>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_status(&e, 409) => Ok(()),
+        Err(e) => Err(api_error(e)),
+    }
+}
+
+/// Writes `new` over `old` (the status the Rollout held at `resource_version`) through the status subresource:
+/// a merge patch of what changed, `null` for what `new` no longer has, as Argo's controller patches it.
+pub async fn patch_status(
+    writer: &StatusWriter,
+    rollout: &Rollout,
+    resource_version: &str,
+    old: &RolloutStatus,
+    new: &RolloutStatus,
+) -> Result<ObjectMeta, WriteError> {
+    let to_json = |s: &RolloutStatus| {
+        serde_json::to_value(s).map_err(|e| WriteError::Api(kube::Error::SerdeError(e)))
+    };
+    let body = json!({
+        "metadata": {"resourceVersion": resource_version},
+        "status": merge_diff(&to_json(old)?, &to_json(new)?),
+    });
+    writer
+        .patch::<Rollout, _>(
+            rollout.namespace().as_deref(),
+            &rollout.name_any(),
+            resource_version,
+            &body,
+        )
+        .await
+}
+
+/// The RFC 7386 merge patch that turns `old` into `new`.
+fn merge_diff(old: &Value, new: &Value) -> Value {
+    match (old, new) {
+        (Value::Object(old), Value::Object(new)) => {
+            let mut patch = serde_json::Map::new();
+            for (key, value) in new {
+                match old.get(key) {
+                    Some(before) if before == value => {}
+                    Some(before) => {
+                        patch.insert(key.clone(), merge_diff(before, value));
+                    }
+                    None => {
+                        patch.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+            for key in old.keys().filter(|k| !new.contains_key(*k)) {
+                patch.insert(key.clone(), Value::Null);
+            }
+            Value::Object(patch)
+        }
+        _ => new.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_patch_carries_what_changed_and_nulls_what_is_gone() {
+        let old = json!({"phase": "Paused", "pauseConditions": [{"reason": "CanaryPauseStep"}],
+                         "canary": {"currentStepAnalysisRunStatus": {"name": "r"}}, "stableRS": "a"});
+        let new = json!({"phase": "Progressing", "canary": {}, "stableRS": "a"});
+        assert_eq!(
+            merge_diff(&old, &new),
+            json!({"phase": "Progressing", "pauseConditions": null,
+                   "canary": {"currentStepAnalysisRunStatus": null}})
+        );
+        let mut applied = old.clone();
+        json_merge(&mut applied, &merge_diff(&old, &new));
+        assert_eq!(applied, new);
+    }
+
+    /// RFC 7386, as the API server applies a merge patch.
+    fn json_merge(target: &mut Value, patch: &Value) {
+        let Value::Object(patch) = patch else {
+            *target = patch.clone();
+            return;
+        };
+        if !target.is_object() {
+            *target = json!({});
+        }
+        if let Value::Object(fields) = target {
+            for (k, v) in patch {
+                if v.is_null() {
+                    fields.remove(k);
+                } else {
+                    json_merge(fields.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+    }
+}

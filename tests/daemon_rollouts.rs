@@ -1,0 +1,412 @@
+//! `canaryd run --rollouts` against the fake API server (with its simulated ReplicaSet controller) and a
+//! scripted Prometheus: a first deploy, a healthy update promoted through `setWeight`, a timed pause, a step
+//! analysis executed by canaryd's own AnalysisRun controller and another `setWeight`, a bad update aborted with
+//! the run's message, a daemon killed mid-step and started again, a missing template and Service reported and
+//! retried, and Rollouts left alone without `--rollouts` or when another instance owns them.
+
+#![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
+
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+#[path = "support/daemon.rs"]
+mod harness;
+
+use std::time::Duration;
+
+use canaryd::api::rollout::RolloutStatus;
+use canaryd::api::{AnalysisPhase, AnalysisRun, AnalysisTemplate, Rollout};
+use fake_apiserver::{CrdSet, FakeApiServer};
+use harness::{Answer, FakePrometheus, eventually};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(40);
+
+/// How long the simulated ReplicaSet controller takes to make new pods available.
+const POD_START: Duration = Duration::from_millis(200);
+
+fn config() -> canaryd::controller::Config {
+    canaryd::controller::Config {
+        rollouts: true,
+        ..harness::config()
+    }
+}
+
+/// `web`: 5 replicas, canary and stable Services, `setWeight: 20, pause: {duration: PAUSE}, analysis
+/// (success-rate), setWeight: 60`.
+fn rollout(image: &str, pause: &str) -> Rollout {
+    serde_json::from_value(json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "replicas": 5,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": image}]},
+            },
+            "strategy": {"canary": {
+                "canaryService": "web-canary", "stableService": "web-stable",
+                "steps": [
+                    {"setWeight": 20},
+                    {"pause": {"duration": pause}},
+                    {"analysis": {"templates": [{"templateName": "success-rate"}]}},
+                    {"setWeight": 60},
+                ],
+            }},
+        },
+    }))
+    .expect("a Rollout")
+}
+
+fn template(prometheus: &str) -> AnalysisTemplate {
+    serde_json::from_value(json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisTemplate",
+        "metadata": {"name": "success-rate", "namespace": "default"},
+        "spec": {"metrics": [{
+            "name": "success-rate", "interval": "1s", "count": 2,
+            "successCondition": "result >= 0.95",
+            "provider": {"prometheus": {"address": prometheus, "query": "sum(rate(x[1m]))"}},
+        }]},
+    }))
+    .expect("an AnalysisTemplate")
+}
+
+async fn create_service(client: &kube::Client, name: &str) {
+    let api: Api<Service> = Api::namespaced(client.clone(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": name}, "spec": {"selector": {"app": "web"}},
+    }))
+    .expect("a Service");
+    api.create(&PostParams::default(), &svc)
+        .await
+        .expect("the Service is created");
+}
+
+async fn create_template(client: &kube::Client, prom: &FakePrometheus) {
+    let api: Api<AnalysisTemplate> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &template(&prom.uri()))
+        .await
+        .expect("the template is created");
+}
+
+async fn create_rollout(client: &kube::Client, rollout: &Rollout) {
+    let api: Api<Rollout> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), rollout)
+        .await
+        .expect("the Rollout is created");
+}
+
+/// A cluster with the Services, the template and the Rollout at `web:1`, and a ReplicaSet controller.
+async fn deployed(
+    crds: CrdSet,
+    answer: Answer,
+    pause: &str,
+) -> (
+    FakeApiServer,
+    kube::Client,
+    FakePrometheus,
+    fake_apiserver::ReplicaSetController,
+) {
+    let (server, client, prom) = harness::cluster(crds, answer).await;
+    let controller = server.replica_set_controller(POD_START);
+    create_service(&client, "web-canary").await;
+    create_service(&client, "web-stable").await;
+    create_template(&client, &prom).await;
+    create_rollout(&client, &rollout("web:1", pause)).await;
+    (server, client, prom, controller)
+}
+
+fn status(server: &FakeApiServer) -> RolloutStatus {
+    server
+        .get::<Rollout>("default", "web")
+        .and_then(|r| r.status)
+        .unwrap_or_default()
+}
+
+/// Waits until the Rollout's status satisfies `check`; returns it.
+async fn until(
+    server: &FakeApiServer,
+    what: &str,
+    check: impl Fn(&RolloutStatus) -> bool,
+) -> RolloutStatus {
+    eventually(WAIT, what, || async {
+        let s = status(server);
+        check(&s).then_some(s)
+    })
+    .await
+}
+
+fn healthy_at(s: &RolloutStatus, hash: Option<&str>) -> bool {
+    s.phase == "Healthy" && !s.stable_rs.is_empty() && hash.is_none_or(|h| s.stable_rs == h)
+}
+
+fn replica_sets(server: &FakeApiServer) -> Vec<ReplicaSet> {
+    server.list::<ReplicaSet>("default")
+}
+
+/// spec.replicas of the ReplicaSet running `hash`.
+fn replicas_of(server: &FakeApiServer, hash: &str) -> Option<i32> {
+    server
+        .get::<ReplicaSet>("default", &format!("web-{hash}"))
+        .and_then(|rs| rs.spec)
+        .and_then(|s| s.replicas)
+}
+
+fn condition(s: &RolloutStatus, type_: &str) -> (String, String, String) {
+    s.conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        .unwrap_or_default()
+}
+
+fn service_hash(server: &FakeApiServer, name: &str) -> String {
+    server
+        .get::<Service>("default", name)
+        .and_then(|s| s.spec)
+        .and_then(|s| s.selector)
+        .and_then(|s| s.get("rollouts-pod-template-hash").cloned())
+        .unwrap_or_default()
+}
+
+/// The Rollout's Events as (reason, note), in the order they were made.
+async fn events(client: &kube::Client) -> Vec<(String, String)> {
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+    let mut events = api
+        .list(&ListParams::default())
+        .await
+        .expect("events list")
+        .items;
+    events.retain(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Rollout"));
+    // Named `<rollout>.<hex nanoseconds>`, so names sort in the order the Events were made.
+    events.sort_by_key(|e| e.metadata.name.clone());
+    events
+        .into_iter()
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+async fn set_image(client: &kube::Client, image: &str) {
+    let api: Api<Rollout> = Api::namespaced(client.clone(), "default");
+    let patch =
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": image}]}}}});
+    api.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("the template is changed");
+}
+
+async fn a_first_deploy_goes_straight_to_full_with_the_stable_replica_set_recorded(crds: CrdSet) {
+    let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "2s").await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    let s = until(&server, "the first deploy to be Healthy", |s| {
+        healthy_at(s, None)
+    })
+    .await;
+    daemon.stop().await;
+    assert_eq!(s.stable_rs, s.current_pod_hash);
+    assert_eq!(s.current_step_index, Some(4), "no step is run: {s:?}");
+    assert_eq!(
+        (s.replicas, s.updated_replicas, s.available_replicas),
+        (5, 5, 5)
+    );
+    assert_eq!(replicas_of(&server, &s.stable_rs), Some(5));
+    assert_eq!(replica_sets(&server).len(), 1);
+    assert!(server.list::<AnalysisRun>("default").is_empty());
+    assert_eq!(condition(&s, "Healthy").0, "True");
+    assert_eq!(
+        condition(&s, "Completed"),
+        (
+            "True".into(),
+            "RolloutCompleted".into(),
+            "RolloutCompleted".into()
+        )
+    );
+    assert_eq!(service_hash(&server, "web-stable"), s.stable_rs);
+    let reasons: Vec<String> = events(&client).await.into_iter().map(|e| e.0).collect();
+    assert_eq!(
+        reasons.first().map(String::as_str),
+        Some("RolloutUpdated"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(&"RolloutCompleted".to_string()),
+        "{reasons:?}"
+    );
+}
+
+with_each_crd_set!(a_first_deploy_goes_straight_to_full_with_the_stable_replica_set_recorded);
+
+async fn a_healthy_update_is_promoted_step_by_step_with_argos_status_and_events(crds: CrdSet) {
+    let (server, client, prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "2s").await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    let first = until(&server, "the first deploy", |s| healthy_at(s, None)).await;
+    let before = events(&client).await.len();
+    set_image(&client, "web:2").await;
+    let paused = until(&server, "the pause step", |s| {
+        s.phase == "Paused" && s.current_step_index == Some(1)
+    })
+    .await;
+    let canary = paused.current_pod_hash.clone();
+    assert_ne!(canary, first.stable_rs);
+    assert_eq!(paused.message, "CanaryPauseStep");
+    assert_eq!(
+        (
+            replicas_of(&server, &canary),
+            replicas_of(&server, &first.stable_rs)
+        ),
+        (Some(1), Some(4)),
+        "setWeight 20 of 5 replicas: 1 canary, 4 stable (Argo's basic-canary counts)"
+    );
+    assert_eq!(service_hash(&server, "web-canary"), canary);
+    assert_eq!(service_hash(&server, "web-stable"), first.stable_rs);
+    let done = until(&server, "the promotion", |s| healthy_at(s, Some(&canary))).await;
+    daemon.stop().await;
+    assert_eq!(done.current_pod_hash, canary);
+    assert_eq!(done.current_step_index, Some(4));
+    assert_eq!(done.observed_generation, "2");
+    assert_eq!(
+        (
+            done.replicas,
+            done.updated_replicas,
+            done.ready_replicas,
+            done.available_replicas
+        ),
+        (5, 5, 5, 5)
+    );
+    assert_eq!(
+        (done.message.as_str(), done.selector.as_str()),
+        ("", "app=web")
+    );
+    assert!(done.pause_conditions.is_empty() && !done.controller_pause && !done.abort);
+    assert_eq!(done.canary.current_step_analysis_run_status, None);
+    let types: Vec<(String, String, String)> =
+        ["Available", "Completed", "Healthy", "Paused", "Progressing"]
+            .iter()
+            .map(|t| condition(&done, t))
+            .collect();
+    assert_eq!(
+        types,
+        [
+            (
+                "True",
+                "AvailableReason",
+                "Rollout has minimum availability"
+            ),
+            ("True", "RolloutCompleted", "RolloutCompleted"),
+            ("True", "RolloutHealthy", "Rollout is healthy"),
+            ("False", "RolloutPaused", "Rollout is paused"),
+            (
+                "True",
+                "NewReplicaSetAvailable",
+                &*format!("ReplicaSet \"web-{canary}\" has successfully progressed."),
+            ),
+        ]
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+    );
+    assert_eq!(
+        (
+            replicas_of(&server, &canary),
+            replicas_of(&server, &first.stable_rs)
+        ),
+        (Some(5), Some(0))
+    );
+    assert_eq!(service_hash(&server, "web-canary"), canary);
+    assert_eq!(service_hash(&server, "web-stable"), canary);
+    // The step's run, executed by canaryd's AnalysisRun controller against Prometheus.
+    let runs = server.list::<AnalysisRun>("default");
+    assert_eq!(runs.len(), 1, "{runs:#?}");
+    assert_eq!(runs[0].metadata.name, Some(format!("web-{canary}-2-2")));
+    assert_eq!(
+        runs[0].status.as_ref().and_then(|s| s.phase),
+        Some(AnalysisPhase::Successful)
+    );
+    assert_eq!(prom.queries(), 2);
+    let (old, new) = (&first.stable_rs, &canary);
+    let expected = [
+        (
+            "RolloutUpdated",
+            "Rollout updated to revision 2".to_string(),
+        ),
+        (
+            "NewReplicaSetCreated",
+            format!("Created ReplicaSet web-{new} (revision 2)"),
+        ),
+        (
+            "RolloutNotCompleted",
+            format!("Rollout not completed, started update to revision 2 ({new})"),
+        ),
+        (
+            "ScalingReplicaSet",
+            format!("Scaled down ReplicaSet web-{old} (revision 1) from 5 to 4"),
+        ),
+        (
+            "ScalingReplicaSet",
+            format!("Scaled up ReplicaSet web-{new} (revision 2) from 0 to 1"),
+        ),
+        (
+            "SwitchService",
+            format!("Switched selector for service 'web-canary' from '{old}' to '{new}'"),
+        ),
+        (
+            "RolloutStepCompleted",
+            "Rollout step 1/4 completed (setWeight: 20)".to_string(),
+        ),
+        (
+            "RolloutPaused",
+            "Rollout is paused (CanaryPauseStep)".to_string(),
+        ),
+        (
+            "RolloutStepCompleted",
+            "Rollout step 2/4 completed (pause: 2s)".to_string(),
+        ),
+        ("RolloutResumed", "Rollout is resumed".to_string()),
+        (
+            "RolloutStepCompleted",
+            "Rollout step 3/4 completed (analysis)".to_string(),
+        ),
+        (
+            "ScalingReplicaSet",
+            format!("Scaled down ReplicaSet web-{old} (revision 1) from 4 to 3"),
+        ),
+        (
+            "ScalingReplicaSet",
+            format!("Scaled up ReplicaSet web-{new} (revision 2) from 1 to 3"),
+        ),
+        (
+            "ScalingReplicaSet",
+            format!("Scaled down ReplicaSet web-{old} (revision 1) from 3 to 2"),
+        ),
+        (
+            "RolloutStepCompleted",
+            "Rollout step 4/4 completed (setWeight: 60)".to_string(),
+        ),
+        (
+            "ScalingReplicaSet",
+            format!("Scaled down ReplicaSet web-{old} (revision 1) from 2 to 1"),
+        ),
+        (
+            "ScalingReplicaSet",
+            format!("Scaled up ReplicaSet web-{new} (revision 2) from 3 to 5"),
+        ),
+        (
+            "ScalingReplicaSet",
+            format!("Scaled down ReplicaSet web-{old} (revision 1) from 1 to 0"),
+        ),
+        (
+            "RolloutCompleted",
+            format!("Rollout completed update to revision 2 ({new}): Completed all 4 canary steps"),
+        ),
+        (
+            "SwitchService",
+            format!("Switched selector for service 'web-stable' from '{old}' to '{new}'"),
+        ),
+    ]
+    .map(|(r, m)| (r.to_string(), m));
+    assert_eq!(events(&client).await[before..], expected);
+}
+
+with_each_crd_set!(a_healthy_update_is_promoted_step_by_step_with_argos_status_and_events);
