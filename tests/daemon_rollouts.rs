@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use canaryd::api::rollout::RolloutStatus;
 use canaryd::api::{AnalysisPhase, AnalysisRun, AnalysisTemplate, Rollout};
-use fake_apiserver::{CrdSet, FakeApiServer};
+use fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
 use harness::{Answer, FakePrometheus, eventually};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Service;
@@ -410,3 +410,243 @@ async fn a_healthy_update_is_promoted_step_by_step_with_argos_status_and_events(
 }
 
 with_each_crd_set!(a_healthy_update_is_promoted_step_by_step_with_argos_status_and_events);
+
+async fn a_bad_update_is_aborted_with_the_runs_message_and_the_canary_scaled_back(crds: CrdSet) {
+    // The first deploy runs no analysis; the update's step analysis measures 0.5 < 0.95.
+    let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(0.5), "1s").await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    let first = until(&server, "the first deploy", |s| healthy_at(s, None)).await;
+    set_image(&client, "web:2").await;
+    let aborted = until(&server, "the abort", |s| s.phase == "Degraded").await;
+    let canary = aborted.current_pod_hash.clone();
+    eventually(WAIT, "the canary scaled back", || async {
+        let stable = server.get::<ReplicaSet>("default", &format!("web-{}", first.stable_rs))?;
+        let available = stable.status?.available_replicas;
+        (replicas_of(&server, &canary) == Some(0) && available == Some(5)).then_some(())
+    })
+    .await;
+    let s = until(&server, "the status to show it", |s| {
+        s.available_replicas == 5
+    })
+    .await;
+    daemon.stop().await;
+    let runs = server.list::<AnalysisRun>("default");
+    assert_eq!(runs.len(), 1, "{runs:#?}");
+    let run_status = runs[0].status.clone().unwrap_or_default();
+    assert_eq!(run_status.phase, Some(AnalysisPhase::Failed));
+    let run_message = run_status.message.unwrap_or_default();
+    assert!(!run_message.is_empty());
+    let why = format!(
+        "Rollout aborted update to revision 2: Step-based analysis phase error/failed: {run_message}"
+    );
+    assert!(s.abort && s.aborted_at.is_some());
+    assert_eq!(
+        (s.phase.as_str(), s.message.clone()),
+        ("Degraded", format!("RolloutAborted: {why}"))
+    );
+    assert_eq!(
+        condition(&s, "Progressing"),
+        (
+            "False".to_string(),
+            "RolloutAborted".to_string(),
+            why.clone()
+        )
+    );
+    assert_eq!(s.stable_rs, first.stable_rs, "the stable ReplicaSet stays");
+    assert_eq!(s.current_step_index, Some(0));
+    assert_eq!(replicas_of(&server, &first.stable_rs), Some(5));
+    assert_eq!(service_hash(&server, "web-canary"), first.stable_rs);
+    assert_eq!(service_hash(&server, "web-stable"), first.stable_rs);
+    let aborted_events: Vec<(String, String)> = events(&client)
+        .await
+        .into_iter()
+        .filter(|e| e.0 == "RolloutAborted")
+        .collect();
+    assert_eq!(aborted_events, [("RolloutAborted".to_string(), why)]);
+}
+
+with_each_crd_set!(a_bad_update_is_aborted_with_the_runs_message_and_the_canary_scaled_back);
+
+/// POSTs that created a ReplicaSet or an AnalysisRun (a repeated create would be refused as existing, but
+/// would still have been sent).
+fn creates(server: &FakeApiServer) -> (usize, usize) {
+    (
+        server.request_count(&RequestPattern::new("POST", "/replicasets")),
+        server.request_count(&RequestPattern::new("POST", "/analysisruns")),
+    )
+}
+
+/// Every step completed once, in order, and the pause began once.
+async fn assert_each_step_once(client: &kube::Client) {
+    let all = events(client).await;
+    let steps: Vec<&str> = all
+        .iter()
+        .filter(|e| e.0 == "RolloutStepCompleted")
+        .map(|e| e.1.as_str())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "Rollout step 1/4 completed (setWeight: 20)",
+            "Rollout step 2/4 completed (pause: 4s)",
+            "Rollout step 3/4 completed (analysis)",
+            "Rollout step 4/4 completed (setWeight: 60)",
+        ]
+    );
+    assert_eq!(all.iter().filter(|e| e.0 == "RolloutPaused").count(), 1);
+}
+
+async fn a_daemon_killed_mid_step_and_started_again_creates_nothing_twice_and_keeps_the_pause(
+    crds: CrdSet,
+) {
+    let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "4s").await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    until(&server, "the first deploy", |s| healthy_at(s, None)).await;
+    set_image(&client, "web:2").await;
+    let paused = until(&server, "the pause", |s| s.phase == "Paused").await;
+    let started = paused.pause_conditions[0].start_time.0;
+    daemon.kill().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let again = harness::spawn(client.clone(), config()).await;
+    let resumed = eventually(WAIT, "the pause to end", || async {
+        let s = status(&server);
+        (s.phase != "Paused").then(jiff::Timestamp::now)
+    })
+    .await;
+    // The pause ends 4 s (and the second Argo waits past it) after the start its condition recorded; started
+    // again by the restart, it would end 2 s later.
+    let paused_for = resumed.duration_since(started);
+    assert!(
+        paused_for < jiff::SignedDuration::from_millis(6500),
+        "paused for {paused_for:?}"
+    );
+    until(&server, "the promotion", |s| {
+        healthy_at(s, Some(&paused.current_pod_hash))
+    })
+    .await;
+    again.stop().await;
+    assert_eq!(
+        creates(&server),
+        (2, 1),
+        "one ReplicaSet per revision, one run"
+    );
+    assert_eq!(replica_sets(&server).len(), 2);
+    assert_each_step_once(&client).await;
+}
+
+with_each_crd_set!(
+    a_daemon_killed_mid_step_and_started_again_creates_nothing_twice_and_keeps_the_pause
+);
+
+async fn when_the_leader_dies_mid_rollout_the_standby_finishes_it(crds: CrdSet) {
+    let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "4s").await;
+    let elected = |id: &str| canaryd::controller::Config {
+        rollouts: true,
+        ..harness::elected(id)
+    };
+    let a = harness::spawn(client.clone(), elected("a")).await;
+    eventually(WAIT, "a to lead", || async {
+        (a.metric("canaryd_leader", &[]).await == 1.0).then_some(())
+    })
+    .await;
+    let b = harness::spawn(client.clone(), elected("b")).await;
+    until(&server, "the first deploy", |s| healthy_at(s, None)).await;
+    set_image(&client, "web:2").await;
+    let paused = until(&server, "the pause", |s| s.phase == "Paused").await;
+    a.kill().await;
+    until(&server, "the standby's promotion", |s| {
+        healthy_at(s, Some(&paused.current_pod_hash))
+    })
+    .await;
+    assert_eq!(b.metric("canaryd_leader", &[]).await, 1.0);
+    b.stop().await;
+    assert_eq!(
+        creates(&server),
+        (2, 1),
+        "one ReplicaSet per revision, one run"
+    );
+    assert_each_step_once(&client).await;
+}
+
+with_each_crd_set!(when_the_leader_dies_mid_rollout_the_standby_finishes_it);
+
+/// With Argo's CRDs only: nothing here depends on the CRD set, and each retry waits Argo's 20 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_template_or_service_is_invalid_spec_until_it_appears() {
+    let (server, client, prom) = harness::cluster(CrdSet::Argo, Answer::Scalar(1.0)).await;
+    let _rsc = server.replica_set_controller(POD_START);
+    create_service(&client, "web-stable").await;
+    create_rollout(&client, &rollout("web:1", "1s")).await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    let invalid = |field: &'static str| {
+        move |s: &RolloutStatus| {
+            let (state, reason, message) = condition(s, "InvalidSpec");
+            state == "True" && reason == "InvalidSpec" && message.contains(field)
+        }
+    };
+    let s = until(
+        &server,
+        "InvalidSpec naming the template",
+        invalid("steps[2].analysis"),
+    )
+    .await;
+    assert_eq!(s.phase, "Degraded");
+    assert!(
+        s.message
+            .starts_with("InvalidSpec: The Rollout \"web\" is invalid: "),
+        "{}",
+        s.message
+    );
+    assert!(replica_sets(&server).is_empty(), "nothing is created");
+    create_template(&client, &prom).await;
+    let s = until(
+        &server,
+        "InvalidSpec naming the Service",
+        invalid("canaryService"),
+    )
+    .await;
+    assert!(s.message.contains("\"web-canary\""), "{}", s.message);
+    create_service(&client, "web-canary").await;
+    let s = until(&server, "the first deploy", |s| healthy_at(s, None)).await;
+    daemon.stop().await;
+    assert_eq!(condition(&s, "InvalidSpec"), Default::default());
+}
+
+async fn rollouts_are_left_alone_without_the_flag_or_when_another_instance_owns_them(crds: CrdSet) {
+    let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "1s").await;
+    // Argo Rollouts' (instance `argo`): never canaryd's, whatever its flags.
+    let mut theirs = rollout("web:1", "1s");
+    theirs.metadata.name = Some("theirs".into());
+    theirs.metadata.labels =
+        Some([(canaryd::api::INSTANCE_LABEL.to_string(), "argo".to_string())].into());
+    create_rollout(&client, &theirs).await;
+    let without_flag = harness::spawn(client.clone(), harness::config()).await;
+    eventually(WAIT, "the daemon to be ready", || async {
+        (without_flag.scrape("/readyz").await.0 == 200).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    without_flag.stop().await;
+    assert_eq!(
+        status(&server),
+        RolloutStatus::default(),
+        "without --rollouts"
+    );
+    assert!(replica_sets(&server).is_empty());
+    let with_flag = harness::spawn(client.clone(), config()).await;
+    until(&server, "its own Rollout's first deploy", |s| {
+        healthy_at(s, None)
+    })
+    .await;
+    with_flag.stop().await;
+    let untouched = server.get::<Rollout>("default", "theirs").expect("theirs");
+    assert_eq!(untouched.status, None, "another instance's Rollout");
+    let owners: Vec<String> = replica_sets(&server)
+        .iter()
+        .flat_map(|rs| rs.metadata.owner_references.clone().unwrap_or_default())
+        .map(|o| o.name)
+        .collect();
+    assert_eq!(owners, ["web"]);
+}
+
+with_each_crd_set!(rollouts_are_left_alone_without_the_flag_or_when_another_instance_owns_them);
