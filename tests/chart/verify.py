@@ -65,6 +65,8 @@ MATRIX: dict[str, dict[str, Any]] = {
         "extraArgs": ["--lease-namespace=canaryd"],
     },
     "a namespace list": {"watch": {"namespaces": ["team-a", "team-b"]}},
+    "Rollouts progressed, all namespaces": {"rollouts": {"enabled": True}, "instanceId": "canaryd"},
+    "Rollouts progressed in a namespace list": {"rollouts": {"enabled": True}, "watch": {"namespaces": ["team-a"]}},
     "a namespace list without secrets access": {
         "watch": {"namespaces": ["team-a"]},
         "rbac": {"secrets": False},
@@ -147,6 +149,24 @@ WATCH_RULES = {
     ("events.k8s.io", "events"): {"create", "patch"},
 }
 SECRET_RULE = {("", "secrets"): {"get"}}
+# With rollouts.enabled: the Rollouts, their status, the ReplicaSets and AnalysisRuns canaryd creates for them,
+# the Services they name. Merged into WATCH_RULES by resource (analysisruns gains create).
+ROLLOUT_RULES = {
+    ("argoproj.io", "rollouts"): {"get", "list", "watch", "patch", "update"},
+    ("argoproj.io", "rollouts/status"): {"get", "patch", "update"},
+    ("argoproj.io", "analysisruns"): {"create"},
+    ("apps", "replicasets"): {"get", "list", "watch", "create", "patch", "update", "delete"},
+    ("", "services"): {"get", "list", "watch", "patch"},
+}
+
+
+def merged(*rule_sets: dict[tuple[str, str], set[str]]) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for rules in rule_sets:
+        for key, verbs in rules.items():
+            out.setdefault(key, set()).update(verbs)
+    return out
+
 CLUSTER_TEMPLATE_RULE = {("argoproj.io", "clusteranalysistemplates"): {"get", "list", "watch"}}
 LEASE_RULE = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 
@@ -264,6 +284,8 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
         container["ports"] == [{"name": "metrics", "containerPort": values["metrics"]["port"], "protocol": "TCP"}],
         f"ports: {container['ports']}",
     )
+    rollouts = "--rollouts=true" in container["args"]
+    expect(rollouts == values["rollouts"]["enabled"], f"--rollouts in the args is {rollouts}")
     pod_namespace = [e for e in container["env"] if e["name"] == "POD_NAMESPACE"]
     expect(
         pod_namespace == [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
@@ -301,7 +323,8 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
     expect(len(roles) == len(by_kind(objects, "RoleBinding")) + len(by_kind(objects, "ClusterRoleBinding")),
            "a role without a binding")
 
-    watch_rules = WATCH_RULES | (SECRET_RULE if values["rbac"]["secrets"] else {})
+    watch_rules = merged(WATCH_RULES, SECRET_RULE if values["rbac"]["secrets"] else {},
+                         ROLLOUT_RULES if values["rollouts"]["enabled"] else {})
     namespaces = values["watch"]["namespaces"]
     cluster_roles = [grants(r) for (kind, _, _), r in roles.items() if kind == "ClusterRole"]
     namespaced = {ns: grants(r) for (kind, _, ns), r in roles.items() if kind == "Role"}

@@ -58,6 +58,25 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- if .Values.rollouts.enabled }}
+# --rollouts: the Rollouts canaryd owns, the ReplicaSets and AnalysisRuns it creates for them, the Services they
+# name (their selectors are pointed at the canary and stable ReplicaSets).
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["argoproj.io"]
+  resources: ["analysisruns"]
+  verbs: ["create"]
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end }}
 {{- if .Values.rbac.secrets }}
 # Args with valueFrom.secretKeyRef are read at measurement time.
 - apiGroups: [""]
@@ -95,6 +114,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- with $v.instanceId -}}
 {{- $args = append $args (printf "--instance-id=%s" .) -}}
 {{- end -}}
+{{- if $v.rollouts.enabled -}}
+{{- $args = append $args "--rollouts=true" -}}
+{{- end -}}
 {{- with $v.prometheus.address -}}
 {{- $args = append $args (printf "--prometheus=%s" .) -}}
 {{- end -}}
@@ -104,7 +126,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "--leader-elect" "leaderElection.enabled"
   "--lease-name" "leaderElection.leaseName" "--lease-duration" "leaderElection.leaseDuration"
   "--renew-deadline" "leaderElection.renewDeadline" "--retry-period" "leaderElection.retryPeriod"
-  "--namespace" "watch.namespaces" "--instance-id" "instanceId" "--prometheus" "prometheus.address" -}}
+  "--namespace" "watch.namespaces" "--instance-id" "instanceId" "--prometheus" "prometheus.address"
+  "--rollouts" "rollouts.enabled" -}}
 {{- range $v.extraArgs -}}
 {{- $flag := regexReplaceAll "=.*$" . "" -}}
 {{- if hasKey $owned $flag -}}
