@@ -203,9 +203,19 @@ async fn a_first_deploy_goes_straight_to_full_with_the_stable_replica_set_record
     let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "2s").await;
     let daemon = harness::spawn(client.clone(), config()).await;
     let s = until(&server, "the first deploy to be Healthy", |s| {
-        healthy_at(s, None)
+        healthy_at(s, None) && s.available_replicas == 5
     })
     .await;
+    // Settled: no further write of any kind.
+    let writes = || {
+        ["PATCH", "POST", "PUT", "DELETE"]
+            .iter()
+            .map(|m| server.request_count(&RequestPattern::new(m, "/")))
+            .sum::<usize>()
+    };
+    let settled = writes();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(writes(), settled, "a settled Rollout is written again");
     daemon.stop().await;
     assert_eq!(s.stable_rs, s.current_pod_hash);
     assert_eq!(s.current_step_index, Some(4), "no step is run: {s:?}");
