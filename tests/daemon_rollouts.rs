@@ -10,194 +10,17 @@
 mod fake_apiserver;
 #[path = "support/daemon.rs"]
 mod harness;
+#[path = "support/rollout_cluster.rs"]
+mod rollout_cluster;
 
 use std::time::Duration;
 
 use canaryd::api::rollout::RolloutStatus;
-use canaryd::api::{AnalysisPhase, AnalysisRun, AnalysisTemplate, Rollout};
-use fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
-use harness::{Answer, FakePrometheus, eventually};
+use canaryd::api::{AnalysisPhase, AnalysisRun, Rollout};
+use fake_apiserver::{CrdSet, RequestPattern};
+use harness::{Answer, eventually};
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use serde_json::json;
-
-const WAIT: Duration = Duration::from_secs(40);
-
-/// How long the simulated ReplicaSet controller takes to make new pods available.
-const POD_START: Duration = Duration::from_millis(200);
-
-fn config() -> canaryd::controller::Config {
-    canaryd::controller::Config {
-        rollouts: true,
-        ..harness::config()
-    }
-}
-
-/// `web`: 5 replicas, canary and stable Services, `setWeight: 20, pause: {duration: PAUSE}, analysis
-/// (success-rate), setWeight: 60`.
-fn rollout(image: &str, pause: &str) -> Rollout {
-    serde_json::from_value(json!({
-        "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {
-            "replicas": 5,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "web", "image": image}]},
-            },
-            "strategy": {"canary": {
-                "canaryService": "web-canary", "stableService": "web-stable",
-                "steps": [
-                    {"setWeight": 20},
-                    {"pause": {"duration": pause}},
-                    {"analysis": {"templates": [{"templateName": "success-rate"}]}},
-                    {"setWeight": 60},
-                ],
-            }},
-        },
-    }))
-    .expect("a Rollout")
-}
-
-fn template(prometheus: &str) -> AnalysisTemplate {
-    serde_json::from_value(json!({
-        "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisTemplate",
-        "metadata": {"name": "success-rate", "namespace": "default"},
-        "spec": {"metrics": [{
-            "name": "success-rate", "interval": "1s", "count": 2,
-            "successCondition": "result >= 0.95",
-            "provider": {"prometheus": {"address": prometheus, "query": "sum(rate(x[1m]))"}},
-        }]},
-    }))
-    .expect("an AnalysisTemplate")
-}
-
-async fn create_service(client: &kube::Client, name: &str) {
-    let api: Api<Service> = Api::namespaced(client.clone(), "default");
-    let svc: Service = serde_json::from_value(json!({
-        "metadata": {"name": name}, "spec": {"selector": {"app": "web"}},
-    }))
-    .expect("a Service");
-    api.create(&PostParams::default(), &svc)
-        .await
-        .expect("the Service is created");
-}
-
-async fn create_template(client: &kube::Client, prom: &FakePrometheus) {
-    let api: Api<AnalysisTemplate> = Api::namespaced(client.clone(), "default");
-    api.create(&PostParams::default(), &template(&prom.uri()))
-        .await
-        .expect("the template is created");
-}
-
-async fn create_rollout(client: &kube::Client, rollout: &Rollout) {
-    let api: Api<Rollout> = Api::namespaced(client.clone(), "default");
-    api.create(&PostParams::default(), rollout)
-        .await
-        .expect("the Rollout is created");
-}
-
-/// A cluster with the Services, the template and the Rollout at `web:1`, and a ReplicaSet controller.
-async fn deployed(
-    crds: CrdSet,
-    answer: Answer,
-    pause: &str,
-) -> (
-    FakeApiServer,
-    kube::Client,
-    FakePrometheus,
-    fake_apiserver::ReplicaSetController,
-) {
-    let (server, client, prom) = harness::cluster(crds, answer).await;
-    let controller = server.replica_set_controller(POD_START);
-    create_service(&client, "web-canary").await;
-    create_service(&client, "web-stable").await;
-    create_template(&client, &prom).await;
-    create_rollout(&client, &rollout("web:1", pause)).await;
-    (server, client, prom, controller)
-}
-
-fn status(server: &FakeApiServer) -> RolloutStatus {
-    server
-        .get::<Rollout>("default", "web")
-        .and_then(|r| r.status)
-        .unwrap_or_default()
-}
-
-/// Waits until the Rollout's status satisfies `check`; returns it.
-async fn until(
-    server: &FakeApiServer,
-    what: &str,
-    check: impl Fn(&RolloutStatus) -> bool,
-) -> RolloutStatus {
-    eventually(WAIT, what, || async {
-        let s = status(server);
-        check(&s).then_some(s)
-    })
-    .await
-}
-
-fn healthy_at(s: &RolloutStatus, hash: Option<&str>) -> bool {
-    s.phase == "Healthy" && !s.stable_rs.is_empty() && hash.is_none_or(|h| s.stable_rs == h)
-}
-
-fn replica_sets(server: &FakeApiServer) -> Vec<ReplicaSet> {
-    server.list::<ReplicaSet>("default")
-}
-
-/// spec.replicas of the ReplicaSet running `hash`.
-fn replicas_of(server: &FakeApiServer, hash: &str) -> Option<i32> {
-    server
-        .get::<ReplicaSet>("default", &format!("web-{hash}"))
-        .and_then(|rs| rs.spec)
-        .and_then(|s| s.replicas)
-}
-
-fn condition(s: &RolloutStatus, type_: &str) -> (String, String, String) {
-    s.conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-        .unwrap_or_default()
-}
-
-fn service_hash(server: &FakeApiServer, name: &str) -> String {
-    server
-        .get::<Service>("default", name)
-        .and_then(|s| s.spec)
-        .and_then(|s| s.selector)
-        .and_then(|s| s.get("rollouts-pod-template-hash").cloned())
-        .unwrap_or_default()
-}
-
-/// The Rollout's Events as (reason, note), in the order they were made.
-async fn events(client: &kube::Client) -> Vec<(String, String)> {
-    let api: Api<Event> = Api::namespaced(client.clone(), "default");
-    let mut events = api
-        .list(&ListParams::default())
-        .await
-        .expect("events list")
-        .items;
-    events.retain(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Rollout"));
-    // Named `<rollout>.<hex nanoseconds>`, so names sort in the order the Events were made.
-    events.sort_by_key(|e| e.metadata.name.clone());
-    events
-        .into_iter()
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-        .collect()
-}
-
-async fn set_image(client: &kube::Client, image: &str) {
-    let api: Api<Rollout> = Api::namespaced(client.clone(), "default");
-    let patch =
-        json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": image}]}}}});
-    api.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("the template is changed");
-}
+use rollout_cluster::*;
 
 async fn a_first_deploy_goes_straight_to_full_with_the_stable_replica_set_recorded(crds: CrdSet) {
     let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "2s").await;
@@ -476,15 +299,6 @@ async fn a_bad_update_is_aborted_with_the_runs_message_and_the_canary_scaled_bac
 }
 
 with_each_crd_set!(a_bad_update_is_aborted_with_the_runs_message_and_the_canary_scaled_back);
-
-/// POSTs that created a ReplicaSet or an AnalysisRun (a repeated create would be refused as existing, but
-/// would still have been sent).
-fn creates(server: &FakeApiServer) -> (usize, usize) {
-    (
-        server.request_count(&RequestPattern::new("POST", "/replicasets")),
-        server.request_count(&RequestPattern::new("POST", "/analysisruns")),
-    )
-}
 
 /// Every step completed once, in order, and the pause began once.
 async fn assert_each_step_once(client: &kube::Client) {

@@ -1,0 +1,204 @@
+//! The Rollout the daemon tests progress, and how they look at it: `web` with canary and stable Services and a
+//! step analysis on a scripted Prometheus, the simulated ReplicaSet controller, and readers of the Rollout's
+//! status, ReplicaSets, Services and Events as stored by the fake API server. TEST FIXTURE ONLY: no assertions
+//! about canaryd's behaviour.
+
+#![allow(dead_code)] // Each test binary uses a different part of it.
+
+use std::time::Duration;
+
+use canaryd::api::rollout::RolloutStatus;
+use canaryd::api::{AnalysisTemplate, Rollout};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::fake_apiserver::{self, CrdSet, FakeApiServer, RequestPattern};
+use super::harness::{self, Answer, FakePrometheus, eventually};
+
+pub const WAIT: Duration = Duration::from_secs(40);
+
+/// How long the simulated ReplicaSet controller takes to make new pods available.
+pub const POD_START: Duration = Duration::from_millis(200);
+
+pub fn config() -> canaryd::controller::Config {
+    canaryd::controller::Config {
+        rollouts: true,
+        ..harness::config()
+    }
+}
+
+/// `web`: 5 replicas, canary and stable Services, `setWeight: 20, pause: {duration: PAUSE}, analysis
+/// (success-rate), setWeight: 60`.
+pub fn rollout(image: &str, pause: &str) -> Rollout {
+    serde_json::from_value(json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "replicas": 5,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": image}]},
+            },
+            "strategy": {"canary": {
+                "canaryService": "web-canary", "stableService": "web-stable",
+                "steps": [
+                    {"setWeight": 20},
+                    {"pause": {"duration": pause}},
+                    {"analysis": {"templates": [{"templateName": "success-rate"}]}},
+                    {"setWeight": 60},
+                ],
+            }},
+        },
+    }))
+    .expect("a Rollout")
+}
+
+pub fn template(prometheus: &str) -> AnalysisTemplate {
+    serde_json::from_value(json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisTemplate",
+        "metadata": {"name": "success-rate", "namespace": "default"},
+        "spec": {"metrics": [{
+            "name": "success-rate", "interval": "1s", "count": 2,
+            "successCondition": "result >= 0.95",
+            "provider": {"prometheus": {"address": prometheus, "query": "sum(rate(x[1m]))"}},
+        }]},
+    }))
+    .expect("an AnalysisTemplate")
+}
+
+pub async fn create_service(client: &kube::Client, name: &str) {
+    let api: Api<Service> = Api::namespaced(client.clone(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": name}, "spec": {"selector": {"app": "web"}},
+    }))
+    .expect("a Service");
+    api.create(&PostParams::default(), &svc)
+        .await
+        .expect("the Service is created");
+}
+
+pub async fn create_template(client: &kube::Client, prom: &FakePrometheus) {
+    let api: Api<AnalysisTemplate> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &template(&prom.uri()))
+        .await
+        .expect("the template is created");
+}
+
+pub async fn create_rollout(client: &kube::Client, rollout: &Rollout) {
+    let api: Api<Rollout> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), rollout)
+        .await
+        .expect("the Rollout is created");
+}
+
+/// A cluster with the Services, the template and the Rollout at `web:1`, and a ReplicaSet controller.
+pub async fn deployed(
+    crds: CrdSet,
+    answer: Answer,
+    pause: &str,
+) -> (
+    FakeApiServer,
+    kube::Client,
+    FakePrometheus,
+    fake_apiserver::ReplicaSetController,
+) {
+    let (server, client, prom) = harness::cluster(crds, answer).await;
+    let controller = server.replica_set_controller(POD_START);
+    create_service(&client, "web-canary").await;
+    create_service(&client, "web-stable").await;
+    create_template(&client, &prom).await;
+    create_rollout(&client, &rollout("web:1", pause)).await;
+    (server, client, prom, controller)
+}
+
+pub fn status(server: &FakeApiServer) -> RolloutStatus {
+    server
+        .get::<Rollout>("default", "web")
+        .and_then(|r| r.status)
+        .unwrap_or_default()
+}
+
+/// Waits until the Rollout's status satisfies `check`; returns it.
+pub async fn until(
+    server: &FakeApiServer,
+    what: &str,
+    check: impl Fn(&RolloutStatus) -> bool,
+) -> RolloutStatus {
+    eventually(WAIT, what, || async {
+        let s = status(server);
+        check(&s).then_some(s)
+    })
+    .await
+}
+
+pub fn healthy_at(s: &RolloutStatus, hash: Option<&str>) -> bool {
+    s.phase == "Healthy" && !s.stable_rs.is_empty() && hash.is_none_or(|h| s.stable_rs == h)
+}
+
+pub fn replica_sets(server: &FakeApiServer) -> Vec<ReplicaSet> {
+    server.list::<ReplicaSet>("default")
+}
+
+/// spec.replicas of the ReplicaSet running `hash`.
+pub fn replicas_of(server: &FakeApiServer, hash: &str) -> Option<i32> {
+    server
+        .get::<ReplicaSet>("default", &format!("web-{hash}"))
+        .and_then(|rs| rs.spec)
+        .and_then(|s| s.replicas)
+}
+
+pub fn condition(s: &RolloutStatus, type_: &str) -> (String, String, String) {
+    s.conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        .unwrap_or_default()
+}
+
+pub fn service_hash(server: &FakeApiServer, name: &str) -> String {
+    server
+        .get::<Service>("default", name)
+        .and_then(|s| s.spec)
+        .and_then(|s| s.selector)
+        .and_then(|s| s.get("rollouts-pod-template-hash").cloned())
+        .unwrap_or_default()
+}
+
+/// The Rollout's Events as (reason, note), in the order they were made.
+pub async fn events(client: &kube::Client) -> Vec<(String, String)> {
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+    let mut events = api
+        .list(&ListParams::default())
+        .await
+        .expect("events list")
+        .items;
+    events.retain(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Rollout"));
+    // Named `<rollout>.<hex nanoseconds>`, so names sort in the order the Events were made.
+    events.sort_by_key(|e| e.metadata.name.clone());
+    events
+        .into_iter()
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+pub async fn set_image(client: &kube::Client, image: &str) {
+    let api: Api<Rollout> = Api::namespaced(client.clone(), "default");
+    let patch =
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": image}]}}}});
+    api.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("the template is changed");
+}
+
+/// POSTs that created a ReplicaSet or an AnalysisRun (a repeated create would be refused as existing, but
+/// would still have been sent).
+pub fn creates(server: &FakeApiServer) -> (usize, usize) {
+    (
+        server.request_count(&RequestPattern::new("POST", "/replicasets")),
+        server.request_count(&RequestPattern::new("POST", "/analysisruns")),
+    )
+}
