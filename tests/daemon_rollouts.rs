@@ -300,6 +300,21 @@ async fn a_bad_update_is_aborted_with_the_runs_message_and_the_canary_scaled_bac
 
 with_each_crd_set!(a_bad_update_is_aborted_with_the_runs_message_and_the_canary_scaled_back);
 
+/// Waits until the Rollout is paused and its Events so far are published: Events are at most once (a crash
+/// loses those still queued), and the crash tests count them.
+async fn paused_and_told(
+    server: &fake_apiserver::FakeApiServer,
+    client: &kube::Client,
+) -> RolloutStatus {
+    let paused = until(server, "the pause", |s| s.phase == "Paused").await;
+    eventually(WAIT, "the RolloutPaused Event", || async {
+        let told = events(client).await.iter().any(|e| e.0 == "RolloutPaused");
+        told.then_some(())
+    })
+    .await;
+    paused
+}
+
 /// Every step completed once, in order, and the pause began once.
 async fn assert_each_step_once(client: &kube::Client) {
     let all = events(client).await;
@@ -327,7 +342,7 @@ async fn a_daemon_killed_mid_step_and_started_again_creates_nothing_twice_and_ke
     let daemon = harness::spawn(client.clone(), config()).await;
     until(&server, "the first deploy", |s| healthy_at(s, None)).await;
     set_image(&client, "web:2").await;
-    let paused = until(&server, "the pause", |s| s.phase == "Paused").await;
+    let paused = paused_and_told(&server, &client).await;
     let started = paused.pause_conditions[0].start_time.0;
     daemon.kill().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -376,7 +391,7 @@ async fn when_the_leader_dies_mid_rollout_the_standby_finishes_it(crds: CrdSet) 
     let b = harness::spawn(client.clone(), elected("b")).await;
     until(&server, "the first deploy", |s| healthy_at(s, None)).await;
     set_image(&client, "web:2").await;
-    let paused = until(&server, "the pause", |s| s.phase == "Paused").await;
+    let paused = paused_and_told(&server, &client).await;
     a.kill().await;
     until(&server, "the standby's promotion", |s| {
         healthy_at(s, Some(&paused.current_pod_hash))
