@@ -33,6 +33,19 @@ pub fn config() -> canaryd::controller::Config {
 /// `web`: 5 replicas, canary and stable Services, `setWeight: 20, pause: {duration: PAUSE}, analysis
 /// (success-rate), setWeight: 60`.
 pub fn rollout(image: &str, pause: &str) -> Rollout {
+    with_steps(
+        image,
+        json!([
+            {"setWeight": 20},
+            {"pause": {"duration": pause}},
+            {"analysis": {"templates": [{"templateName": "success-rate"}]}},
+            {"setWeight": 60},
+        ]),
+    )
+}
+
+/// `web` with other `steps`.
+pub fn with_steps(image: &str, steps: serde_json::Value) -> Rollout {
     serde_json::from_value(json!({
         "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
         "metadata": {"name": "web", "namespace": "default"},
@@ -44,13 +57,7 @@ pub fn rollout(image: &str, pause: &str) -> Rollout {
                 "spec": {"containers": [{"name": "web", "image": image}]},
             },
             "strategy": {"canary": {
-                "canaryService": "web-canary", "stableService": "web-stable",
-                "steps": [
-                    {"setWeight": 20},
-                    {"pause": {"duration": pause}},
-                    {"analysis": {"templates": [{"templateName": "success-rate"}]}},
-                    {"setWeight": 60},
-                ],
+                "canaryService": "web-canary", "stableService": "web-stable", "steps": steps,
             }},
         },
     }))
@@ -95,11 +102,23 @@ pub async fn create_rollout(client: &kube::Client, rollout: &Rollout) {
         .expect("the Rollout is created");
 }
 
-/// A cluster with the Services, the template and the Rollout at `web:1`, and a ReplicaSet controller.
-pub async fn deployed(
+/// A cluster with the Services, the template and `rollout("web:1", pause)`, and a ReplicaSet controller.
+pub async fn deployed(crds: CrdSet, answer: Answer, pause: &str) -> Deployed {
+    deployed_with(crds, answer, &rollout("web:1", pause)).await
+}
+
+pub type Deployed = (
+    FakeApiServer,
+    kube::Client,
+    FakePrometheus,
+    fake_apiserver::ReplicaSetController,
+);
+
+/// A cluster with the Services, the template and `rollout`, and a ReplicaSet controller.
+pub async fn deployed_with(
     crds: CrdSet,
     answer: Answer,
-    pause: &str,
+    rollout: &Rollout,
 ) -> (
     FakeApiServer,
     kube::Client,
@@ -111,7 +130,7 @@ pub async fn deployed(
     create_service(&client, "web-canary").await;
     create_service(&client, "web-stable").await;
     create_template(&client, &prom).await;
-    create_rollout(&client, &rollout("web:1", pause)).await;
+    create_rollout(&client, rollout).await;
     (server, client, prom, controller)
 }
 
