@@ -37,6 +37,9 @@ const ATTEMPTS: usize = 3;
 /// lets the status write's own watch event start the next), so the next step is planned at once.
 const AGAIN: Duration = Duration::from_millis(50);
 
+/// How long a reconcile whose every attempt met a change waits before trying again.
+const CONTENDED: Duration = Duration::from_secs(1);
+
 impl Reconciled for Rollout {
     type Status = RolloutStatus;
 
@@ -105,7 +108,8 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
             return Ok(next);
         }
     }
-    Ok(Next::After(AGAIN))
+    // Something keeps changing under the plans: let it settle rather than spin.
+    Ok(Next::After(CONTENDED))
 }
 
 /// Reads, plans and writes once. `None` when a write met a change made since the read: plan again.
