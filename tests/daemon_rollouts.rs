@@ -498,3 +498,45 @@ async fn rollouts_are_left_alone_without_the_flag_or_when_another_instance_owns_
 }
 
 with_each_crd_set!(rollouts_are_left_alone_without_the_flag_or_when_another_instance_owns_them);
+
+async fn writes_refused_with_409_are_planned_again_and_nothing_is_done_twice(crds: CrdSet) {
+    let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "1s").await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    until(&server, "the first deploy", |s| healthy_at(s, None)).await;
+    // Another writer wins the next ReplicaSet write and the next two status writes.
+    let refuse = |path: &str, times: usize| {
+        server.fail_next(
+            fake_apiserver::RequestPattern::new("PATCH", path),
+            times,
+            409,
+        );
+    };
+    refuse("/replicasets/", 1);
+    refuse("/rollouts/web/status", 2);
+    set_image(&client, "web:2").await;
+    let canary = until(&server, "the new revision", |s| {
+        s.current_step_index == Some(0)
+    })
+    .await
+    .current_pod_hash;
+    until(&server, "the promotion", |s| healthy_at(s, Some(&canary))).await;
+    let conflicts = daemon
+        .metric("canaryd_reconcile_errors_total", &[("reason", "conflict")])
+        .await;
+    daemon.stop().await;
+    assert!(conflicts >= 2.0, "{conflicts} conflicts seen");
+    assert_eq!(
+        creates(&server),
+        (2, 1),
+        "one ReplicaSet per revision, one run"
+    );
+    let steps: Vec<String> = events(&client)
+        .await
+        .into_iter()
+        .filter(|e| e.0 == "RolloutStepCompleted")
+        .map(|e| e.1)
+        .collect();
+    assert_eq!(steps.len(), 4, "each step completed once: {steps:?}");
+}
+
+with_each_crd_set!(writes_refused_with_409_are_planned_again_and_nothing_is_done_twice);

@@ -122,7 +122,10 @@ async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, Reconcil
     for write in &plan.writes {
         match rollout_writes::apply(&ctx.client, rollout, &mut rv, &read, write).await {
             Ok(()) => {}
-            Err(WriteError::Conflict | WriteError::Gone) => return Ok(None),
+            Err(WriteError::Conflict | WriteError::Gone) => {
+                ctx.metrics.reconcile_error("conflict");
+                return Ok(None);
+            }
             Err(e) => return Err(ReconcileError::Write(e)),
         }
     }
@@ -143,7 +146,10 @@ async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, Reconcil
                     wakeup: None,
                 }),
             ),
-            Err(WriteError::Conflict) => return Ok(None),
+            Err(WriteError::Conflict) => {
+                ctx.metrics.reconcile_error("conflict");
+                return Ok(None);
+            }
             Err(WriteError::Gone) => return Ok(Some(Next::Change)),
             Err(e) => return Err(ReconcileError::Write(e)),
         }
