@@ -12,6 +12,7 @@ pub mod measure;
 pub mod observe;
 pub mod providers;
 pub mod queue;
+pub mod rehearsal;
 pub mod runner;
 pub mod scrub;
 pub mod time;

@@ -46,7 +46,7 @@ pub struct Args {
     pub output: OutputFormat,
 }
 
-fn parse_arg(text: &str) -> Result<(String, String), String> {
+pub fn parse_arg(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((name, value)) if !name.trim().is_empty() => {
             Ok((name.trim().to_string(), value.to_string()))

@@ -12,6 +12,8 @@ pub mod judge;
 pub mod load;
 pub mod located;
 pub mod plan;
+pub mod rehearse;
+pub mod rehearse_many;
 pub mod run;
 pub mod validate;
 pub mod validate_rollout;
@@ -101,6 +103,9 @@ pub enum Command {
     Plan(plan::Args),
     /// Run one analysis as the daemon would: live, or as a backtest over a past window (--from/--to).
     Analyze(analyze::Args),
+    /// Play a Rollout's steps against Prometheus history on a virtual clock, with the daemon's planner: what
+    /// it would have done had it shipped at --from (exit 0 promoted, 1 aborted, 3 waiting for a person).
+    Rehearse(rehearse::Args),
     /// See canaryd work with no cluster and no Prometheus: a built-in canary scenario, analyzed in seconds.
     Demo(demo::Args),
     /// The in-cluster daemon: executes AnalysisRuns and writes their status.
@@ -120,6 +125,7 @@ pub fn run(cli: Cli) -> Exit {
         Command::Validate(args) => validate::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Analyze(args) => analyze::run(args),
+        Command::Rehearse(args) => rehearse::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Run(args) => run::run(args),
         Command::Crds(args) => crds::run(args),

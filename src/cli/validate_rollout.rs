@@ -21,16 +21,23 @@ pub fn check(rollout: &Rollout, lookup: &Lookup<'_>) -> Vec<Finding> {
     }
     out.extend(unknown_fields(rollout));
     out.extend(spec::check(rollout));
+    out.extend(template_findings(rollout, lookup, Severity::Warning));
+    out
+}
+
+/// The findings about the templates the Rollout's step and background analyses name; a template not among
+/// the files is a finding of severity `missing` (a warning for validate: it may be in the cluster; an error
+/// for rehearse, which has nothing else to run).
+pub fn template_findings(
+    rollout: &Rollout,
+    lookup: &Lookup<'_>,
+    missing: Severity,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
     for (i, step) in steps::steps(rollout).iter().enumerate() {
         if let Some(a) = &step.analysis {
             let path = format!("spec.strategy.canary.steps[{i}].analysis");
-            out.extend(analysis::check_templates(
-                a,
-                &path,
-                true,
-                Severity::Warning,
-                lookup,
-            ));
+            out.extend(analysis::check_templates(a, &path, true, missing, lookup));
         }
     }
     let background = rollout
@@ -45,7 +52,7 @@ pub fn check(rollout: &Rollout, lookup: &Lookup<'_>) -> Vec<Finding> {
             &b.analysis,
             path,
             false,
-            Severity::Warning,
+            missing,
             lookup,
         ));
     }

@@ -17,16 +17,10 @@ fn error(path: impl Into<String>, message: impl Into<String>) -> Finding {
     }
 }
 
-/// The one place that says what canaryd does not run yet. Traffic routing is computed (the desired
-/// weight) but applying it is the routers' work, so until they exist a Rollout that needs one is refused.
+/// The one place that says what canaryd does not run. Traffic routing is planned (the desired weight) and
+/// applied by the routers (`engine/routing` builds the objects; `rehearse` and `demo` show them).
 fn unsupported(canary: &CanaryStrategy, out: &mut Vec<Finding>) {
     let path = "spec.strategy.canary";
-    if canary.traffic_routing.is_some() {
-        out.push(error(
-            format!("{path}.trafficRouting"),
-            "traffic routers are not supported yet: canaryd runs the canary strategy by replica counts only",
-        ));
-    }
     if needs_both_services(canary) {
         for (set, field) in [
             (canary.canary_service.is_some(), "canaryService"),
@@ -356,7 +350,7 @@ mod tests {
         );
         assert!(has("spec.strategy.blueGreen: not supported"), "{found:#?}");
         assert!(
-            has("spec.strategy.canary.trafficRouting: traffic routers"),
+            has("spec.strategy.canary.canaryService: Canary service and Stable service must"),
             "{found:#?}"
         );
         assert!(has(

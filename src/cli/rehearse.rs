@@ -1,0 +1,426 @@
+//! `canaryd rehearse`: what a Rollout would have done had it shipped at `--from`. The Rollout, its templates
+//! (and Services and router objects when given) are read from files and checked as `validate` checks them;
+//! `rehearsal::play` plays the steps with the daemon's planner on a virtual clock, measuring against
+//! Prometheus history; this module prints the timeline and the outcome and maps it onto the exit code
+//! (0 promoted, 1 aborted, 3 waiting for a person, 2 bad input). `--every/--until` is `rehearse_many`'s.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::load::{self, SourceDoc};
+use super::located::Located;
+use super::validate::validate_documents;
+use super::{Exit, OutputFormat};
+use crate::api::{self, AnalysisTemplateRef, AnalysisTemplateSpec, Rollout};
+use crate::engine::template::{Finding, Severity};
+use crate::measure::Providers;
+use crate::rehearsal::routes::Routers;
+use crate::rehearsal::{self, Ending, Entry, Options, Outcome, Setup};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Files or folders holding the Rollout and the templates it names (Services, an Istio VirtualService or
+    /// a Gateway API HTTPRoute are used when present).
+    #[arg(short = 'f', long = "file", required = true)]
+    pub files: Vec<PathBuf>,
+    /// The Rollout to rehearse, when the files hold several.
+    #[arg(long)]
+    pub rollout: Option<String>,
+    /// Prometheus address for every prometheus metric, overriding the templates'.
+    #[arg(long)]
+    pub prometheus: Option<String>,
+    /// When the new revision ships (RFC 3339): the virtual clock starts here.
+    #[arg(long)]
+    pub from: Timestamp,
+    /// Stop here if the rollout has not ended (it then counts as waiting).
+    #[arg(long, conflicts_with = "every")]
+    pub to: Option<Timestamp>,
+    /// An arg value, NAME=VALUE (repeatable); wins over the Rollout's and the template's.
+    #[arg(long = "arg", value_parser = super::analyze::parse_arg)]
+    pub args: Vec<(String, String)>,
+    /// How long new pods take to become available (a Go duration: 30s, 2m).
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    pub ready_after: SignedDuration,
+    /// Promote an indefinite pause or an Inconclusive analysis this long after it began; without it the
+    /// rehearsal ends there, waiting for a person.
+    #[arg(long, value_parser = parse_duration)]
+    pub promote_after: Option<SignedDuration>,
+    /// Rehearse one start per period from --from until --until, and print how many would have promoted,
+    /// aborted or waited.
+    #[arg(long, value_parser = parse_duration, requires = "until")]
+    pub every: Option<SignedDuration>,
+    /// The last start of --every (RFC 3339).
+    #[arg(long, requires = "every")]
+    pub until: Option<Timestamp>,
+    /// `text`: the timeline and the outcome; `json`: one JSON object per line, the last the outcome with
+    /// the Rollout's final status.
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+fn parse_duration(text: &str) -> Result<SignedDuration, String> {
+    let d = api::duration::parse_duration(text).map_err(|e| e.to_string())?;
+    SignedDuration::try_from(d).map_err(|e| format!("{text:?}: {e}"))
+}
+
+/// A bad-input problem, already phrased for the user (file, object, field where there is one).
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+/// Reads, checks and assembles what a rehearsal needs from documents. A problem in any document is
+/// reported as `validate` reports it; a template the Rollout names but the files lack is an error here.
+pub fn setup_from_docs(
+    docs: &[SourceDoc],
+    wanted: Option<&str>,
+    args: &[(String, String)],
+    prometheus: Option<&str>,
+) -> Result<Setup, BadInput> {
+    let (findings, _, _) = validate_documents(docs);
+    let errors: Vec<String> = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .map(ToString::to_string)
+        .collect();
+    if !errors.is_empty() {
+        return Err(BadInput(errors.join("\n")));
+    }
+    let mut templates: BTreeMap<(bool, String), AnalysisTemplateSpec> = BTreeMap::new();
+    let mut rollouts: Vec<(&SourceDoc, Rollout)> = Vec::new();
+    let mut services: Vec<Service> = Vec::new();
+    let mut router_objects = Vec::new();
+    for doc in docs {
+        let name = doc.name().unwrap_or_default().to_string();
+        let decoded = match doc.kind() {
+            Some("AnalysisTemplate") => api::decode::decode::<api::AnalysisTemplate>(&doc.value)
+                .map(|(t, _)| {
+                    templates.insert((false, name), t.spec);
+                }),
+            Some("ClusterAnalysisTemplate") => {
+                api::decode::decode::<api::ClusterAnalysisTemplate>(&doc.value).map(|(t, _)| {
+                    templates.insert((true, name), t.spec.0);
+                })
+            }
+            Some("Rollout") => {
+                api::decode::decode::<Rollout>(&doc.value).map(|(r, _)| rollouts.push((doc, r)))
+            }
+            Some("Service") => serde_path_to_error::deserialize::<_, Service>(&doc.value)
+                .map(|s| services.push(s))
+                .map_err(|e| api::decode::FieldError {
+                    path: e.path().to_string(),
+                    message: e.inner().to_string(),
+                }),
+            Some("VirtualService" | "HTTPRoute") => {
+                router_objects.push(doc.value.clone());
+                Ok(())
+            }
+            _ => Ok(()),
+        };
+        decoded.map_err(|e| {
+            BadInput(Located::at(doc, Finding::error(e.path, e.message)).to_string())
+        })?;
+    }
+    let names: Vec<String> = rollouts
+        .iter()
+        .map(|(_, r)| r.metadata.name.clone().unwrap_or_default())
+        .collect();
+    let chosen = match wanted {
+        Some(w) => rollouts
+            .into_iter()
+            .find(|(_, r)| r.metadata.name.as_deref() == Some(w))
+            .ok_or_else(|| {
+                BadInput(format!(
+                    "--rollout {w}: not found; the files hold {}",
+                    if names.is_empty() {
+                        "no Rollout".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ))
+            })?,
+        None if rollouts.len() == 1 => rollouts.remove(0),
+        None if rollouts.is_empty() => {
+            return Err(BadInput("the files hold no Rollout".to_string()));
+        }
+        None => {
+            return Err(BadInput(format!(
+                "the files hold several Rollouts ({}): choose one with --rollout NAME",
+                names.join(", ")
+            )));
+        }
+    };
+    let (doc, rollout) = chosen;
+    let at = |f: Finding| BadInput(Located::at(doc, f).to_string());
+    let lookup = |r: &AnalysisTemplateRef| {
+        let key = (
+            r.cluster_scope == Some(true),
+            r.template_name.clone().unwrap_or_default(),
+        );
+        templates.get(&key)
+    };
+    let missing: Vec<String> =
+        super::validate_rollout::template_findings(&rollout, &lookup, Severity::Error)
+            .into_iter()
+            .filter(|f| f.severity == Severity::Error)
+            .map(|f| Located::at(doc, f).to_string())
+            .collect();
+    if !missing.is_empty() {
+        return Err(BadInput(missing.join("\n")));
+    }
+    let routers = Routers::new(&rollout, router_objects).map_err(|e| match e {
+        crate::engine::routing::RoutingError::Config { field, message } => {
+            at(Finding::error(field, message))
+        }
+        other => BadInput(other.to_string()),
+    })?;
+    add_named_services(&rollout, &mut services);
+    Ok(Setup {
+        rollout,
+        templates,
+        services,
+        routers,
+        args: args.to_vec(),
+        prometheus: prometheus.map(str::to_string),
+    })
+}
+
+/// The canary and stable Services the Rollout names and the files lack, selecting the Rollout's pods as a
+/// user's Services would.
+fn add_named_services(rollout: &Rollout, services: &mut Vec<Service>) {
+    let canary = rollout
+        .spec
+        .strategy
+        .as_ref()
+        .and_then(|s| s.canary.as_ref());
+    let named = [
+        canary.and_then(|c| c.canary_service.clone()),
+        canary.and_then(|c| c.stable_service.clone()),
+    ];
+    let selector = rollout
+        .spec
+        .selector
+        .as_ref()
+        .and_then(|s| s.match_labels.clone())
+        .unwrap_or_default();
+    for name in named.into_iter().flatten().filter(|n| !n.is_empty()) {
+        if !services
+            .iter()
+            .any(|s| s.metadata.name.as_deref() == Some(&name))
+        {
+            services.push(Service {
+                metadata: ObjectMeta {
+                    name: Some(name),
+                    ..Default::default()
+                },
+                spec: Some(ServiceSpec {
+                    selector: Some(selector.clone()),
+                    ..Default::default()
+                }),
+                status: None,
+            });
+        }
+    }
+}
+
+fn load(args: &Args) -> Result<Setup, BadInput> {
+    let files = load::collect_files(&args.files).map_err(|e| BadInput(e.to_string()))?;
+    let mut docs: Vec<SourceDoc> = Vec::new();
+    for file in &files {
+        let (file_docs, error) = load::load_file(file);
+        if let Some(e) = error {
+            return Err(BadInput(e.to_string()));
+        }
+        docs.extend(file_docs);
+    }
+    setup_from_docs(
+        &docs,
+        args.rollout.as_deref(),
+        &args.args,
+        args.prometheus.as_deref(),
+    )
+}
+
+/// A duration of virtual time as people read it: `1h 5m`, `45s`.
+pub fn human(seconds: i64) -> String {
+    if seconds == 0 {
+        return "0s".to_string();
+    }
+    format!("{:#}", SignedDuration::from_secs(seconds))
+}
+
+/// One timeline entry as a line.
+pub fn entry_line(entry: &Entry) -> String {
+    let time = rehearsal::shown(entry.time());
+    match entry {
+        Entry::Step {
+            step,
+            steps,
+            name,
+            weight,
+            routers,
+            ..
+        } => {
+            let at = if step > steps {
+                format!("done {steps}/{steps}")
+            } else {
+                format!("step {step}/{steps}")
+            };
+            let mut line = format!("{time}  {at}  {name:<16} canary weight {weight}");
+            for r in routers {
+                line.push_str(&format!("  {r}"));
+            }
+            line
+        }
+        Entry::Measurement {
+            result,
+            measurement,
+            time,
+            ..
+        } => super::analyze::measurement_line(*time, measurement, result),
+        Entry::Event {
+            reason,
+            message,
+            warning,
+            ..
+        } => format!(
+            "{time}  {}{reason}: {message}",
+            if *warning { "warning " } else { "" }
+        ),
+        Entry::Promote { reason, .. } => format!("{time}  promote: {reason}"),
+    }
+}
+
+/// The outcome in one sentence.
+pub fn outcome_line(e: &Ending, steps: usize) -> String {
+    let step = e
+        .step
+        .map(|s| format!(" at step {s}/{steps}"))
+        .unwrap_or_default();
+    let metric = e
+        .metric
+        .as_deref()
+        .map(|m| format!(" (metric {m})"))
+        .unwrap_or_default();
+    let what = match e.outcome {
+        Outcome::Promoted => "promoted",
+        Outcome::Aborted => "aborted",
+        Outcome::Waiting => "waiting",
+    };
+    format!(
+        "{what}{step} after {}{metric}: {}",
+        human(e.seconds),
+        e.reason
+    )
+}
+
+pub fn exit_for(outcome: Outcome) -> Exit {
+    match outcome {
+        Outcome::Promoted => Exit::Ok,
+        Outcome::Aborted => Exit::Negative,
+        Outcome::Waiting => Exit::Inconclusive,
+    }
+}
+
+/// The JSON line of an outcome: the ending, tagged.
+pub fn outcome_json(e: &Ending) -> String {
+    let mut value = serde_json::to_value(e).unwrap_or_default();
+    if let Some(map) = value.as_object_mut() {
+        map.insert("type".to_string(), "outcome".into());
+    }
+    value.to_string()
+}
+
+/// Plays one rehearsal and prints it; shared with `canaryd demo`.
+pub async fn show(
+    setup: &Setup,
+    providers: &Providers,
+    opts: &Options,
+    output: OutputFormat,
+) -> Exit {
+    let steps = crate::engine::rollout::steps::steps(&setup.rollout).len();
+    let progress = std::io::stderr().is_terminal();
+    let mut on = |entry: &Entry| {
+        if progress {
+            eprint!("\r\x1b[2K");
+        }
+        match output {
+            OutputFormat::Text => println!("{}", entry_line(entry)),
+            OutputFormat::Json => match serde_json::to_string(entry) {
+                Ok(line) => println!("{line}"),
+                Err(e) => eprintln!("canaryd: cannot encode a timeline entry: {e}"),
+            },
+        }
+        if progress {
+            eprint!("rehearsing: {}", rehearsal::shown(entry.time()));
+            let _ = std::io::stderr().flush();
+        }
+    };
+    let ended = rehearsal::play(setup, providers, opts, &mut on).await;
+    if progress {
+        eprint!("\r\x1b[2K");
+    }
+    match ended {
+        Err(e) => {
+            eprintln!("canaryd: {e}");
+            Exit::Usage
+        }
+        Ok(ending) => {
+            match output {
+                OutputFormat::Text => println!("\nOutcome: {}", outcome_line(&ending, steps)),
+                OutputFormat::Json => println!("{}", outcome_json(&ending)),
+            }
+            exit_for(ending.outcome)
+        }
+    }
+}
+
+pub fn run(args: Args) -> Exit {
+    let setup = match load(&args) {
+        Ok(s) => s,
+        Err(BadInput(message)) => {
+            eprintln!("canaryd rehearse: {message}");
+            return Exit::Usage;
+        }
+    };
+    if let Some(to) = args.to
+        && to <= args.from
+    {
+        eprintln!(
+            "canaryd rehearse: --to {to} must be after --from {}",
+            args.from
+        );
+        return Exit::Usage;
+    }
+    let opts = Options {
+        from: args.from,
+        to: args.to,
+        ready_after: args.ready_after,
+        promote_after: args.promote_after,
+    };
+    let providers = Providers::new(crate::providers::default_address_from_env());
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("canaryd rehearse: cannot start the runtime: {e}");
+            return Exit::Error;
+        }
+    };
+    match (args.every, args.until) {
+        (Some(every), Some(until)) => runtime.block_on(super::rehearse_many::run(
+            &setup,
+            &providers,
+            &opts,
+            every,
+            until,
+            args.output,
+        )),
+        _ => runtime.block_on(show(&setup, &providers, &opts, args.output)),
+    }
+}

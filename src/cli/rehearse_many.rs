@@ -1,0 +1,224 @@
+//! `canaryd rehearse --every DURATION --until TIME`: one rehearsal per start from `--from` to `--until`, a
+//! line per start, then the tally a team reads a template's false-rollback rate from: how many would have
+//! promoted, aborted (by step and metric) or waited, and the median time to each. Exit 1 when any start
+//! aborted, else 3 when any waited, else 0. Owns the starts, the tally and its table; each rehearsal is
+//! `rehearsal::play`'s.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+
+use futures::StreamExt;
+use jiff::{SignedDuration, Timestamp};
+use serde::Serialize;
+
+use super::rehearse::{exit_for, human, outcome_line};
+use super::{Exit, OutputFormat};
+use crate::measure::Providers;
+use crate::rehearsal::{self, Ending, Options, Outcome, Setup};
+
+/// Rehearsals played at once: they wait on Prometheus, not on the CPU.
+const AT_ONCE: usize = 8;
+
+/// One outcome's share of the starts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Share {
+    pub count: usize,
+    /// Median virtual time from the start to the outcome; absent when no start had it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub median_seconds: Option<i64>,
+}
+
+/// Aborts at one step by one metric.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AbortCause {
+    pub step: Option<usize>,
+    pub metric: Option<String>,
+    pub count: usize,
+}
+
+/// What the starts came to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tally {
+    pub rehearsals: usize,
+    pub promoted: Share,
+    pub aborted: Share,
+    pub aborted_by: Vec<AbortCause>,
+    pub waiting: Share,
+}
+
+fn median(mut seconds: Vec<i64>) -> Option<i64> {
+    seconds.sort_unstable();
+    let n = seconds.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(seconds[n / 2]),
+        _ => Some((seconds[n / 2 - 1] + seconds[n / 2]) / 2),
+    }
+}
+
+impl Tally {
+    pub fn of(endings: &[Ending]) -> Tally {
+        let share = |outcome: Outcome| {
+            let seconds: Vec<i64> = endings
+                .iter()
+                .filter(|e| e.outcome == outcome)
+                .map(|e| e.seconds)
+                .collect();
+            Share {
+                count: seconds.len(),
+                median_seconds: median(seconds),
+            }
+        };
+        let mut causes: BTreeMap<(Option<usize>, Option<String>), usize> = BTreeMap::new();
+        for e in endings.iter().filter(|e| e.outcome == Outcome::Aborted) {
+            *causes.entry((e.step, e.metric.clone())).or_default() += 1;
+        }
+        Tally {
+            rehearsals: endings.len(),
+            promoted: share(Outcome::Promoted),
+            aborted: share(Outcome::Aborted),
+            aborted_by: causes
+                .into_iter()
+                .map(|((step, metric), count)| AbortCause {
+                    step,
+                    metric,
+                    count,
+                })
+                .collect(),
+            waiting: share(Outcome::Waiting),
+        }
+    }
+
+    /// The worst outcome decides: an abort, else a wait, else promoted.
+    pub fn exit(&self) -> Exit {
+        if self.aborted.count > 0 {
+            exit_for(Outcome::Aborted)
+        } else if self.waiting.count > 0 {
+            exit_for(Outcome::Waiting)
+        } else {
+            exit_for(Outcome::Promoted)
+        }
+    }
+
+    pub fn table(&self) -> String {
+        let total = self.rehearsals.max(1) as f64;
+        let row = |name: &str, s: &Share| {
+            format!(
+                "  {name:<9} {:>5}  {:>5.1}%  {}",
+                s.count,
+                100.0 * s.count as f64 / total,
+                s.median_seconds
+                    .map(|m| format!("median {}", human(m)))
+                    .unwrap_or_default()
+            )
+        };
+        let mut out = vec![
+            format!("{} rehearsals:", self.rehearsals),
+            row("promoted", &self.promoted),
+            row("aborted", &self.aborted),
+        ];
+        for c in &self.aborted_by {
+            out.push(format!(
+                "    {:>5}  at step {} by {}",
+                c.count,
+                c.step.map_or("-".to_string(), |s| s.to_string()),
+                c.metric
+                    .as_deref()
+                    .unwrap_or("(no metric: see the reasons above)")
+            ));
+        }
+        out.push(row("waiting", &self.waiting));
+        out.join("\n")
+    }
+}
+
+/// The starts: `from`, then every `every`, up to and including `until`.
+pub fn starts(from: Timestamp, every: SignedDuration, until: Timestamp) -> Vec<Timestamp> {
+    let mut out = Vec::new();
+    let mut t = from;
+    while t <= until && every.is_positive() {
+        out.push(t);
+        match t.checked_add(every) {
+            Ok(next) => t = next,
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+pub async fn run(
+    setup: &Setup,
+    providers: &Providers,
+    opts: &Options,
+    every: SignedDuration,
+    until: Timestamp,
+    output: OutputFormat,
+) -> Exit {
+    if !every.is_positive() {
+        eprintln!("canaryd rehearse: --every must be longer than zero");
+        return Exit::Usage;
+    }
+    if until < opts.from {
+        eprintln!(
+            "canaryd rehearse: --until {until} is before --from {}",
+            opts.from
+        );
+        return Exit::Usage;
+    }
+    let starts = starts(opts.from, every, until);
+    let steps = crate::engine::rollout::steps::steps(&setup.rollout).len();
+    let progress = std::io::stderr().is_terminal();
+    let mut plays = futures::stream::iter(starts.iter().map(|&from| async move {
+        let opts = Options { from, ..*opts };
+        rehearsal::play(setup, providers, &opts, &mut |_| {}).await
+    }))
+    .buffered(AT_ONCE);
+    let mut endings = Vec::with_capacity(starts.len());
+    while let Some(ended) = plays.next().await {
+        let ending = match ended {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("canaryd rehearse: {e}");
+                return Exit::Usage;
+            }
+        };
+        if progress {
+            eprint!("\r\x1b[2K");
+        }
+        match output {
+            OutputFormat::Text => println!("{}  {}", ending.started, outcome_line(&ending, steps)),
+            OutputFormat::Json => {
+                let mut value = serde_json::to_value(&ending).unwrap_or_default();
+                if let Some(map) = value.as_object_mut() {
+                    // The status of every start is more than a tally needs; one rehearsal prints it.
+                    map.remove("status");
+                    map.insert("type".to_string(), "outcome".into());
+                }
+                println!("{value}");
+            }
+        }
+        endings.push(ending);
+        if progress {
+            eprint!("rehearsal {}/{}", endings.len(), starts.len());
+            let _ = std::io::stderr().flush();
+        }
+    }
+    if progress {
+        eprint!("\r\x1b[2K");
+    }
+    let tally = Tally::of(&endings);
+    match output {
+        OutputFormat::Text => println!("\n{}", tally.table()),
+        OutputFormat::Json => {
+            let mut value = serde_json::to_value(&tally).unwrap_or_default();
+            if let Some(map) = value.as_object_mut() {
+                map.insert("type".to_string(), "summary".into());
+            }
+            println!("{value}");
+        }
+    }
+    tally.exit()
+}

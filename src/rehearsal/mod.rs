@@ -1,0 +1,438 @@
+//! A rehearsal: a Rollout's canary steps played on the in-memory cluster (`engine::rollout::sim`) on a
+//! virtual clock, by the daemon's planner, with its step and background analyses measured by the daemon's
+//! measuring loop at the virtual time (against Prometheus history for `canaryd rehearse`, against a scenario
+//! for `canaryd demo`). It reports a timeline ([`Entry`]) and how the rollout ended ([`Ending`]).
+//!
+//! Owns only what stands in for the world around the planner: pods that become available `ready_after`
+//! after they are asked for, a person who promotes an indefinite pause after `promote_after`, and the clock.
+//! Every rule about steps, weights, pauses, aborts and analysis is the planner's or the analysis engine's;
+//! nothing here decides one.
+
+pub mod routes;
+mod runs;
+
+use std::collections::BTreeMap;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::Service;
+use serde::Serialize;
+
+use crate::api::reasons::rollout::{CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
+use crate::api::rollout::RolloutStatus;
+use crate::api::{AnalysisTemplateSpec, Measurement, MetricResult, Rollout};
+use crate::engine::rollout::sim::Cluster;
+use crate::engine::rollout::{Plan, steps};
+use crate::measure::Providers;
+use crate::time::Clock;
+use routes::{RouterWeights, Routers};
+
+/// The annotation on the pod template that makes the rehearsed revision differ from the one running.
+pub const REVISION_MARK: &str = "canaryd.io/rehearsal";
+
+/// What a rehearsal plays: the Rollout and what it refers to, read from the user's files.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub rollout: Rollout,
+    /// By (cluster-scoped, name).
+    pub templates: BTreeMap<(bool, String), AnalysisTemplateSpec>,
+    /// The Services the Rollout names (made up with the Rollout's selector when the files hold none).
+    pub services: Vec<Service>,
+    pub routers: Routers,
+    /// `--arg NAME=VALUE`: wins over the value the Rollout or template gives.
+    pub args: Vec<(String, String)>,
+    /// `--prometheus`: every Prometheus metric's address.
+    pub prometheus: Option<String>,
+}
+
+/// The world around the planner.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub from: Timestamp,
+    /// The rehearsal stops here if it has not ended (as waiting).
+    pub to: Option<Timestamp>,
+    /// How long new pods take to become available.
+    pub ready_after: SignedDuration,
+    /// A person promotes an indefinite pause or an Inconclusive analysis this long after it began; `None`:
+    /// nobody does, and the rehearsal ends there, waiting.
+    pub promote_after: Option<SignedDuration>,
+}
+
+/// One line of the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Entry {
+    /// The rollout is at a new step or weight; `routers` holds what the routers were told when the weight
+    /// changed.
+    #[serde(rename_all = "camelCase")]
+    Step {
+        #[serde(serialize_with = "rfc3339")]
+        time: Timestamp,
+        /// 1-based; `steps + 1` once every step is done.
+        step: usize,
+        steps: usize,
+        /// The step as Argo names it ("setWeight: 20", "pause: 5m", "analysis"), or "done".
+        name: String,
+        weight: i32,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        routers: Vec<RouterWeights>,
+    },
+    /// A measurement of an AnalysisRun's metric (Argo's fields), and the metric's result after it (its
+    /// counters; the measurements left out).
+    #[serde(rename_all = "camelCase")]
+    Measurement {
+        #[serde(serialize_with = "rfc3339")]
+        time: Timestamp,
+        analysis_run: String,
+        result: Box<MetricResult>,
+        measurement: Box<Measurement>,
+    },
+    /// An Event the planner recorded on the Rollout: its decisions and their reasons, in Argo's words.
+    #[serde(rename_all = "camelCase")]
+    Event {
+        #[serde(serialize_with = "rfc3339")]
+        time: Timestamp,
+        reason: String,
+        message: String,
+        warning: bool,
+    },
+    /// The rehearsal promoted a pause for the person `--promote-after` stands for.
+    #[serde(rename_all = "camelCase")]
+    Promote {
+        #[serde(serialize_with = "rfc3339")]
+        time: Timestamp,
+        reason: String,
+    },
+}
+
+pub(crate) fn shown(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn rfc3339<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&shown(*t))
+}
+
+impl Entry {
+    fn measured(at: Timestamp, run: &str, r: &MetricResult, m: &Measurement) -> Entry {
+        Entry::Measurement {
+            time: at,
+            analysis_run: run.to_string(),
+            result: Box::new(MetricResult {
+                measurements: Vec::new(),
+                ..r.clone()
+            }),
+            measurement: Box::new(m.clone()),
+        }
+    }
+
+    pub fn time(&self) -> Timestamp {
+        match self {
+            Entry::Step { time, .. }
+            | Entry::Measurement { time, .. }
+            | Entry::Event { time, .. }
+            | Entry::Promote { time, .. } => *time,
+        }
+    }
+}
+
+/// How a rehearsal ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    Promoted,
+    Aborted,
+    /// Paused for a person (an indefinite pause, an Inconclusive analysis), or not finished by `--to`.
+    Waiting,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ending {
+    pub outcome: Outcome,
+    pub started: String,
+    pub ended: String,
+    /// From the start to the end, in seconds of virtual time.
+    pub seconds: i64,
+    /// The 1-based step the rollout was at when it aborted or began to wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<usize>,
+    /// The metric whose analysis aborted or paused the rollout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    pub reason: String,
+    /// The Rollout's final status, with Argo's field names.
+    pub status: RolloutStatus,
+}
+
+/// Why a rehearsal could not be played; the message is for the Rollout's author.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct RehearsalError(pub String);
+
+/// Reconciles per instant at most; the planner settles in a handful.
+const SETTLE_LIMIT: usize = 50;
+/// Instants a rehearsal may visit: far beyond any real Rollout, it stops a loop that would never end.
+const ROUND_LIMIT: usize = 1_000_000;
+
+/// Plays one rehearsal from `opts.from`, reporting the timeline to `on`.
+pub async fn play(
+    setup: &Setup,
+    providers: &Providers,
+    opts: &Options,
+    on: &mut dyn FnMut(&Entry),
+) -> Result<Ending, RehearsalError> {
+    let clock = Clock::virtual_at(opts.from);
+    let mut cluster = Cluster::new(setup.rollout.clone());
+    cluster.templates = setup.templates.clone();
+    cluster.services = setup.services.clone();
+    let mut routers = setup.routers.clone();
+    deploy_running_version(&mut cluster, opts.from)?;
+    cluster.edit_spec(|spec| {
+        if let Some(template) = spec.template.as_mut() {
+            mark_revision(template);
+        }
+    });
+    let steps = steps::steps(&cluster.rollout).len();
+    let mut runs = runs::Runs::new(&setup.args, setup.prometheus.as_deref());
+    let mut available_at: Option<Timestamp> = None;
+    let mut at_step: Option<(usize, i32)> = None;
+    let mut progressing_step = 1;
+    for _ in 0..ROUND_LIMIT {
+        let now = clock.stamp();
+        if available_at.is_some_and(|t| t <= now) {
+            cluster.make_available();
+            available_at = None;
+        }
+        runs.measure_due(&mut cluster, providers, &clock, on).await;
+        let mut wake = None;
+        for _ in 0..SETTLE_LIMIT {
+            let before = cluster.rollout.status.clone();
+            let plan = cluster.reconcile(now);
+            for e in &plan.events {
+                on(&Entry::Event {
+                    time: now,
+                    reason: e.reason.clone(),
+                    message: e.message.clone(),
+                    warning: e.warning,
+                });
+            }
+            let mut became_available = false;
+            if needs_pods(&cluster) && available_at.is_none() {
+                if opts.ready_after.is_zero() {
+                    became_available = cluster.make_available();
+                } else {
+                    available_at = Some(now + opts.ready_after);
+                }
+            }
+            show_step(&cluster, &plan, &mut routers, &mut at_step, steps, now, on)?;
+            wake = plan.wake_at;
+            if plan.writes.is_empty() && cluster.rollout.status == before && !became_available {
+                break;
+            }
+        }
+        let status = cluster.status();
+        if !status.abort {
+            progressing_step = status.current_step_index.unwrap_or(0).max(0) as usize + 1;
+        }
+        let end = |outcome, reason: String, metric| {
+            Ok(Ending {
+                outcome,
+                started: shown(opts.from),
+                ended: shown(now),
+                seconds: now.duration_since(opts.from).as_secs(),
+                step: (outcome != Outcome::Promoted).then_some(progressing_step),
+                metric,
+                reason,
+                status: status.clone(),
+            })
+        };
+        if status.abort {
+            return end(
+                Outcome::Aborted,
+                status.message.clone(),
+                runs::deciding_metric(&cluster),
+            );
+        }
+        if status.phase == "Healthy" && status.stable_rs == status.current_pod_hash {
+            return end(Outcome::Promoted, "the new revision is stable".into(), None);
+        }
+        let mut promote_at = None;
+        if let Some((since, reason)) = waiting_for_a_person(&cluster.rollout, &status) {
+            let metric = (reason == INCONCLUSIVE_ANALYSIS)
+                .then(|| runs::deciding_metric(&cluster))
+                .flatten();
+            match opts.promote_after {
+                None => {
+                    return end(
+                        Outcome::Waiting,
+                        format!("paused ({reason}): waiting for a person to promote or abort"),
+                        metric,
+                    );
+                }
+                Some(after) if since + after <= now => {
+                    cluster.patch_status(|s| s.pause_conditions.clear());
+                    on(&Entry::Promote {
+                        time: now,
+                        reason: format!("promoted {after:#} after the pause ({reason}) began"),
+                    });
+                    continue;
+                }
+                Some(after) => promote_at = Some(since + after),
+            }
+        }
+        let next = [wake, available_at, promote_at, runs.next_due(&cluster, now)]
+            .into_iter()
+            .flatten()
+            .min();
+        if next == Some(now) {
+            // A run created just now is measured at once, as the daemon's controller picks it up.
+            continue;
+        }
+        let Some(next) = next else {
+            return end(
+                Outcome::Waiting,
+                format!("stuck: {} ({})", status.phase, status.message),
+                None,
+            );
+        };
+        let next = next.max(now + SignedDuration::from_secs(1));
+        if let Some(to) = opts.to
+            && next > to
+        {
+            return end(
+                Outcome::Waiting,
+                format!(
+                    "not finished by {} ({}: {})",
+                    shown(to),
+                    status.phase,
+                    status.message
+                ),
+                None,
+            );
+        }
+        clock.sleep_until(next).await;
+    }
+    Err(RehearsalError(format!(
+        "the rehearsal did not end within {ROUND_LIMIT} reconciles"
+    )))
+}
+
+/// The revision running before the rehearsal: deployed and fully available at `at` (a first deploy goes
+/// straight to full, as Argo's does).
+fn deploy_running_version(cluster: &mut Cluster, at: Timestamp) -> Result<(), RehearsalError> {
+    for _ in 0..SETTLE_LIMIT {
+        let became_available = cluster.make_available();
+        let before = cluster.rollout.status.clone();
+        let plan = cluster.reconcile(at);
+        if plan.writes.is_empty() && cluster.rollout.status == before && !became_available {
+            break;
+        }
+    }
+    let status = cluster.status();
+    if status.phase != "Healthy" {
+        return Err(RehearsalError(format!(
+            "the Rollout's running version does not become Healthy on its own ({}: {})",
+            status.phase, status.message
+        )));
+    }
+    cluster.events.clear();
+    Ok(())
+}
+
+/// Marks the pod template so it hashes differently from the running version's.
+fn mark_revision(template: &mut serde_json::Value) {
+    let Some(template) = template.as_object_mut() else {
+        return;
+    };
+    let metadata = template
+        .entry("metadata")
+        .or_insert_with(|| serde_json::json!({}));
+    if let Some(metadata) = metadata.as_object_mut() {
+        let annotations = metadata
+            .entry("annotations")
+            .or_insert_with(|| serde_json::json!({}));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(REVISION_MARK.to_string(), "canary".into());
+        }
+    }
+}
+
+/// Pods were asked for that are not available yet.
+fn needs_pods(cluster: &Cluster) -> bool {
+    cluster.replica_sets.iter().any(|rs| {
+        let wanted = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let available = rs
+            .status
+            .as_ref()
+            .and_then(|s| s.available_replicas)
+            .unwrap_or(0);
+        available < wanted
+    })
+}
+
+/// The pause only a person ends (one without a duration, or an Inconclusive analysis's): since when, why.
+fn waiting_for_a_person(
+    rollout: &Rollout,
+    status: &RolloutStatus,
+) -> Option<(Timestamp, &'static str)> {
+    let steps = steps::steps(rollout);
+    let indefinite_step = match steps::current(steps, status).0 {
+        Some(i) => steps[i]
+            .pause
+            .as_ref()
+            .is_some_and(|p| matches!(steps::pause_seconds(p.duration.as_ref()), Ok(None))),
+        None => false,
+    };
+    status.pause_conditions.iter().find_map(|p| {
+        let reason = match p.reason.as_str() {
+            INCONCLUSIVE_ANALYSIS => INCONCLUSIVE_ANALYSIS,
+            CANARY_PAUSE_STEP if indefinite_step => CANARY_PAUSE_STEP,
+            _ => return None,
+        };
+        Some((p.start_time.0, reason))
+    })
+}
+
+/// Reports the step and weight when either changed, with what the routers were told for a new weight.
+fn show_step(
+    cluster: &Cluster,
+    plan: &Plan,
+    routers: &mut Routers,
+    at_step: &mut Option<(usize, i32)>,
+    steps: usize,
+    now: Timestamp,
+    on: &mut dyn FnMut(&Entry),
+) -> Result<(), RehearsalError> {
+    let status = cluster.status();
+    let index = status.current_step_index.unwrap_or(0).max(0) as usize;
+    let weight = plan.desired_weight;
+    if *at_step == Some((index, weight)) {
+        return Ok(());
+    }
+    let weight_changed = at_step.is_none_or(|(_, w)| w != weight);
+    *at_step = Some((index, weight));
+    let routers = if weight_changed {
+        routers
+            .write(
+                &cluster.rollout,
+                weight,
+                &status.current_pod_hash,
+                &status.stable_rs,
+            )
+            .map_err(|e| RehearsalError(format!("traffic routing: {e}")))?
+    } else {
+        Vec::new()
+    };
+    let all = steps::steps(&cluster.rollout);
+    on(&Entry::Step {
+        time: now,
+        step: index + 1,
+        steps,
+        name: all
+            .get(index)
+            .map_or_else(|| "done".to_string(), steps::describe),
+        weight,
+        routers,
+    });
+    Ok(())
+}

@@ -1,0 +1,152 @@
+//! The AnalysisRuns of a rehearsal: each run the planner creates on the in-memory cluster is prepared and
+//! measured by the daemon's measuring loop (`runner::tick`) at the virtual time it is due, and its status is
+//! written back for the planner to read, as canaryd's AnalysisRun controller would. Owns when a run is due
+//! and what its measurements report; what the Rollout does with a finished run is the planner's.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use super::Entry;
+use crate::api::{AnalysisPhase, AnalysisRunStatus, SecretKeyRef};
+use crate::engine::compose::RunSpec;
+use crate::engine::rollout::sim::Cluster;
+use crate::measure::Providers;
+use crate::runner::{self, PreparedRun};
+use crate::time::Clock;
+
+/// One run being measured: its preparation and when it is next due.
+struct Driven {
+    prepared: PreparedRun,
+    next: Option<Timestamp>,
+}
+
+/// The runs of one rehearsal, by name.
+pub(super) struct Runs<'a> {
+    /// `--arg` values: they win over the values the Rollout gives.
+    supplied: BTreeMap<String, String>,
+    prometheus: Option<&'a str>,
+    driven: BTreeMap<String, Driven>,
+}
+
+fn refuse_secret(s: &SecretKeyRef) -> Result<String, String> {
+    Err(format!(
+        "a rehearsal reads no Secrets (key {} of {}): pass --arg NAME=VALUE",
+        s.key, s.name
+    ))
+}
+
+impl<'a> Runs<'a> {
+    pub fn new(supplied: &[(String, String)], prometheus: Option<&'a str>) -> Runs<'a> {
+        Runs {
+            supplied: supplied.iter().cloned().collect(),
+            prometheus,
+            driven: BTreeMap::new(),
+        }
+    }
+
+    /// Measures every run of `cluster` that is due at the clock's time; a run that cannot be prepared ends
+    /// Error with the reason, as the daemon ends it.
+    pub async fn measure_due(
+        &mut self,
+        cluster: &mut Cluster,
+        providers: &Providers,
+        clock: &Clock,
+        on: &mut dyn FnMut(&Entry),
+    ) {
+        let now = clock.stamp();
+        for run in &mut cluster.analysis_runs {
+            let name = run.metadata.name.clone().unwrap_or_default();
+            let status = run.status.as_ref();
+            if run.spec.terminate == Some(true)
+                || status
+                    .and_then(|s| s.phase)
+                    .is_some_and(AnalysisPhase::is_completed)
+            {
+                continue;
+            }
+            if !self.driven.contains_key(&name) {
+                let spec = RunSpec::from_run(&run.spec);
+                match PreparedRun::prepare(&spec, &self.supplied, &refuse_secret, self.prometheus) {
+                    Ok(prepared) => {
+                        self.driven.insert(
+                            name.clone(),
+                            Driven {
+                                prepared,
+                                next: None,
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        run.status = Some(AnalysisRunStatus {
+                            phase: Some(AnalysisPhase::Error),
+                            message: Some(e.to_string()),
+                            ..Default::default()
+                        });
+                        continue;
+                    }
+                }
+            }
+            let Some(driven) = self.driven.get_mut(&name) else {
+                continue;
+            };
+            if driven.next.is_some_and(|t| t > now) {
+                continue;
+            }
+            // The in-memory cluster creates a run with a bare Running phase; the loop starts it as new.
+            let status = run.status.take().filter(|s| s.started_at.is_some());
+            let ticked = runner::tick(&driven.prepared, providers, status, clock, false).await;
+            for index in &ticked.recorded {
+                let Some(plan) = driven.prepared.plan.metrics.get(*index) else {
+                    continue;
+                };
+                if let Some(result) = ticked.status.result(&plan.name)
+                    && let Some(m) = result.measurements.last()
+                {
+                    on(&Entry::measured(ticked.now, &name, result, m));
+                }
+            }
+            driven.next = ticked.assessment.next_wakeup;
+            run.status = Some(ticked.status);
+        }
+    }
+
+    /// When the next measurement of a run still going is due; `now` for a run not measured yet.
+    pub fn next_due(&self, cluster: &Cluster, now: Timestamp) -> Option<Timestamp> {
+        cluster
+            .analysis_runs
+            .iter()
+            .filter(|r| {
+                r.spec.terminate != Some(true)
+                    && !r
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.phase)
+                        .is_some_and(AnalysisPhase::is_completed)
+            })
+            .filter_map(|r| match self.driven.get(r.metadata.name.as_deref()?) {
+                Some(driven) => driven.next,
+                None => Some(now),
+            })
+            .min()
+    }
+}
+
+/// The metric that ended a run badly (Failed, Error or Inconclusive), latest run first.
+pub(super) fn deciding_metric(cluster: &Cluster) -> Option<String> {
+    cluster.analysis_runs.iter().rev().find_map(|run| {
+        let status = run.status.as_ref()?;
+        status
+            .metric_results
+            .iter()
+            .flatten()
+            .filter(|r| !r.dry_run)
+            .find(|r| {
+                matches!(
+                    r.phase,
+                    AnalysisPhase::Failed | AnalysisPhase::Error | AnalysisPhase::Inconclusive
+                )
+            })
+            .map(|r| r.name.clone())
+    })
+}
