@@ -320,7 +320,10 @@ pub fn run(args: Args) -> Exit {
         return Exit::Usage;
     }
     let window = args.from.zip(args.to);
-    let providers = Providers::new(crate::providers::default_address_from_env());
+    let mut providers = Providers::new(crate::providers::default_address_from_env());
+    if let Some((_, to)) = window {
+        providers = providers.with_batched_prometheus(Some(to));
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

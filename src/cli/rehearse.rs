@@ -401,7 +401,8 @@ pub fn run(args: Args) -> Exit {
         ready_after: args.ready_after,
         promote_after: args.promote_after,
     };
-    let providers = Providers::new(crate::providers::default_address_from_env());
+    let providers = Providers::new(crate::providers::default_address_from_env())
+        .with_batched_prometheus(args.to);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -7,6 +7,7 @@
 //! Secrets (passwords, OAuth2 client secrets, header values, and any value the caller marks as secret) never
 //! appear in error messages, metadata or `Debug` output.
 
+pub mod batch;
 pub mod compare;
 pub mod gate;
 pub mod http;

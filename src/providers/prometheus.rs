@@ -237,6 +237,44 @@ impl Prometheus {
         &self,
         req: &PrometheusRequest,
     ) -> Result<ProviderResult, ProviderError> {
+        let (answer, target) = self.exchange(req).await?;
+        let parsed = interpret(&answer, &target)?;
+        let mut metadata = BTreeMap::new();
+        metadata.insert("ResolvedPrometheusQuery".to_string(), req.query.clone());
+        if !parsed.warnings.is_empty() {
+            metadata.insert("warnings".to_string(), quoted_list(&parsed.warnings));
+        }
+        if !parsed.infos.is_empty() {
+            metadata.insert("infos".to_string(), quoted_list(&parsed.infos));
+        }
+        for v in metadata.values_mut() {
+            *v = req.scrubbed(v);
+        }
+        Ok(ProviderResult {
+            value: parsed.value,
+            metadata,
+        })
+    }
+
+    /// The 2xx body of a range query, for a reader that keeps each sample's time (`batch.rs`); errors are
+    /// scrubbed as [`Prometheus::query`]'s are.
+    pub(super) async fn range_body(
+        &self,
+        req: &PrometheusRequest,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let answered = async {
+            let (answer, target) = self.exchange(req).await?;
+            interpret(&answer, &target)?;
+            Ok(answer.body)
+        };
+        answered
+            .await
+            .map_err(|e: ProviderError| e.scrub(&req.secrets))
+    }
+
+    /// Sends the request (POST, or GET where a proxy refuses POST) and returns the answer and the target
+    /// as shown in errors.
+    async fn exchange(&self, req: &PrometheusRequest) -> Result<(Answer, String), ProviderError> {
         let shape = ClientShape {
             insecure: req.insecure,
             timeout: req.timeout,
@@ -263,22 +301,7 @@ impl Prometheus {
                 .await?;
             answer = self.http.send(get, &target, &req.auth, shape).await?;
         }
-        let parsed = interpret(&answer, &target)?;
-        let mut metadata = BTreeMap::new();
-        metadata.insert("ResolvedPrometheusQuery".to_string(), req.query.clone());
-        if !parsed.warnings.is_empty() {
-            metadata.insert("warnings".to_string(), quoted_list(&parsed.warnings));
-        }
-        if !parsed.infos.is_empty() {
-            metadata.insert("infos".to_string(), quoted_list(&parsed.infos));
-        }
-        for v in metadata.values_mut() {
-            *v = req.scrubbed(v);
-        }
-        Ok(ProviderResult {
-            value: parsed.value,
-            metadata,
-        })
+        Ok((answer, target))
     }
 }
 
@@ -444,7 +467,7 @@ fn samples(elements: Vec<Element>, matrix: bool) -> Result<Vec<f64>, ProviderErr
 }
 
 /// Prometheus writes sample values as strings: decimals, exponents, `NaN`, `+Inf`, `-Inf`.
-fn parse_sample(text: &str) -> Option<f64> {
+pub(super) fn parse_sample(text: &str) -> Option<f64> {
     match text {
         "NaN" => Some(f64::NAN),
         "+Inf" | "Inf" => Some(f64::INFINITY),

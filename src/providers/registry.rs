@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::batch::Batched;
 use super::compare::Compare;
 use super::gate::Gate;
 use super::provider::MetricProvider;
@@ -16,7 +17,8 @@ use crate::engine::template::{Finding, ProviderRules};
 #[derive(Debug, Clone)]
 pub struct Providers {
     prometheus: Arc<PrometheusProvider>,
-    /// Answers `prometheus` metrics in place of the Prometheus HTTP API (`canaryd demo`'s scenario).
+    /// Answers `prometheus` metrics in place of the plain Prometheus provider (`canaryd demo`'s scenario, the
+    /// range batching of backtests).
     prometheus_stand_in: Option<Arc<dyn MetricProvider>>,
     web: WebProvider,
     compare: Compare,
@@ -60,6 +62,13 @@ impl Providers {
     pub fn with_prometheus(mut self, stand_in: Arc<dyn MetricProvider>) -> Providers {
         self.prometheus_stand_in = Some(stand_in);
         self
+    }
+
+    /// The same providers with Prometheus queries of a backtest range-batched (`batch.rs`), no batch
+    /// reaching past `horizon`: `analyze --from/--to` and `rehearse`.
+    pub fn with_batched_prometheus(self, horizon: Option<jiff::Timestamp>) -> Providers {
+        let batched = Arc::new(Batched::new(self.prometheus.clone(), horizon));
+        self.with_prometheus(batched)
     }
 
     /// The provider `metric` names, or why there is none.

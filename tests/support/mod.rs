@@ -380,6 +380,23 @@ impl Prometheus {
     }
 }
 
+impl Prometheus {
+    /// Queries this server has answered (`/api/v1/query` and `/api/v1/query_range`), from its own
+    /// `prometheus_http_requests_total`.
+    pub fn queries_served(&self) -> u64 {
+        let (code, body) = http_get(&self.addr, "/metrics").expect("Prometheus serves /metrics");
+        assert_eq!(code, 200, "{body}");
+        body.lines()
+            .filter(|l| l.starts_with("prometheus_http_requests_total{"))
+            .filter(|l| {
+                l.contains("handler=\"/api/v1/query\"")
+                    || l.contains("handler=\"/api/v1/query_range\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+}
+
 impl Drop for Prometheus {
     fn drop(&mut self) {
         drop(self.lifeline.take());
