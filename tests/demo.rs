@@ -1,4 +1,5 @@
-//! `canaryd demo`, the README's first command: it must end with the decision and its reason.
+//! `canaryd demo`, the README's first command: the Rollout progresses and rolls back with its reason (or
+//! promotes with `--scenario healthy`); `--analysis-only` still runs the analysis alone.
 
 #[path = "support/cli.rs"]
 mod cli;
@@ -9,8 +10,8 @@ fn demo(args: &[&str]) -> (i32, String) {
 }
 
 #[test]
-fn the_degrading_canary_is_rolled_back_with_the_reason() {
-    let (code, out) = demo(&[]);
+fn the_analysis_alone_fails_the_degrading_canary_with_the_reason() {
+    let (code, out) = demo(&["--analysis-only"]);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("Analysis success-rate: Failed — Metric \"success-rate\" assessed Failed due to failed (2) > failureLimit (1)"),
@@ -33,8 +34,8 @@ fn the_degrading_canary_is_rolled_back_with_the_reason() {
 }
 
 #[test]
-fn the_healthy_canary_is_promoted() {
-    let (code, out) = demo(&["--scenario", "healthy"]);
+fn the_analysis_alone_passes_the_healthy_canary() {
+    let (code, out) = demo(&["--analysis-only", "--scenario", "healthy"]);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("10 measurement(s): 10 successful, 0 failed"),
@@ -48,8 +49,8 @@ fn the_healthy_canary_is_promoted() {
 }
 
 #[test]
-fn json_output_is_the_final_status_alone() {
-    let (code, out) = demo(&["--output", "json"]);
+fn the_analysis_alone_prints_the_final_status_as_json() {
+    let (code, out) = demo(&["--analysis-only", "--output", "json"]);
     assert_eq!(code, 1);
     let status: serde_json::Value =
         serde_json::from_str(&out).expect("stdout is one JSON document");
@@ -61,4 +62,91 @@ fn json_output_is_the_final_status_alone() {
             .map(Vec::len),
         Some(9)
     );
+}
+
+#[test]
+fn the_rollout_shifts_traffic_step_by_step_and_rolls_back_when_the_canary_degrades() {
+    let (code, out) = demo(&[]);
+    assert_eq!(code, 1, "{out}");
+    let has = |line: &str| out.lines().any(|l| l.contains(line));
+    assert!(
+        has(
+            "00:02:00Z  step 1/7  setWeight: 20    canary weight 20  VirtualService/checkout: checkout-stable 80, checkout-canary 20"
+        ),
+        "{out}"
+    );
+    assert!(
+        has("00:02:00Z  RolloutPaused: Rollout is paused (CanaryPauseStep)"),
+        "{out}"
+    );
+    assert!(has("00:07:01Z  step 3/7  analysis"), "{out}");
+    assert!(
+        has("00:10:01Z  success-rate         [0.88]         Failed"),
+        "{out}"
+    );
+    assert!(
+        has(
+            "00:10:01Z  warning RolloutAborted: Rollout aborted update to revision 2: Step-based analysis phase \
+             error/failed: Metric \"success-rate\" assessed Failed due to failed (2) > failureLimit (1)"
+        ),
+        "{out}"
+    );
+    assert!(
+        has(
+            "00:10:01Z  step 1/7  aborted          canary weight 0  VirtualService/checkout: checkout-stable 100, checkout-canary 0"
+        ),
+        "the canary's traffic is taken back: {out}"
+    );
+    assert!(
+        out.trim_end()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .starts_with(
+                "Outcome: aborted at step 3/7 after 8m 1s (metric success-rate): RolloutAborted:"
+            ),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_healthy_rollout_is_promoted_through_every_step() {
+    let (code, out) = demo(&["--scenario", "healthy"]);
+    assert_eq!(code, 0, "{out}");
+    for weight in [
+        "checkout-stable 50, checkout-canary 50",
+        "checkout-stable 20, checkout-canary 80",
+        "checkout-stable 0, checkout-canary 100",
+    ] {
+        assert!(out.contains(weight), "{weight}: {out}");
+    }
+    assert!(
+        out.contains("RolloutCompleted: Rollout completed update to revision 2"),
+        "{out}"
+    );
+    assert!(
+        out.trim_end()
+            .ends_with("Outcome: promoted after 24m 3s: the new revision is stable"),
+        "{out}"
+    );
+}
+
+#[test]
+fn json_output_is_one_object_per_line_ending_with_the_rollout_status() {
+    let (code, out) = demo(&["--output", "json"]);
+    assert_eq!(code, 1);
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every stdout line is JSON"))
+        .collect();
+    let last = lines.last().expect("an outcome line");
+    assert_eq!(last["type"], "outcome");
+    assert_eq!(last["outcome"], "aborted");
+    assert_eq!(last["status"]["phase"], "Degraded");
+    assert_eq!(last["status"]["abort"], true);
+    let failed = lines
+        .iter()
+        .filter(|l| l["type"] == "measurement" && l["measurement"]["phase"] == "Failed")
+        .count();
+    assert_eq!(failed, 2);
 }

@@ -251,3 +251,49 @@ fn every_start_is_counted_once_in_the_summary() {
         ])
     );
 }
+
+#[test]
+fn a_person_promoting_after_promote_after_carries_an_inconclusive_rollout_through() {
+    let r = rehearse("absent", &["--promote-after", "10m"]);
+    assert_eq!(r.code, 0, "{:#?}\n{}", r.lines, r.stderr);
+    let promotions: Vec<&str> = r
+        .of_type("promote")
+        .iter()
+        .map(|p| p["time"].as_str().unwrap())
+        .collect();
+    // Step 2's fourth empty look (minute 13) pauses it, step 5's (minute 31) again.
+    assert_eq!(promotions, ["2026-01-01T00:23:00Z", "2026-01-01T00:41:01Z"]);
+    assert_eq!(r.outcome()["outcome"], "promoted");
+}
+
+#[test]
+fn new_pods_take_ready_after_before_the_next_step_begins() {
+    let r = rehearse("healthy", &["--ready-after", "2m"]);
+    assert_eq!(r.code, 0, "{:#?}\n{}", r.lines, r.stderr);
+    let first = r.of_type("measurement")[0]["time"].clone();
+    assert_eq!(
+        first, "2026-01-01T00:12:00Z",
+        "step 2 waits for the canary's pods"
+    );
+}
+
+#[test]
+fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
+    let ran = support::cli::run(&[
+        "rehearse",
+        "-f",
+        "tests/fixtures/rehearse/checkout.yaml",
+        "--from",
+        "2026-01-01T00:10:00Z",
+    ]);
+    assert_eq!(ran.code, Some(2), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains(
+            "tests/fixtures/rehearse/checkout.yaml:35: Rollout/checkout: \
+             spec.strategy.canary.steps[1].analysis.templates[0]: AnalysisTemplate \"success-rate\" not found"
+        ),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
+}

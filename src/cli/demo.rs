@@ -22,7 +22,7 @@ use crate::providers::provider::{Answer, MeasureAt, MetricProvider, Progress};
 use crate::providers::{ProviderError, ProviderResult};
 
 /// The template the demo runs, as shipped.
-const SUCCESS_RATE: &str = include_str!("../../analysis-templates/success-rate.yaml");
+pub(super) const SUCCESS_RATE: &str = include_str!("../../analysis-templates/success-rate.yaml");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ScenarioName {
@@ -36,6 +36,10 @@ pub enum ScenarioName {
 pub struct Args {
     #[arg(long, value_enum, default_value_t = ScenarioName::Degrading)]
     pub scenario: ScenarioName,
+    /// Run only the success-rate analysis over the scenario (as `canaryd analyze --from/--to` would), not
+    /// the Rollout.
+    #[arg(long)]
+    pub analysis_only: bool,
     /// Write the scenario's series as OpenMetrics (for `promtool tsdb create-blocks-from openmetrics`) and exit.
     #[arg(long, value_name = "FILE")]
     pub write_openmetrics: Option<PathBuf>,
@@ -148,7 +152,7 @@ impl Scenario {
 /// The scenario in place of Prometheus: it answers the success-rate template's queries at the (virtual)
 /// time asked, as a Prometheus holding the scenario's series would.
 #[derive(Debug)]
-struct StandIn(Scenario);
+pub(super) struct StandIn(pub(super) Scenario);
 
 impl MetricProvider for StandIn {
     fn name(&self) -> &'static str {
@@ -207,6 +211,9 @@ pub fn run(args: Args) -> Exit {
             return Exit::Error;
         }
     };
+    if !args.analysis_only {
+        return runtime.block_on(super::demo_rollout::run(scenario, args.output));
+    }
     runtime.block_on(async {
         let (docs, error) = load::parse_documents(std::path::Path::new("analysis-templates/success-rate.yaml"), SUCCESS_RATE);
         if let Some(e) = error {

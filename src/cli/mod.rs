@@ -7,6 +7,7 @@ pub mod analyze;
 pub mod appset;
 pub mod crds;
 pub mod demo;
+pub mod demo_rollout;
 pub mod eval;
 pub mod judge;
 pub mod load;
@@ -106,7 +107,8 @@ pub enum Command {
     /// Play a Rollout's steps against Prometheus history on a virtual clock, with the daemon's planner: what
     /// it would have done had it shipped at --from (exit 0 promoted, 1 aborted, 3 waiting for a person).
     Rehearse(rehearse::Args),
-    /// See canaryd work with no cluster and no Prometheus: a built-in canary scenario, analyzed in seconds.
+    /// See canaryd work with no cluster and no Prometheus: a built-in Rollout whose canary degrades, played
+    /// step by step and rolled back in seconds (--scenario healthy promotes; --analysis-only runs the analysis alone).
     Demo(demo::Args),
     /// The in-cluster daemon: executes AnalysisRuns and writes their status.
     Run(run::Args),

@@ -265,11 +265,11 @@ pub fn entry_line(entry: &Entry) -> String {
             ..
         } => {
             let at = if step > steps {
-                format!("done {steps}/{steps}")
+                format!("all {steps} steps {name}")
             } else {
-                format!("step {step}/{steps}")
+                format!("step {step}/{steps}  {name}")
             };
-            let mut line = format!("{time}  {at}  {name:<16} canary weight {weight}");
+            let mut line = format!("{time}  {at:<26} canary weight {weight}");
             for r in routers {
                 line.push_str(&format!("  {r}"));
             }

@@ -70,7 +70,7 @@ pub enum Entry {
         /// 1-based; `steps + 1` once every step is done.
         step: usize,
         steps: usize,
-        /// The step as Argo names it ("setWeight: 20", "pause: 5m", "analysis"), or "done".
+        /// The step as Argo names it ("setWeight: 20", "pause: 5m", "analysis"), "done" or "aborted".
         name: String,
         weight: i32,
         #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -169,6 +169,8 @@ pub struct Ending {
 #[error("{0}")]
 pub struct RehearsalError(pub String);
 
+/// Promotions at one step after which a pause that keeps coming back is left to a person.
+const PROMOTE_LIMIT: usize = 3;
 /// Reconciles per instant at most; the planner settles in a handful.
 const SETTLE_LIMIT: usize = 50;
 /// Instants a rehearsal may visit: far beyond any real Rollout, it stops a loop that would never end.
@@ -197,6 +199,7 @@ pub async fn play(
     let mut available_at: Option<Timestamp> = None;
     let mut at_step: Option<(usize, i32)> = None;
     let mut progressing_step = 1;
+    let mut promoted_at: BTreeMap<usize, usize> = BTreeMap::new();
     for _ in 0..ROUND_LIMIT {
         let now = clock.stamp();
         if available_at.is_some_and(|t| t <= now) {
@@ -269,8 +272,22 @@ pub async fn play(
                         metric,
                     );
                 }
+                Some(_)
+                    if promoted_at.get(&progressing_step).copied().unwrap_or(0)
+                        >= PROMOTE_LIMIT =>
+                {
+                    return end(
+                        Outcome::Waiting,
+                        format!(
+                            "paused ({reason}) again after {PROMOTE_LIMIT} promotions at this step: waiting for a \
+                             person to abort"
+                        ),
+                        metric,
+                    );
+                }
                 Some(after) if since + after <= now => {
-                    cluster.patch_status(|s| s.pause_conditions.clear());
+                    *promoted_at.entry(progressing_step).or_default() += 1;
+                    cluster.patch_status(|s| promote(s, steps));
                     on(&Entry::Promote {
                         time: now,
                         reason: format!("promoted {after:#} after the pause ({reason}) began"),
@@ -357,6 +374,26 @@ fn mark_revision(template: &mut serde_json::Value) {
     }
 }
 
+/// `kubectl argo rollouts promote`'s status patch: an Inconclusive step analysis that paused the controller
+/// is stepped past (else it would pause again); any other pause is just lifted.
+fn promote(status: &mut RolloutStatus, steps: usize) {
+    let inconclusive_step = status
+        .canary
+        .current_step_analysis_run_status
+        .as_ref()
+        .is_some_and(|r| r.status == "Inconclusive");
+    if inconclusive_step && !status.pause_conditions.is_empty() && status.controller_pause {
+        if let Some(i) = status
+            .current_step_index
+            .filter(|&i| (i.max(0) as usize) < steps)
+        {
+            status.current_step_index = Some(i + 1);
+        }
+        status.controller_pause = false;
+    }
+    status.pause_conditions.clear();
+}
+
 /// Pods were asked for that are not available yet.
 fn needs_pods(cluster: &Cluster) -> bool {
     cluster.replica_sets.iter().any(|rs| {
@@ -428,9 +465,12 @@ fn show_step(
         time: now,
         step: index + 1,
         steps,
-        name: all
-            .get(index)
-            .map_or_else(|| "done".to_string(), steps::describe),
+        name: if status.abort {
+            "aborted".to_string()
+        } else {
+            all.get(index)
+                .map_or_else(|| "done".to_string(), steps::describe)
+        },
         weight,
         routers,
     });
