@@ -152,7 +152,13 @@ impl Batched {
     ) -> Option<PrometheusRequest> {
         let (interval, count) = schedule(metric)?;
         let step = SignedDuration::try_from(interval).ok()?;
-        let steps = count.map_or(AHEAD, |c| c - 1).clamp(0, MAX_POINTS);
+        let steps = match (count, self.horizon) {
+            (Some(c), _) => c - 1,
+            // Until stopped: up to the horizon when there is one.
+            (None, Some(_)) => MAX_POINTS,
+            (None, None) => AHEAD,
+        }
+        .clamp(0, MAX_POINTS);
         let start = at.checked_add(step).ok()?;
         let mut end = at
             .checked_add(step.checked_mul(i32::try_from(steps).ok()?)?)

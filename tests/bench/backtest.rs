@@ -1,5 +1,7 @@
-//! A 24-hour backtest at a 1-minute interval against a local real Prometheus: wall time, and canaryd's CPU
-//! time next to Prometheus' own for the same run (target: canaryd under 10% of Prometheus' CPU).
+//! Against a local real Prometheus: a 24-hour `analyze` backtest at a 1-minute interval, and 168 hourly
+//! `rehearse` starts of a one-hour Rollout with two metrics at 1 m: queries sent, wall time, and canaryd's
+//! CPU time next to Prometheus' own for the same work (targets: backtest under 0.1 s with canaryd under 10%
+//! of Prometheus' CPU; the rehearsals under 10 s).
 //! Run with `cargo bench --bench backtest`; prints figures, asserts nothing about speed.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
@@ -56,8 +58,66 @@ fn prometheus_pid(addr: &str) -> Option<u32> {
         })
 }
 
+/// Prints canaryd's CPU next to Prometheus' for one measured stretch.
+fn print_cpu(ours: (f64, f64), prometheus: Option<f64>) {
+    let (user, system) = ours;
+    let total = user + system;
+    match prometheus {
+        Some(theirs) => println!(
+            "  CPU: canaryd {total:.2} s ({user:.2} user, {system:.2} system), Prometheus {theirs:.2} s: \
+             canaryd = {:.1}% of Prometheus",
+            100.0 * total / theirs.max(0.01)
+        ),
+        None => {
+            println!("  CPU: canaryd {total:.2} s (the Prometheus process was not found in /proc)")
+        }
+    }
+}
+
+/// 168 hourly `canaryd rehearse` starts (`--every 1h`) of tests/fixtures/bench/rehearse-hourly.yaml, a
+/// one-hour Rollout with two metrics measured every minute, in one process.
+fn hourly_rehearsals(prometheus: &Prometheus, pid: Option<u32>) {
+    let (from, until) = (support::at(5), support::at(5 + 167 * 60));
+    let queries = prometheus.queries_served();
+    let (prom_before, ours_before) = (pid.map(|p| cpu_seconds(Some(p))), cpu_split(None));
+    let started = Instant::now();
+    let out = support::cli::canaryd()
+        .args([
+            "rehearse",
+            "-f",
+            "tests/fixtures/bench/rehearse-hourly.yaml",
+            "--prometheus",
+            prometheus.url(),
+            "--from",
+            &from.to_string(),
+            "--every",
+            "1h",
+            "--until",
+            &until.to_string(),
+        ])
+        .output()
+        .expect("the canaryd binary runs");
+    let wall = started.elapsed();
+    let ours_after = cpu_split(None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!(
+        "168 hourly rehearsals of a one-hour Rollout, two metrics at 1 m: exit {:?}, wall {wall:.2?}, {} queries",
+        out.status.code(),
+        prometheus.queries_served() - queries
+    );
+    for line in stdout.lines().skip_while(|l| !l.ends_with("rehearsals:")) {
+        println!("  {line}");
+    }
+    print_cpu(
+        (ours_after.0 - ours_before.0, ours_after.1 - ours_before.1),
+        pid.zip(prom_before)
+            .map(|(p, before)| cpu_seconds(Some(p)) - before),
+    );
+}
+
 fn main() {
-    let minutes = 24 * 60 + 5;
+    // A week of starts and an hour after the last, for the rehearsals; the first day for the backtest.
+    let minutes = 169 * 60 + 5;
     let built = Instant::now();
     let scenario = Scenario::new(minutes).requests(
         "http_requests_total",
@@ -73,6 +133,7 @@ fn main() {
     let addr = prometheus.url().trim_start_matches("http://").to_string();
     let pid = prometheus_pid(&addr);
 
+    let queries = prometheus.queries_served();
     let (prom_before, ours_before) = (pid.map(|p| cpu_seconds(Some(p))), cpu_split(None));
     let started = Instant::now();
     let run = Analyze::fixture("../bench/success-rate-indefinite.yaml")
@@ -82,26 +143,19 @@ fn main() {
         .run();
     let wall = started.elapsed();
     let ours_after = cpu_split(None);
-    let (user, system) = (ours_after.0 - ours_before.0, ours_after.1 - ours_before.1);
-    let ours = user + system;
     let result = run.metric("success-rate");
     println!(
-        "24 h backtest at 1 m: {} measurements ({} successful), phase {:?}, wall {:.2?} ({:.0} measurements/s)",
+        "24 h backtest at 1 m: {} measurements ({} successful), phase {:?}, wall {:.2?}, {} queries",
         result.count + result.error,
         result.successful,
         run.phase(),
         wall,
-        f64::from(result.count + result.error) / wall.as_secs_f64()
+        prometheus.queries_served() - queries
     );
-    match (pid, prom_before) {
-        (Some(p), Some(before)) => {
-            let theirs = cpu_seconds(Some(p)) - before;
-            println!(
-                "CPU: canaryd {ours:.2} s ({user:.2} user, {system:.2} system), Prometheus {theirs:.2} s for the same run: \
-                 canaryd = {:.1}% of Prometheus",
-                100.0 * ours / theirs.max(0.01)
-            );
-        }
-        _ => println!("CPU: canaryd {ours:.2} s (the Prometheus process was not found in /proc)"),
-    }
+    print_cpu(
+        (ours_after.0 - ours_before.0, ours_after.1 - ours_before.1),
+        pid.zip(prom_before)
+            .map(|(p, before)| cpu_seconds(Some(p)) - before),
+    );
+    hourly_rehearsals(&prometheus, pid);
 }
