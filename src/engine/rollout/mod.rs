@@ -8,8 +8,10 @@
 
 pub mod analysis;
 pub mod hash;
+mod pause;
 mod persist;
 mod plan;
+mod reconcile;
 pub mod replicas;
 mod replicasets;
 mod runs;

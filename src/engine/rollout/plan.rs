@@ -7,14 +7,12 @@ use jiff::Timestamp;
 
 use super::analysis;
 use super::hash;
-use super::persist::PauseContext;
-use super::replicasets::Rs;
-use super::runs::RunState;
+use super::reconcile::Reconcile;
 use super::status::{self as cond, CANARY_PAUSE_STEP};
 use super::steps::{self, pause_seconds};
-use super::{Event, Observed, Plan, Write, replicas, spec};
+use super::{Observed, Plan, replicas, spec};
 use crate::api::AnalysisPhase;
-use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutStatus};
+use crate::api::rollout::RolloutStatus;
 use crate::engine::template::Severity;
 
 /// Plans one reconcile.
@@ -31,92 +29,7 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
     }
 }
 
-pub(super) struct Reconcile<'r, 'a> {
-    pub o: &'r Observed<'a>,
-    pub name: String,
-    pub generation: String,
-    pub replicas: i32,
-    pub steps: &'r [CanaryStep],
-    pub canary: Option<&'r CanaryStrategy>,
-    /// The status as read, with the conditions this reconcile already set on the way (Argo updates its
-    /// copy of the Rollout the same way).
-    pub prev: RolloutStatus,
-    /// What this reconcile learned for the new status before it is assembled (run statuses).
-    pub new: RolloutStatus,
-    pub pause: PauseContext,
-    pub rss: Vec<Rs>,
-    pub new_rs: Option<usize>,
-    pub stable_rs: Option<usize>,
-    pub revision: String,
-    pub writes: Vec<Write>,
-    pub events: Vec<Event>,
-    pub wake: Option<Timestamp>,
-    pub status: Option<RolloutStatus>,
-    pub step_run: Option<RunState>,
-}
-
-impl<'r, 'a> Reconcile<'r, 'a> {
-    fn new(o: &'r Observed<'a>) -> Reconcile<'r, 'a> {
-        let meta = &o.rollout.metadata;
-        let canary = o
-            .rollout
-            .spec
-            .strategy
-            .as_ref()
-            .and_then(|s| s.canary.as_ref());
-        Reconcile {
-            o,
-            name: meta.name.clone().unwrap_or_default(),
-            generation: meta.generation.unwrap_or(0).to_string(),
-            replicas: o.rollout.spec.replicas.unwrap_or(1),
-            steps: steps::steps(o.rollout),
-            canary,
-            prev: o.rollout.status.clone().unwrap_or_default(),
-            new: RolloutStatus::default(),
-            pause: PauseContext::default(),
-            rss: Vec::new(),
-            new_rs: None,
-            stable_rs: None,
-            revision: meta
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(super::REVISION_ANNOTATION))
-                .cloned()
-                .unwrap_or_default(),
-            writes: Vec::new(),
-            events: Vec::new(),
-            wake: None,
-            status: None,
-            step_run: None,
-        }
-    }
-
-    pub fn event(&mut self, reason: &str, message: String) {
-        self.events.push(Event {
-            reason: reason.to_string(),
-            message,
-            warning: false,
-        });
-    }
-
-    pub fn warning(&mut self, reason: &str, message: String) {
-        self.events.push(Event {
-            reason: reason.to_string(),
-            message,
-            warning: true,
-        });
-    }
-
-    pub fn wake_at(&mut self, at: Timestamp) {
-        if at > self.o.now && self.wake.is_none_or(|w| at < w) {
-            self.wake = Some(at);
-        }
-    }
-
-    pub fn revision_number(&self) -> i64 {
-        self.revision.parse().unwrap_or(0)
-    }
-
+impl Reconcile<'_, '_> {
     fn run(&mut self) {
         if self.check_paused_conditions() {
             return;
@@ -239,10 +152,6 @@ impl<'r, 'a> Reconcile<'r, 'a> {
         self.status = Some(status);
     }
 
-    pub fn spec_paused(&self) -> bool {
-        self.o.rollout.spec.paused == Some(true)
-    }
-
     /// The Rollout's own checks, then those that need its templates and Services.
     fn validate(&self) -> Result<(), String> {
         let mut findings = spec::check(self.o.rollout);
@@ -327,22 +236,12 @@ impl<'r, 'a> Reconcile<'r, 'a> {
         }
     }
 
-    pub fn new_hash(&self) -> String {
-        self.new_rs
-            .map(|i| self.rss[i].hash.clone())
-            .unwrap_or_default()
-    }
-
     fn template_or_steps_changed(&self) -> bool {
         let step_hash = hash::step_hash(self.canary.and_then(|c| c.steps.as_ref()));
         self.prev.current_step_hash.is_empty()
             || self.prev.current_step_hash != step_hash
             || self.prev.current_pod_hash.is_empty()
             || self.prev.current_pod_hash != self.new_hash()
-    }
-
-    pub fn current_step(&self) -> (Option<usize>, Option<usize>) {
-        steps::current(self.steps, &self.prev)
     }
 
     /// The canary weight the steps ask for (all of it when promoted or on first deploy).

@@ -5,19 +5,18 @@
 
 use std::collections::BTreeMap;
 
-use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde_json::Value;
 
 use super::hash::{self, HASH_LABEL};
-use super::plan::Reconcile;
+use super::reconcile::{Reconcile, Rs};
 use super::replicas::{self, Pods};
 use super::status::{self as cond};
 use super::{
     DESIRED_REPLICAS_ANNOTATION, MANAGED_BY_ANNOTATION, REVISION_ANNOTATION,
-    REVISION_HISTORY_ANNOTATION, SCALE_DOWN_DEADLINE_ANNOTATION, Write, steps,
+    REVISION_HISTORY_ANNOTATION, Write, steps,
 };
 
 /// Rollout annotations Argo does not copy onto its ReplicaSets.
@@ -28,52 +27,6 @@ const NOT_COPIED: &[&str] = &[
     DESIRED_REPLICAS_ANNOTATION,
     "notified.notifications.argoproj.io",
 ];
-
-/// One owned ReplicaSet, as the planner reads it.
-#[derive(Debug, Clone)]
-pub(super) struct Rs {
-    pub name: String,
-    pub hash: String,
-    pub revision: i64,
-    pub pods: Pods,
-    pub ready: i32,
-    pub created: Option<Timestamp>,
-    pub scale_down_deadline: bool,
-    /// `rollout.argoproj.io/desired-replicas`: spec.replicas when the ReplicaSet was last scaled.
-    pub desired_annotation: Option<i32>,
-}
-
-impl Rs {
-    fn read(rs: &ReplicaSet) -> Rs {
-        let meta = &rs.metadata;
-        let annotations = meta.annotations.clone().unwrap_or_default();
-        let status = rs.status.as_ref();
-        Rs {
-            name: meta.name.clone().unwrap_or_default(),
-            hash: meta
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(HASH_LABEL))
-                .cloned()
-                .unwrap_or_default(),
-            revision: annotations
-                .get(REVISION_ANNOTATION)
-                .and_then(|r| r.parse().ok())
-                .unwrap_or(0),
-            pods: Pods {
-                spec: rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-                current: status.map_or(0, |s| s.replicas),
-                available: status.and_then(|s| s.available_replicas).unwrap_or(0),
-            },
-            ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
-            created: meta.creation_timestamp.as_ref().map(|t| t.0),
-            scale_down_deadline: annotations.contains_key(SCALE_DOWN_DEADLINE_ANNOTATION),
-            desired_annotation: annotations
-                .get(DESIRED_REPLICAS_ANNOTATION)
-                .and_then(|d| d.parse().ok()),
-        }
-    }
-}
 
 impl Reconcile<'_, '_> {
     fn template(&self) -> Value {

@@ -3,18 +3,11 @@
 //! pause (Inconclusive) or an abort (Failed, Error). The runs' names, labels and specs are `analysis`'s.
 
 use super::analysis::{self, RunContext, RunKind};
-use super::plan::Reconcile;
+use super::reconcile::{Reconcile, RunState};
 use super::status::{CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
 use super::{Write, status as cond};
 use crate::api::AnalysisPhase;
 use crate::api::rollout::RolloutAnalysisRunStatus;
-
-#[derive(Debug, Clone)]
-pub(super) struct RunState {
-    pub name: String,
-    pub phase: Option<AnalysisPhase>,
-    pub step_index: Option<String>,
-}
 
 impl Reconcile<'_, '_> {
     /// Argo's reconcileAnalysisRuns: terminates runs that no longer count, creates the current step's and

@@ -1,0 +1,173 @@
+//! The state one reconcile of a Rollout carries between its parts (Argo's rolloutContext): what was
+//! observed, the ReplicaSets as the planner reads them, the status so far, and the writes, Events and
+//! wake-up gathered on the way. `plan`, `replicasets`, `runs` and `persist` each add their rules to it in
+//! their own `impl`; this module owns only the shared state and its small accessors, so they depend on it
+//! and not on each other.
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+
+use super::hash::HASH_LABEL;
+use super::pause::PauseContext;
+use super::replicas::Pods;
+use super::{
+    DESIRED_REPLICAS_ANNOTATION, Event, Observed, REVISION_ANNOTATION,
+    SCALE_DOWN_DEADLINE_ANNOTATION, Write, steps,
+};
+use crate::api::AnalysisPhase;
+use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutStatus};
+
+pub(super) struct Reconcile<'r, 'a> {
+    pub o: &'r Observed<'a>,
+    pub name: String,
+    pub generation: String,
+    pub replicas: i32,
+    pub steps: &'r [CanaryStep],
+    pub canary: Option<&'r CanaryStrategy>,
+    /// The status as read, with the conditions this reconcile already set on the way (Argo updates its
+    /// copy of the Rollout the same way).
+    pub prev: RolloutStatus,
+    /// What this reconcile learned for the new status before it is assembled (run statuses).
+    pub new: RolloutStatus,
+    pub pause: PauseContext,
+    pub rss: Vec<Rs>,
+    pub new_rs: Option<usize>,
+    pub stable_rs: Option<usize>,
+    pub revision: String,
+    pub writes: Vec<Write>,
+    pub events: Vec<Event>,
+    pub wake: Option<Timestamp>,
+    pub status: Option<RolloutStatus>,
+    pub step_run: Option<RunState>,
+}
+
+impl<'r, 'a> Reconcile<'r, 'a> {
+    pub fn new(o: &'r Observed<'a>) -> Reconcile<'r, 'a> {
+        let meta = &o.rollout.metadata;
+        let canary = o
+            .rollout
+            .spec
+            .strategy
+            .as_ref()
+            .and_then(|s| s.canary.as_ref());
+        Reconcile {
+            o,
+            name: meta.name.clone().unwrap_or_default(),
+            generation: meta.generation.unwrap_or(0).to_string(),
+            replicas: o.rollout.spec.replicas.unwrap_or(1),
+            steps: steps::steps(o.rollout),
+            canary,
+            prev: o.rollout.status.clone().unwrap_or_default(),
+            new: RolloutStatus::default(),
+            pause: PauseContext::default(),
+            rss: Vec::new(),
+            new_rs: None,
+            stable_rs: None,
+            revision: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(super::REVISION_ANNOTATION))
+                .cloned()
+                .unwrap_or_default(),
+            writes: Vec::new(),
+            events: Vec::new(),
+            wake: None,
+            status: None,
+            step_run: None,
+        }
+    }
+
+    pub fn event(&mut self, reason: &str, message: String) {
+        self.events.push(Event {
+            reason: reason.to_string(),
+            message,
+            warning: false,
+        });
+    }
+
+    pub fn warning(&mut self, reason: &str, message: String) {
+        self.events.push(Event {
+            reason: reason.to_string(),
+            message,
+            warning: true,
+        });
+    }
+
+    pub fn wake_at(&mut self, at: Timestamp) {
+        if at > self.o.now && self.wake.is_none_or(|w| at < w) {
+            self.wake = Some(at);
+        }
+    }
+
+    pub fn revision_number(&self) -> i64 {
+        self.revision.parse().unwrap_or(0)
+    }
+
+    pub fn spec_paused(&self) -> bool {
+        self.o.rollout.spec.paused == Some(true)
+    }
+
+    pub fn new_hash(&self) -> String {
+        self.new_rs
+            .map(|i| self.rss[i].hash.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn current_step(&self) -> (Option<usize>, Option<usize>) {
+        steps::current(self.steps, &self.prev)
+    }
+}
+
+/// One owned ReplicaSet, as the planner reads it.
+#[derive(Debug, Clone)]
+pub(super) struct Rs {
+    pub name: String,
+    pub hash: String,
+    pub revision: i64,
+    pub pods: Pods,
+    pub ready: i32,
+    pub created: Option<Timestamp>,
+    pub scale_down_deadline: bool,
+    /// `rollout.argoproj.io/desired-replicas`: spec.replicas when the ReplicaSet was last scaled.
+    pub desired_annotation: Option<i32>,
+}
+
+impl Rs {
+    pub fn read(rs: &ReplicaSet) -> Rs {
+        let meta = &rs.metadata;
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        let status = rs.status.as_ref();
+        Rs {
+            name: meta.name.clone().unwrap_or_default(),
+            hash: meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(HASH_LABEL))
+                .cloned()
+                .unwrap_or_default(),
+            revision: annotations
+                .get(REVISION_ANNOTATION)
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(0),
+            pods: Pods {
+                spec: rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+                current: status.map_or(0, |s| s.replicas),
+                available: status.and_then(|s| s.available_replicas).unwrap_or(0),
+            },
+            ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
+            scale_down_deadline: annotations.contains_key(SCALE_DOWN_DEADLINE_ANNOTATION),
+            desired_annotation: annotations
+                .get(DESIRED_REPLICAS_ANNOTATION)
+                .and_then(|d| d.parse().ok()),
+        }
+    }
+}
+
+/// The AnalysisRun that is current for a step or the background, as the planner reads it.
+#[derive(Debug, Clone)]
+pub(super) struct RunState {
+    pub name: String,
+    pub phase: Option<AnalysisPhase>,
+    pub step_index: Option<String>,
+}
