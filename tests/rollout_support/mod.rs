@@ -129,3 +129,27 @@ pub fn service_hash(c: &Cluster, name: &str) -> String {
         .cloned()
         .unwrap_or_default()
 }
+
+/// Runs the Rollout second by second from `from` (pods available at once) until its phase is `phase`;
+/// returns the second it got there.
+pub fn run_until(c: &mut Cluster, from: i64, phase: &str) -> i64 {
+    for second in from..from + 120 {
+        run(c, at(second));
+        if c.status().phase == phase {
+            return second;
+        }
+    }
+    panic!("never {phase}: {:#?}", c.status());
+}
+
+/// The counts `kubectl argo rollouts get` shows: desired, current, updated, ready, available.
+pub fn counts(c: &Cluster) -> (i32, i32, i32, i32, i32) {
+    let s = c.status();
+    (
+        c.rollout.spec.replicas.unwrap_or(1),
+        s.replicas,
+        s.updated_replicas,
+        s.ready_replicas,
+        s.available_replicas,
+    )
+}

@@ -15,6 +15,7 @@ mod reconcile;
 pub mod replicas;
 mod replicasets;
 mod runs;
+mod scaling;
 pub mod sim;
 pub mod spec;
 pub mod status;

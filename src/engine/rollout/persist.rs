@@ -8,7 +8,7 @@ use super::status::{self as cond};
 use crate::api::rollout::RolloutStatus;
 
 impl Reconcile<'_, '_> {
-    fn sum(&self, f: impl Fn(&Rs) -> i32) -> i32 {
+    pub(super) fn sum(&self, f: impl Fn(&Rs) -> i32) -> i32 {
         self.rss.iter().map(f).fold(0, i32::saturating_add)
     }
 

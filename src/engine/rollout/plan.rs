@@ -43,6 +43,13 @@ impl Reconcile<'_, '_> {
             self.invalid(message);
             return;
         }
+        if self.new_rs.is_some() {
+            self.sync_revision();
+        }
+        if self.scaling_event() {
+            self.sync_replicas_only();
+            return;
+        }
         if self.new_rs.is_none() {
             match self.create_new_replica_set() {
                 Ok(true) => {}
@@ -55,8 +62,6 @@ impl Reconcile<'_, '_> {
                     return;
                 }
             }
-        } else {
-            self.sync_revision();
         }
         if self.template_or_steps_changed() {
             self.sync_status();

@@ -1,0 +1,99 @@
+//! More of Argo Rollouts' end-to-end scenarios replayed on the in-memory cluster: scaling, restarts,
+//! rollback windows, ephemeral metadata and history limits, with the counts, statuses and Events Argo's
+//! suite asserts.
+
+mod rollout_support;
+
+use canaryd::api::AnalysisPhase;
+use canaryd::engine::rollout::Write;
+use canaryd::engine::rollout::sim::Cluster;
+use rollout_support::*;
+use serde_json::json;
+
+#[test]
+fn a_template_and_replica_change_at_once_scales_first_then_runs_the_steps() {
+    // Argo's TestSpecAndReplicaChangeSameTime.
+    let mut c = Cluster::new(rollout(
+        2,
+        json!({"steps": [{"setWeight": 10}, {"pause": {"duration": "10s"}},
+                         {"setWeight": 20}, {"pause": {"duration": "5s"}}]}),
+    ));
+    run(&mut c, at(0));
+    c.edit_spec(|s| s.replicas = Some(3));
+    set_image(&mut c, "web:2");
+    run_until(&mut c, 1, "Paused");
+    c.edit_spec(|s| s.replicas = Some(4));
+    set_image(&mut c, "web:3");
+    run_until(&mut c, 10, "Healthy");
+    assert_eq!(counts(&c), (4, 4, 4, 4, 4));
+    assert_eq!(replicas(&c), [0, 0, 4]);
+}
+
+#[test]
+fn scaling_while_paused_scales_alone_and_leaves_steps_and_analysis_for_the_next_reconcile() {
+    // Argo's TestRolloutScalingWhenPaused (setWeight 25, pause{}: 1/1 → 2/6 at 8 → 1/3 at 4), with
+    // Argo's scaling-only reconcile: a finished analysis is judged only once the scaling is done.
+    let mut c = analysis_rollout();
+    c.edit_spec(|s| s.replicas = Some(1));
+    c.edit_spec(|s| {
+        let steps = s.strategy.as_mut().unwrap().canary.as_mut().unwrap();
+        steps.steps = serde_json::from_value(json!([
+            {"setWeight": 25},
+            {"pause": {}},
+            {"analysis": {"templates": [{"templateName": "success-rate"}],
+                          "args": [{"name": "service", "value": "web"}, {"name": "hash", "value": "h"}]}}
+        ]))
+        .unwrap();
+    });
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(1));
+    assert_eq!(replicas(&c), [1, 1]);
+    let paused = c.status();
+    assert_eq!(paused.phase, "Paused");
+
+    let mark = c.events.len();
+    c.edit_spec(|s| s.replicas = Some(8));
+    run(&mut c, at(2));
+    assert_eq!(replicas(&c), [6, 2]);
+    assert_eq!(
+        reasons_since(&c, mark),
+        ["ScalingReplicaSet", "ScalingReplicaSet"]
+    );
+    let s = c.status();
+    assert_eq!(s.current_step_index, Some(1));
+    assert_eq!(s.pause_conditions, paused.pause_conditions);
+    assert_eq!(
+        s.observed_generation,
+        c.rollout.metadata.generation.unwrap().to_string()
+    );
+    c.edit_spec(|s| s.replicas = Some(4));
+    run(&mut c, at(3));
+    assert_eq!(replicas(&c), [3, 1]);
+
+    // Promote into the analysis step; its run fails while the Rollout is being scaled.
+    c.patch_status(|s| s.pause_conditions.clear());
+    run(&mut c, at(4));
+    let name = c.analysis_runs[0].metadata.name.clone().unwrap();
+    c.finish_run(&name, AnalysisPhase::Failed, "error rate too high");
+    c.edit_spec(|s| s.replicas = Some(8));
+    let scaling = c.reconcile(at(5));
+    assert!(
+        scaling
+            .writes
+            .iter()
+            .all(|w| matches!(w, Write::ScaleReplicaSet { .. })),
+        "{:?}",
+        scaling.writes
+    );
+    assert!(
+        !scaling.status.abort,
+        "the scaling reconcile judges nothing"
+    );
+    run(&mut c, at(6));
+    assert!(c.status().abort);
+    assert_eq!(
+        c.status().message,
+        "RolloutAborted: Rollout aborted update to revision 2: Step-based analysis phase error/failed: error rate too high"
+    );
+}
