@@ -97,3 +97,98 @@ fn scaling_while_paused_scales_alone_and_leaves_steps_and_analysis_for_the_next_
         "RolloutAborted: Rollout aborted update to revision 2: Step-based analysis phase error/failed: error rate too high"
     );
 }
+
+/// Updates the analysis Rollout to `image` and ends its step run with `phase`; a Successful update is
+/// then promoted past its last pause to Healthy, a failed one is left aborted.
+fn update_with_run(c: &mut Cluster, image: &str, phase: AnalysisPhase, second: i64) {
+    set_image(c, image);
+    run(c, at(second));
+    let hash = c.status().current_pod_hash;
+    let name = c
+        .analysis_runs
+        .iter()
+        .filter_map(|r| r.metadata.name.clone())
+        .find(|n| n.starts_with(&format!("web-{hash}-")))
+        .unwrap();
+    c.finish_run(&name, phase, "");
+    run(c, at(second + 1));
+    if phase == AnalysisPhase::Successful {
+        c.patch_status(|s| s.pause_conditions.clear());
+        run(c, at(second + 2));
+        assert_eq!(c.status().phase, "Healthy");
+    } else {
+        assert_eq!(c.status().phase, "Degraded");
+    }
+}
+
+fn run_revisions(c: &Cluster) -> Vec<String> {
+    let mut out: Vec<String> = c
+        .analysis_runs
+        .iter()
+        .map(|r| r.metadata.annotations.as_ref().unwrap()["rollout.argoproj.io/revision"].clone())
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn finished_analysis_runs_beyond_the_history_limits_are_deleted_oldest_first() {
+    let mut c = analysis_rollout();
+    c.edit_spec(|s| {
+        s.analysis = serde_json::from_value(
+            json!({"successfulRunHistoryLimit": 1, "unsuccessfulRunHistoryLimit": 1}),
+        )
+        .unwrap()
+    });
+    run(&mut c, at(0));
+    update_with_run(&mut c, "web:2", AnalysisPhase::Successful, 10);
+    update_with_run(&mut c, "web:3", AnalysisPhase::Successful, 20);
+    assert_eq!(run_revisions(&c), ["3"], "one successful run is kept");
+    update_with_run(&mut c, "web:4", AnalysisPhase::Successful, 30);
+    update_with_run(&mut c, "web:5", AnalysisPhase::Failed, 40);
+    assert_eq!(run_revisions(&c), ["4", "5"]);
+    update_with_run(&mut c, "web:6", AnalysisPhase::Failed, 50);
+    run(&mut c, at(60));
+    // An abort drops the run from the status, so it is history at once; newest first, revision 6 is
+    // the one unsuccessful run kept and 4 the one successful.
+    assert_eq!(run_revisions(&c), ["4", "6"]);
+}
+
+#[test]
+fn an_old_replica_set_past_the_history_limit_is_deleted_with_its_analysis_runs() {
+    let mut c = analysis_rollout();
+    c.edit_spec(|s| s.revision_history_limit = Some(0));
+    run(&mut c, at(0));
+    update_with_run(&mut c, "web:2", AnalysisPhase::Successful, 10);
+    let rev2 = c.status().current_pod_hash;
+    assert_eq!(run_revisions(&c), ["2"]);
+    set_image(&mut c, "web:3");
+    let mut deleted = Vec::new();
+    for second in 20..40 {
+        c.make_available();
+        let plan = c.reconcile(at(second));
+        deleted.extend(plan.writes.iter().filter_map(|w| match w {
+            Write::DeleteReplicaSet { name } => Some(format!("rs {name}")),
+            Write::DeleteAnalysisRun { name } => Some(format!("run {name}")),
+            _ => None,
+        }));
+        let current = c.status().current_pod_hash;
+        if let Some(run) = c
+            .analysis_runs
+            .iter()
+            .find(|r| r.metadata.name.as_ref().unwrap().contains(&current))
+        {
+            let name = run.metadata.name.clone().unwrap();
+            c.finish_run(&name, AnalysisPhase::Successful, "");
+        }
+        c.patch_status(|s| s.pause_conditions.clear());
+    }
+    assert_eq!(c.status().phase, "Healthy");
+    assert_eq!(
+        deleted,
+        [format!("rs web-{rev2}"), format!("run web-{rev2}-2-1")],
+        "the ReplicaSet and its run go in the same reconcile"
+    );
+    assert_eq!(run_revisions(&c), ["3"]);
+    assert_eq!(c.replica_sets.len(), 1);
+}

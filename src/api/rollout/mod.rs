@@ -64,14 +64,47 @@ pub struct RolloutSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollback_window: Option<Value>,
-    /// AnalysisRun history limits (`successfulRunHistoryLimit`, `unsuccessfulRunHistoryLimit`).
+    pub rollback_window: Option<RollbackWindow>,
+    /// How many finished AnalysisRuns of older revisions are kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub analysis: Option<Value>,
+    pub analysis: Option<AnalysisRunStrategy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<RolloutStrategy>,
     #[serde(flatten)]
     pub rest: BTreeMap<String, Value>,
+}
+
+/// `spec.rollbackWindow`: going back to one of the last `revisions` ReplicaSets skips the steps.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackWindow {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revisions: Option<i32>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// `spec.analysis`: how many finished AnalysisRuns are kept (Argo's default is 5 each).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalysisRunStrategy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successful_run_history_limit: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsuccessful_run_history_limit: Option<i32>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// Labels and annotations put on the pods of the canary or the stable ReplicaSet only while it is one
+/// (`canaryMetadata`, `stableMetadata`). Serialized in Go's field order, as Argo records it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodTemplateMetadata {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -116,9 +149,9 @@ pub struct CanaryStrategy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamic_stable_scale: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub canary_metadata: Option<Value>,
+    pub canary_metadata: Option<PodTemplateMetadata>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stable_metadata: Option<Value>,
+    pub stable_metadata: Option<PodTemplateMetadata>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anti_affinity: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

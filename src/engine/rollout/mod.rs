@@ -8,6 +8,7 @@
 
 pub mod analysis;
 pub mod hash;
+mod history;
 mod pause;
 mod persist;
 mod plan;
@@ -85,6 +86,10 @@ pub enum Write {
         name: String,
     },
     DeleteReplicaSet {
+        name: String,
+    },
+    /// Deletes a finished AnalysisRun beyond the history limits, or one of a deleted ReplicaSet.
+    DeleteAnalysisRun {
         name: String,
     },
 }

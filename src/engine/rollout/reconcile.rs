@@ -130,6 +130,10 @@ pub(super) struct Rs {
     pub scale_down_deadline: bool,
     /// `rollout.argoproj.io/desired-replicas`: spec.replicas when the ReplicaSet was last scaled.
     pub desired_annotation: Option<i32>,
+    /// Being deleted (a deletionTimestamp).
+    pub deleting: bool,
+    /// Its controller has seen its latest spec (status.observedGeneration ≥ generation).
+    pub observed: bool,
 }
 
 impl Rs {
@@ -160,6 +164,9 @@ impl Rs {
             desired_annotation: annotations
                 .get(DESIRED_REPLICAS_ANNOTATION)
                 .and_then(|d| d.parse().ok()),
+            deleting: meta.deletion_timestamp.is_some(),
+            observed: meta.generation.unwrap_or(0)
+                <= status.and_then(|s| s.observed_generation).unwrap_or(0),
         }
     }
 }

@@ -158,6 +158,8 @@ impl Reconcile<'_, '_> {
             created: Some(self.o.now),
             scale_down_deadline: false,
             desired_annotation: Some(self.replicas),
+            deleting: false,
+            observed: true,
         });
         self.new_rs = Some(self.rss.len() - 1);
         Ok(true)
@@ -202,7 +204,7 @@ impl Reconcile<'_, '_> {
         }
     }
 
-    fn is_other(&self, i: usize) -> bool {
+    pub(super) fn is_other(&self, i: usize) -> bool {
         Some(i) != self.new_rs && Some(i) != self.stable_rs
     }
 
@@ -364,33 +366,6 @@ impl Reconcile<'_, '_> {
             budget = budget.saturating_sub(spec - target);
         }
         scaled
-    }
-
-    /// Argo's reconcileRevisionHistoryLimit: the oldest fully scaled-down old ReplicaSets beyond the limit
-    /// are deleted.
-    pub(super) fn revision_history(&mut self) {
-        let limit = self
-            .o
-            .rollout
-            .spec
-            .revision_history_limit
-            .unwrap_or(10)
-            .max(0) as usize;
-        let mut candidates: Vec<usize> = (0..self.rss.len())
-            .filter(|i| {
-                self.is_other(*i) && self.rss[*i].pods.spec == 0 && self.rss[*i].pods.current == 0
-            })
-            .collect();
-        if candidates.len() <= limit {
-            return;
-        }
-        candidates.sort_by_key(|i| self.rss[*i].created);
-        let excess = candidates.len() - limit;
-        for &i in candidates.iter().take(excess) {
-            self.writes.push(Write::DeleteReplicaSet {
-                name: self.rss[i].name.clone(),
-            });
-        }
     }
 
     /// Argo's reconcileStableAndCanaryService without a router: stable Service → stable hash; canary

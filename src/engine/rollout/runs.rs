@@ -75,6 +75,7 @@ impl Reconcile<'_, '_> {
                 self.writes.push(Write::TerminateAnalysisRun { name });
             }
         }
+        self.run_history(&keep);
         self.step_run = step_run;
         Ok(())
     }

@@ -325,6 +325,10 @@ impl Cluster {
                 self.replica_sets
                     .retain(|r| r.metadata.name.as_ref() != Some(name));
             }
+            Write::DeleteAnalysisRun { name } => {
+                self.analysis_runs
+                    .retain(|r| r.metadata.name.as_ref() != Some(name));
+            }
         }
     }
 }
