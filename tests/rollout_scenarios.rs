@@ -192,3 +192,90 @@ fn an_old_replica_set_past_the_history_limit_is_deleted_with_its_analysis_runs()
     assert_eq!(run_revisions(&c), ["3"]);
     assert_eq!(c.replica_sets.len(), 1);
 }
+
+/// Argo's rollback-window Rollout: 2 replicas, `setWeight: 50` then a step analysis, window of 2.
+fn window_rollout() -> Cluster {
+    let mut c = analysis_rollout();
+    c.edit_spec(|s| {
+        s.replicas = Some(2);
+        s.rollback_window = serde_json::from_value(json!({"revisions": 2})).unwrap();
+        let canary = s.strategy.as_mut().unwrap().canary.as_mut().unwrap();
+        canary.steps = serde_json::from_value(json!([
+            {"setWeight": 50},
+            {"analysis": {"templates": [{"templateName": "success-rate"}],
+                          "args": [{"name": "service", "value": "web"},
+                                   {"name": "hash", "valueFrom": {"podTemplateHashValue": "Latest"}}]}}
+        ]))
+        .unwrap();
+    });
+    c
+}
+
+/// Updates to `image` and lets it go Healthy, every step run ending Successful.
+fn update_to_healthy(c: &mut Cluster, image: &str, from: i64) {
+    set_image(c, image);
+    for second in from..from + 30 {
+        run(c, at(second));
+        for name in c
+            .analysis_runs
+            .iter()
+            .filter(|r| r.status.as_ref().and_then(|s| s.phase) == Some(AnalysisPhase::Running))
+            .filter_map(|r| r.metadata.name.clone())
+            .collect::<Vec<_>>()
+        {
+            c.finish_run(&name, AnalysisPhase::Successful, "");
+        }
+        if c.status().phase == "Healthy" {
+            return;
+        }
+    }
+    panic!("never Healthy: {:#?}", c.status());
+}
+
+#[test]
+fn a_rollback_within_the_window_skips_steps_and_analysis() {
+    // Argo's TestRollbackAnalysisWithinWindow: revisions 2, 3, 4 each run one analysis; back to 2's
+    // template (revision 5) runs none.
+    let mut c = window_rollout();
+    run(&mut c, at(0));
+    for (i, image) in ["web:2", "web:3", "web:4"].into_iter().enumerate() {
+        update_to_healthy(&mut c, image, 100 * (i as i64 + 1));
+    }
+    assert_eq!(c.analysis_runs.len(), 3);
+    let mark = c.events.len();
+    update_to_healthy(&mut c, "web:2", 500);
+    assert_eq!(
+        c.analysis_runs.len(),
+        3,
+        "no analysis for a rollback within the window"
+    );
+    let completed: Vec<&str> = c.events[mark..]
+        .iter()
+        .filter(|e| e.reason == "RolloutCompleted")
+        .map(|e| e.message.as_str())
+        .collect();
+    assert_eq!(completed.len(), 1);
+    assert!(
+        completed[0].starts_with("Rollout completed update to revision 5 (")
+            && completed[0].ends_with("): Rollback within window"),
+        "{completed:?}"
+    );
+    assert_eq!(c.status().current_step_index, Some(2));
+}
+
+#[test]
+fn a_rollback_outside_the_window_runs_the_steps_again() {
+    // Argo's TestRollbackAnalysisOutsideWindow: back to the initial template, three revisions older.
+    let mut c = window_rollout();
+    run(&mut c, at(0));
+    for (i, image) in ["web:2", "web:3", "web:4"].into_iter().enumerate() {
+        update_to_healthy(&mut c, image, 100 * (i as i64 + 1));
+    }
+    update_to_healthy(&mut c, "web:1", 500);
+    assert_eq!(c.analysis_runs.len(), 4);
+    assert!(c.events.iter().any(|e| {
+        e.message.ends_with(": Completed all 2 canary steps")
+            && e.message
+                .starts_with("Rollout completed update to revision 5 ")
+    }));
+}

@@ -15,6 +15,7 @@ mod plan;
 mod reconcile;
 pub mod replicas;
 mod replicasets;
+mod rollback;
 mod runs;
 mod scaling;
 pub mod sim;

@@ -358,11 +358,20 @@ impl Reconcile<'_, '_> {
                     "Rollback to stable ReplicaSets".to_string(),
                 );
                 new.current_step_index = Some(count as i32);
+            } else if self.new_rs.is_some_and(|i| self.rss[i].pods.spec > 0)
+                && count > 0
+                && self.rollback_within_window()
+            {
+                self.event(
+                    cond::SKIP_STEPS,
+                    "Rollback to active ReplicaSets within RollbackWindow".to_string(),
+                );
+                new.current_step_index = Some(count as i32);
             }
             self.persist(new);
             return;
         }
-        if self.prev.promote_full {
+        if self.prev.promote_full || self.rollback_within_window() {
             self.pause.clear = true;
             self.pause.remove_abort = true;
             if count > 0 {
@@ -426,7 +435,10 @@ impl Reconcile<'_, '_> {
         if self.prev.promote_full {
             return Some("Full promotion requested".to_string());
         }
-        if self.prev.stable_rs == new.hash {
+        if self.fast_rollback() {
+            if self.rollback_within_window() {
+                return Some("Rollback within window".to_string());
+            }
             return Some("Fast rollback".to_string());
         }
         let (_, index) = self.current_step();

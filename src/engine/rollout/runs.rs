@@ -13,12 +13,11 @@ impl Reconcile<'_, '_> {
     /// Argo's reconcileAnalysisRuns: terminates runs that no longer count, creates the current step's and
     /// the background run, and turns a finished run into a pause or an abort.
     pub(super) fn analysis(&mut self) -> Result<(), String> {
-        let Some(new) = self.new_rs else {
+        if self.new_rs.is_none() {
             return Ok(());
-        };
+        }
         let aborted = self.pause.aborted(&self.prev);
-        let new_hash = self.rss[new].hash.clone();
-        let fast_rollback = self.prev.stable_rs == new_hash;
+        let fast_rollback = self.fast_rollback();
         let initial = self.prev.stable_rs.is_empty();
         let promoted = cond::fully_promoted(self.steps.len(), &self.prev);
         let find = |name: Option<&String>| {
