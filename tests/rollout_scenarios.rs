@@ -279,3 +279,101 @@ fn a_rollback_outside_the_window_runs_the_steps_again() {
                 .starts_with("Rollout completed update to revision 5 ")
     }));
 }
+
+fn pod_labels(c: &Cluster, revision: &str) -> (Vec<String>, Option<String>) {
+    let rs = c
+        .replica_sets
+        .iter()
+        .find(|r| {
+            r.metadata.annotations.as_ref().unwrap()["rollout.argoproj.io/revision"] == revision
+        })
+        .unwrap();
+    let labels = rs
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .as_ref()
+        .unwrap()
+        .metadata
+        .as_ref()
+        .unwrap();
+    let mut out: Vec<String> = labels
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(k, _)| *k != "rollouts-pod-template-hash")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    out.extend(
+        labels
+            .annotations
+            .iter()
+            .flatten()
+            .map(|(k, v)| format!("@{k}={v}")),
+    );
+    let recorded = rs
+        .metadata
+        .annotations
+        .as_ref()
+        .unwrap()
+        .get("rollout.argoproj.io/ephemeral-metadata")
+        .cloned();
+    (out, recorded)
+}
+
+#[test]
+fn canary_and_stable_metadata_follow_the_replica_sets_roles() {
+    let mut c = Cluster::new(rollout(
+        2,
+        json!({"canaryMetadata": {"labels": {"role": "canary"}, "annotations": {"tier": "canary"}},
+               "stableMetadata": {"labels": {"role": "stable"}},
+               "steps": [{"setWeight": 50}, {"pause": {}}]}),
+    ));
+    run(&mut c, at(0));
+    assert_eq!(
+        pod_labels(&c, "1"),
+        (
+            vec!["app=web".to_string(), "role=stable".to_string()],
+            Some(r#"{"labels":{"role":"stable"}}"#.to_string())
+        ),
+        "a first deploy is to become stable"
+    );
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert_eq!(phase(&c).0, "Paused");
+    assert_eq!(
+        pod_labels(&c, "2"),
+        (
+            vec![
+                "app=web".into(),
+                "role=canary".into(),
+                "@tier=canary".into()
+            ],
+            Some(r#"{"labels":{"role":"canary"},"annotations":{"tier":"canary"}}"#.to_string())
+        )
+    );
+    assert_eq!(pod_labels(&c, "1").0, ["app=web", "role=stable"]);
+    let canary_name = c.replica_sets[1].metadata.name.clone();
+
+    c.patch_status(|s| s.pause_conditions.clear());
+    run(&mut c, at(20));
+    assert_eq!(phase(&c).0, "Healthy");
+    assert_eq!(
+        pod_labels(&c, "2"),
+        (
+            vec!["app=web".into(), "role=stable".into()],
+            Some(r#"{"labels":{"role":"stable"}}"#.to_string())
+        ),
+        "promoted, the canary's metadata is swapped for the stable's"
+    );
+    assert_eq!(
+        pod_labels(&c, "1"),
+        (vec!["app=web".into()], None),
+        "an old ReplicaSet keeps none"
+    );
+    assert_eq!(
+        c.replica_sets[1].metadata.name, canary_name,
+        "no new ReplicaSet for metadata"
+    );
+}

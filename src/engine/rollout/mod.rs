@@ -7,6 +7,7 @@
 //! Traffic routing is a seam: the planner computes [`Plan::desired_weight`]; the routers apply it.
 
 pub mod analysis;
+mod ephemeral;
 pub mod hash;
 mod history;
 mod pause;
@@ -37,6 +38,7 @@ pub const REVISION_ANNOTATION: &str = analysis::REVISION_ANNOTATION;
 pub const REVISION_HISTORY_ANNOTATION: &str = "rollout.argoproj.io/revision-history";
 pub const DESIRED_REPLICAS_ANNOTATION: &str = "rollout.argoproj.io/desired-replicas";
 pub const SCALE_DOWN_DEADLINE_ANNOTATION: &str = "scale-down-deadline";
+pub use ephemeral::{EPHEMERAL_METADATA_ANNOTATION, MetadataPatch};
 pub const MANAGED_BY_ANNOTATION: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
 
 /// Everything one reconcile reads. `replica_sets` and `analysis_runs` are those the Rollout controls
@@ -88,6 +90,14 @@ pub enum Write {
     },
     DeleteReplicaSet {
         name: String,
+    },
+    /// Injects or removes canaryMetadata/stableMetadata in a ReplicaSet's pod template (`patch`);
+    /// `ephemeral` is the ReplicaSet's new `rollout.argoproj.io/ephemeral-metadata` annotation (`None`
+    /// removes it).
+    SyncPodMetadata {
+        name: String,
+        patch: MetadataPatch,
+        ephemeral: Option<String>,
     },
     /// Deletes a finished AnalysisRun beyond the history limits, or one of a deleted ReplicaSet.
     DeleteAnalysisRun {

@@ -67,6 +67,7 @@ impl Reconcile<'_, '_> {
             self.sync_status();
             return;
         }
+        self.ephemeral_metadata();
         self.revision_history();
         self.services();
         if let Err(message) = self.analysis() {

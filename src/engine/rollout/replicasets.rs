@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde_json::Value;
 
+use super::ephemeral::{self, EPHEMERAL_METADATA_ANNOTATION};
 use super::hash::{self, HASH_LABEL};
 use super::reconcile::{Reconcile, Rs};
 use super::replicas::{self, Pods};
@@ -97,6 +98,17 @@ impl Reconcile<'_, '_> {
         let labels = meta.labels.get_or_insert_with(BTreeMap::new);
         labels.insert(HASH_LABEL.into(), hash.clone());
         let labels = labels.clone();
+        let mut pod_labels = labels.clone();
+        let mut pod_annotations = meta.annotations.clone().unwrap_or_default();
+        let (inject, recorded) = ephemeral::for_new_replica_set(
+            self.stable_rs.is_some(),
+            self.canary,
+            &pod_labels,
+            &pod_annotations,
+        );
+        inject.apply(&mut pod_labels, &mut pod_annotations);
+        meta.labels = Some(pod_labels);
+        meta.annotations = (!pod_annotations.is_empty()).then_some(pod_annotations);
         let mut annotations: BTreeMap<String, String> = self
             .o
             .rollout
@@ -108,6 +120,9 @@ impl Reconcile<'_, '_> {
             .filter(|(k, _)| !NOT_COPIED.contains(&k.as_str()))
             .collect();
         annotations.insert(REVISION_ANNOTATION.into(), revision.clone());
+        if let Some(recorded) = recorded {
+            annotations.insert(EPHEMERAL_METADATA_ANNOTATION.into(), recorded);
+        }
         annotations.insert(
             DESIRED_REPLICAS_ANNOTATION.into(),
             self.replicas.to_string(),

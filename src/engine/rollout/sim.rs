@@ -19,7 +19,10 @@ use crate::api::{
 };
 
 use super::hash::HASH_LABEL;
-use super::{DESIRED_REPLICAS_ANNOTATION, REVISION_ANNOTATION, REVISION_HISTORY_ANNOTATION};
+use super::{
+    DESIRED_REPLICAS_ANNOTATION, EPHEMERAL_METADATA_ANNOTATION, REVISION_ANNOTATION,
+    REVISION_HISTORY_ANNOTATION,
+};
 
 /// One Rollout and everything the planner reads about it.
 #[derive(Debug, Clone)]
@@ -324,6 +327,27 @@ impl Cluster {
             Write::DeleteReplicaSet { name } => {
                 self.replica_sets
                     .retain(|r| r.metadata.name.as_ref() != Some(name));
+            }
+            Write::SyncPodMetadata {
+                name,
+                patch,
+                ephemeral,
+            } => {
+                if let Some(rs) = self.rs_mut(name) {
+                    let a = rs.metadata.annotations.get_or_insert_with(Default::default);
+                    match ephemeral {
+                        Some(e) => a.insert(EPHEMERAL_METADATA_ANNOTATION.into(), e.clone()),
+                        None => a.remove(EPHEMERAL_METADATA_ANNOTATION),
+                    };
+                    let template = rs.spec.as_mut().and_then(|s| s.template.as_mut());
+                    if let Some(t) = template {
+                        let meta = t.metadata.get_or_insert_with(Default::default);
+                        patch.apply(
+                            meta.labels.get_or_insert_with(Default::default),
+                            meta.annotations.get_or_insert_with(Default::default),
+                        );
+                    }
+                }
             }
             Write::DeleteAnalysisRun { name } => {
                 self.analysis_runs

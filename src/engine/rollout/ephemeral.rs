@@ -1,0 +1,173 @@
+//! Argo's ephemeral metadata (`canaryMetadata`, `stableMetadata`): labels and annotations the pods of the
+//! canary ReplicaSet, or of the stable one, carry only while it is that. They are written into the
+//! ReplicaSet's pod template, and what was injected is remembered in the ReplicaSet's
+//! `rollout.argoproj.io/ephemeral-metadata` annotation so it can be taken out again without touching
+//! metadata others put there. Owns that injection; relabelling pods that already run is the edge's.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+
+use super::Write;
+use super::reconcile::Reconcile;
+use crate::api::rollout::PodTemplateMetadata;
+
+pub const EPHEMERAL_METADATA_ANNOTATION: &str = "rollout.argoproj.io/ephemeral-metadata";
+
+/// The keys to set (`Some`) or remove (`None`) in a pod template's labels and annotations (as a JSON
+/// merge patch would, with `null` for `None`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataPatch {
+    pub labels: BTreeMap<String, Option<String>>,
+    pub annotations: BTreeMap<String, Option<String>>,
+}
+
+impl MetadataPatch {
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty()
+    }
+
+    pub fn apply(
+        &self,
+        labels: &mut BTreeMap<String, String>,
+        annotations: &mut BTreeMap<String, String>,
+    ) {
+        for (patch, map) in [(&self.labels, labels), (&self.annotations, annotations)] {
+            for (k, v) in patch {
+                match v {
+                    Some(v) => map.insert(k.clone(), v.clone()),
+                    None => map.remove(k),
+                };
+            }
+        }
+    }
+}
+
+/// Argo's SyncEphemeralPodMetadata: inject `desired`, and remove what was injected before (`existing`)
+/// and is no longer desired.
+fn patch(
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+    existing: Option<&PodTemplateMetadata>,
+    desired: Option<&PodTemplateMetadata>,
+) -> MetadataPatch {
+    let mut out = MetadataPatch::default();
+    let sides = |m: Option<&PodTemplateMetadata>| {
+        (
+            m.and_then(|m| m.labels.clone()).unwrap_or_default(),
+            m.and_then(|m| m.annotations.clone()).unwrap_or_default(),
+        )
+    };
+    let (want_labels, want_annotations) = sides(desired);
+    let (had_labels, had_annotations) = sides(existing);
+    for (current, want, had, patch) in [
+        (labels, &want_labels, &had_labels, &mut out.labels),
+        (
+            annotations,
+            &want_annotations,
+            &had_annotations,
+            &mut out.annotations,
+        ),
+    ] {
+        for (k, v) in want {
+            if current.get(k) != Some(v) {
+                patch.insert(k.clone(), Some(v.clone()));
+            }
+        }
+        for k in had.keys() {
+            if !want.contains_key(k) && current.contains_key(k) {
+                patch.insert(k.clone(), None);
+            }
+        }
+    }
+    out
+}
+
+/// The annotation recording `desired` (Argo writes it only when something was injected).
+pub(super) fn record(desired: Option<&PodTemplateMetadata>) -> Option<String> {
+    desired.and_then(|d| serde_json::to_string(d).ok())
+}
+
+/// What the new ReplicaSet's pod template gets: the canary's metadata when a stable ReplicaSet exists,
+/// else the stable's (it is to become the stable one).
+pub(super) fn for_new_replica_set(
+    has_stable: bool,
+    canary: Option<&crate::api::rollout::CanaryStrategy>,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+) -> (MetadataPatch, Option<String>) {
+    let desired = canary.and_then(|c| {
+        if has_stable {
+            c.canary_metadata.as_ref()
+        } else {
+            c.stable_metadata.as_ref()
+        }
+    });
+    let p = patch(labels, annotations, None, desired);
+    let recorded = if p.is_empty() { None } else { record(desired) };
+    (p, recorded)
+}
+
+fn template_metadata(rs: &ReplicaSet) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let meta = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.as_ref())
+        .and_then(|t| t.metadata.as_ref());
+    (
+        meta.and_then(|m| m.labels.clone()).unwrap_or_default(),
+        meta.and_then(|m| m.annotations.clone()).unwrap_or_default(),
+    )
+}
+
+/// What the ReplicaSet's annotation says was injected; unreadable counts as nothing, as in Argo.
+fn injected(rs: &ReplicaSet) -> Option<PodTemplateMetadata> {
+    let text = rs
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(EPHEMERAL_METADATA_ANNOTATION)?;
+    serde_json::from_str(text).ok()
+}
+
+impl Reconcile<'_, '_> {
+    /// Argo's reconcileEphemeralMetadata: fully promoted, the new (stable) ReplicaSet carries the stable
+    /// metadata; mid-update the new one carries the canary's and the stable one the stable's; every other
+    /// ReplicaSet carries none.
+    pub(super) fn ephemeral_metadata(&mut self) {
+        let Some(canary) = self.canary else { return };
+        if canary.canary_metadata.is_none() && canary.stable_metadata.is_none() {
+            return;
+        }
+        let promoted = self.prev.stable_rs.is_empty() || self.prev.stable_rs == self.new_hash();
+        let mut wanted: Vec<(Option<usize>, Option<&PodTemplateMetadata>)> = if promoted {
+            vec![(self.new_rs, canary.stable_metadata.as_ref())]
+        } else {
+            vec![
+                (self.new_rs, canary.canary_metadata.as_ref()),
+                (self.stable_rs, canary.stable_metadata.as_ref()),
+            ]
+        };
+        for i in 0..self.rss.len() {
+            if self.is_other(i) {
+                wanted.push((Some(i), None));
+            }
+        }
+        for (i, desired) in wanted {
+            // A ReplicaSet created in this reconcile was created with its metadata.
+            let Some(rs) = i.and_then(|i| self.o.replica_sets.get(i)) else {
+                continue;
+            };
+            let (labels, annotations) = template_metadata(rs);
+            let p = patch(&labels, &annotations, injected(rs).as_ref(), desired);
+            if p.is_empty() {
+                continue;
+            }
+            self.writes.push(Write::SyncPodMetadata {
+                name: rs.metadata.name.clone().unwrap_or_default(),
+                patch: p,
+                ephemeral: record(desired),
+            });
+        }
+    }
+}
