@@ -377,3 +377,140 @@ fn canary_and_stable_metadata_follow_the_replica_sets_roles() {
         "no new ReplicaSet for metadata"
     );
 }
+
+fn restart_at(c: &mut Cluster, second: i64) {
+    c.edit_spec(|s| {
+        s.restart_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(
+            second,
+        )))
+    });
+}
+
+fn evictions(plan: &canaryd::engine::rollout::Plan) -> usize {
+    plan.writes
+        .iter()
+        .filter(|w| matches!(w, Write::EvictPod { .. }))
+        .count()
+}
+
+#[test]
+fn a_restart_evicts_as_many_old_pods_as_max_unavailable_allows_while_paused() {
+    // Argo's TestRolloutRestart: 4 replicas, maxUnavailable 75%, paused at setWeight 25 → (4,4,1,1,1).
+    let mut c = Cluster::new(rollout(
+        4,
+        json!({"maxUnavailable": "75%", "steps": [{"setWeight": 25}, {"pause": {}}]}),
+    ));
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert_eq!(
+        (replicas(&c), phase(&c).0),
+        (vec![3, 1], "Paused".to_string())
+    );
+    restart_at(&mut c, 11);
+    let early = c.reconcile(at(11));
+    assert_eq!(
+        (evictions(&early), early.wake_at),
+        (0, None),
+        "restartAt must have passed"
+    );
+    let first = c.reconcile(at(12));
+    assert_eq!(evictions(&first), 3);
+    assert!(first.events.is_empty());
+    c.reconcile(at(13));
+    assert_eq!(counts(&c), (4, 4, 1, 1, 1));
+    let waiting = c.reconcile(at(14));
+    assert_eq!(waiting.wake_at, Some(at(44)), "looked at again in 30 s");
+    assert_eq!(phase(&c), ("Paused".into(), "CanaryPauseStep".into()));
+    run(&mut c, at(44));
+    let s = c.status();
+    assert_eq!(s.restarted_at, c.rollout.spec.restart_at);
+    assert!(
+        c.pods
+            .iter()
+            .all(|p| p.metadata.creation_timestamp.as_ref().unwrap().0 > at(11))
+    );
+    assert_eq!(counts(&c), (4, 4, 1, 4, 4));
+}
+
+#[test]
+fn a_restart_of_a_healthy_rollout_goes_one_pod_at_a_time_and_reads_restarting() {
+    let mut c = Cluster::new(rollout(
+        4,
+        json!({"steps": [{"setWeight": 25}, {"pause": {}}]}),
+    ));
+    run(&mut c, at(0));
+    restart_at(&mut c, 30);
+    let before = c.reconcile(at(10));
+    assert_eq!(before.wake_at, Some(at(30)), "woken when restartAt comes");
+    let mut evicted = Vec::new();
+    for second in 31..200 {
+        let plan = c.reconcile(at(second));
+        evicted.push(evictions(&plan));
+        if !c.status().phase.is_empty() && c.status().restarted_at.is_some() {
+            break;
+        }
+        assert_eq!(
+            phase(&c),
+            ("Progressing".into(), "rollout is restarting".into())
+        );
+        if second % 5 == 0 {
+            c.make_available();
+        }
+    }
+    assert!(
+        evicted.iter().all(|n| *n <= 1),
+        "maxUnavailable 25% of 4 is one: {evicted:?}"
+    );
+    assert_eq!(evicted.iter().sum::<usize>(), 4);
+    run(&mut c, at(300));
+    assert_eq!(phase(&c), ("Healthy".into(), String::new()));
+    assert_eq!(c.status().restarted_at, c.rollout.spec.restart_at);
+    let again = c.reconcile(at(301));
+    assert_eq!(evictions(&again), 0, "a restart is done once");
+}
+
+#[test]
+fn every_unsupported_part_is_invalid_spec_naming_its_field_never_a_crash() {
+    let parts = [
+        ("blueGreen", "spec.strategy.blueGreen"),
+        ("experiment", "spec.strategy.canary.steps[0].experiment"),
+        (
+            "setHeaderRoute",
+            "spec.strategy.canary.steps[0].setHeaderRoute",
+        ),
+        (
+            "setMirrorRoute",
+            "spec.strategy.canary.steps[0].setMirrorRoute",
+        ),
+        ("plugin", "spec.strategy.canary.steps[0].plugin"),
+        ("workloadRef", "spec.workloadRef"),
+    ];
+    for (part, field) in parts {
+        let mut r = rollout(1, json!({"steps": [{"setWeight": 10}]}));
+        match part {
+            "blueGreen" => {
+                r.spec.strategy.as_mut().unwrap().blue_green = Some(json!({"activeService": "a"}))
+            }
+            "workloadRef" => {
+                r.spec.workload_ref =
+                    Some(json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}))
+            }
+            step => {
+                let canary = r.spec.strategy.as_mut().unwrap().canary.as_mut().unwrap();
+                canary.steps = serde_json::from_value(json!([{step: {"name": "x"}}])).unwrap();
+            }
+        }
+        let mut c = Cluster::new(r);
+        let plan = c.reconcile(at(0));
+        assert!(plan.writes.is_empty(), "{part}: {:?}", plan.writes);
+        assert!(
+            plan.status.message.starts_with(&format!(
+                "InvalidSpec: The Rollout \"web\" is invalid: {field}: "
+            )),
+            "{part}: {}",
+            plan.status.message
+        );
+        assert_eq!(plan.status.phase, "Degraded");
+    }
+}

@@ -16,6 +16,7 @@ mod plan;
 mod reconcile;
 pub mod replicas;
 mod replicasets;
+mod restart;
 mod rollback;
 mod runs;
 mod scaling;
@@ -26,7 +27,7 @@ pub mod steps;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 
 use crate::api::rollout::RolloutStatus;
 use crate::api::{AnalysisRun, Rollout};
@@ -48,6 +49,8 @@ pub struct Observed<'a> {
     pub replica_sets: &'a [ReplicaSet],
     pub analysis_runs: &'a [AnalysisRun],
     pub services: &'a [Service],
+    /// The pods of those ReplicaSets (controller ownerReference to one of them); read to restart them.
+    pub pods: &'a [Pod],
     /// Resolves `templates[]` references of step and background analyses (and their nested templates).
     pub templates: &'a Lookup<'a>,
     /// `--instance-id`: labels the AnalysisRuns this instance creates.
@@ -98,6 +101,10 @@ pub enum Write {
         name: String,
         patch: MetadataPatch,
         ephemeral: Option<String>,
+    },
+    /// Evicts a pod (Eviction API, so PodDisruptionBudgets hold; a refusal is retried next time).
+    EvictPod {
+        name: String,
     },
     /// Deletes a finished AnalysisRun beyond the history limits, or one of a deleted ReplicaSet.
     DeleteAnalysisRun {

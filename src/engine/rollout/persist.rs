@@ -102,8 +102,7 @@ impl Reconcile<'_, '_> {
         self.progress_deadline_abort(&new);
         self.pause.apply(&self.prev, &mut new, now);
         self.conditions(&mut new);
-        let (phase, message) =
-            cond::phase(self.spec_paused(), self.replicas, self.steps.len(), &new);
+        let (phase, message) = cond::phase(&self.o.rollout.spec, &new);
         new.phase = phase.to_string();
         new.message = message;
         let was_paused = !self.prev.pause_conditions.is_empty();

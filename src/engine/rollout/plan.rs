@@ -67,6 +67,9 @@ impl Reconcile<'_, '_> {
             self.sync_status();
             return;
         }
+        if self.restart_pods() {
+            return;
+        }
         self.ephemeral_metadata();
         self.revision_history();
         self.services();
@@ -151,8 +154,7 @@ impl Reconcile<'_, '_> {
     /// Writes a status that changed only in its conditions, with the phase they imply.
     fn finish_status_only(&mut self, mut status: RolloutStatus) {
         status.observed_generation = self.generation.clone();
-        let (phase, message) =
-            cond::phase(self.spec_paused(), self.replicas, self.steps.len(), &status);
+        let (phase, message) = cond::phase(&self.o.rollout.spec, &status);
         status.phase = phase.to_string();
         status.message = message;
         self.status = Some(status);

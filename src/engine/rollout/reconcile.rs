@@ -58,7 +58,15 @@ impl<'r, 'a> Reconcile<'r, 'a> {
             steps: steps::steps(o.rollout),
             canary,
             prev: o.rollout.status.clone().unwrap_or_default(),
-            new: RolloutStatus::default(),
+            // restartedAt carries over unless a restart completes or the steps restart (Argo's newStatus).
+            new: RolloutStatus {
+                restarted_at: o
+                    .rollout
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.restarted_at.clone()),
+                ..Default::default()
+            },
             pause: PauseContext::default(),
             rss: Vec::new(),
             new_rs: None,

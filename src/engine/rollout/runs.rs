@@ -19,7 +19,7 @@ impl Reconcile<'_, '_> {
         let aborted = self.pause.aborted(&self.prev);
         let fast_rollback = self.fast_rollback();
         let initial = self.prev.stable_rs.is_empty();
-        let promoted = cond::fully_promoted(self.steps.len(), &self.prev);
+        let promoted = cond::fully_promoted(&self.prev);
         let find = |name: Option<&String>| {
             let name = name?;
             let run = self

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::{Service, ServiceSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus, Service, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
 use super::{Event, MANAGED_BY_ANNOTATION, Observed, Plan, Write, plan};
 use crate::api::rollout::{RolloutSpec, RolloutStatus};
@@ -24,6 +24,10 @@ use super::{
     REVISION_HISTORY_ANNOTATION,
 };
 
+/// Pod objects made per ReplicaSet; counts beyond it live in the ReplicaSet's status only (so a Rollout
+/// of billions of replicas can be planned without making them).
+const MAX_PODS_PER_REPLICA_SET: usize = 1000;
+
 /// One Rollout and everything the planner reads about it.
 #[derive(Debug, Clone)]
 pub struct Cluster {
@@ -35,6 +39,12 @@ pub struct Cluster {
     pub templates: BTreeMap<(bool, String), AnalysisTemplateSpec>,
     pub events: Vec<Event>,
     pub instance_id: Option<String>,
+    /// The ReplicaSets' pods, kept in step with them by `make_available` and the writes.
+    pub pods: Vec<Pod>,
+    /// The `now` of the last reconcile: when pods made since were created.
+    clock: Timestamp,
+    /// Numbers pods' names.
+    pods_made: usize,
 }
 
 impl Cluster {
@@ -53,6 +63,9 @@ impl Cluster {
             templates: BTreeMap::new(),
             events: Vec::new(),
             instance_id: None,
+            pods: Vec::new(),
+            clock: Timestamp::UNIX_EPOCH,
+            pods_made: 0,
         }
     }
 
@@ -73,6 +86,7 @@ impl Cluster {
 
     /// Plans one reconcile at `now` and applies it.
     pub fn reconcile(&mut self, now: Timestamp) -> Plan {
+        self.clock = now;
         let planned = self.plan(now);
         self.apply(&planned, now);
         planned
@@ -94,6 +108,7 @@ impl Cluster {
                 replica_sets: &self.replica_sets,
                 analysis_runs: &self.analysis_runs,
                 services: &self.services,
+                pods: &self.pods,
                 templates: &lookup,
                 instance_id: self.instance_id.as_deref(),
                 now,
@@ -117,33 +132,97 @@ impl Cluster {
     /// Every ReplicaSet's pods are created, ready and available; true when that changed anything.
     pub fn make_available(&mut self) -> bool {
         let mut changed = false;
-        for rs in &mut self.replica_sets {
-            let n = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        for i in 0..self.replica_sets.len() {
+            let n = self.sync_pods(i, true);
             let ready = Some(ReplicaSetStatus {
                 replicas: n,
                 ready_replicas: Some(n),
                 available_replicas: Some(n),
                 ..Default::default()
             });
+            let rs = &mut self.replica_sets[i];
             changed |= rs.status != ready;
             rs.status = ready;
         }
         changed
     }
 
-    /// Pods are created for every ReplicaSet but none becomes available (a crash loop).
+    /// Pods are created for the ReplicaSet but none becomes available (a crash loop).
     pub fn make_unavailable(&mut self, name: &str) {
-        for rs in self
-            .replica_sets
-            .iter_mut()
-            .filter(|r| r.metadata.name.as_deref() == Some(name))
-        {
-            let n = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-            rs.status = Some(ReplicaSetStatus {
-                replicas: n,
+        for i in 0..self.replica_sets.len() {
+            if self.replica_sets[i].metadata.name.as_deref() == Some(name) {
+                let n = self.sync_pods(i, false);
+                self.replica_sets[i].status = Some(ReplicaSetStatus {
+                    replicas: n,
+                    ..Default::default()
+                });
+            }
+        }
+    }
+
+    /// The pods of the ReplicaSet at `i` made as many as its spec asks (new ones created now), every one
+    /// Ready or none; returns how many there are.
+    fn sync_pods(&mut self, i: usize, ready: bool) -> i32 {
+        let rs = &self.replica_sets[i];
+        let name = rs.metadata.name.clone().unwrap_or_default();
+        let want = rs
+            .spec
+            .as_ref()
+            .and_then(|s| s.replicas)
+            .unwrap_or(1)
+            .max(0);
+        self.trim_pods(&name, want);
+        let have = self.pods.iter().filter(|p| owner(p) == Some(&name)).count();
+        let made = usize::try_from(want)
+            .unwrap_or(0)
+            .min(MAX_PODS_PER_REPLICA_SET);
+        for _ in have..made {
+            self.add_pod(&name);
+        }
+        let status = if ready { "True" } else { "False" };
+        for pod in self.pods.iter_mut().filter(|p| owner(p) == Some(&name)) {
+            pod.status = Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: status.into(),
+                    last_transition_time: Some(Time(self.clock)),
+                    ..Default::default()
+                }]),
                 ..Default::default()
             });
         }
+        want
+    }
+
+    fn add_pod(&mut self, rs: &str) {
+        self.pods_made += 1;
+        self.pods.push(Pod {
+            metadata: ObjectMeta {
+                name: Some(format!("{rs}-{}", self.pods_made)),
+                creation_timestamp: Some(Time(self.clock)),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: "ReplicaSet".into(),
+                    name: rs.to_string(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+    }
+
+    /// The ReplicaSet `rs` keeps its `keep` oldest pods.
+    fn trim_pods(&mut self, rs: &str, keep: i32) {
+        let mut kept = 0;
+        self.pods.retain(|p| {
+            if owner(p).map(String::as_str) != Some(rs) {
+                return true;
+            }
+            kept += 1;
+            kept <= keep
+        });
     }
 
     /// Ends a run the way canaryd's AnalysisRun controller would.
@@ -219,6 +298,32 @@ impl Cluster {
         }
     }
 
+    /// An evicted pod is gone and its ReplicaSet makes a replacement at once, not ready yet.
+    fn evict(&mut self, name: &str) {
+        let Some(at) = self
+            .pods
+            .iter()
+            .position(|p| p.metadata.name.as_deref() == Some(name))
+        else {
+            return;
+        };
+        let pod = self.pods.remove(at);
+        let Some(rs) = owner(&pod).cloned() else {
+            return;
+        };
+        let was_ready = pod
+            .status
+            .and_then(|s| s.conditions)
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        self.add_pod(&rs);
+        if let Some(status) = self.rs_mut(&rs).and_then(|r| r.status.as_mut())
+            && was_ready
+        {
+            status.ready_replicas = status.ready_replicas.map(|n| n - 1);
+            status.available_replicas = status.available_replicas.map(|n| n - 1);
+        }
+    }
+
     fn rs_mut(&mut self, name: &str) -> Option<&mut ReplicaSet> {
         self.replica_sets
             .iter_mut()
@@ -276,6 +381,7 @@ impl Cluster {
                     status.ready_replicas = status.ready_replicas.map(|n| n.min(*replicas));
                     status.available_replicas = status.available_replicas.map(|n| n.min(*replicas));
                 }
+                self.trim_pods(name, *replicas);
             }
             Write::SwitchService {
                 name,
@@ -327,7 +433,9 @@ impl Cluster {
             Write::DeleteReplicaSet { name } => {
                 self.replica_sets
                     .retain(|r| r.metadata.name.as_ref() != Some(name));
+                self.trim_pods(name, 0);
             }
+            Write::EvictPod { name } => self.evict(name),
             Write::SyncPodMetadata {
                 name,
                 patch,
@@ -355,4 +463,14 @@ impl Cluster {
             }
         }
     }
+}
+
+/// The ReplicaSet controlling a pod.
+fn owner(pod: &Pod) -> Option<&String> {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| &o.name)
 }

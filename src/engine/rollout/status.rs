@@ -5,7 +5,7 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::rollout::{RolloutCondition, RolloutStatus};
+use crate::api::rollout::{RolloutCondition, RolloutSpec, RolloutStatus};
 
 // The names are spelled once, in `api::reasons`; this module owns the rules that pick them.
 pub use crate::api::reasons::rollout::*;
@@ -56,13 +56,9 @@ pub fn completed(status: &RolloutStatus) -> bool {
     !status.stable_rs.is_empty() && status.stable_rs == status.current_pod_hash
 }
 
-/// Argo's CalculateRolloutPhase for a canary without traffic routing: first match wins.
-pub fn phase(
-    paused: bool,
-    replicas: i32,
-    steps: usize,
-    status: &RolloutStatus,
-) -> (&'static str, String) {
+/// Argo's CalculateRolloutPhase for a canary: first match wins.
+pub fn phase(spec: &RolloutSpec, status: &RolloutStatus) -> (&'static str, String) {
+    let replicas = spec.replicas.unwrap_or(1);
     for c in &status.conditions {
         if c.type_ == INVALID_SPEC {
             return ("Degraded", format!("{INVALID_SPEC}: {}", c.message));
@@ -71,11 +67,14 @@ pub fn phase(
             return ("Degraded", format!("{}: {}", c.reason, c.message));
         }
     }
-    if paused {
+    if spec.paused == Some(true) {
         return ("Paused", "manually paused".to_string());
     }
     if let Some(p) = status.pause_conditions.first() {
         return ("Paused", p.reason.clone());
+    }
+    if spec.restart_at.is_some() && status.restarted_at != spec.restart_at {
+        return ("Progressing", "rollout is restarting".to_string());
     }
     if status.updated_replicas < replicas {
         return (
@@ -89,13 +88,19 @@ pub fn phase(
             "updated replicas are still becoming available".to_string(),
         );
     }
-    if status.replicas > status.updated_replicas {
+    // Without a router old pods go as the canary grows; with one they wait out their scale-down delay.
+    let routed = spec
+        .strategy
+        .as_ref()
+        .and_then(|s| s.canary.as_ref())
+        .is_some_and(|c| c.traffic_routing.is_some());
+    if !routed && status.replicas > status.updated_replicas {
         return (
             "Progressing",
             "old replicas are pending termination".to_string(),
         );
     }
-    if status.stable_rs.is_empty() || !fully_promoted(steps, status) {
+    if status.stable_rs.is_empty() || !fully_promoted(status) {
         return (
             "Progressing",
             "waiting for all steps to complete".to_string(),
@@ -105,7 +110,7 @@ pub fn phase(
 }
 
 /// Argo's IsFullyPromoted for a canary: the stable ReplicaSet is the current one.
-pub fn fully_promoted(_steps: usize, status: &RolloutStatus) -> bool {
+pub fn fully_promoted(status: &RolloutStatus) -> bool {
     status.stable_rs == status.current_pod_hash
 }
 
@@ -188,11 +193,26 @@ mod tests {
             current_pod_hash: "b".into(),
             ..Default::default()
         };
+        let running = RolloutSpec::default();
+        let paused = RolloutSpec {
+            paused: Some(true),
+            ..Default::default()
+        };
         assert_eq!(
-            phase(false, 1, 2, &s),
+            phase(&running, &s),
             ("Progressing", "old replicas are pending termination".into())
         );
-        assert_eq!(phase(true, 1, 2, &s).1, "manually paused");
+        assert_eq!(phase(&paused, &s).1, "manually paused");
+        let restarting = RolloutSpec {
+            restart_at: Some(Time(at(3))),
+            ..Default::default()
+        };
+        assert_eq!(phase(&restarting, &s).1, "rollout is restarting");
+        s.restarted_at = Some(Time(at(3)));
+        assert_eq!(
+            phase(&restarting, &s).1,
+            "old replicas are pending termination"
+        );
         set(
             &mut s,
             condition(
@@ -204,7 +224,7 @@ mod tests {
             ),
         );
         assert_eq!(
-            phase(true, 1, 2, &s),
+            phase(&paused, &s),
             (
                 "Degraded",
                 "RolloutAborted: Rollout aborted update to revision 2".into()

@@ -1,0 +1,111 @@
+//! Argo's pod restarter (`spec.restartAt`, `kubectl argo rollouts restart`): once restartAt has passed,
+//! the Rollout's pods created before it are evicted, as many at a time as availability allows (at least
+//! one, at most maxUnavailable), looking again every 30 s until none is left; then `status.restartedAt`
+//! records it. Owns that rule; the eviction itself (which a PodDisruptionBudget may refuse) is the edge's.
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::Pod;
+
+use super::reconcile::Reconcile;
+use super::{Write, replicas};
+
+/// How often Argo looks again while pods still wait for their restart.
+const RECHECK_SECONDS: i64 = 30;
+
+fn created(pod: &Pod) -> Option<Timestamp> {
+    pod.metadata.creation_timestamp.as_ref().map(|t| t.0)
+}
+
+/// Kubernetes' IsPodAvailable: Ready for at least minReadySeconds, and not being deleted.
+fn available(pod: &Pod, min_ready_seconds: i64, now: Timestamp) -> bool {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    let ready = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+    let Some(ready) = ready.filter(|c| c.status == "True") else {
+        return false;
+    };
+    if min_ready_seconds <= 0 {
+        return true;
+    }
+    ready
+        .last_transition_time
+        .as_ref()
+        .and_then(|t| {
+            t.0.checked_add(SignedDuration::from_secs(min_ready_seconds))
+                .ok()
+        })
+        .is_some_and(|since| since < now)
+}
+
+impl Reconcile<'_, '_> {
+    /// Argo's RolloutPodRestarter.Reconcile; true when pods were evicted (the reconcile then ends, as the
+    /// ReplicaSets' availability no longer counts them).
+    pub(super) fn restart_pods(&mut self) -> bool {
+        let Some(restart_at) = self.o.rollout.spec.restart_at.clone() else {
+            return false;
+        };
+        if restart_at.0 >= self.o.now {
+            self.wake_at(restart_at.0);
+            return false;
+        }
+        if self.prev.restarted_at.as_ref() == Some(&restart_at) {
+            return false;
+        }
+        let owned =
+            |pod: &&Pod| {
+                pod.metadata.owner_references.iter().flatten().any(|o| {
+                    o.controller == Some(true) && self.rss.iter().any(|rs| rs.name == o.name)
+                })
+            };
+        let pods: Vec<&Pod> = self.o.pods.iter().filter(owned).collect();
+        let min_ready = i64::from(self.o.rollout.spec.min_ready_seconds.unwrap_or(0));
+        let total = self.sum(|r| r.pods.spec);
+        let canary = self.canary.cloned().unwrap_or_default();
+        let max_unavailable = replicas::fenceposts(
+            canary.max_surge.as_ref(),
+            canary.max_unavailable.as_ref(),
+            self.replicas,
+        )
+        .map_or(1, |f| f.unavailable);
+        let available_now = pods
+            .iter()
+            .filter(|p| available(p, min_ready, self.o.now))
+            .count();
+        let effective_min = self
+            .replicas
+            .max(total)
+            .saturating_sub(max_unavailable.max(1));
+        let mut can_restart =
+            i64::try_from(available_now).unwrap_or(i64::MAX) - i64::from(effective_min);
+        let (mut needs, mut restarted) = (0, 0);
+        for pod in pods {
+            if created(pod).is_some_and(|c| c >= restart_at.0) {
+                continue;
+            }
+            needs += 1;
+            if can_restart <= 0 || pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            self.writes.push(Write::EvictPod {
+                name: pod.metadata.name.clone().unwrap_or_default(),
+            });
+            can_restart -= 1;
+            restarted += 1;
+        }
+        if needs == restarted {
+            self.new.restarted_at = Some(restart_at);
+        } else if let Ok(at) = self
+            .o
+            .now
+            .checked_add(SignedDuration::from_secs(RECHECK_SECONDS))
+        {
+            self.wake_at(at);
+        }
+        restarted > 0
+    }
+}
