@@ -175,6 +175,8 @@ fn plan(ctx: &Context, rollout: &Rollout, read: &Read) -> Plan {
         replica_sets: &read.replica_sets,
         analysis_runs: &read.analysis_runs,
         services: &read.services,
+        // Pods are not read yet, so a restartAt waits rather than being marked done.
+        pods: None,
         templates: &lookup,
         instance_id: ctx.config.instance_id.as_deref(),
         // As the status stores it, so the status planned now equals the one read back.

@@ -9,9 +9,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{
+    Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -24,8 +26,8 @@ use crate::api::{
 };
 use crate::engine::rollout::hash::HASH_LABEL;
 use crate::engine::rollout::{
-    DESIRED_REPLICAS_ANNOTATION, MANAGED_BY_ANNOTATION, REVISION_ANNOTATION,
-    REVISION_HISTORY_ANNOTATION, Write,
+    DESIRED_REPLICAS_ANNOTATION, EPHEMERAL_METADATA_ANNOTATION, MANAGED_BY_ANNOTATION,
+    REVISION_ANNOTATION, REVISION_HISTORY_ANNOTATION, Write,
 };
 
 /// Templates by (cluster-scoped, name), as the planner looks them up.
@@ -233,6 +235,41 @@ pub async fn apply(
             match merge(&run_api, name, &patch).await {
                 Ok(_) | Err(WriteError::Gone) => Ok(()),
                 Err(e) => Err(e),
+            }
+        }
+        Write::DeleteAnalysisRun { name } => {
+            match run_api
+                .delete(name, &DeleteParams::default())
+                .await
+                .map_err(api_error)
+            {
+                Ok(_) | Err(WriteError::Gone) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        Write::SyncPodMetadata {
+            name,
+            patch,
+            ephemeral,
+        } => {
+            let body = json!({
+                "metadata": {
+                    "resourceVersion": rs_version(name)?,
+                    "annotations": {EPHEMERAL_METADATA_ANNOTATION: ephemeral},
+                },
+                "spec": {"template": {"metadata": {
+                    "labels": patch.labels, "annotations": patch.annotations,
+                }}},
+            });
+            merge(&rs_api, name, &body).await.map(drop)
+        }
+        Write::EvictPod { name } => {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+            match api.evict(name, &EvictParams::default()).await {
+                // 429: a PodDisruptionBudget holds it; the planner asks again in 30 s.
+                Err(e) if is_status(&e, 429) || is_status(&e, 404) => Ok(()),
+                Err(e) => Err(api_error(e)),
+                Ok(_) => Ok(()),
             }
         }
         Write::DeleteReplicaSet { name } => {

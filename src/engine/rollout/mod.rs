@@ -49,8 +49,9 @@ pub struct Observed<'a> {
     pub replica_sets: &'a [ReplicaSet],
     pub analysis_runs: &'a [AnalysisRun],
     pub services: &'a [Service],
-    /// The pods of those ReplicaSets (controller ownerReference to one of them); read to restart them.
-    pub pods: &'a [Pod],
+    /// The pods of those ReplicaSets (controller ownerReference to one of them), read to restart them;
+    /// `None` when they were not read: a `restartAt` then waits, "rollout is restarting", and evicts nothing.
+    pub pods: Option<&'a [Pod]>,
     /// Resolves `templates[]` references of step and background analyses (and their nested templates).
     pub templates: &'a Lookup<'a>,
     /// `--instance-id`: labels the AnalysisRuns this instance creates.

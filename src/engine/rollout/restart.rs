@@ -56,13 +56,16 @@ impl Reconcile<'_, '_> {
         if self.prev.restarted_at.as_ref() == Some(&restart_at) {
             return false;
         }
+        let Some(all) = self.o.pods else {
+            return false;
+        };
         let owned =
             |pod: &&Pod| {
                 pod.metadata.owner_references.iter().flatten().any(|o| {
                     o.controller == Some(true) && self.rss.iter().any(|rs| rs.name == o.name)
                 })
             };
-        let pods: Vec<&Pod> = self.o.pods.iter().filter(owned).collect();
+        let pods: Vec<&Pod> = all.iter().filter(owned).collect();
         let min_ready = i64::from(self.o.rollout.spec.min_ready_seconds.unwrap_or(0));
         let total = self.sum(|r| r.pods.spec);
         let canary = self.canary.cloned().unwrap_or_default();

@@ -108,7 +108,7 @@ impl Cluster {
                 replica_sets: &self.replica_sets,
                 analysis_runs: &self.analysis_runs,
                 services: &self.services,
-                pods: &self.pods,
+                pods: Some(&self.pods),
                 templates: &lookup,
                 instance_id: self.instance_id.as_deref(),
                 now,
