@@ -90,34 +90,72 @@ impl Outcome {
 /// Metadata keys that describe the metric rather than one measurement.
 const METRIC_METADATA: &[&str] = &["ResolvedPrometheusQuery", compare::LOOKS_KEY];
 
-/// Takes one measurement of `m` with the provider it names, and judges the answer by its conditions.
+/// Takes one measurement of `m` with the provider it names (or collects the one in flight), and judges the
+/// answer by its conditions. A resumed measurement keeps the metadata it was started with.
 pub async fn measure(providers: &Providers, m: &MeasurableMetric, at: MeasureAt<'_>) -> Outcome {
     let progress = match providers.of(&m.metric) {
         Ok(provider) => provider.measure(&m.metric, at).await,
         Err(e) => Progress::Finished(Err(e)),
     };
+    let mut outcome = judge(m, progress, at.secrets);
+    if let Some(kept) = at.in_flight().and_then(|f| f.metadata.clone()) {
+        let added = std::mem::replace(&mut outcome.metadata, kept);
+        outcome.metadata.extend(added);
+    }
+    outcome
+}
+
+/// Stops the measurement in flight of `m` (the run is terminating) and ends it as Argo does.
+pub async fn terminate(
+    providers: &Providers,
+    m: &MeasurableMetric,
+    at: MeasureAt<'_>,
+    finished: Timestamp,
+) -> Option<Measurement> {
+    let flying = at.in_flight()?.clone();
+    let stopped = match providers.of(&m.metric) {
+        Ok(provider) => provider.terminate(&m.metric, at).await,
+        Err(e) => Err(e),
+    };
+    let stopped = stopped.map_err(|e| crate::scrub::text(e.to_string(), at.secrets));
+    Some(crate::engine::analysis::terminated(
+        flying, stopped, finished,
+    ))
+}
+
+fn outcome(phase: AnalysisPhase, message: Option<String>) -> Outcome {
+    Outcome {
+        phase,
+        value: None,
+        message,
+        metadata: BTreeMap::new(),
+        metric_metadata: BTreeMap::new(),
+        resume_at: None,
+    }
+}
+
+fn judge(m: &MeasurableMetric, progress: Progress, secrets: &[String]) -> Outcome {
     let answer = match progress {
         Progress::Finished(answer) => answer,
-        Progress::Running { resume_at } => {
+        Progress::Running {
+            resume_at,
+            metadata,
+        } => {
             return Outcome {
-                phase: AnalysisPhase::Running,
-                value: None,
-                message: None,
-                metadata: BTreeMap::new(),
-                metric_metadata: BTreeMap::new(),
+                metadata,
                 resume_at: Some(resume_at),
+                ..outcome(AnalysisPhase::Running, None)
             };
+        }
+        Progress::Ended { phase, message } => {
+            return outcome(phase, message.map(|t| crate::scrub::text(t, secrets)));
         }
     };
     match answer {
-        Err(e) => Outcome {
-            phase: AnalysisPhase::Error,
-            value: None,
-            message: Some(e.to_string()),
-            metadata: BTreeMap::new(),
-            metric_metadata: BTreeMap::new(),
-            resume_at: None,
-        },
+        Err(e) => outcome(
+            AnalysisPhase::Error,
+            Some(crate::scrub::text(e.to_string(), secrets)),
+        ),
         Ok(Answer { result, verdict }) => {
             let value = result.value.render();
             let no_conditions = m.success.is_none() && m.failure.is_none();
@@ -136,7 +174,7 @@ pub async fn measure(providers: &Providers, m: &MeasurableMetric, at: MeasureAt<
                 .partition(|(k, _)| METRIC_METADATA.contains(&k.as_str()));
             Outcome {
                 phase,
-                value: Some(crate::scrub::text(value, at.secrets)),
+                value: Some(crate::scrub::text(value, secrets)),
                 message,
                 metadata,
                 metric_metadata,

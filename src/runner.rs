@@ -12,7 +12,9 @@ use crate::api::{AnalysisRunStatus, Measurement, MetricResult, SecretKeyRef};
 use crate::engine::analysis::{self, AnalysisPlan, Assessment, PlanError};
 use crate::engine::compare;
 use crate::engine::compose::{self, ComposeError, RunSpec};
+use crate::engine::template::{ProviderRules, Severity};
 use crate::measure::{MeasurableMetric, MeasureAt, Providers};
+use crate::providers::provider::RunRef;
 use crate::time::Clock;
 
 /// Everything one run needs, resolved.
@@ -34,17 +36,26 @@ pub enum PrepareError {
     Condition(String),
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// A provider's own check of the metric (after args were substituted) failed.
+    #[error("Analysis spec invalid: metric {metric:?}: {path}: {message}")]
+    Provider {
+        metric: String,
+        path: String,
+        message: String,
+    },
 }
 
 impl PreparedRun {
     /// Resolves a run's args (`supplied` values win; `read_secret` reads `valueFrom.secretKeyRef`),
-    /// substitutes them into every metric, compiles the conditions and builds the plan. `prometheus`
-    /// overrides every Prometheus metric's address. The one preparation shared by the CLI and the daemon.
+    /// substitutes them into every metric, runs the providers' checks (`rules`) on what results, compiles the
+    /// conditions and builds the plan. `prometheus` overrides every Prometheus metric's address. The one
+    /// preparation shared by the CLI and the daemon.
     pub fn prepare(
         spec: &RunSpec,
         supplied: &BTreeMap<String, String>,
         read_secret: &dyn Fn(&SecretKeyRef) -> Result<String, String>,
         prometheus: Option<&str>,
+        rules: &dyn ProviderRules,
     ) -> Result<PreparedRun, PrepareError> {
         let values = compose::resolve_args(&spec.args, supplied, read_secret)?;
         let mut metrics = Vec::new();
@@ -52,6 +63,16 @@ impl PreparedRun {
             let mut resolved = compose::resolve_metric(metric, &values, &compare::keep_window)?;
             if let Some(address) = prometheus {
                 override_address(&mut resolved, address);
+            }
+            let mut findings = Vec::new();
+            rules.check(&resolved, "provider", &mut findings);
+            if let Some(f) = findings.into_iter().find(|f| f.severity == Severity::Error) {
+                // Secret values may have been substituted into what the message quotes.
+                return Err(PrepareError::Provider {
+                    metric: resolved.name.clone(),
+                    path: f.path,
+                    message: crate::scrub::text(f.message, &values.secrets),
+                });
             }
             metrics.push(MeasurableMetric::new(resolved).map_err(PrepareError::Condition)?);
         }
@@ -87,10 +108,12 @@ pub struct Ticked {
     pub now: Timestamp,
 }
 
-/// One pass of the measuring loop on `status` (`None`: the run starts now). `terminate` is `spec.terminate`
-/// (or the end of a backtest). Queries of a virtual clock are evaluated at its time.
+/// One pass of the measuring loop on `status` (`None`: the run starts now) of the run `who`. `terminate` is
+/// `spec.terminate` (or the end of a backtest): measurements in flight are stopped. Queries of a virtual clock
+/// are evaluated at its time.
 pub async fn tick(
     run: &PreparedRun,
+    who: &RunRef,
     providers: &Providers,
     status: Option<AnalysisRunStatus>,
     clock: &Clock,
@@ -99,10 +122,16 @@ pub async fn tick(
     let now = clock.stamp();
     let (mut status, due) = analysis::begin(&run.plan, status, now, terminate);
     let eval_time = clock.is_virtual().then_some(now);
-    let recorded = measure_due(run, providers, &mut status, &due, now, eval_time, &|| {
-        clock.stamp()
-    })
-    .await;
+    let finished = || clock.stamp();
+    let at = Due {
+        who,
+        now,
+        eval_time,
+        finished: &finished,
+    };
+    let mut recorded = measure_due(run, providers, &mut status, &due.measure, &at).await;
+    recorded.extend(terminate_due(run, providers, &mut status, &due.terminate, &at).await);
+    recorded.sort_unstable();
     let assessment = analysis::assess(&run.plan, &mut status, clock.stamp(), terminate);
     Ticked {
         status,
@@ -112,41 +141,71 @@ pub async fn tick(
     }
 }
 
+/// When and for whom one tick measures.
+struct Due<'a> {
+    who: &'a RunRef,
+    /// When measurements start.
+    now: Timestamp,
+    eval_time: Option<Timestamp>,
+    /// When a measurement finishes.
+    finished: &'a (dyn Fn() -> Timestamp + Sync),
+}
+
+impl Due<'_> {
+    fn at<'a>(
+        &'a self,
+        run: &'a PreparedRun,
+        status: &'a AnalysisRunStatus,
+        index: usize,
+    ) -> Option<MeasureAt<'a>> {
+        let plan = run.plan.metrics.get(index)?;
+        let started = status.started_at.as_ref().map_or(self.now, |t| t.0);
+        Some(MeasureAt {
+            now: self.now,
+            eval_time: self.eval_time,
+            secrets: &run.secrets,
+            window_start: compare::window_start(plan, started),
+            result: status.result(&plan.name),
+            run: self.who,
+        })
+    }
+}
+
 /// Measures the metrics `due` (indexes into the plan) concurrently, so a slow provider never delays another
 /// metric, and records each outcome in plan order, so the status does not depend on which answer came first.
-/// Measurements start at `now` and finish at `finished()`. Returns the indexes recorded.
+/// Measurements start at `now` (one resumed keeps its start) and finish at `finished()`. Returns the indexes
+/// recorded.
 async fn measure_due(
     run: &PreparedRun,
     providers: &Providers,
     status: &mut AnalysisRunStatus,
     due: &[usize],
-    now: Timestamp,
-    eval_time: Option<Timestamp>,
-    finished: &(dyn Fn() -> Timestamp + Sync),
+    tick: &Due<'_>,
 ) -> Vec<usize> {
-    let started = status.started_at.as_ref().map_or(now, |t| t.0);
     // Polled together on this task: no metric waits for another's answer, and a measurement due now does not
     // queue behind every other task of the process before its query is sent.
+    let shared: &AnalysisRunStatus = status;
     let measurements = due.iter().filter_map(|&index| {
-        let (metric, plan) = (run.metrics.get(index)?, run.plan.metrics.get(index)?);
-        // Only the metadata: the measurements themselves are not the provider's business.
-        let previous_metadata = status.result(&plan.name).and_then(|r| r.metadata.as_ref());
-        let at = MeasureAt {
-            now,
-            eval_time,
-            secrets: &run.secrets,
-            window_start: compare::window_start(plan, started),
-            previous_metadata,
-        };
-        Some(async move { (index, crate::measure::measure(providers, metric, at).await) })
+        let (metric, at) = (run.metrics.get(index)?, tick.at(run, shared, index)?);
+        let started = at
+            .in_flight()
+            .and_then(|m| m.started_at.as_ref())
+            .map_or(tick.now, |t| t.0);
+        Some(async move {
+            (
+                index,
+                started,
+                crate::measure::measure(providers, metric, at).await,
+            )
+        })
     });
     let mut outcomes = futures::future::join_all(measurements).await;
-    outcomes.sort_by_key(|(index, _)| *index);
+    outcomes.sort_by_key(|(index, _, _)| *index);
     let mut recorded = Vec::new();
-    for (index, outcome) in outcomes {
-        let finished = finished();
+    for (index, started, outcome) in outcomes {
+        let finished = (tick.finished)();
         let metric_metadata = outcome.metric_metadata.clone();
-        let measurement = outcome.into_measurement(now, finished);
+        let measurement = outcome.into_measurement(started, finished);
         if analysis::record(&run.plan, status, index, measurement, finished).is_err() {
             continue;
         }
@@ -162,6 +221,38 @@ async fn measure_due(
                 .extend(metric_metadata);
         }
         recorded.push(index);
+    }
+    recorded
+}
+
+/// Stops the measurements in flight of metrics `due` (the run is terminating) concurrently, and records each
+/// as it ended, in plan order. Returns the indexes recorded.
+async fn terminate_due(
+    run: &PreparedRun,
+    providers: &Providers,
+    status: &mut AnalysisRunStatus,
+    due: &[usize],
+    tick: &Due<'_>,
+) -> Vec<usize> {
+    let shared: &AnalysisRunStatus = status;
+    let stops = due.iter().filter_map(|&index| {
+        let (metric, at) = (run.metrics.get(index)?, tick.at(run, shared, index)?);
+        Some(async move {
+            let ended = crate::measure::terminate(providers, metric, at, (tick.finished)()).await;
+            (index, ended)
+        })
+    });
+    let mut ended = futures::future::join_all(stops).await;
+    ended.sort_by_key(|(index, _)| *index);
+    let mut recorded = Vec::new();
+    for (index, measurement) in ended {
+        let Some(measurement) = measurement else {
+            continue;
+        };
+        let finished = (tick.finished)();
+        if analysis::record(&run.plan, status, index, measurement, finished).is_ok() {
+            recorded.push(index);
+        }
     }
     recorded
 }
@@ -194,6 +285,7 @@ fn after_a_second(t: Timestamp) -> Option<Timestamp> {
 /// `stop` (Ctrl-C) terminates it as `spec.terminate` would.
 pub async fn run(
     run: &PreparedRun,
+    who: &RunRef,
     providers: &Providers,
     clock: &Clock,
     end: Option<Timestamp>,
@@ -210,7 +302,7 @@ pub async fn run(
         if end.is_some_and(past) || *stop.borrow() {
             terminate = true;
         }
-        let ticked = tick(run, providers, status.take(), clock, terminate).await;
+        let ticked = tick(run, who, providers, status.take(), clock, terminate).await;
         for index in &ticked.recorded {
             if let Some(result) = run
                 .plan

@@ -6,6 +6,7 @@ use canaryd::api::{
 };
 use canaryd::engine::analysis::{
     AnalysisPlan, Assessment, UnknownMetric, assess, due, next_wakeup, record, start, step,
+    terminated, to_terminate,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -508,22 +509,81 @@ mod termination {
     }
 
     #[test]
-    fn terminating_closes_an_in_flight_measurement() {
+    fn a_terminated_run_stops_its_in_flight_measurement_before_it_ends_and_it_ends_inconclusive() {
         let p = plan(&[metric("job")]);
         let mut status = start(&p, at(0));
         let running = Measurement {
             finished_at: None,
+            resume_at: Some(Time(at(100))),
             ..measured(Running, 0)
         };
         record(&p, &mut status, 0, running, at(0)).unwrap();
+        // Terminating: the measurement is the provider's to stop first, whatever its resumeAt.
         let a = assess(&p, &mut status, at(30), true);
-        let m = &result(&status, "job").measurements[0];
+        assert_eq!((a.phase, a.next_wakeup), (Running, Some(at(30))));
+        assert_eq!(result(&status, "job").measurements[0].phase, Running);
+        assert!(due(&p, &status, at(30), true).is_empty(), "nothing new");
+        assert_eq!(to_terminate(&p, &status, true), [0]);
+        assert!(to_terminate(&p, &status, false).is_empty());
+
+        let flying = result(&status, "job").measurements[0].clone();
+        record(
+            &p,
+            &mut status,
+            0,
+            terminated(flying, Ok(()), at(31)),
+            at(31),
+        )
+        .unwrap();
+        let a = assess(&p, &mut status, at(31), true);
+        let r = result(&status, "job");
+        let m = &r.measurements[0];
         assert_eq!(
-            (m.phase, m.message.as_deref()),
-            (Successful, Some("Metric Terminated"))
+            (m.phase, m.message.as_deref(), m.finished_at.clone()),
+            (Inconclusive, Some("Metric Terminated"), Some(Time(at(31))))
         );
-        assert_eq!(m.finished_at, Some(Time(at(30))));
-        assert_eq!(a.phase, Successful);
+        assert_eq!((r.measurements.len(), r.count, r.inconclusive), (1, 1, 1));
+        // Argo since #4602: a Job cut short proved nothing.
+        assert_eq!(a.phase, Inconclusive);
+        assert_eq!(
+            a.message.as_deref(),
+            Some(
+                "Metric \"job\" assessed Inconclusive due to inconclusive (1) > inconclusiveLimit (0): \"Error Message: Metric Terminated\""
+            )
+        );
+    }
+
+    #[test]
+    fn a_measurement_its_provider_could_not_stop_ends_error_with_why() {
+        let flying = Measurement {
+            finished_at: None,
+            ..measured(Running, 0)
+        };
+        let m = terminated(flying, Err("jobs.batch is forbidden".into()), at(5));
+        assert_eq!(
+            (m.phase, m.message.as_deref(), m.finished_at),
+            (Error, Some("jobs.batch is forbidden"), Some(Time(at(5))))
+        );
+    }
+
+    #[test]
+    fn a_metric_failing_while_another_is_in_flight_ends_the_run_only_after_that_one_is_stopped() {
+        let p = plan(&[metric("prom"), metric("job")]);
+        let mut status = start(&p, at(0));
+        let running = Measurement {
+            finished_at: None,
+            resume_at: Some(Time(at(100))),
+            ..measured(Running, 0)
+        };
+        record(&p, &mut status, 1, running, at(0)).unwrap();
+        record(&p, &mut status, 0, measured(Failed, 0), at(0)).unwrap();
+        let a = assess(&p, &mut status, at(0), false);
+        assert_eq!((a.phase, a.next_wakeup), (Running, Some(at(0))));
+        let a = step(&p, &mut status, at(1), false, |_, _, _| {
+            unreachable!("nothing new is measured")
+        });
+        assert_eq!(result(&status, "job").phase, Inconclusive);
+        assert_eq!((a.phase, a.next_wakeup), (Failed, None));
     }
 
     #[test]

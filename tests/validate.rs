@@ -69,7 +69,7 @@ fn a_count_above_one_without_interval_is_rejected() {
 fn an_unsupported_provider_is_named() {
     assert_one_problem(
         "datadog-provider.yaml",
-        "11: AnalysisTemplate/datadog: spec.metrics[0].provider.datadog: provider datadog is not supported by canaryd (supported: prometheus, web, plugin \"canaryd/...\")",
+        "11: AnalysisTemplate/datadog: spec.metrics[0].provider.datadog: provider datadog is not supported by canaryd (supported: prometheus, web, job, plugin \"canaryd/...\")",
     );
 }
 
@@ -118,7 +118,7 @@ fn argo_limit_rules_and_provider_rules_each_give_one_line() {
         "22: AnalysisTemplate/limits: spec.metrics[1].failureLimit: failureLimit -1 turns failure counting off, so consecutiveSuccessLimit must be > 0 to ever decide",
         "23: AnalysisTemplate/limits: spec.metrics[1].consecutiveErrorLimit: must not be negative, got -2",
         "29: AnalysisTemplate/limits: spec.metrics[2].provider: exactly one provider is allowed, found prometheus, web",
-        "38: AnalysisTemplate/limits: spec.metrics[3].provider.plugin.argoproj-labs/metric-ai: plugin argoproj-labs/metric-ai is not supported by canaryd (canaryd runs prometheus, web and its own plugin canaryd/compare)",
+        "38: AnalysisTemplate/limits: spec.metrics[3].provider.plugin.argoproj-labs/metric-ai: plugin argoproj-labs/metric-ai is not supported by canaryd (canaryd runs prometheus, web, job and its own plugin canaryd/compare)",
     ];
     let expected: Vec<String> = expected.iter().map(|e| format!("{p}:{e}")).collect();
     assert_eq!(lines, expected);
@@ -181,7 +181,7 @@ fn argo_examples() -> PathBuf {
 }
 
 #[test]
-fn argo_documented_prometheus_and_web_templates_validate() {
+fn argo_documented_prometheus_web_and_job_templates_validate() {
     let dir = argo_examples();
     let valid = [
         "docs__analysis__prometheus.md__01.yaml",
@@ -202,6 +202,10 @@ fn argo_documented_prometheus_and_web_templates_validate() {
         "docs__features__analysis.md__11.yaml",
         "examples__appmesh__canary-rollout.yaml",
         "examples__rollout-secret.yaml",
+        "examples__analysis-templates.yaml__01.yaml",
+        "examples__analysis-templates.yaml__02.yaml",
+        "examples__cluster-analysis-templates.yaml",
+        "examples__traffic-management__job.yaml",
     ];
     let paths: Vec<String> = valid
         .iter()
@@ -221,7 +225,7 @@ fn argo_templates_for_other_providers_fail_naming_the_provider() {
     let dir = argo_examples();
     for (file, provider) in [
         ("docs__analysis__datadog.md__01.yaml", "datadog"),
-        ("examples__analysis-templates.yaml__01.yaml", "job"),
+        ("docs__analysis__wavefront.md__01.yaml", "wavefront"),
         ("docs__analysis__cloudwatch.md__01.yaml", "cloudWatch"),
         ("docs__analysis__newrelic.md__01.yaml", "newRelic"),
     ] {
@@ -264,7 +268,7 @@ fn a_folder_is_searched_recursively_and_every_document_is_checked() {
     let (code, lines) = validate(&[&dir.path().display().to_string()]);
     assert_eq!(code, 1);
     assert_eq!(lines.len(), 1, "{lines:?}");
-    assert!(lines[0].ends_with("provider datadog is not supported by canaryd (supported: prometheus, web, plugin \"canaryd/...\")"));
+    assert!(lines[0].ends_with("provider datadog is not supported by canaryd (supported: prometheus, web, job, plugin \"canaryd/...\")"));
 }
 
 #[test]
@@ -305,4 +309,25 @@ fn an_argo_kind_of_another_api_version_is_named_once_whichever_kind_it_is() {
             format!("{path}:13: ApplicationSet/guestbook: {expected}"),
         ]
     );
+}
+
+#[test]
+fn a_job_spec_that_no_job_controller_would_run_is_reported_at_its_field() {
+    let p = "tests/fixtures/validate/job.yaml";
+    let (code, lines) = validate(&[p]);
+    assert_eq!(code, 1);
+    let spec = "provider.job.spec";
+    let expected = [
+        format!(
+            "13: AnalysisTemplate/smoke: spec.metrics[0].{spec}.template.spec.restartPolicy: \"Always\" is not allowed for a Job: use Never or OnFailure"
+        ),
+        format!(
+            "21: AnalysisTemplate/smoke: spec.metrics[1].{spec}.backoffLimit: must be an integer, got a string"
+        ),
+        format!(
+            "23: AnalysisTemplate/smoke: spec.metrics[1].{spec}.template.spec.containers: required: at least one container"
+        ),
+    ];
+    let expected: Vec<String> = expected.iter().map(|e| format!("{p}:{e}")).collect();
+    assert_eq!(lines, expected);
 }

@@ -116,8 +116,7 @@ pub struct MetricProvider {
     #[schemars(schema_with = "preserve_unknown_object")]
     pub kayenta: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "preserve_unknown_object")]
-    pub job: Option<Value>,
+    pub job: Option<JobMetric>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserve_unknown_object")]
     pub cloud_watch: Option<Value>,
@@ -155,6 +154,28 @@ impl MetricProvider {
         add(self.skywalking.is_some(), "skywalking");
         names
     }
+}
+
+/// Argo's `job` provider: a Kubernetes Job per measurement. The Job spec is kept exactly as written (it is
+/// sent to the API server as it stands); `providers/job.rs` checks what a Job needs.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobMetric {
+    /// Copied onto the Job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<JobMetadata>,
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub spec: Value,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobMetadata {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

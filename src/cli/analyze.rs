@@ -18,6 +18,7 @@ use crate::engine::analysis::Assessment;
 use crate::engine::compose::RunSpec;
 use crate::engine::template::Severity;
 use crate::measure::Providers;
+use crate::providers::provider::RunRef;
 use crate::runner::{self, Event, PreparedRun};
 use crate::time::Clock;
 
@@ -163,7 +164,8 @@ pub fn prepare_docs(
             s.key
         ))
     };
-    let prepared = PreparedRun::prepare(&spec, &supplied, &secret_help, prometheus)
+    let rules = Providers::new(None);
+    let prepared = PreparedRun::prepare(&spec, &supplied, &secret_help, prometheus, &rules)
         .map_err(|e| BadInput(format!("{name}: {e}")))?;
     Ok((name, prepared))
 }
@@ -280,8 +282,14 @@ pub async fn execute(
             }
         }
     };
+    let who = RunRef::local(
+        name,
+        providers.jobs_namespace().unwrap_or("default"),
+        Clock::Wall.now(),
+    );
     let (status, assessment) = runner::run(
         run,
+        &who,
         providers,
         &clock,
         window.map(|(_, to)| to),
@@ -320,6 +328,19 @@ pub fn run(args: Args) -> Exit {
         return Exit::Usage;
     }
     let window = args.from.zip(args.to);
+    let jobs: Vec<&str> = prepared
+        .metrics
+        .iter()
+        .filter(|m| m.metric.provider.job.is_some())
+        .map(|m| m.metric.name.as_str())
+        .collect();
+    if window.is_some() && !jobs.is_empty() {
+        eprintln!(
+            "canaryd analyze: metric {:?} runs a Kubernetes Job, which cannot be backtested: drop --from/--to",
+            jobs[0]
+        );
+        return Exit::Usage;
+    }
     let mut providers = Providers::new(crate::providers::default_address_from_env());
     if let Some((_, to)) = window {
         providers = providers.with_batched_prometheus(Some(to));
@@ -334,5 +355,40 @@ pub fn run(args: Args) -> Exit {
             return Exit::Error;
         }
     };
-    runtime.block_on(execute(&name, &prepared, &providers, window, args.output))
+    runtime.block_on(async {
+        let providers = match jobs.first() {
+            None => providers,
+            Some(metric) => match cluster().await {
+                Ok(client) => providers.with_jobs(std::sync::Arc::new(
+                    crate::k8s::jobs::Jobs::new(client),
+                )),
+                Err(reason) => {
+                    eprintln!(
+                        "canaryd analyze: metric {metric:?} runs a Kubernetes Job, and no cluster is reachable \
+                         (nothing was measured): {reason}"
+                    );
+                    return Exit::Error;
+                }
+            },
+        };
+        execute(&name, &prepared, &providers, window, args.output).await
+    })
+}
+
+/// How long `analyze` waits for the API server to answer before it gives up on the cluster.
+const CLUSTER_PROBE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A client for the cluster the kubeconfig (or the Pod's service account) names, once it answered.
+async fn cluster() -> Result<kube::Client, String> {
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("no cluster configured (kubeconfig or in-cluster): {e}"))?;
+    match tokio::time::timeout(CLUSTER_PROBE, client.apiserver_version()).await {
+        Ok(Ok(_)) => Ok(client),
+        Ok(Err(e)) => Err(format!("the API server did not answer: {e}")),
+        Err(_) => Err(format!(
+            "the API server did not answer within {} s",
+            CLUSTER_PROBE.as_secs()
+        )),
+    }
 }

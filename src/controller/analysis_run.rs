@@ -24,6 +24,7 @@ use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus};
 use crate::engine::analysis;
 use crate::engine::compose::RunSpec;
 use crate::k8s::runs::{self, WriteError};
+use crate::providers::provider::RunRef;
 use crate::runner::{self, PreparedRun};
 
 impl Reconciled for AnalysisRun {
@@ -116,6 +117,7 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
         &BTreeMap::new(),
         &|r| runs::lookup(&secrets, r),
         None,
+        &ctx.providers,
     );
     let (new_status, assessment_wakeup, secret_values) = match prepared {
         Err(e) => {
@@ -145,8 +147,21 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
             // Stamped as the API server will store it, so the next due time is the same before and after
             // the patch.
             let terminate = obj.spec.terminate == Some(true);
-            let ticked =
-                runner::tick(&run, &ctx.providers, working.take(), &ctx.clock, terminate).await;
+            let who = RunRef {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                uid: obj.uid().unwrap_or_default(),
+                owned: true,
+            };
+            let ticked = runner::tick(
+                &run,
+                &who,
+                &ctx.providers,
+                working.take(),
+                &ctx.clock,
+                terminate,
+            )
+            .await;
             let (status, assessment) = (ticked.status, ticked.assessment);
             for index in &ticked.recorded {
                 let Some(plan) = run.plan.metrics.get(*index) else {

@@ -33,6 +33,7 @@ use tracing::{info, warn};
 
 use crate::api::{AnalysisPhase, AnalysisRun, Rollout};
 use crate::k8s::events::{self, EventPublisher, EventQueue};
+use crate::k8s::jobs::Jobs;
 use crate::k8s::lease::{Elector, LeaseConfig};
 use crate::k8s::status::StatusWriter;
 use crate::measure::Providers;
@@ -149,7 +150,10 @@ impl Daemon {
             config.prometheus_max_concurrency,
             config.prometheus_share_window,
         ));
-        let providers = Providers::new(config.prometheus.clone()).with_gate(gate.clone());
+        let jobs = Arc::new(Jobs::new(client.clone()));
+        let providers = Providers::new(config.prometheus.clone())
+            .with_gate(gate.clone())
+            .with_jobs(jobs);
         let reporter = Reporter {
             controller: "canaryd".to_string(),
             instance: Some(config.identity.clone()),

@@ -440,7 +440,7 @@ fn check_provider(
     match configured.as_slice() {
         [] => findings.push(Finding::error(
             ppath,
-            "a provider is required (canaryd runs prometheus, web and plugin \"canaryd/...\")",
+            "a provider is required (canaryd runs prometheus, web, job and plugin \"canaryd/...\")",
         )),
         [_] => rules.check(metric, &ppath, findings),
         many => findings.push(Finding::error(

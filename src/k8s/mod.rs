@@ -5,6 +5,7 @@
 //! Rollout's next step; it moves what `engine/` computed to and from the API server.
 
 pub mod events;
+pub mod jobs;
 pub mod lease;
 pub mod rollout_writes;
 pub mod runs;

@@ -85,7 +85,8 @@ impl Compare {
     ) -> Result<(serde_json::Value, Verdict), ProviderError> {
         let params = compare::error_rate_params(e);
         let invalid = |e: String| ProviderError::Invalid(format!("plugin {COMPARE_PLUGIN}: {e}"));
-        let history = compare::looks_from(at.previous_metadata).map_err(invalid)?;
+        let history =
+            compare::looks_from(at.result.and_then(|r| r.metadata.as_ref())).map_err(invalid)?;
         let [ce, cr, be, br] = [
             &e.canary.errors,
             &e.canary.requests,

@@ -11,6 +11,7 @@ pub mod batch;
 pub mod compare;
 pub mod gate;
 pub mod http;
+pub mod job;
 pub mod jsonpath;
 pub mod prometheus;
 pub mod provider;

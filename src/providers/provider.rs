@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use jiff::Timestamp;
 
 use super::{ProviderError, ProviderResult};
-use crate::api::Metric;
+use crate::api::{AnalysisPhase, Measurement, Metric, MetricResult};
 use crate::engine::judge::Verdict;
 use crate::engine::template::Finding;
 
@@ -24,8 +24,44 @@ pub struct MeasureAt<'a> {
     pub secrets: &'a [String],
     /// Where `{{window}}` opens (see `engine::compare::window_start`).
     pub window_start: Timestamp,
-    /// The metadata of the metric's result so far: `canaryd/compare` keeps its error-rate history there.
-    pub previous_metadata: Option<&'a BTreeMap<String, String>>,
+    /// The metric's result so far: `canaryd/compare` keeps its error-rate history in its metadata, a Job is
+    /// numbered by its counters, and its last measurement may be one in flight to collect or stop.
+    pub result: Option<&'a MetricResult>,
+    /// The run measured: what a provider that creates objects names and owns them by.
+    pub run: &'a RunRef,
+}
+
+impl MeasureAt<'_> {
+    /// The measurement this one resumes: the metric's last, still running.
+    pub fn in_flight(&self) -> Option<&Measurement> {
+        crate::engine::analysis::in_flight(self.result)
+    }
+}
+
+/// The run a measurement belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRef {
+    pub namespace: String,
+    pub name: String,
+    /// Names and labels what the run creates; the AnalysisRun's UID in the daemon.
+    pub uid: String,
+    /// Whether `uid` is an AnalysisRun on the API server, which then owns what the run creates (deleting the
+    /// run deletes them). `canaryd analyze` has no such object.
+    pub owned: bool,
+}
+
+impl RunRef {
+    /// A run that exists only in this process (`canaryd analyze`): named `name`, in `namespace`, with an id
+    /// of its own made from `now` and the process id, so two invocations never share a Job name.
+    pub fn local(name: &str, namespace: &str, now: Timestamp) -> RunRef {
+        let id = format!("{:x}-{:x}", now.as_nanosecond(), std::process::id());
+        RunRef {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            uid: id,
+            owned: false,
+        }
+    }
 }
 
 /// What a provider found.
@@ -41,9 +77,16 @@ pub struct Answer {
 #[derive(Debug)]
 pub enum Progress {
     Finished(Result<Answer, ProviderError>),
-    /// Still running (a Job, say): measure again at `resume_at` to collect it.
+    /// Still running (a Job, say): measure again at `resume_at` to collect it. `metadata` is kept on the
+    /// measurement (what to collect or stop).
     Running {
         resume_at: Timestamp,
+        metadata: BTreeMap<String, String>,
+    },
+    /// A provider whose outcome is the phase itself (a Job: Complete or Failed), conditions aside.
+    Ended {
+        phase: AnalysisPhase,
+        message: Option<String>,
     },
 }
 
@@ -59,8 +102,13 @@ pub trait MetricProvider: Send + Sync + std::fmt::Debug {
     /// Takes one measurement of `metric` (args already substituted).
     fn measure<'a>(&'a self, metric: &'a Metric, at: MeasureAt<'a>) -> BoxFuture<'a, Progress>;
 
-    /// Stops a measurement still running; providers that answer at once have nothing to stop.
-    fn terminate<'a>(&'a self, _metric: &'a Metric) -> BoxFuture<'a, ()> {
-        Box::pin(async {})
+    /// Stops the measurement in flight (`at.in_flight()`) of a terminating run; providers that answer at once
+    /// have nothing to stop. The engine ends the measurement (`engine::analysis::terminated`).
+    fn terminate<'a>(
+        &'a self,
+        _metric: &'a Metric,
+        _at: MeasureAt<'a>,
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async { Ok(()) })
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::batch::Batched;
 use super::compare::Compare;
 use super::gate::Gate;
+use super::job::JobProvider;
 use super::provider::MetricProvider;
 use super::sources::{PrometheusProvider, WebProvider};
 use super::{HttpClients, Prometheus, ProviderError, Web};
@@ -22,6 +23,7 @@ pub struct Providers {
     prometheus_stand_in: Option<Arc<dyn MetricProvider>>,
     web: WebProvider,
     compare: Compare,
+    job: JobProvider,
 }
 
 impl Providers {
@@ -35,6 +37,7 @@ impl Providers {
     pub fn with_gate(self, gate: Arc<Gate>) -> Providers {
         Providers {
             prometheus_stand_in: self.prometheus_stand_in,
+            job: self.job,
             ..Providers::build(self.prometheus.default_address.clone(), Some(gate))
         }
     }
@@ -54,7 +57,21 @@ impl Providers {
                 web: Web::new(http),
                 gate,
             },
+            job: JobProvider::default(),
         }
+    }
+
+    /// The same providers with job metrics run as Jobs through `jobs` (without it they are Errors saying no
+    /// cluster is configured).
+    pub fn with_jobs(mut self, jobs: Arc<crate::k8s::jobs::Jobs>) -> Providers {
+        self.job = JobProvider { jobs: Some(jobs) };
+        self
+    }
+
+    /// Where job metrics run their Jobs when the run has no namespace of its own (the cluster
+    /// configuration's namespace); `None` without a cluster.
+    pub fn jobs_namespace(&self) -> Option<&str> {
+        self.job.jobs.as_deref().map(|j| j.default_namespace())
     }
 
     /// The same providers with `stand_in` answering the metrics that name `prometheus` (`canaryd/compare`'s
@@ -81,6 +98,8 @@ impl Providers {
             })
         } else if provider.web.is_some() {
             Ok(&self.web)
+        } else if provider.job.is_some() {
+            Ok(&self.job)
         } else if provider
             .plugin
             .as_ref()
@@ -114,8 +133,8 @@ impl ProviderRules for Providers {
                 findings.push(Finding::error(
                     format!("{path}.plugin.{name}"),
                     format!(
-                        "plugin {name} is not supported by canaryd (canaryd runs prometheus, web and its own \
-                         plugin {COMPARE_PLUGIN})"
+                        "plugin {name} is not supported by canaryd (canaryd runs prometheus, web, job and its \
+                         own plugin {COMPARE_PLUGIN})"
                     ),
                 ));
             }
@@ -131,7 +150,7 @@ impl ProviderRules for Providers {
                     findings.push(Finding::error(
                         format!("{path}.{name}"),
                         format!(
-                            "provider {name} is not supported by canaryd (supported: prometheus, web, plugin \"canaryd/...\")"
+                            "provider {name} is not supported by canaryd (supported: prometheus, web, job, plugin \"canaryd/...\")"
                         ),
                     ));
                 }
@@ -158,6 +177,7 @@ mod tests {
             Some("prometheus")
         );
         assert_eq!(name(json!({"web": {"url": "http://x"}})).ok(), Some("web"));
+        assert_eq!(name(json!({"job": {"spec": {}}})).ok(), Some("job"));
         assert_eq!(
             name(json!({"plugin": {"canaryd/compare": {}}})).ok(),
             Some("canaryd/compare")

@@ -52,6 +52,16 @@ pub fn start(plan: &AnalysisPlan, now: Timestamp) -> AnalysisRunStatus {
     status
 }
 
+/// What one tick is to do, by metric (indexes into `plan.metrics`, in plan order).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Due {
+    /// Take a measurement, or collect the one in flight (its provider is asked again).
+    pub measure: Vec<usize>,
+    /// Stop the measurement in flight: the run is terminating. Its provider stops the work (a Job is
+    /// deleted) and [`terminated`] ends the measurement.
+    pub terminate: Vec<usize>,
+}
+
 /// The metrics (indexes into `plan.metrics`) to measure at `now`. Nothing is due once the run is complete or
 /// terminating; an in-flight measurement is due again at its `resumeAt`.
 pub fn due(
@@ -71,6 +81,53 @@ pub fn due(
         .filter(|(_, m)| next_due(m, status.result(&m.name), run_start).is_some_and(|at| at <= now))
         .map(|(i, _)| i)
         .collect()
+}
+
+/// The metrics (indexes into `plan.metrics`) whose measurement in flight is to be stopped at once: all of
+/// them while the run is terminating (Argo resumes an in-flight measurement of a terminating run to terminate
+/// it, whatever its `resumeAt`), none otherwise.
+pub fn to_terminate(
+    plan: &AnalysisPlan,
+    status: &AnalysisRunStatus,
+    terminate: bool,
+) -> Vec<usize> {
+    if status.phase.is_some_and(AnalysisPhase::is_completed)
+        || !terminating(plan, status, terminate)
+    {
+        return Vec::new();
+    }
+    plan.metrics
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| in_flight(status.result(&p.name)).is_some())
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The metric's measurement still running, if its last one is.
+pub fn in_flight(result: Option<&MetricResult>) -> Option<&Measurement> {
+    result
+        .filter(|r| !r.phase.is_completed())
+        .and_then(|r| r.measurements.last())
+        .filter(|m| !m.phase.is_completed())
+}
+
+/// An in-flight measurement of a terminating run, once its provider was asked to stop it (`stopped`: how
+/// that went). Argo's job provider ends it Inconclusive with "Metric Terminated" (Argo Rollouts #4602: a
+/// Job cut short proved nothing); a provider that could not stop it ends it Error with why.
+pub fn terminated(mut m: Measurement, stopped: Result<(), String>, now: Timestamp) -> Measurement {
+    match stopped {
+        Ok(()) => {
+            m.phase = AnalysisPhase::Inconclusive;
+            m.message = Some(METRIC_TERMINATED.to_string());
+        }
+        Err(reason) => {
+            m.phase = AnalysisPhase::Error;
+            m.message = Some(reason);
+        }
+    }
+    m.finished_at = Some(Time(now));
+    m
 }
 
 /// When something is next due by `status` alone (a run not started yet starts at `now`); `None` once the run
@@ -168,12 +225,12 @@ pub fn assess(
     }
 
     // Two passes: a metric that ends badly in the first terminates the run, which ends the others in the second.
+    // A measurement in flight is not ended here: its provider must stop it first (`to_terminate`), so its
+    // metric stays Running and the run is due again at once.
+    let mut stopping = false;
     for _ in 0..2 {
-        let stopping = terminating(plan, status, terminate);
+        stopping = terminating(plan, status, terminate);
         for p in &plan.metrics {
-            if stopping {
-                close_in_flight(p, status, now);
-            }
             let r = result_mut(status, p);
             if r.phase.is_completed() {
                 continue;
@@ -199,6 +256,8 @@ pub fn assess(
     let next_wakeup = if phase.is_completed() {
         status.completed_at.get_or_insert(Time(now));
         None
+    } else if stopping && !to_terminate(plan, status, terminate).is_empty() {
+        Some(now)
     } else {
         next_wakeup(plan, status, run_start)
     };
@@ -210,17 +269,20 @@ pub fn assess(
 }
 
 /// The decision before measuring, the first half of every tick of the measuring loop: the status to build on
-/// (a run without one starts at `now`) and the metrics (indexes into `plan.metrics`) due at `now`. The second
-/// half is [`record`] for each measurement taken and [`assess`].
+/// (a run without one starts at `now`), the metrics due at `now` and the in-flight measurements to stop. The
+/// second half is [`record`] for each measurement taken or stopped, and [`assess`].
 pub fn begin(
     plan: &AnalysisPlan,
     status: Option<AnalysisRunStatus>,
     now: Timestamp,
     terminate: bool,
-) -> (AnalysisRunStatus, Vec<usize>) {
+) -> (AnalysisRunStatus, Due) {
     let mut status = status.unwrap_or_else(|| start(plan, now));
     status.started_at.get_or_insert(Time(now));
-    let due = due(plan, &status, now, terminate);
+    let due = Due {
+        measure: due(plan, &status, now, terminate),
+        terminate: to_terminate(plan, &status, terminate),
+    };
     (status, due)
 }
 
@@ -235,11 +297,22 @@ pub fn step(
     mut measure: impl FnMut(usize, &MetricPlan, Timestamp) -> Measurement,
 ) -> Assessment {
     let (mut next, due) = begin(plan, Some(std::mem::take(status)), now, terminate);
-    for i in due {
+    for i in due.measure {
         if let Some(p) = plan.metrics.get(i) {
             let m = measure(i, p, now);
             // `i` came from `due`, so it is in range.
             let _ = record(plan, &mut next, i, m, now);
+        }
+    }
+    // Nothing runs outside a synchronous measurement, so there is nothing to stop.
+    for i in due.terminate {
+        let flying = plan
+            .metrics
+            .get(i)
+            .and_then(|p| in_flight(next.result(&p.name)))
+            .cloned();
+        if let Some(m) = flying {
+            let _ = record(plan, &mut next, i, terminated(m, Ok(()), now), now);
         }
     }
     let assessment = assess(plan, &mut next, now, terminate);
@@ -259,26 +332,6 @@ fn terminating(plan: &AnalysisPlan, status: &AnalysisRunStatus, terminate: bool)
                     )
                 })
         })
-}
-
-/// A terminating run does not wait for in-flight measurements: they end Successful, as Argo's providers
-/// report a terminated measurement.
-fn close_in_flight(p: &MetricPlan, status: &mut AnalysisRunStatus, now: Timestamp) {
-    let r = result_mut(status, p);
-    if r.phase.is_completed() {
-        return;
-    }
-    if let Some(last) = r
-        .measurements
-        .last_mut()
-        .filter(|m| !m.phase.is_completed())
-    {
-        last.phase = AnalysisPhase::Successful;
-        last.message = Some(METRIC_TERMINATED.to_string());
-        last.finished_at = Some(Time(now));
-        last.resume_at = None;
-        count(r, AnalysisPhase::Successful);
-    }
 }
 
 /// The phase a metric's counters and limits give it, and the reason when a limit decided it.
