@@ -20,6 +20,8 @@
 //! - Argo's kinds come from CRD files: canaryd's generated ones by default, `.crds(CrdSet::Argo)` for Argo
 //!   Rollouts' published ones, `.crd_file(path)` for any other CRD (a kind it defines replaces the one of the same
 //!   group, version and plural). `install_crds(path)` swaps definitions while the server runs.
+//! - `.job_controller(JobController::by_exit_code(delay))` simulates kube-controller-manager's Job controller:
+//!   each Job ends Complete or Failed after `delay` (`fake_apiserver/jobs.rs`); without it Jobs never end.
 //! - `url()`, `kubeconfig_path()`, `client().await`.
 //! - Introspection: `requests()`, `request_count(&RequestPattern)`, `resource_version()`, `open_watches()`,
 //!   `pruned()` (the fields custom resources lost to their CRD's schema),
@@ -74,6 +76,8 @@
 mod crd;
 #[path = "fake_apiserver/error.rs"]
 mod error;
+#[path = "fake_apiserver/jobs.rs"]
+mod jobs;
 #[path = "fake_apiserver/object.rs"]
 mod object;
 #[path = "fake_apiserver/replicasets.rs"]
@@ -115,6 +119,7 @@ use tokio::task::JoinHandle;
 
 pub use crd::CrdSet;
 use error::ApiError;
+pub use jobs::JobController;
 #[allow(unused_imports)] // Only fake_apiserver_crud's property test calls it directly.
 pub use object::merge_patch;
 pub use replicasets::ReplicaSetController;
@@ -247,6 +252,7 @@ pub struct FakeApiServerBuilder {
     resources: Vec<ResourceDef>,
     bookmark_interval: Duration,
     history_limit: usize,
+    job_controller: Option<JobController>,
 }
 
 impl FakeApiServerBuilder {
@@ -276,6 +282,12 @@ impl FakeApiServerBuilder {
         self
     }
 
+    /// Runs Jobs as `controller` says (kube-controller-manager's part); without one, Jobs never end.
+    pub fn job_controller(mut self, controller: JobController) -> Self {
+        self.job_controller = Some(controller);
+        self
+    }
+
     pub async fn start(self) -> FakeApiServer {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
@@ -294,6 +306,9 @@ impl FakeApiServerBuilder {
             address,
         });
         let accept = tokio::spawn(accept_loop(listener, shared.clone()));
+        if let Some(controller) = self.job_controller {
+            tokio::spawn(jobs::run(shared.clone(), controller));
+        }
         let dir = tempfile::tempdir().expect("a temporary directory for the kubeconfig");
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, kubeconfig_text(address))
@@ -328,6 +343,7 @@ impl FakeApiServer {
             resources: ResourceDef::defaults(),
             bookmark_interval: Duration::from_secs(1),
             history_limit: 10_000,
+            job_controller: None,
         }
     }
 

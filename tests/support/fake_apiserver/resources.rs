@@ -59,8 +59,8 @@ impl ResourceDef {
     }
 
     /// What canaryd reads and writes: Argo's kinds as canaryd's own CRDs define them, Secrets, Events (both
-    /// APIs), ConfigMaps, Leases, and what a Rollout drives: ReplicaSets and Services (both with the status
-    /// subresource, as kube-apiserver serves them).
+    /// APIs), ConfigMaps, Leases, what a Rollout drives: ReplicaSets and Services, and the Jobs of job metrics
+    /// (all three with the status subresource, as kube-apiserver serves them).
     pub fn defaults() -> Vec<ResourceDef> {
         let builtin = |group, version, plural, singular, kind| ResourceDef {
             group,
@@ -88,6 +88,10 @@ impl ResourceDef {
             ResourceDef {
                 status_subresource: true,
                 ..builtin("", "v1", "services", "service", "Service")
+            },
+            ResourceDef {
+                status_subresource: true,
+                ..builtin("batch", "v1", "jobs", "job", "Job")
             },
             ResourceDef {
                 unconditional_update: false,
