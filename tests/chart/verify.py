@@ -147,6 +147,7 @@ WATCH_RULES = {
     ("argoproj.io", "analysistemplates"): {"get", "list", "watch"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
+    ("batch", "jobs"): {"create", "get", "list", "watch", "delete"},
 }
 SECRET_RULE = {("", "secrets"): {"get"}}
 # With rollouts.enabled: the Rollouts, their status, the ReplicaSets and AnalysisRuns canaryd creates for them,

@@ -58,6 +58,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+# job metrics: a Job per measurement, in the run's namespace, watched and deleted when the run terminates.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["create", "get", "list", "watch", "delete"]
 {{- if .Values.rollouts.enabled }}
 # --rollouts: the Rollouts canaryd owns, the ReplicaSets and AnalysisRuns it creates for them, the Services they
 # name (their selectors are pointed at the canary and stable ReplicaSets).

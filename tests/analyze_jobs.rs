@@ -1,0 +1,100 @@
+//! `canaryd analyze` with job metrics: run against the cluster the kubeconfig names (the fake API server and
+//! its simulated Job controller), and stopped before any measurement, with a message saying why, when no
+//! cluster is reachable or a backtest is asked for.
+
+#![allow(clippy::disallowed_methods)] // Not the Clock: the child process runs on real time.
+
+#[path = "support/cli.rs"]
+mod cli;
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+
+use std::time::Duration;
+
+use fake_apiserver::{FakeApiServer, JobController, RequestPattern};
+use serde_json::Value;
+
+const TEMPLATE: &str = "analysis-templates/job-smoke-test.yaml";
+
+/// `canaryd analyze` of the shipped smoke test with `env` set and the usual cluster settings cleared.
+async fn analyze(env: &[(&str, &str)], extra: &[&str]) -> cli::Ran {
+    let home = tempfile::tempdir().expect("a home without ~/.kube");
+    let mut command = cli::canaryd();
+    command
+        .args([
+            "analyze",
+            "-f",
+            TEMPLATE,
+            "--arg",
+            "url=http://checkout-canary.shop.svc/healthz",
+        ])
+        .args(extra)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .env("HOME", home.path());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("joined")
+        .expect("the canaryd binary runs");
+    cli::Ran {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_metric_runs_its_job_on_the_cluster_the_kubeconfig_names() {
+    let server = FakeApiServer::builder()
+        .job_controller(JobController {
+            delay: Duration::from_millis(300),
+            succeeds: std::sync::Arc::new(|job: &Value| {
+                job.to_string().contains("checkout-canary")
+            }),
+        })
+        .start()
+        .await;
+    let kubeconfig = server.kubeconfig_path().display().to_string();
+    let ran = analyze(&[("KUBECONFIG", &kubeconfig)], &["--output", "json"]).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let status: Value = serde_json::from_str(&ran.stdout).expect("the status as JSON");
+    assert_eq!(status["phase"], "Successful");
+    let m = &status["metricResults"][0]["measurements"][0];
+    assert_eq!(m["phase"], "Successful");
+    assert_eq!(m["metadata"]["job-namespace"], "default");
+    let created = RequestPattern::new("POST", "/apis/batch/v1/namespaces/default/jobs");
+    assert_eq!(server.request_count(&created), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_reachable_cluster_a_job_metric_stops_the_run_before_measuring() {
+    let ran = analyze(&[("KUBECONFIG", "/nonexistent/kubeconfig")], &[]).await;
+    assert_eq!(ran.code, Some(4), "{ran:?}");
+    assert!(
+        ran.stderr.contains("metric \"smoke-test\" runs a Kubernetes Job, and no cluster is reachable (nothing was measured)"),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_metric_cannot_be_backtested() {
+    let window = [
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-01-01T01:00:00Z",
+    ];
+    let ran = analyze(&[], &window).await;
+    assert_eq!(ran.code, Some(2), "{ran:?}");
+    assert!(
+        ran.stderr
+            .contains("runs a Kubernetes Job, which cannot be backtested"),
+        "{}",
+        ran.stderr
+    );
+}
