@@ -304,7 +304,30 @@ async fn argos_published_job_templates_run_unchanged(crds: CrdSet) {
     daemon.stop().await;
 }
 
+async fn a_run_whose_job_spec_no_job_controller_would_run_ends_error_before_any_job(crds: CrdSet) {
+    let (server, client) = cluster(crds, Duration::from_millis(300)).await;
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    let mut bad = smoke("restarts", 0);
+    let mut spec = serde_json::to_value(&bad.spec).expect("a spec");
+    spec["metrics"][0]["provider"]["job"]["spec"]["template"]["spec"]["restartPolicy"] =
+        json!("Always");
+    bad.spec = serde_json::from_value(spec).expect("a spec");
+    create(&client, &bad).await;
+    let done = harness::finished(&server, "restarts", WAIT).await;
+    daemon.stop().await;
+    let status = done.status.expect("a status");
+    assert_eq!(status.phase, Some(AnalysisPhase::Error));
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            "Analysis spec invalid: metric \"smoke\": provider.job.spec.template.spec.restartPolicy: \"Always\" is not allowed for a Job: use Never or OnFailure"
+        )
+    );
+    assert_eq!(job_count(&client).await, 0);
+}
+
 with_each_crd_set!(
+    a_run_whose_job_spec_no_job_controller_would_run_ends_error_before_any_job,
     a_passing_smoke_test_job_is_a_successful_measurement_with_argos_job,
     a_failing_smoke_test_job_fails_the_run_with_the_jobs_reason,
     a_run_terminated_mid_job_deletes_the_job_and_ends_inconclusive,
