@@ -156,8 +156,7 @@ impl MetricProvider {
     }
 }
 
-/// Argo's `job` provider: a Kubernetes Job per measurement. The Job spec is kept exactly as written (it is
-/// sent to the API server as it stands); `providers/job.rs` checks what a Job needs.
+/// Argo's `job` provider: a Kubernetes Job per measurement, its spec sent as written.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobMetric {
