@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use canaryd::api::Metric;
 use canaryd::measure::{MeasureAt, Providers};
-use canaryd::providers::provider::Progress;
+use canaryd::providers::provider::{Progress, RunRef};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 use support::{Prometheus, Scenario, Traffic, at, shared};
@@ -57,14 +57,17 @@ async fn measure(providers: &Providers, metric: &Metric, time: Timestamp) -> Str
         eval_time: Some(time),
         secrets: &[],
         window_start: time,
-        previous_metadata: None,
+        result: None,
+        run: &RunRef::local("batch", "default", time),
     };
     let provider = providers.of(metric).expect("a prometheus provider");
     let progress = provider.measure(metric, at).await;
     match progress {
         Progress::Finished(Ok(answer)) => answer.result.value.render(),
         Progress::Finished(Err(e)) => panic!("{time}: {e}"),
-        Progress::Running { .. } => panic!("{time}: a Prometheus query does not keep running"),
+        Progress::Running { .. } | Progress::Ended { .. } => {
+            panic!("{time}: a Prometheus query answers at once")
+        }
     }
 }
 

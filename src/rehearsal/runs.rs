@@ -12,6 +12,7 @@ use crate::api::{AnalysisPhase, AnalysisRunStatus, SecretKeyRef};
 use crate::engine::compose::RunSpec;
 use crate::engine::rollout::sim::Cluster;
 use crate::measure::Providers;
+use crate::providers::provider::RunRef;
 use crate::runner::{self, PreparedRun};
 use crate::time::Clock;
 
@@ -67,7 +68,13 @@ impl<'a> Runs<'a> {
             }
             if !self.driven.contains_key(&name) {
                 let spec = RunSpec::from_run(&run.spec);
-                match PreparedRun::prepare(&spec, &self.supplied, &refuse_secret, self.prometheus) {
+                match PreparedRun::prepare(
+                    &spec,
+                    &self.supplied,
+                    &refuse_secret,
+                    self.prometheus,
+                    providers,
+                ) {
                     Ok(prepared) => {
                         self.driven.insert(
                             name.clone(),
@@ -95,7 +102,15 @@ impl<'a> Runs<'a> {
             }
             // The in-memory cluster creates a run with a bare Running phase; the loop starts it as new.
             let status = run.status.take().filter(|s| s.started_at.is_some());
-            let ticked = runner::tick(&driven.prepared, providers, status, clock, false).await;
+            let who = RunRef {
+                namespace: run.metadata.namespace.clone().unwrap_or_default(),
+                name: name.clone(),
+                uid: run.metadata.uid.clone().unwrap_or_else(|| name.clone()),
+                // The run exists only in memory: nothing it creates could be owned by it.
+                owned: false,
+            };
+            let ticked =
+                runner::tick(&driven.prepared, &who, providers, status, clock, false).await;
             for index in &ticked.recorded {
                 let Some(plan) = driven.prepared.plan.metrics.get(*index) else {
                     continue;
