@@ -198,7 +198,48 @@ spec:
 status:
   phase: Progressing
   currentStepIndex: 1
-  canary: {weights: {canary: {weight: 20}}}
+  canary: {weights: {canary: {weight: 20}, stable: {weight: 80}}}
+"#,
+    );
+}
+
+#[test]
+fn every_traffic_router_and_the_weights_argo_wrote_round_trip_through_the_typed_rollout() {
+    assert_round_trip::<Rollout>(
+        r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: web}
+spec:
+  strategy:
+    canary:
+      canaryService: web-canary
+      stableService: web-stable
+      scaleDownDelaySeconds: 45
+      trafficRouting:
+        maxTrafficWeight: 1000
+        istio:
+          virtualServices: [{name: a.mesh, routes: [primary], tlsRoutes: [{port: 443, sniHosts: [a]}], later: 1}]
+          destinationRule: {name: dr, canarySubsetName: canary, stableSubsetName: stable, additionalSubsetNames: [x]}
+        nginx: {stableIngresses: [web], annotationPrefix: custom, canaryIngressAnnotations: {a/b: c}}
+        plugins:
+          argoproj-labs/gatewayAPI: {httpRoutes: [{name: r, useHeaderRoutes: true}], namespace: gw}
+          argoproj-labs/contour: {httpProxy: p}
+        smi: {rootService: root}
+        alb: {ingress: i, servicePort: 80}
+        traefik: {weightedTraefikServiceName: t}
+        managedRoutes: [{name: header}]
+        somethingNew: {a: 1}
+      steps:
+      - setCanaryScale: {replicas: 2}
+      - setWeight: 20
+status:
+  canary:
+    weights:
+      canary: {weight: 20, podTemplateHash: 6f8, serviceName: web-canary}
+      stable: {weight: 80, podTemplateHash: 7c9, serviceName: web-stable}
+      additional: [{weight: 5, serviceName: exp}]
+      verified: true
 "#,
     );
 }

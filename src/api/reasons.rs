@@ -62,4 +62,8 @@ pub mod rollout {
     pub const SCALING_REPLICA_SET: &str = "ScalingReplicaSet";
     pub const SWITCH_SERVICE: &str = "SwitchService";
     pub const SKIP_STEPS: &str = "SkipSteps";
+    /// Argo's TrafficWeightUpdated; its message is "Traffic weight updated " + what changed.
+    pub const TRAFFIC_WEIGHT_UPDATED: &str = "TrafficWeightUpdated";
+    /// A Warning: a traffic router refused or failed the write; the message is the router's error.
+    pub const TRAFFIC_ROUTING_ERROR: &str = "TrafficRoutingError";
 }

@@ -6,9 +6,9 @@
 //! can be named in the InvalidSpec condition. Every struct keeps fields it does not know in `rest`, so the
 //! configuration round-trips without loss.
 //!
-//! The Rollout spec's `trafficRouting` field (`CanaryStrategy::traffic_routing`) holds this configuration as
-//! raw JSON; `engine::routing::routing` reads it into these types. Shapes only: meaning, defaults and
-//! validation live in `engine/routing`.
+//! The Rollout spec's `trafficRouting` field (`CanaryStrategy::traffic_routing`) has this type;
+//! `engine::routing::routing` checks it. Shapes only: meaning, defaults and validation live in
+//! `engine/routing`.
 
 use std::collections::BTreeMap;
 

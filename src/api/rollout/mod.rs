@@ -1,7 +1,7 @@
 //! Wire types for Argo's `Rollout` (`argoproj.io/v1alpha1`): the whole canary strategy with Argo's field
 //! names, and (in `status`) the status Argo writes. Parts canaryd does not run (blueGreen, experiments,
-//! header/mirror routes, step plugins, trafficRouting, workloadRef) are kept as raw JSON so they are named in
-//! errors and written back untouched; every struct also keeps fields it does not know in `rest`, so a Rollout
+//! header/mirror routes, step plugins, workloadRef) are kept as raw JSON so they are named in errors and
+//! written back untouched; `trafficRouting` has the types of `api::traffic_routing`; every struct also keeps fields it does not know in `rest`, so a Rollout
 //! round-trips without loss. Shapes only: defaults, validation and meaning live in `engine/rollout`.
 
 mod status;
@@ -143,9 +143,9 @@ pub struct CanaryStrategy {
     pub scale_down_delay_revision_limit: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub abort_scale_down_delay_seconds: Option<i32>,
-    /// Kept as data for the traffic routers; the planner computes the weight they are to set.
+    /// The routers to drive; those canaryd does not drive stay representable so they can be named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traffic_routing: Option<Value>,
+    pub traffic_routing: Option<super::traffic_routing::TrafficRouting>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamic_stable_scale: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

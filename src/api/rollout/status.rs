@@ -103,9 +103,9 @@ pub struct CanaryStatus {
     pub current_background_analysis_run_status: Option<RolloutAnalysisRunStatus>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub current_experiment: String,
-    /// Written by the traffic routers; nil without traffic routing.
+    /// The weights last applied to the traffic routers; absent without traffic routing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weights: Option<Value>,
+    pub weights: Option<TrafficWeights>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stable_ping_pong: String,
     #[serde(flatten)]
@@ -121,4 +121,33 @@ pub struct RolloutAnalysisRunStatus {
     pub status: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+}
+
+/// `status.canary.weights`, with the field names and omissions of Argo's Go struct.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TrafficWeights {
+    #[serde(default)]
+    pub canary: WeightDestination,
+    #[serde(default)]
+    pub stable: WeightDestination,
+    /// Experiment destinations; canaryd runs no experiments and writes none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional: Option<Value>,
+    /// Set by routers that verify a weight (ALB); canaryd's routers do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct WeightDestination {
+    #[serde(default)]
+    pub weight: i32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub service_name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pod_template_hash: String,
 }

@@ -4,7 +4,8 @@
 //! names, labels and annotations are Argo's. Pure and synchronous: the daemon, `rehearse` and `demo` drive
 //! the same planner, only the cluster under them differs ([`sim`] is the in-memory one).
 //!
-//! Traffic routing is a seam: the planner computes [`Plan::desired_weight`]; the routers apply it.
+//! Traffic routing is a seam: the planner decides the weight ([`Plan::route`]) and `status.canary.weights`;
+//! the routers (`crate::routers`) apply it.
 
 pub mod analysis;
 mod ephemeral;
@@ -24,6 +25,7 @@ pub mod sim;
 pub mod spec;
 pub mod status;
 pub mod steps;
+pub mod traffic;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -111,6 +113,13 @@ pub enum Write {
     DeleteAnalysisRun {
         name: String,
     },
+    /// Sets (`Some`) or removes (`None`) one annotation of a ReplicaSet, leaving its size alone: Argo's
+    /// `scale-down-deadline`, written as a JSON patch of that one key.
+    AnnotateReplicaSet {
+        name: String,
+        key: String,
+        value: Option<String>,
+    },
 }
 
 /// A Kubernetes Event on the Rollout, with Argo's reason and message.
@@ -130,6 +139,11 @@ pub struct Plan {
     pub events: Vec<Event>,
     /// When to reconcile again even if nothing changes (a pause or a progress deadline ending).
     pub wake_at: Option<Timestamp>,
-    /// The canary traffic weight the steps ask for now, for a traffic router to apply.
+    /// The canary traffic weight the steps ask for now (with a traffic router: [`Plan::route`]'s).
     pub desired_weight: i32,
+    /// With a traffic router: the weight and pod hashes the routers are to show, to be applied before
+    /// `writes` (Argo routes before it scales). `None`: leave the routers as they are this reconcile.
+    /// When applying fails, nothing else of the plan may be written (`status.canary.weights` already
+    /// says the weight is applied).
+    pub route: Option<traffic::Route>,
 }

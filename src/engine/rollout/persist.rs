@@ -30,7 +30,7 @@ impl Reconcile<'_, '_> {
         new.stable_rs = self.prev.stable_rs.clone();
         new.current_step_hash = super::hash::step_hash(self.canary.and_then(|c| c.steps.as_ref()));
         new.canary.stable_ping_pong = self.prev.canary.stable_ping_pong.clone();
-        new.canary.weights = self.prev.canary.weights.clone();
+        new.canary.weights = self.weights.clone();
         new.rest = self.prev.rest.clone();
         new
     }
@@ -46,7 +46,7 @@ impl Reconcile<'_, '_> {
 
     fn waiting_for_scale_down(&self) -> bool {
         self.rss.iter().enumerate().any(|(i, r)| {
-            Some(i) != self.new_rs && Some(i) != self.stable_rs && r.scale_down_deadline
+            Some(i) != self.new_rs && Some(i) != self.stable_rs && r.scale_down_deadline.is_some()
         })
     }
 

@@ -19,13 +19,14 @@ use crate::engine::template::Severity;
 pub fn plan(observed: &Observed<'_>) -> Plan {
     let mut r = Reconcile::new(observed);
     r.run();
-    let desired_weight = r.desired_weight();
+    let desired_weight = r.route.as_ref().map_or(r.desired_weight(), |t| t.weight);
     Plan {
         writes: r.writes,
         status: r.status.unwrap_or(r.prev),
         events: r.events,
         wake_at: r.wake,
         desired_weight,
+        route: r.route,
     }
 }
 
@@ -73,6 +74,7 @@ impl Reconcile<'_, '_> {
         self.ephemeral_metadata();
         self.revision_history();
         self.services();
+        self.traffic_routing();
         if let Err(message) = self.analysis() {
             self.invalid(message);
             return;
@@ -335,8 +337,11 @@ impl Reconcile<'_, '_> {
                 _ => false,
             };
         }
-        if step.set_weight.is_some() {
+        if step.set_canary_scale.is_some() {
             return self.at_desired_counts();
+        }
+        if step.set_weight.is_some() {
+            return self.at_desired_counts() && self.weight_applied(i);
         }
         if step.analysis.is_some() {
             return self

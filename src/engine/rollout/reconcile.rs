@@ -15,7 +15,8 @@ use super::{
     SCALE_DOWN_DEADLINE_ANNOTATION, Write, steps,
 };
 use crate::api::AnalysisPhase;
-use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutStatus};
+use super::traffic::Route;
+use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutStatus, TrafficWeights};
 
 pub(super) struct Reconcile<'r, 'a> {
     pub o: &'r Observed<'a>,
@@ -39,6 +40,9 @@ pub(super) struct Reconcile<'r, 'a> {
     pub wake: Option<Timestamp>,
     pub status: Option<RolloutStatus>,
     pub step_run: Option<RunState>,
+    /// `status.canary.weights` to write: as read, until `traffic_routing` decides.
+    pub weights: Option<TrafficWeights>,
+    pub route: Option<Route>,
 }
 
 impl<'r, 'a> Reconcile<'r, 'a> {
@@ -82,6 +86,12 @@ impl<'r, 'a> Reconcile<'r, 'a> {
             wake: None,
             status: None,
             step_run: None,
+            weights: o
+                .rollout
+                .status
+                .as_ref()
+                .and_then(|s| s.canary.weights.clone()),
+            route: None,
         }
     }
 
@@ -135,7 +145,8 @@ pub(super) struct Rs {
     pub pods: Pods,
     pub ready: i32,
     pub created: Option<Timestamp>,
-    pub scale_down_deadline: bool,
+    /// `scale-down-deadline`: when (RFC 3339) a traffic-routed Rollout may scale it to 0.
+    pub scale_down_deadline: Option<String>,
     /// `rollout.argoproj.io/desired-replicas`: spec.replicas when the ReplicaSet was last scaled.
     pub desired_annotation: Option<i32>,
     /// Being deleted (a deletionTimestamp).
@@ -168,7 +179,7 @@ impl Rs {
             },
             ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
             created: meta.creation_timestamp.as_ref().map(|t| t.0),
-            scale_down_deadline: annotations.contains_key(SCALE_DOWN_DEADLINE_ANNOTATION),
+            scale_down_deadline: annotations.get(SCALE_DOWN_DEADLINE_ANNOTATION).cloned(),
             desired_annotation: annotations
                 .get(DESIRED_REPLICAS_ANNOTATION)
                 .and_then(|d| d.parse().ok()),

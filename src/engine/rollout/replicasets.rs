@@ -171,7 +171,7 @@ impl Reconcile<'_, '_> {
             pods: Pods::default(),
             ready: 0,
             created: Some(self.o.now),
-            scale_down_deadline: false,
+            scale_down_deadline: None,
             desired_annotation: Some(self.replicas),
             deleting: false,
             observed: true,
@@ -228,8 +228,17 @@ impl Reconcile<'_, '_> {
         self.stable_rs.filter(|s| Some(*s) != self.new_rs)
     }
 
-    /// The (new, stable) counts the current weight asks for, bounded by maxSurge/maxUnavailable.
-    pub(super) fn basic_counts(&self) -> (i32, i32) {
+    /// The (new, stable) counts the current weight asks for: by the traffic router's rule, or the basic
+    /// canary's bounded by maxSurge/maxUnavailable.
+    pub(super) fn desired_counts(&self) -> (i32, i32) {
+        if self.routed() {
+            self.routed_counts()
+        } else {
+            self.basic_counts()
+        }
+    }
+
+    fn basic_counts(&self) -> (i32, i32) {
         let canary = self.canary.cloned().unwrap_or_default();
         let limits = replicas::fenceposts(
             canary.max_surge.as_ref(),
@@ -264,24 +273,25 @@ impl Reconcile<'_, '_> {
         steps::set_weight(self.steps, index, p.abort)
     }
 
-    /// Argo's AtDesiredReplicaCountsForCanary (basic canary).
+    /// Argo's AtDesiredReplicaCountsForCanary; with a router, old ReplicaSets may keep their pods.
     pub(super) fn at_desired_counts(&self) -> bool {
-        let (want_new, want_stable) = self.basic_counts();
+        let (want_new, want_stable) = self.desired_counts();
         let new_ok = self.new_rs.is_some_and(|i| {
             self.rss[i].pods.spec == want_new && self.rss[i].pods.available == want_new
         });
         let stable_ok = self.separate_stable().is_none_or(|i| {
             self.rss[i].pods.spec == want_stable && self.rss[i].pods.current == want_stable
         });
-        let old_gone = (0..self.rss.len())
-            .filter(|i| self.is_other(*i))
-            .all(|i| self.rss[i].pods.available == 0);
+        let old_gone = self.routed()
+            || (0..self.rss.len())
+                .filter(|i| self.is_other(*i))
+                .all(|i| self.rss[i].pods.available == 0);
         new_ok && stable_ok && old_gone
     }
 
     /// Scales a ReplicaSet (true when its size changed). A ReplicaSet of the right size whose
     /// desired-replicas annotation is stale gets the annotation alone, as Argo keeps it current.
-    fn scale_to(&mut self, i: usize, replicas: i32) -> bool {
+    pub(super) fn scale_to(&mut self, i: usize, replicas: i32) -> bool {
         let rs = &self.rss[i];
         if rs.pods.spec == replicas {
             if rs.desired_annotation != Some(self.replicas) {
@@ -323,13 +333,15 @@ impl Reconcile<'_, '_> {
         if self.spec_paused() || inconclusive {
             return false;
         }
-        let (want_new, want_stable) = self.basic_counts();
+        self.remove_scale_down_deadlines();
+        let (want_new, want_stable) = self.desired_counts();
         if let Some(s) = self.separate_stable()
             && self.scale_to(s, want_stable)
         {
             return true;
         }
         if let Some(n) = self.new_rs
+            && let Some(want_new) = self.abort_scale_down(n, want_new)
             && self.scale_to(n, want_new)
         {
             return true;
@@ -368,6 +380,9 @@ impl Reconcile<'_, '_> {
             .fold(0, i32::saturating_add);
         let mut budget = available.saturating_sub(self.replicas.saturating_sub(unavailable));
         old.sort_by_key(|i| std::cmp::Reverse(self.rss[*i].revision));
+        if self.routed() {
+            return self.scale_down_old_routed(&old, budget) || scaled;
+        }
         for &i in &old {
             let spec = self.rss[i].pods.spec;
             if budget <= 0 {

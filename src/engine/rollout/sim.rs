@@ -461,6 +461,15 @@ impl Cluster {
                 self.analysis_runs
                     .retain(|r| r.metadata.name.as_ref() != Some(name));
             }
+            Write::AnnotateReplicaSet { name, key, value } => {
+                if let Some(rs) = self.rs_mut(name) {
+                    let a = rs.metadata.annotations.get_or_insert_with(Default::default);
+                    match value {
+                        Some(v) => a.insert(key.clone(), v.clone()),
+                        None => a.remove(key),
+                    };
+                }
+            }
         }
     }
 }

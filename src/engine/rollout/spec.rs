@@ -7,6 +7,7 @@ use super::replicas;
 use super::steps::pause_seconds;
 use crate::api::Rollout;
 use crate::api::rollout::{CanaryStrategy, RolloutAnalysis};
+use crate::engine::routing::RoutingError;
 use crate::engine::template::{Finding, Severity};
 
 fn error(path: impl Into<String>, message: impl Into<String>) -> Finding {
@@ -21,6 +22,12 @@ fn error(path: impl Into<String>, message: impl Into<String>) -> Finding {
 /// applied by the routers (`engine/routing` builds the objects; `rehearse` and `demo` show them).
 fn unsupported(canary: &CanaryStrategy, out: &mut Vec<Finding>) {
     let path = "spec.strategy.canary";
+    if canary.traffic_routing.is_some() && canary.dynamic_stable_scale == Some(true) {
+        out.push(error(
+            format!("{path}.dynamicStableScale"),
+            "not supported by canaryd: with a traffic router the stable ReplicaSet stays at full size",
+        ));
+    }
     if needs_both_services(canary) {
         for (set, field) in [
             (canary.canary_service.is_some(), "canaryService"),
@@ -50,16 +57,21 @@ fn unsupported(canary: &CanaryStrategy, out: &mut Vec<Finding>) {
 
 /// Argo's requireCanaryStableServices: the routers that split traffic between two Services.
 fn needs_both_services(canary: &CanaryStrategy) -> bool {
-    let Some(routing) = &canary.traffic_routing else {
+    let Some(r) = &canary.traffic_routing else {
         return false;
     };
-    let has = |key: &str| routing.get(key).is_some_and(|v| !v.is_null());
     let ping_pong = canary.ping_pong.is_some();
-    let istio_by_host = has("istio") && routing.pointer("/istio/destinationRule").is_none();
-    ((has("alb") || istio_by_host) && !ping_pong)
-        || ["smi", "apisix", "ambassador", "nginx", "appMesh", "traefik"]
-            .iter()
-            .any(|k| has(k))
+    let istio_by_host = r
+        .istio
+        .as_ref()
+        .is_some_and(|i| i.destination_rule.is_none());
+    ((r.alb.is_some() || istio_by_host) && !ping_pong)
+        || r.smi.is_some()
+        || r.apisix.is_some()
+        || r.ambassador.is_some()
+        || r.nginx.is_some()
+        || r.app_mesh.is_some()
+        || r.traefik.is_some()
 }
 
 /// Every problem canaryd finds in the Rollout on its own, in field order.
@@ -141,6 +153,16 @@ pub fn check(rollout: &Rollout) -> Vec<Finding> {
         return out;
     };
     check_canary(canary, spec.replicas.unwrap_or(1), &mut out);
+    if let Err(e) = crate::engine::routing::routing(rollout) {
+        let (path, message) = match e {
+            RoutingError::Config { field, message } => (field, message),
+            other => (
+                "spec.strategy.canary.trafficRouting".to_string(),
+                other.to_string(),
+            ),
+        };
+        out.push(error(path, message));
+    }
     out
 }
 
@@ -219,12 +241,23 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
         for name in exclusive.iter().chain(&others) {
             if matches!(
                 *name,
-                "experiment" | "setCanaryScale" | "setHeaderRoute" | "setMirrorRoute" | "plugin"
+                "experiment" | "setHeaderRoute" | "setMirrorRoute" | "plugin"
             ) {
                 out.push(error(
                     format!("{at}.{name}"),
                     "this step is not supported by canaryd yet",
                 ));
+            }
+        }
+        if let Some(scale) = &step.set_canary_scale {
+            if canary.traffic_routing.is_none() {
+                out.push(error(
+                    format!("{at}.setCanaryScale"),
+                    "SetCanaryScale requires TrafficRouting to be set",
+                ));
+            }
+            if let Err(e) = super::traffic::CanaryScale::read(scale) {
+                out.push(error(format!("{at}.setCanaryScale"), e));
             }
         }
         if let Some(w) = step.set_weight
@@ -339,7 +372,7 @@ mod tests {
         let r = rollout(json!({"selector": {"matchLabels": {"app": "web"}},
             "template": {"metadata": {"labels": {"app": "other"}}},
             "strategy": {"blueGreen": {"activeService": "a"}, "canary": {
-                "trafficRouting": {"nginx": {"stableIngress": "i"}},
+                "trafficRouting": {"smi": {}},
                 "steps": [{"setWeight": 120}, {"setWeight": 10, "pause": {}}, {"experiment": {}},
                           {"pause": {"duration": "soon"}}, {"setWieght": 5}, {}]}}}));
         let found = paths(&r);
@@ -351,6 +384,10 @@ mod tests {
         assert!(has("spec.strategy.blueGreen: not supported"), "{found:#?}");
         assert!(
             has("spec.strategy.canary.canaryService: Canary service and Stable service must"),
+            "{found:#?}"
+        );
+        assert!(
+            has("spec.strategy.canary.trafficRouting.smi: not supported by canaryd"),
             "{found:#?}"
         );
         assert!(has(

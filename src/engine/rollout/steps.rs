@@ -78,6 +78,19 @@ pub fn describe(step: &CanaryStep) -> String {
     if step.analysis.is_some() {
         return "analysis".to_string();
     }
+    if let Some(scale) = step
+        .set_canary_scale
+        .as_ref()
+        .and_then(|s| super::traffic::CanaryScale::read(s).ok())
+    {
+        return match (scale.weight, scale.replicas) {
+            (Some(w), _) => format!("setCanaryScale{{weight: {w}}}"),
+            (None, Some(r)) if !scale.match_traffic_weight => {
+                format!("setCanaryScale{{replicas: {r}}}")
+            }
+            _ => "setCanaryScale{matchTrafficWeight: true}".to_string(),
+        };
+    }
     "invalid".to_string()
 }
 
