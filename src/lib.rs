@@ -13,6 +13,7 @@ pub mod observe;
 pub mod providers;
 pub mod queue;
 pub mod rehearsal;
+pub mod routers;
 pub mod runner;
 pub mod scrub;
 pub mod time;

@@ -59,8 +59,10 @@ impl ResourceDef {
     }
 
     /// What canaryd reads and writes: Argo's kinds as canaryd's own CRDs define them, Secrets, Events (both
-    /// APIs), ConfigMaps, Leases, what a Rollout drives: ReplicaSets and Services, and the Jobs of job metrics
-    /// (all three with the status subresource, as kube-apiserver serves them).
+    /// APIs), ConfigMaps, Leases, what a Rollout drives: ReplicaSets and Services, the Jobs of job metrics (all
+    /// three with the status subresource, as kube-apiserver serves them), and the traffic routers' kinds:
+    /// Ingresses, and Istio's VirtualService and DestinationRule and the Gateway API's HTTPRoute from their
+    /// published CRDs (schema admission included).
     pub fn defaults() -> Vec<ResourceDef> {
         let builtin = |group, version, plural, singular, kind| ResourceDef {
             group,
@@ -98,7 +100,16 @@ impl ResourceDef {
                 create_on_update: true,
                 ..builtin("coordination.k8s.io", "v1", "leases", "lease", "Lease")
             },
+            builtin("networking.k8s.io", "v1", "ingresses", "ingress", "Ingress"),
         ]);
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/crds");
+        for file in [
+            "istio-virtualservices-crd.yaml",
+            "istio-destinationrules-crd.yaml",
+            "gateway-api-httproutes-crd.yaml",
+        ] {
+            all.extend(super::crd::load(&root.join(file)));
+        }
         all
     }
 }

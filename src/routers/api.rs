@@ -1,0 +1,309 @@
+//! [`ApiRouter`]: the routers through the API server. Each object is read, handed to its
+//! `engine::routing` builder, and written only when the builder changes it: a full update carrying the
+//! resourceVersion it read (VirtualService, DestinationRule, HTTPRoute), or for the NGINX canary Ingress a
+//! create, or a merge patch carrying that resourceVersion. A 409 (the object changed since it was read)
+//! reads it again and retries; any other refusal is returned with the server's message.
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::objects::{DestinationRule, HttpRoute, VirtualService};
+use super::{Action, Change, FIELD_MANAGER, Route, RouterError, TrafficRouter};
+use crate::api::Rollout;
+use crate::engine::routing::nginx::CanaryIngress;
+use crate::engine::routing::{self, Desired, RoutingError, gateway, istio, nginx};
+use crate::k8s::is_status;
+
+/// How often one object is read and written again after a 409 before giving up for this reconcile.
+const ATTEMPTS: usize = 5;
+
+#[derive(Clone)]
+pub struct ApiRouter {
+    client: kube::Client,
+}
+
+impl ApiRouter {
+    pub fn new(client: kube::Client) -> ApiRouter {
+        ApiRouter { client }
+    }
+}
+
+impl TrafficRouter for ApiRouter {
+    fn apply<'a>(
+        &'a self,
+        rollout: &'a Rollout,
+        route: &'a Route,
+        replica_sets: &'a [ReplicaSet],
+    ) -> BoxFuture<'a, Result<Vec<Change>, RouterError>> {
+        Box::pin(self.apply_all(rollout, route, replica_sets))
+    }
+}
+
+/// The object one write is about, for messages.
+struct Target<'a> {
+    kind: &'static str,
+    namespace: &'a str,
+    name: &'a str,
+}
+
+impl Target<'_> {
+    fn missing(&self) -> RouterError {
+        RouterError::Missing {
+            kind: self.kind,
+            namespace: self.namespace.to_string(),
+            name: self.name.to_string(),
+        }
+    }
+
+    fn unfit(&self, error: RoutingError) -> RouterError {
+        RouterError::Unfit {
+            kind: self.kind,
+            namespace: self.namespace.to_string(),
+            name: self.name.to_string(),
+            error: Box::new(error),
+        }
+    }
+
+    fn change(&self, action: Action) -> Change {
+        Change {
+            kind: self.kind,
+            namespace: self.namespace.to_string(),
+            name: self.name.to_string(),
+            action,
+        }
+    }
+
+    /// A refused write keeps the server's words; other failures keep the client's error.
+    fn failed(&self, e: kube::Error) -> RouterError {
+        match e {
+            kube::Error::Api(status) if (400..500).contains(&status.code) => RouterError::Refused {
+                kind: self.kind,
+                namespace: self.namespace.to_string(),
+                name: self.name.to_string(),
+                message: status.message.clone(),
+            },
+            source => RouterError::Api {
+                kind: self.kind,
+                namespace: self.namespace.to_string(),
+                name: self.name.to_string(),
+                source: Box::new(source),
+            },
+        }
+    }
+
+    fn conflict(&self) -> RouterError {
+        RouterError::Conflict {
+            kind: self.kind,
+            namespace: self.namespace.to_string(),
+            name: self.name.to_string(),
+            attempts: ATTEMPTS,
+        }
+    }
+
+    fn json<T: Serialize>(&self, object: &T) -> Result<Value, RouterError> {
+        serde_json::to_value(object)
+            .map_err(|e| self.unfit(RoutingError::Mismatch(format!("cannot be encoded: {e}"))))
+    }
+
+    fn decode<T: DeserializeOwned>(&self, value: Value) -> Result<T, RouterError> {
+        serde_json::from_value(value).map_err(|e| {
+            self.unfit(RoutingError::Mismatch(format!(
+                "the builder's result does not decode: {e}"
+            )))
+        })
+    }
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        dry_run: false,
+        field_manager: Some(FIELD_MANAGER.to_string()),
+    }
+}
+
+impl ApiRouter {
+    async fn apply_all(
+        &self,
+        rollout: &Rollout,
+        route: &Route,
+        replica_sets: &[ReplicaSet],
+    ) -> Result<Vec<Change>, RouterError> {
+        let Some(config) =
+            routing::routing(rollout).map_err(|e| RouterError::Config(Box::new(e)))?
+        else {
+            return Ok(Vec::new());
+        };
+        let d = Desired::new(
+            rollout,
+            &config,
+            route.weight,
+            &route.canary_hash,
+            &route.stable_hash,
+        );
+        let namespace = d.rollout_namespace();
+        let mut changes = Vec::new();
+        if let Some(istio_config) = &config.istio {
+            // Argo moves the DestinationRule's hashes (UpdateHash) before the weights (SetWeight).
+            if let Some(dr) = &istio_config.destination_rule {
+                let target = Target {
+                    kind: "DestinationRule",
+                    namespace,
+                    name: &dr.name,
+                };
+                istio::destination_rule_delay(&d, replica_sets, rollout_aborted(rollout))
+                    .map_err(|e| target.unfit(e))?;
+                let api: Api<DestinationRule> = Api::namespaced(self.client.clone(), namespace);
+                changes.extend(
+                    update(&api, &target, |current| {
+                        istio::destination_rule(current, dr, &d)
+                    })
+                    .await?,
+                );
+            }
+            for vs in istio::virtual_services(istio_config) {
+                let (vs_namespace, name) = istio::namespace_and_name(&vs.name, namespace);
+                let target = Target {
+                    kind: "VirtualService",
+                    namespace: vs_namespace,
+                    name,
+                };
+                let api: Api<VirtualService> = Api::namespaced(self.client.clone(), vs_namespace);
+                let dr = istio_config.destination_rule.as_ref();
+                changes.extend(
+                    update(&api, &target, |current| {
+                        istio::virtual_service(current, vs, dr, &d)
+                    })
+                    .await?,
+                );
+            }
+        }
+        if let Some(nginx_config) = &config.nginx {
+            for stable in nginx::stable_ingresses(nginx_config) {
+                changes.extend(self.canary_ingress(stable, nginx_config, &d).await?);
+            }
+        }
+        if let Some(g) = &config.gateway_api {
+            let route_namespace = gateway::namespace(g, &d);
+            let api: Api<HttpRoute> = Api::namespaced(self.client.clone(), route_namespace);
+            for name in gateway::http_routes(g) {
+                let target = Target {
+                    kind: "HTTPRoute",
+                    namespace: route_namespace,
+                    name,
+                };
+                changes.extend(
+                    update(&api, &target, |current| gateway::http_route(current, g, &d)).await?,
+                );
+            }
+        }
+        Ok(changes)
+    }
+
+    /// The canary Ingress of one stable Ingress: created owned by the Rollout, or merge-patched.
+    async fn canary_ingress(
+        &self,
+        stable_name: &str,
+        config: &crate::api::traffic_routing::NginxTrafficRouting,
+        d: &Desired<'_>,
+    ) -> Result<Option<Change>, RouterError> {
+        let namespace = d.rollout_namespace();
+        let api: Api<Ingress> = Api::namespaced(self.client.clone(), namespace);
+        let stable_target = Target {
+            kind: "Ingress",
+            namespace,
+            name: stable_name,
+        };
+        let canary_name = nginx::canary_ingress_name(d.rollout_name(), stable_name);
+        let target = Target {
+            kind: "Ingress",
+            namespace,
+            name: &canary_name,
+        };
+        for _ in 0..ATTEMPTS {
+            let stable = api
+                .get_opt(stable_name)
+                .await
+                .map_err(|e| stable_target.failed(e))?
+                .ok_or_else(|| stable_target.missing())?;
+            let existing = api
+                .get_opt(&canary_name)
+                .await
+                .map_err(|e| target.failed(e))?;
+            let planned = nginx::canary_ingress(&stable, stable_name, existing.as_ref(), config, d)
+                .map_err(|e| target.unfit(e))?;
+            let result = match planned {
+                CanaryIngress::Unchanged => return Ok(None),
+                CanaryIngress::Create(ingress) => api
+                    .create(&post_params(), &ingress)
+                    .await
+                    .map(|_| target.change(Action::Created)),
+                CanaryIngress::Patch(mut patch) => {
+                    // The resourceVersion read makes the patch conditional, like an update.
+                    let version = existing.and_then(|i| i.metadata.resource_version);
+                    if let Some(metadata) = patch
+                        .as_object_mut()
+                        .map(|p| {
+                            p.entry("metadata")
+                                .or_insert_with(|| Value::Object(Default::default()))
+                        })
+                        .and_then(Value::as_object_mut)
+                    {
+                        metadata.insert("resourceVersion".into(), Value::from(version));
+                    }
+                    let params = PatchParams {
+                        field_manager: Some(FIELD_MANAGER.to_string()),
+                        ..PatchParams::default()
+                    };
+                    api.patch(&canary_name, &params, &Patch::Merge(&patch))
+                        .await
+                        .map(|_| target.change(Action::Updated))
+                }
+            };
+            match result {
+                Ok(change) => return Ok(Some(change)),
+                // 409: changed (or created) since it was read; read both again.
+                Err(e) if is_status(&e, 409) => continue,
+                Err(e) => return Err(target.failed(e)),
+            }
+        }
+        Err(target.conflict())
+    }
+}
+
+fn rollout_aborted(rollout: &Rollout) -> bool {
+    rollout.status.as_ref().is_some_and(|s| s.abort)
+}
+
+/// Reads the object, lets `build` change it, and updates it with the resourceVersion it read when it
+/// changed; a 409 starts over from a fresh read.
+async fn update<K>(
+    api: &Api<K>,
+    target: &Target<'_>,
+    build: impl Fn(&Value) -> Result<Option<Value>, RoutingError>,
+) -> Result<Option<Change>, RouterError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + Serialize + DeserializeOwned,
+{
+    for _ in 0..ATTEMPTS {
+        let current = api
+            .get_opt(target.name)
+            .await
+            .map_err(|e| target.failed(e))?
+            .ok_or_else(|| target.missing())?;
+        let Some(desired) = build(&target.json(&current)?).map_err(|e| target.unfit(e))? else {
+            return Ok(None);
+        };
+        let desired: K = target.decode(desired)?;
+        match api.replace(target.name, &post_params(), &desired).await {
+            Ok(_) => return Ok(Some(target.change(Action::Updated))),
+            Err(e) if is_status(&e, 409) => continue,
+            Err(e) => return Err(target.failed(e)),
+        }
+    }
+    Err(target.conflict())
+}

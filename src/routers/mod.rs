@@ -1,0 +1,108 @@
+//! The traffic routers' edge: brings the router objects a Rollout's `trafficRouting` names to the weight
+//! and pod hashes the planner chose ([`Route`]). [`TrafficRouter`] is the seam: [`ApiRouter`] reads and
+//! writes through the API server (a write only when something changes, each conditional on the
+//! resourceVersion it read, a 409 re-read and retried), [`RecordingRouter`] only records, for `rehearse`
+//! and `demo`. What to write is `engine::routing`'s; the weight and `status.canary.weights` are the
+//! planner's. This module must not decide either.
+
+mod api;
+pub mod objects;
+mod recording;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+
+pub use self::api::ApiRouter;
+pub use self::recording::RecordingRouter;
+use crate::api::Rollout;
+pub use crate::engine::rollout::traffic::Route;
+use crate::engine::routing::RoutingError;
+
+/// The field manager of every router write, so Argo CD and `kubectl` see one stable name.
+pub const FIELD_MANAGER: &str = "canaryd";
+
+/// One object a router wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub action: Action,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Created,
+    Updated,
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let action = match self.action {
+            Action::Created => "created",
+            Action::Updated => "updated",
+        };
+        write!(f, "{} {}/{} {action}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// Why the routers could not be brought to the route. Every variant names the object; none is fatal to
+/// the process: the Rollout controller reports it (Event `TrafficRoutingError`) and retries.
+#[derive(Debug, thiserror::Error)]
+pub enum RouterError {
+    /// `trafficRouting` names something canaryd does not drive (the planner reports it as InvalidSpec).
+    #[error("{0}")]
+    Config(Box<RoutingError>),
+    #[error("{kind} {namespace}/{name} not found")]
+    Missing {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+    },
+    /// The object does not fit the configuration, or is not shaped as its kind says (Argo's messages).
+    #[error("{kind} {namespace}/{name}: {error}")]
+    Unfit {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        error: Box<RoutingError>,
+    },
+    /// The API server refused the write (admission webhook, schema, RBAC): its own message.
+    #[error("the API server refused the write of {kind} {namespace}/{name}: {message}")]
+    Refused {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        message: String,
+    },
+    #[error("{kind} {namespace}/{name} changed under each of {attempts} attempts to update it")]
+    Conflict {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        attempts: usize,
+    },
+    /// Anything else from the client (unreachable server, 5xx): retried by the caller.
+    #[error("{kind} {namespace}/{name}: {source}")]
+    Api {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        source: Box<kube::Error>,
+    },
+}
+
+/// Where a Rollout's traffic goes. The Rollout controller calls [`TrafficRouter::apply`] with the
+/// Rollout as read, `Plan::route` and the ReplicaSets it owns, before making the plan's writes; on an
+/// error it writes nothing else of the plan.
+pub trait TrafficRouter: Send + Sync {
+    /// Brings every router `rollout.spec.strategy.canary.trafficRouting` names to `route`; returns the
+    /// objects it wrote (none when they already said so). `replica_sets` gate Istio's subset-only mode,
+    /// whose DestinationRule moves only to fully available ReplicaSets.
+    fn apply<'a>(
+        &'a self,
+        rollout: &'a Rollout,
+        route: &'a Route,
+        replica_sets: &'a [ReplicaSet],
+    ) -> BoxFuture<'a, Result<Vec<Change>, RouterError>>;
+}
