@@ -77,6 +77,8 @@ MATRIX: dict[str, dict[str, Any]] = {
     },
     "PodDisruptionBudget by maxUnavailable": {"podDisruptionBudget": {"enabled": True, "maxUnavailable": "50%"}},
     "CRDs off": {"crds": {"install": False}},
+    "every traffic router": {"rbac": {"routers": {"istio": True, "nginx": True, "gatewayAPI": True}}},
+    "Istio only, in a namespace list": {"watch": {"namespaces": ["team-a"]}, "rbac": {"routers": {"istio": True}}},
     "CRDs not kept on uninstall": {"crds": {"keep": False}},
     "existing service account": {"serviceAccount": {"create": False, "name": "platform-canaryd"}},
     "one replica without leader election": {"replicas": 1, "leaderElection": {"enabled": False}},
@@ -170,6 +172,12 @@ def merged(*rule_sets: dict[tuple[str, str], set[str]]) -> dict[tuple[str, str],
 
 CLUSTER_TEMPLATE_RULE = {("argoproj.io", "clusteranalysistemplates"): {"get", "list", "watch"}}
 LEASE_RULE = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+ROUTER_RULES = {
+    "istio": {("networking.istio.io", "virtualservices"): {"get", "list", "watch", "update", "patch"},
+              ("networking.istio.io", "destinationrules"): {"get", "list", "watch", "update", "patch"}},
+    "nginx": {("networking.k8s.io", "ingresses"): {"get", "list", "watch", "create", "update", "patch"}},
+    "gatewayAPI": {("gateway.networking.k8s.io", "httproutes"): {"get", "list", "watch", "update", "patch"}},
+}
 
 
 class CheckFailed(Exception):
@@ -325,7 +333,8 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
            "a role without a binding")
 
     watch_rules = merged(WATCH_RULES, SECRET_RULE if values["rbac"]["secrets"] else {},
-                         ROLLOUT_RULES if values["rollouts"]["enabled"] else {})
+                         ROLLOUT_RULES if values["rollouts"]["enabled"] else {},
+                         *(rules for router, rules in ROUTER_RULES.items() if values["rbac"]["routers"][router]))
     namespaces = values["watch"]["namespaces"]
     cluster_roles = [grants(r) for (kind, _, _), r in roles.items() if kind == "ClusterRole"]
     namespaced = {ns: grants(r) for (kind, _, ns), r in roles.items() if kind == "Role"}

@@ -140,3 +140,22 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- toYaml (concat $args $v.extraArgs) -}}
 {{- end -}}
+
+{{/* The traffic routers' kinds, each behind its rbac.routers value: what a Rollout's trafficRouting writes. */}}
+{{- define "canaryd.routerRules" -}}
+{{- if .Values.rbac.routers.istio }}
+- apiGroups: ["networking.istio.io"]
+  resources: ["virtualservices", "destinationrules"]
+  verbs: ["get", "list", "watch", "update", "patch"]
+{{- end }}
+{{- if .Values.rbac.routers.nginx }}
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses"]
+  verbs: ["get", "list", "watch", "create", "update", "patch"]
+{{- end }}
+{{- if .Values.rbac.routers.gatewayAPI }}
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["httproutes"]
+  verbs: ["get", "list", "watch", "update", "patch"]
+{{- end }}
+{{- end -}}
