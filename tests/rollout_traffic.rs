@@ -365,4 +365,12 @@ fn routers_canaryd_does_not_drive_and_set_canary_scale_without_one_are_invalid_s
         "{}",
         plan.status.message
     );
+
+    let mut c = Cluster::new(rollout(1, json!({"scaleDownDelaySeconds": 30})));
+    let plan = c.reconcile(at(0));
+    assert!(
+        plan.status.message.ends_with("spec.strategy.canary.scaleDownDelaySeconds: Canary scaleDownDelaySeconds can only be used with traffic routing"),
+        "{}",
+        plan.status.message
+    );
 }

@@ -22,10 +22,20 @@ fn error(path: impl Into<String>, message: impl Into<String>) -> Finding {
 /// applied by the routers (`engine/routing` builds the objects; `rehearse` and `demo` show them).
 fn unsupported(canary: &CanaryStrategy, out: &mut Vec<Finding>) {
     let path = "spec.strategy.canary";
-    if canary.traffic_routing.is_some() && canary.dynamic_stable_scale == Some(true) {
+    if canary.dynamic_stable_scale == Some(true) {
         out.push(error(
             format!("{path}.dynamicStableScale"),
-            "not supported by canaryd: with a traffic router the stable ReplicaSet stays at full size",
+            if canary.traffic_routing.is_some() {
+                "not supported by canaryd: with a traffic router the stable ReplicaSet stays at full size"
+            } else {
+                "Canary dynamicStableScale can only be used with traffic routing"
+            },
+        ));
+    }
+    if canary.traffic_routing.is_none() && canary.scale_down_delay_seconds.is_some() {
+        out.push(error(
+            format!("{path}.scaleDownDelaySeconds"),
+            "Canary scaleDownDelaySeconds can only be used with traffic routing",
         ));
     }
     if needs_both_services(canary) {

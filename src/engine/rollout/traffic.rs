@@ -35,7 +35,8 @@ pub struct CanaryScale {
 }
 
 impl CanaryScale {
-    /// Reads the step as Argo's Go struct does, with Argo's validation of it.
+    /// Reads the step as Argo's Go struct does: `replicas` wins over `weight`, and a step setting neither
+    /// follows the traffic weight, as in Argo.
     pub fn read(value: &Value) -> Result<CanaryScale, String> {
         let int = |key: &str| match value.get(key) {
             None | Some(Value::Null) => Ok(None),
@@ -54,17 +55,6 @@ impl CanaryScale {
                 Some(v) => return Err(format!("matchTrafficWeight: expected a boolean, got {v}")),
             },
         };
-        let set = [
-            scale.replicas.is_some(),
-            scale.weight.is_some(),
-            scale.match_traffic_weight,
-        ];
-        if set.iter().filter(|s| **s).count() != 1 {
-            return Err(
-                "SetCanaryScale must have exactly one of replicas, weight or matchTrafficWeight set"
-                    .to_string(),
-            );
-        }
         if scale.replicas.is_some_and(|r| r < 0) {
             return Err("replicas must be >= 0".to_string());
         }
@@ -459,14 +449,14 @@ mod tests {
     }
 
     #[test]
-    fn a_set_canary_scale_step_needs_exactly_one_setting() {
+    fn a_set_canary_scale_step_is_read_as_argos_struct_and_bad_values_are_refused() {
         assert_eq!(
             CanaryScale::read(&json!({"weight": 25})).map(|s| s.weight),
             Ok(Some(25))
         );
-        assert!(CanaryScale::read(&json!({"weight": 25, "replicas": 1})).is_err());
-        assert!(CanaryScale::read(&json!({})).is_err());
         assert!(CanaryScale::read(&json!({"replicas": "three"})).is_err());
+        assert!(CanaryScale::read(&json!({"replicas": -1})).is_err());
+        assert!(CanaryScale::read(&json!({"weight": 101})).is_err());
     }
 
     #[test]
