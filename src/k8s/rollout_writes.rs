@@ -229,6 +229,13 @@ pub async fn apply(
             });
             merge(&api, name, &patch).await.map(drop)
         }
+        Write::AnnotateReplicaSet { name, key, value } => {
+            // `null` removes the annotation (RFC 7386), as Argo's removeScaleDownDelay does.
+            let patch = json!({"metadata": {
+                "resourceVersion": rs_version(name)?, "annotations": {key.as_str(): value}
+            }});
+            merge(&rs_api, name, &patch).await.map(drop)
+        }
         Write::CreateAnalysisRun(run) => create(&run_api, run).await,
         Write::TerminateAnalysisRun { name } => {
             let patch = json!({"spec": {"terminate": true}});
