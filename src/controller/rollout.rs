@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use super::Context;
 use super::driver::{Ahead, Key, KindState, Next, ReconcileError, Reconciled, requeue_at, shown};
 use super::watch::{self, Undecodable};
+use crate::api::reasons::rollout as reasons;
 use crate::api::rollout::RolloutStatus;
 use crate::api::{AnalysisRun, AnalysisTemplateRef, INSTANCE_LABEL, Rollout};
 use crate::engine::rollout::hash::HASH_LABEL;
@@ -29,6 +30,7 @@ use crate::engine::rollout::{self, Observed, Plan};
 use crate::k8s::events::{self, Happened};
 use crate::k8s::rollout_writes::{self, Read};
 use crate::k8s::status::WriteError;
+use crate::routers::{ApiRouter, TrafficRouter};
 
 /// Reads and plans of one reconcile at most, when writes keep meeting 409s.
 const ATTEMPTS: usize = 3;
@@ -36,6 +38,9 @@ const ATTEMPTS: usize = 3;
 /// How soon a reconcile that changed something looks again: the planner moves one small step at a time (Argo
 /// lets the status write's own watch event start the next), so the next step is planned at once.
 const AGAIN: Duration = Duration::from_millis(50);
+
+/// How long a Rollout whose traffic router could not be written waits before trying again.
+const ROUTER_RETRY: Duration = Duration::from_secs(10);
 
 /// How long a reconcile whose every attempt met a change waits before trying again.
 const CONTENDED: Duration = Duration::from_secs(1);
@@ -118,6 +123,32 @@ async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, Reconcil
         .await
         .map_err(ReconcileError::Read)?;
     let plan = plan(ctx, rollout, &read);
+    // Traffic first, as Argo routes before it scales: the plan's status already says the weight is applied,
+    // so a router that cannot be brought to it stops the whole plan, to be tried again.
+    if let Some(route) = &plan.route {
+        let router = ApiRouter::new(ctx.client.clone());
+        match router.apply(rollout, route, &read.replica_sets).await {
+            Ok(changes) => {
+                for change in changes {
+                    info!(rollout = %shown(&namespace_of(rollout), &rollout.name_any()), %change, "traffic");
+                }
+            }
+            Err(e) => {
+                ctx.metrics.reconcile_error("traffic_routing");
+                let key = (namespace_of(rollout), rollout.name_any());
+                let failed = Plan {
+                    events: vec![rollout::Event {
+                        reason: reasons::TRAFFIC_ROUTING_ERROR.to_string(),
+                        message: e.to_string(),
+                        warning: true,
+                    }],
+                    ..plan
+                };
+                publish(ctx, rollout, &key, &failed);
+                return Ok(Some(Next::After(ROUTER_RETRY)));
+            }
+        }
+    }
     let mut rv = rollout.resource_version().unwrap_or_default();
     for write in &plan.writes {
         match rollout_writes::apply(&ctx.client, rollout, &mut rv, &read, write).await {
@@ -129,7 +160,7 @@ async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, Reconcil
             Err(e) => return Err(ReconcileError::Write(e)),
         }
     }
-    let key = (rollout.namespace().unwrap_or_default(), rollout.name_any());
+    let key = (namespace_of(rollout), rollout.name_any());
     let old = rollout.status.clone().unwrap_or_default();
     let changed = plan.status != old;
     if changed {
@@ -182,6 +213,10 @@ fn plan(ctx: &Context, rollout: &Rollout, read: &Read) -> Plan {
         // As the status stores it, so the status planned now equals the one read back.
         now: ctx.clock.stamp(),
     })
+}
+
+fn namespace_of(rollout: &Rollout) -> String {
+    rollout.namespace().unwrap_or_default()
 }
 
 /// Queues the plan's Events, once its writes have landed, in the plan's order (their names sort in it).

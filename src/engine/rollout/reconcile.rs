@@ -10,12 +10,12 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use super::hash::HASH_LABEL;
 use super::pause::PauseContext;
 use super::replicas::Pods;
+use super::traffic::Route;
 use super::{
     DESIRED_REPLICAS_ANNOTATION, Event, Observed, REVISION_ANNOTATION,
     SCALE_DOWN_DEADLINE_ANNOTATION, Write, steps,
 };
 use crate::api::AnalysisPhase;
-use super::traffic::Route;
 use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutStatus, TrafficWeights};
 
 pub(super) struct Reconcile<'r, 'a> {
