@@ -112,7 +112,10 @@ async fn a_missing_virtual_service_holds_the_rollout_with_a_traffic_routing_erro
     daemon.stop().await;
     let s = status(&server);
     assert!(
-        s.canary.weights.as_ref().is_none_or(|w| w.canary.weight == 0),
+        s.canary
+            .weights
+            .as_ref()
+            .is_none_or(|w| w.canary.weight == 0),
         "no weight is claimed while the router is missing: {s:?}"
     );
 }
