@@ -104,18 +104,39 @@ macro_rules! with_each_crd_set {
     ($($test:ident),+ $(,)?) => {
         $(
             mod $test {
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn with_canaryd_crds() {
-                    super::$test(super::fake_apiserver::CrdSet::Canaryd).await;
+                #[test]
+                fn with_canaryd_crds() {
+                    super::harness::run_test(super::$test(super::fake_apiserver::CrdSet::Canaryd));
                 }
 
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn with_argo_crds() {
-                    super::$test(super::fake_apiserver::CrdSet::Argo).await;
+                #[test]
+                fn with_argo_crds() {
+                    super::harness::run_test(super::$test(super::fake_apiserver::CrdSet::Argo));
                 }
             }
         )+
     };
+}
+
+/// How long a finished or failed test waits for its runtime's tasks (daemons, fake servers) to wind down.
+const WIND_DOWN: Duration = Duration::from_secs(5);
+
+/// Runs a daemon test on a two-worker runtime, as `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]`
+/// would, but never waits more than [`WIND_DOWN`] for the runtime to stop: a runtime dropped after a panic waits
+/// without limit for every worker to finish the poll it is in and for every blocking task, so one stuck task
+/// (a daemon or fake server left running by the failed test) would keep the process alive long after the
+/// failure was reported.
+pub fn run_test(test: impl Future<Output = ()>) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a test runtime");
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runtime.block_on(test)));
+    runtime.shutdown_timeout(WIND_DOWN);
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
 }
 
 pub fn config() -> Config {
@@ -327,7 +348,9 @@ where
 {
     let start = Instant::now();
     loop {
-        if let Some(v) = check().await {
+        // One check that never answers (a request to a stuck server) must not outlast the wait either.
+        let left = within.saturating_sub(start.elapsed());
+        if let Ok(Some(v)) = tokio::time::timeout(left, check()).await {
             return v;
         }
         assert!(
