@@ -42,6 +42,10 @@ const AGAIN: Duration = Duration::from_millis(50);
 /// How long a Rollout whose traffic router could not be written waits before trying again.
 const ROUTER_RETRY: Duration = Duration::from_secs(10);
 
+/// Status-only plans run on in memory before their one status write, at most (a guard: the planner reaches a
+/// plan with writes or a status it keeps within a few).
+const COALESCED: usize = 8;
+
 /// How long a reconcile whose every attempt met a change waits before trying again.
 const CONTENDED: Duration = Duration::from_secs(1);
 
@@ -122,7 +126,7 @@ async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, Reconcil
     let read = rollout_writes::read(&ctx.client, rollout)
         .await
         .map_err(ReconcileError::Read)?;
-    let plan = plan(ctx, rollout, &read);
+    let plan = coalesced(ctx, rollout, &read);
     // Traffic first, as Argo routes before it scales: the plan's status already says the weight is applied,
     // so a router that cannot be brought to it stops the whole plan, to be tried again.
     if let Some(route) = &plan.route {
@@ -191,6 +195,37 @@ async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, Reconcil
     } else {
         requeue_at(plan.wake_at, ctx.clock.now())
     }))
+}
+
+/// The plan for `rollout`, run on through the plans that follow it while they change only the status: nothing
+/// in the cluster changes between them, so each is made from the status the one before left and the status is
+/// written once, with their Events in order. A plan with writes stops the run and is made again after a fresh
+/// read, so every write is planned from a status that was stored (a crash repeats nothing).
+fn coalesced(ctx: &Context, rollout: &Rollout, read: &Read) -> Plan {
+    let mut current = plan(ctx, rollout, read);
+    if !current.writes.is_empty() {
+        return current;
+    }
+    let mut planned = rollout.clone();
+    let mut events = Vec::new();
+    for _ in 0..COALESCED {
+        if planned.status.as_ref() == Some(&current.status) {
+            break;
+        }
+        planned.status = Some(current.status.clone());
+        let next = plan(ctx, &planned, read);
+        if !next.writes.is_empty() {
+            break;
+        }
+        events.append(&mut current.events);
+        // The status run on in memory says the last route was applied: keep it if this plan has none.
+        let route = current.route.take();
+        current = next;
+        current.route = current.route.take().or(route);
+    }
+    events.append(&mut current.events);
+    current.events = events;
+    current
 }
 
 fn plan(ctx: &Context, rollout: &Rollout, read: &Read) -> Plan {
