@@ -150,3 +150,19 @@ fn json_output_is_one_object_per_line_ending_with_the_rollout_status() {
         .count();
     assert_eq!(failed, 2);
 }
+
+/// `canaryd demo | head`: once the reader has gone, the command stops with exit code 4, quietly, instead of
+/// panicking on its next line (the reader here is gone before the first).
+#[test]
+fn a_reader_that_stops_reading_ends_the_demo_quietly() {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = cli::canaryd()
+        .arg("demo")
+        .stdout(writer)
+        .output()
+        .expect("the canaryd binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -265,7 +265,7 @@ pub async fn execute(
                 eprint!("\r\x1b[2K");
             }
             match output {
-                OutputFormat::Text => println!("{line}"),
+                OutputFormat::Text => say!("{line}"),
                 OutputFormat::Json => eprintln!("{line}"),
             }
         }
@@ -301,9 +301,9 @@ pub async fn execute(
         eprint!("\r\x1b[2K");
     }
     match output {
-        OutputFormat::Text => println!("{}", summary(name, &status, &assessment)),
+        OutputFormat::Text => say!("{}", summary(name, &status, &assessment)),
         OutputFormat::Json => match serde_json::to_string_pretty(&status) {
-            Ok(json) => println!("{json}"),
+            Ok(json) => say!("{json}"),
             Err(e) => {
                 eprintln!("canaryd: cannot encode the status: {e}");
                 return Exit::Error;

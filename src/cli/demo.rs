@@ -5,7 +5,6 @@
 //! series for a real Prometheus (see the README).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -237,12 +236,11 @@ pub fn run(args: Args) -> Exit {
                 ScenarioName::Degrading => "canary fine (0.8% errors) for 8 minutes, then 12%",
                 ScenarioName::Healthy => "canary steady at 0.8% errors",
             };
-            println!(
+            say!(
                 "canaryd demo: baseline steady at 1% errors; {story}.\n\
                  Running analysis-templates/success-rate.yaml (service=checkout-canary, threshold 0.99) on a virtual \
                  clock from {from} to {to},\nagainst the scenario standing in for Prometheus.\n"
             );
-            let _ = std::io::stdout().flush();
         }
         let providers = Providers::new(None).with_prometheus(Arc::new(StandIn(scenario)));
         super::analyze::execute(&name, &prepared, &providers, Some((from, to)), args.output).await

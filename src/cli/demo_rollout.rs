@@ -107,7 +107,7 @@ pub async fn run(scenario: Scenario, output: OutputFormat) -> Exit {
             ScenarioName::Degrading => "fine (0.8% errors) for 8 minutes, then 12%",
             ScenarioName::Healthy => "steady at 0.8% errors",
         };
-        println!(
+        say!(
             "canaryd demo: Rollout shop/checkout ships revision 2 at {from}: setWeight 20, pause 5m, the \
              success-rate analysis\n(analysis-templates/success-rate.yaml, threshold 0.99), setWeight 50, ... \
              through the Istio VirtualService checkout.\nThe canary is {story}; the scenario stands in for \

@@ -95,15 +95,15 @@ pub fn run(args: Args) -> Exit {
 
 fn print(output: OutputFormat, text: &str, json: JsonValue) {
     match output {
-        OutputFormat::Text => println!("{text}"),
-        OutputFormat::Json => println!("{json}"),
+        OutputFormat::Text => say!("{text}"),
+        OutputFormat::Json => say!("{json}"),
     }
 }
 
 fn fail(output: OutputFormat, message: &str, exit: Exit) -> Exit {
     match output {
         OutputFormat::Text => eprintln!("error: {message}"),
-        OutputFormat::Json => println!("{}", serde_json::json!({ "error": message })),
+        OutputFormat::Json => say!("{}", serde_json::json!({ "error": message })),
     }
     exit
 }

@@ -1,7 +1,19 @@
 //! The command line: one module per subcommand. Each subcommand parses its own flags, calls the library and
 //! maps the outcome onto the exit codes of DESIGN.md §3. Nothing here decides an analysis outcome.
 
+use std::io::Write;
+
 use clap::{Parser, Subcommand, ValueEnum};
+
+/// `say!` for a command's output: see [`say`].
+macro_rules! say {
+    () => {
+        $crate::cli::say(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::say(format_args!($($arg)*))
+    };
+}
 
 pub mod analyze;
 pub mod appset;
@@ -18,6 +30,24 @@ pub mod rehearse_many;
 pub mod run;
 pub mod validate;
 pub mod validate_rollout;
+
+/// Writes one line of a command's output to stdout. `println!` would panic when the reader has gone
+/// (`canaryd demo | head`); here that ends the command at once with [`Exit::Error`], quietly, as
+/// [`write_report`]'s callers do, and any other failure to write is said on stderr first. Nothing left to say
+/// matters once stdout is gone.
+pub fn say(line: std::fmt::Arguments) {
+    let mut out = std::io::stdout().lock();
+    let written = out
+        .write_fmt(line)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    if let Err(e) = written {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("canaryd: cannot write the output: {e}");
+        }
+        std::process::exit(Exit::Error as i32)
+    }
+}
 
 /// Exit codes shared by every subcommand (DESIGN.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -348,9 +348,9 @@ pub async fn show(
             eprint!("\r\x1b[2K");
         }
         match output {
-            OutputFormat::Text => println!("{}", entry_line(entry)),
+            OutputFormat::Text => say!("{}", entry_line(entry)),
             OutputFormat::Json => match serde_json::to_string(entry) {
-                Ok(line) => println!("{line}"),
+                Ok(line) => say!("{line}"),
                 Err(e) => eprintln!("canaryd: cannot encode a timeline entry: {e}"),
             },
         }
@@ -370,8 +370,8 @@ pub async fn show(
         }
         Ok(ending) => {
             match output {
-                OutputFormat::Text => println!("\nOutcome: {}", outcome_line(&ending, steps)),
-                OutputFormat::Json => println!("{}", outcome_json(&ending)),
+                OutputFormat::Text => say!("\nOutcome: {}", outcome_line(&ending, steps)),
+                OutputFormat::Json => say!("{}", outcome_json(&ending)),
             }
             exit_for(ending.outcome)
         }

@@ -189,7 +189,7 @@ pub async fn run(
             eprint!("\r\x1b[2K");
         }
         match output {
-            OutputFormat::Text => println!("{}  {}", ending.started, outcome_line(&ending, steps)),
+            OutputFormat::Text => say!("{}  {}", ending.started, outcome_line(&ending, steps)),
             OutputFormat::Json => {
                 let mut value = serde_json::to_value(&ending).unwrap_or_default();
                 if let Some(map) = value.as_object_mut() {
@@ -197,7 +197,7 @@ pub async fn run(
                     map.remove("status");
                     map.insert("type".to_string(), "outcome".into());
                 }
-                println!("{value}");
+                say!("{value}");
             }
         }
         endings.push(ending);
@@ -211,13 +211,13 @@ pub async fn run(
     }
     let tally = Tally::of(&endings);
     match output {
-        OutputFormat::Text => println!("\n{}", tally.table()),
+        OutputFormat::Text => say!("\n{}", tally.table()),
         OutputFormat::Json => {
             let mut value = serde_json::to_value(&tally).unwrap_or_default();
             if let Some(map) = value.as_object_mut() {
                 map.insert("type".to_string(), "summary".into());
             }
-            println!("{value}");
+            say!("{value}");
         }
     }
     tally.exit()

@@ -99,7 +99,7 @@ pub fn run(args: Args) -> Exit {
         return Exit::Usage;
     }
     if args.check_config {
-        println!("canaryd run: configuration is valid");
+        say!("canaryd run: configuration is valid");
         return Exit::Ok;
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
