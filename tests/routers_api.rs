@@ -8,12 +8,15 @@
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
+#[path = "support/router_objects.rs"]
+mod router_objects;
 
 use canaryd::api::Rollout;
 use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
 use canaryd::routers::{Action, ApiRouter, Route, RouterError, TrafficRouter};
 use fake_apiserver::{FakeApiServer, RequestPattern};
 use k8s_openapi::api::networking::v1::Ingress;
+use router_objects::{http_route, stable_ingress, virtual_service};
 use serde_json::{Value, json};
 
 fn rollout(routing: Value) -> Rollout {
@@ -36,18 +39,6 @@ fn route(weight: i32) -> Route {
     }
 }
 
-fn virtual_service() -> VirtualService {
-    serde_json::from_value(json!({
-        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
-        "metadata": {"name": "web-vsvc", "namespace": "prod"},
-        "spec": {"hosts": ["web"], "http": [{"name": "primary", "route": [
-            {"destination": {"host": "web-stable"}, "weight": 100},
-            {"destination": {"host": "web-canary"}, "weight": 0}
-        ]}]}
-    }))
-    .unwrap()
-}
-
 fn weights_of(vs: &Value) -> Vec<i64> {
     vs["spec"]["http"][0]["route"]
         .as_array()
@@ -64,7 +55,7 @@ fn istio() -> Value {
 #[tokio::test]
 async fn an_istio_weight_is_written_once_and_not_again_when_unchanged() {
     let server = FakeApiServer::start().await;
-    server.put(&virtual_service());
+    server.put(&virtual_service("prod"));
     let router = ApiRouter::new(server.client().await);
     let r = rollout(istio());
     let changes = router.apply(&r, &route(10), &[]).await.unwrap();
@@ -96,7 +87,7 @@ async fn an_istio_weight_is_written_once_and_not_again_when_unchanged() {
 #[tokio::test]
 async fn a_conflicting_write_is_read_again_and_retried() {
     let server = FakeApiServer::start().await;
-    server.put(&virtual_service());
+    server.put(&virtual_service("prod"));
     server.conflict_next_write::<VirtualService>("prod", "web-vsvc");
     let router = ApiRouter::new(server.client().await);
     router
@@ -124,7 +115,7 @@ async fn a_missing_virtual_service_and_a_refused_write_name_the_object() {
     assert!(matches!(err, RouterError::Missing { .. }), "{err:?}");
     assert_eq!(err.to_string(), "VirtualService prod/web-vsvc not found");
 
-    server.put(&virtual_service());
+    server.put(&virtual_service("prod"));
     server.fail_next(RequestPattern::new("PUT", "/virtualservices/"), 1, 403);
     let err = router
         .apply(&rollout(istio()), &route(10), &[])
@@ -192,23 +183,11 @@ async fn router_for(server: &FakeApiServer) -> ApiRouter {
     ApiRouter::new(server.client().await)
 }
 
-fn stable_ingress() -> Ingress {
-    serde_json::from_value(json!({
-        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-        "metadata": {"name": "web", "namespace": "prod"},
-        "spec": {"ingressClassName": "nginx", "rules": [{"host": "web.example.com", "http": {"paths": [
-            {"path": "/", "pathType": "Prefix",
-             "backend": {"service": {"name": "web-stable", "port": {"number": 80}}}}
-        ]}}]}
-    }))
-    .unwrap()
-}
-
 #[tokio::test]
 async fn the_nginx_canary_ingress_is_created_owned_by_the_rollout_then_patched_keeping_foreign_annotations()
  {
     let server = FakeApiServer::start().await;
-    server.put(&stable_ingress());
+    server.put(&stable_ingress("prod"));
     let router = router_for(&server).await;
     let r = rollout(json!({"nginx": {"stableIngress": "web"}}));
     let changes = router.apply(&r, &route(10), &[]).await.unwrap();
@@ -262,8 +241,8 @@ async fn the_nginx_canary_ingress_is_created_owned_by_the_rollout_then_patched_k
 #[tokio::test]
 async fn a_canary_ingress_controlled_by_another_object_is_refused() {
     let server = FakeApiServer::start().await;
-    server.put(&stable_ingress());
-    let mut taken = stable_ingress();
+    server.put(&stable_ingress("prod"));
+    let mut taken = stable_ingress("prod");
     taken.metadata.name = Some("web-web-canary".into());
     taken.metadata.owner_references = Some(vec![
         serde_json::from_value(json!({
@@ -288,16 +267,7 @@ async fn a_canary_ingress_controlled_by_another_object_is_refused() {
 #[tokio::test]
 async fn an_http_route_gets_the_weights_and_an_extra_backend_is_left_alone() {
     let server = FakeApiServer::start().await;
-    let route_object: HttpRoute = serde_json::from_value(json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-        "metadata": {"name": "web", "namespace": "prod"},
-        "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [
-            {"name": "web-stable", "port": 80, "weight": 100},
-            {"name": "web-canary", "port": 80, "weight": 0},
-            {"name": "extra", "port": 80}
-        ]}]}
-    }))
-    .unwrap();
+    let route_object = http_route("prod");
     server.put(&route_object);
     let r = rollout(json!({"plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}));
     router_for(&server)

@@ -221,3 +221,11 @@ pub fn creates(server: &FakeApiServer) -> (usize, usize) {
         server.request_count(&RequestPattern::new("POST", "/analysisruns")),
     )
 }
+
+/// A merge patch of the Rollout's status, as kubectl-argo-rollouts sends for abort, retry and promote.
+pub async fn patch_status(client: &kube::Client, patch: serde_json::Value) {
+    let api: Api<Rollout> = Api::namespaced(client.clone(), "default");
+    api.patch_status("web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("the Rollout's status is patched");
+}

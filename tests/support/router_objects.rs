@@ -1,0 +1,47 @@
+//! The traffic routers' objects as a user would have written them before a Rollout first points at them: an
+//! Istio VirtualService `web-vsvc`, an NGINX stable Ingress `web` and a Gateway API HTTPRoute `web` with an
+//! extra backend, each sending everything to `web-stable`. TEST FIXTURE ONLY: no assertions about canaryd.
+
+#![allow(dead_code)] // Each test binary uses a different part of it.
+
+use canaryd::routers::objects::{HttpRoute, VirtualService};
+use k8s_openapi::api::networking::v1::Ingress;
+use serde_json::json;
+
+pub fn virtual_service(namespace: &str) -> VirtualService {
+    serde_json::from_value(json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": "web-vsvc", "namespace": namespace},
+        "spec": {"hosts": ["web"], "http": [{"name": "primary", "route": [
+            {"destination": {"host": "web-stable"}, "weight": 100},
+            {"destination": {"host": "web-canary"}, "weight": 0}
+        ]}]}
+    }))
+    .expect("a VirtualService")
+}
+
+pub fn stable_ingress(namespace: &str) -> Ingress {
+    serde_json::from_value(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {"ingressClassName": "nginx", "rules": [{"host": "web.example.com", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix",
+             "backend": {"service": {"name": "web-stable", "port": {"number": 80}}}}
+        ]}}]}
+    }))
+    .expect("an Ingress")
+}
+
+/// `web-stable` at 100, `web-canary` at 0 and `extra` with no weight, which canaryd must leave alone.
+pub fn http_route(namespace: &str) -> HttpRoute {
+    serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [
+            {"name": "web-stable", "port": 80, "weight": 100},
+            {"name": "web-canary", "port": 80, "weight": 0},
+            {"name": "extra", "port": 80}
+        ]}]}
+    }))
+    .expect("an HTTPRoute")
+}
