@@ -144,8 +144,8 @@ async fn collect(jobs: &Jobs, namespace: &str, name: &str, at: MeasureAt<'_>) ->
         tracing::info!(job = %format!("{namespace}/{name}"), phase = %phase, "Job completed");
         return Progress::Ended { phase, message };
     }
-    // Argo's growing delay: the square root of twice the seconds since the Job started. The watch wakes the
-    // run sooner when the Job ends.
+    // Argo's growing delay: the square root of twice the seconds since the Job started (read from the
+    // watch's cache, so a look costs no request). A Job that ends is collected at the next look, not sooner.
     let started = at
         .in_flight()
         .and_then(|m| m.started_at.as_ref())
