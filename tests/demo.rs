@@ -71,9 +71,15 @@ fn the_rollout_shifts_traffic_step_by_step_and_rolls_back_when_the_canary_degrad
     let has = |line: &str| out.lines().any(|l| l.contains(line));
     assert!(
         has(
-            "00:02:00Z  step 1/7  setWeight: 20    canary weight 20  VirtualService/checkout: checkout-stable 80, checkout-canary 20"
+            "00:02:00Z  step 1/7  setWeight: 20    canary weight 0  VirtualService/checkout: checkout-stable 100, checkout-canary 0"
         ),
-        "{out}"
+        "no traffic goes to a canary without an available pod: {out}"
+    );
+    assert!(
+        has(
+            "00:02:00Z  step 2/7  pause: 5m        canary weight 20  VirtualService/checkout: checkout-stable 80, checkout-canary 20"
+        ),
+        "setWeight: 20 completes once the VirtualService has it: {out}"
     );
     assert!(
         has("00:02:00Z  RolloutPaused: Rollout is paused (CanaryPauseStep)"),

@@ -128,8 +128,9 @@ fn a_healthy_history_promotes_through_every_step_with_the_weights_written() {
             .iter()
             .all(|m| m["measurement"]["phase"] == "Successful")
     );
-    // Step 1 at the start, step 3 once step 2's ten measurements (minute 10 to 19) are in, and full weight
-    // once step 5's are (the 5m pause ends the second after 24:00, as the planner wakes).
+    // What the routers were told: 0 while the canary has no available pod, step 1's 20 as soon as it has, step
+    // 3's 50 once step 2's ten measurements (minute 10 to 19) are in, all of it once step 5's are (the 5m pause
+    // ends the second after 24:00, as the planner wakes), and 0 once the new revision is the stable one.
     let weights: Vec<(String, i64)> = r
         .of_type("step")
         .iter()
@@ -144,12 +145,19 @@ fn a_healthy_history_promotes_through_every_step_with_the_weights_written() {
     assert_eq!(
         weights,
         [
+            ("2026-01-01T00:10:00Z".to_string(), 0),
             ("2026-01-01T00:10:00Z".to_string(), 20),
             ("2026-01-01T00:19:00Z".to_string(), 50),
             ("2026-01-01T00:33:01Z".to_string(), 100),
+            ("2026-01-01T00:33:01Z".to_string(), 0),
         ]
     );
-    let first = &r.of_type("step")[0]["routers"][0];
+    let steps = r.of_type("step");
+    let first = steps
+        .iter()
+        .find(|s| s["weight"] == 20 && !s["routers"].is_null())
+        .map(|s| &s["routers"][0])
+        .expect("the routers were told 20");
     assert_eq!(first["object"], "VirtualService/checkout");
     assert_eq!(
         first["weights"],

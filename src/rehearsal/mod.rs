@@ -442,7 +442,16 @@ fn show_step(
 ) -> Result<(), RehearsalError> {
     let status = cluster.status();
     let index = status.current_step_index.unwrap_or(0).max(0) as usize;
-    let weight = plan.desired_weight;
+    // With a router, the weight the routers were brought to (none this reconcile: as they were); without
+    // one, the weight the replica counts approximate.
+    let routed = (cluster.rollout.spec.strategy.as_ref())
+        .and_then(|s| s.canary.as_ref())
+        .is_some_and(|c| c.traffic_routing.is_some());
+    let weight = match &plan.route {
+        Some(route) => route.weight,
+        None if routed => at_step.map_or(0, |(_, w)| w),
+        None => plan.desired_weight,
+    };
     if *at_step == Some((index, weight)) {
         return Ok(());
     }
