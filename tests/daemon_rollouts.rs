@@ -205,6 +205,18 @@ async fn a_healthy_update_is_promoted_step_by_step_with_argos_status_and_events(
             "Rollout step 2/4 completed (pause: 2s)".to_string(),
         ),
         ("RolloutResumed", "Rollout is resumed".to_string()),
+        // The step's run is Running for its two measurements a second apart, and each change of it wakes
+        // the Rollout.
+        (
+            "AnalysisRunRunning",
+            format!("Step Analysis Run 'web-{new}-2-2' Status New: 'Running' Previous: ''"),
+        ),
+        (
+            "AnalysisRunSuccessful",
+            format!(
+                "Step Analysis Run 'web-{new}-2-2' Status New: 'Successful' Previous: 'Running'"
+            ),
+        ),
         (
             "RolloutStepCompleted",
             "Rollout step 3/4 completed (analysis)".to_string(),

@@ -73,6 +73,21 @@ fn a_failed_step_analysis_aborts_with_the_runs_message_and_scales_the_canary_bac
         .find(|e| e.reason == "RolloutAborted")
         .unwrap();
     assert!(aborted.warning);
+    // Argo's emitAnalysisRunStatusChanges: the run's new phase, told on the Rollout before the abort.
+    let told: Vec<_> = c.events[mark..]
+        .iter()
+        .map(|e| (e.reason.as_str(), e.message.as_str(), e.warning))
+        .take_while(|e| e.0 != "RolloutAborted")
+        .collect();
+    assert_eq!(
+        told,
+        [(
+            "AnalysisRunFailed",
+            format!("Step Analysis Run '{run_name}' Status New: 'Failed' Previous: 'Running'")
+                .as_str(),
+            true
+        )]
+    );
     assert_eq!(c.analysis_runs.len(), 1, "no second run for the same step");
 }
 
@@ -160,7 +175,19 @@ fn background_analysis_starts_at_its_step_and_an_inconclusive_run_pauses_the_rol
         "Background"
     );
     c.finish_run(&name, AnalysisPhase::Inconclusive, "");
+    let mark = c.events.len();
     c.reconcile(at(12));
+    let told = &c.events[mark];
+    assert_eq!(
+        (told.reason.as_str(), told.message.as_str(), told.warning),
+        (
+            "AnalysisRunInconclusive",
+            // No reconcile saw it Running: the status last recorded it without a phase.
+            format!("Background Analysis Run '{name}' Status New: 'Inconclusive' Previous: ''")
+                .as_str(),
+            false
+        )
+    );
     assert_eq!(
         phase(&c),
         ("Paused".into(), "InconclusiveAnalysisRun".into())

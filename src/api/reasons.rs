@@ -13,6 +13,20 @@ pub const ANALYSIS_RUN_ERROR: &str = "AnalysisRunError";
 /// The Event reason of an AnalysisRun ending Inconclusive.
 pub const ANALYSIS_RUN_INCONCLUSIVE: &str = "AnalysisRunInconclusive";
 
+/// The Event reason of an AnalysisRun entering `phase` ("AnalysisRun" and the phase, as Argo Rollouts names
+/// them, on the run itself and on the Rollout that owns it).
+pub fn analysis_run(phase: crate::api::AnalysisPhase) -> &'static str {
+    use crate::api::AnalysisPhase::*;
+    match phase {
+        Pending => "AnalysisRunPending",
+        Running => ANALYSIS_RUN_RUNNING,
+        Successful => ANALYSIS_RUN_SUCCESSFUL,
+        Failed => ANALYSIS_RUN_FAILED,
+        Error => ANALYSIS_RUN_ERROR,
+        Inconclusive => ANALYSIS_RUN_INCONCLUSIVE,
+    }
+}
+
 /// The message of a run stopped by `spec.terminate` (or by the end of a backtest), as Argo writes it.
 pub const RUN_TERMINATED: &str = "Run Terminated";
 /// The message of an in-flight measurement closed because the run is terminating, as Argo writes it.

@@ -191,16 +191,9 @@ pub async fn delete_run(api: &Api<AnalysisRun>, run: &AnalysisRun) -> Result<(),
     }
 }
 
-/// The Event reason of a run entering `phase`, as Argo Rollouts names them.
+/// The Event reason of a run entering `phase`, as Argo Rollouts names them. A run's own Events start at Running: none for Pending.
 pub fn event_reason(phase: AnalysisPhase) -> Option<&'static str> {
-    match phase {
-        AnalysisPhase::Running => Some(reasons::ANALYSIS_RUN_RUNNING),
-        AnalysisPhase::Successful => Some(reasons::ANALYSIS_RUN_SUCCESSFUL),
-        AnalysisPhase::Failed => Some(reasons::ANALYSIS_RUN_FAILED),
-        AnalysisPhase::Error => Some(reasons::ANALYSIS_RUN_ERROR),
-        AnalysisPhase::Inconclusive => Some(reasons::ANALYSIS_RUN_INCONCLUSIVE),
-        AnalysisPhase::Pending => None,
-    }
+    (phase != AnalysisPhase::Pending).then(|| reasons::analysis_run(phase))
 }
 
 /// The events.k8s.io/v1 Event of a run entering `phase` at `now`, with the run's message (scrubbed) as the

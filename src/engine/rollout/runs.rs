@@ -75,8 +75,46 @@ impl Reconcile<'_, '_> {
             }
         }
         self.run_history(&keep);
+        let prev = (
+            self.prev.canary.current_step_analysis_run_status.clone(),
+            self.prev
+                .canary
+                .current_background_analysis_run_status
+                .clone(),
+        );
+        self.run_status_changed(prev.0.as_ref(), step_run.as_ref(), "Step");
+        self.run_status_changed(prev.1.as_ref(), background.as_ref(), "Background");
         self.step_run = step_run;
         Ok(())
+    }
+
+    /// Argo's emitAnalysisRunStatusChanges: an Event on the Rollout when its current `kind` run has a phase
+    /// the status did not record yet (a Warning for Failed and Error).
+    fn run_status_changed(
+        &mut self,
+        prev: Option<&RolloutAnalysisRunStatus>,
+        run: Option<&RunState>,
+        kind: &str,
+    ) {
+        let Some((run, phase)) = run.and_then(|r| Some((r, r.phase?))) else {
+            return;
+        };
+        let before = match prev {
+            None => "NoPreviousStatus",
+            Some(p) if p.name == run.name && p.status != phase.as_str() => p.status.as_str(),
+            Some(_) => return,
+        };
+        let message = format!(
+            "{kind} Analysis Run '{}' Status New: '{}' Previous: '{before}'",
+            run.name,
+            phase.as_str()
+        );
+        let reason = crate::api::reasons::analysis_run(phase);
+        if matches!(phase, AnalysisPhase::Failed | AnalysisPhase::Error) {
+            self.warning(reason, message);
+        } else {
+            self.event(reason, message);
+        }
     }
 
     fn run_status(&self, name: &str) -> RolloutAnalysisRunStatus {
