@@ -145,7 +145,8 @@ async fn collect(jobs: &Jobs, namespace: &str, name: &str, at: MeasureAt<'_>) ->
         return Progress::Ended { phase, message };
     }
     // Argo's growing delay: the square root of twice the seconds since the Job started (read from the
-    // watch's cache, so a look costs no request). A Job that ends is collected at the next look, not sooner.
+    // watch's cache, so a look costs no request). A Job that ends is collected at the next look, not sooner:
+    // Argo enqueues the run when a Job completes, but that reconcile too waits for the measurement's resumeAt.
     let started = at
         .in_flight()
         .and_then(|m| m.started_at.as_ref())
