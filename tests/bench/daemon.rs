@@ -21,6 +21,8 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
 
+#[path = "child_daemon.rs"]
+mod child_daemon;
 #[path = "../support/cli.rs"]
 mod cli;
 #[path = "../support/fake_apiserver.rs"]
@@ -29,10 +31,10 @@ mod fake_apiserver;
 mod harness;
 
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use canaryd::api::{AnalysisPhase, AnalysisRun};
+use child_daemon::{env, percentile};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
@@ -41,46 +43,6 @@ use serde_json::json;
 /// machine from it as they can.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn proc_field(file: &str, key: &str) -> String {
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(key))
-        .map(|l| l[key.len()..].trim().to_string())
-        .unwrap_or_default()
-}
-
-/// utime + stime of process `pid`, in seconds (clock ticks of 100 Hz, Linux' USER_HZ).
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of stat; here indexes 11 and 12 after "pid (comm)".
-    (tick(11) + tick(12)) / 100.0
-}
 
 fn main() {
     let runs = env("CANARYD_BENCH_RUNS", 500) as usize;
@@ -128,9 +90,13 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
     let api: Api<AnalysisRun> = Api::namespaced(client.clone(), "default");
 
     let log = tempfile::NamedTempFile::new().expect("a file for the daemon's log");
-    let (daemon, metrics_addr) = spawn_daemon(&server, flags, &log);
-    let cpu_before = cpu_seconds(daemon.id());
-    let fakes_cpu_before = cpu_seconds(std::process::id());
+    let args = [
+        format!("--prometheus-share-window={}s", flags.share_window),
+        format!("--prometheus-max-concurrency={}", flags.max_concurrency),
+    ];
+    let (daemon, metrics_addr) = child_daemon::spawn(&server, &args, &log);
+    let cpu_before = daemon.cpu_seconds();
+    let fakes_cpu_before = child_daemon::cpu_seconds(std::process::id());
     let wall = Instant::now();
     // Created evenly over one interval, as runs that start independently are: every second of the interval
     // then has its share of due measurements (all of them due in the same few seconds is another test).
@@ -177,9 +143,9 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         }
     }
     let elapsed = wall.elapsed();
-    let cpu = cpu_seconds(daemon.id()) - cpu_before;
-    let fakes_cpu = cpu_seconds(std::process::id()) - fakes_cpu_before;
-    let peak_rss = proc_field(&format!("/proc/{}/status", daemon.id()), "VmHWM:");
+    let cpu = daemon.cpu_seconds() - cpu_before;
+    let fakes_cpu = child_daemon::cpu_seconds(std::process::id()) - fakes_cpu_before;
+    let peak_rss = daemon.peak_rss();
     let queries = prom.queries();
     let measurements = harness::metric_at(metrics_addr, "canaryd_measurements_total", &[]).await;
     let conflicts = harness::metric_at(
@@ -194,7 +160,7 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         async move { harness::metric_at(metrics_addr, &name, &[]).await }
     };
     let query_mean = query_time("sum").await / query_time("count").await;
-    stop(daemon);
+    daemon.stop();
     let logged = last_measured(&std::fs::read_to_string(log.path()).unwrap_or_default());
 
     let arrivals = prom.arrivals.lock().map(|a| a.clone()).unwrap_or_default();
@@ -346,34 +312,6 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
     );
 }
 
-/// `canaryd run` (the binary cargo built for this bench) against the fake API server, without leader
-/// election, serving /metrics on a free loopback port.
-fn spawn_daemon(
-    server: &fake_apiserver::FakeApiServer,
-    flags: DaemonFlags,
-    log: &tempfile::NamedTempFile,
-) -> (DaemonProcess, std::net::SocketAddr) {
-    let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port");
-    let child = cli::canaryd()
-        .args(["run", "--leader-elect", "false", "--metrics-addr"])
-        .arg(metrics_addr.to_string())
-        .arg(format!("--prometheus-share-window={}s", flags.share_window))
-        .arg(format!(
-            "--prometheus-max-concurrency={}",
-            flags.max_concurrency
-        ))
-        .env("KUBECONFIG", server.kubeconfig_path())
-        .args(["--log-format", "json"])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log.reopen().expect("the daemon's log file"))
-        .spawn()
-        .expect("canaryd run starts");
-    (DaemonProcess(child), metrics_addr)
-}
-
 /// When the daemon logged each run's last measurement (`Measured`, at info, JSON), by run name: the time the
 /// answer was in hand inside the daemon, before the status patch that records it.
 fn last_measured(log: &str) -> HashMap<String, jiff::Timestamp> {
@@ -400,28 +338,4 @@ fn last_measured(log: &str) -> HashMap<String, jiff::Timestamp> {
         *at = (*at).max(timestamp);
     }
     last
-}
-
-/// The daemon's process; killed if the bench ends without [`stop`] (a panic), so it never outlives the bench.
-struct DaemonProcess(Child);
-
-impl DaemonProcess {
-    fn id(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for DaemonProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// SIGTERM, as Kubernetes stops a pod, then wait for the graceful stop.
-fn stop(mut daemon: DaemonProcess) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &daemon.id().to_string()])
-        .status();
-    let _ = daemon.0.wait();
 }
