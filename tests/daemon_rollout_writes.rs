@@ -11,8 +11,6 @@ mod harness;
 #[path = "support/rollout_cluster.rs"]
 mod rollout_cluster;
 
-use std::collections::BTreeMap;
-
 use fake_apiserver::CrdSet;
 use harness::{Answer, eventually};
 use rollout_cluster::*;
@@ -24,28 +22,6 @@ const STEPS: usize = 4;
 /// ReplicaSet, 2 Service, 1 revision, 2 creates). The target is 3: most status writes follow the
 /// ReplicaSets' counts as their pods come up (one per change seen), which only the planner can thin out.
 const WRITES_PER_STEP: f64 = 7.5;
-
-/// The writes the Rollout controller made among `requests`, by method and kind (the AnalysisRun controller's
-/// run status writes, Events and leases are not the Rollout's).
-fn rollout_writes(requests: &[fake_apiserver::RecordedRequest]) -> BTreeMap<String, usize> {
-    let mut writes = BTreeMap::new();
-    for r in requests.iter().filter(|r| r.method != "GET") {
-        let kind = ["rollouts", "replicasets", "services", "analysisruns"]
-            .into_iter()
-            .find(|k| r.path.contains(&format!("/{k}")));
-        let Some(kind) = kind else { continue };
-        if kind == "analysisruns" && r.method != "POST" {
-            continue;
-        }
-        let what = if r.path.ends_with("/status") {
-            format!("{kind}/status")
-        } else {
-            kind.to_string()
-        };
-        *writes.entry(format!("{} {what}", r.method)).or_default() += 1;
-    }
-    writes
-}
 
 async fn an_update_through_its_steps_takes_few_api_writes_per_step(crds: CrdSet) {
     let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "1s").await;

@@ -55,7 +55,9 @@ impl Router {
     fn install(self, server: &FakeApiServer) -> Option<String> {
         match self {
             Istio => server
-                .put(&router_objects::virtual_service("default"))
+                .put(&router_objects::virtual_service(
+                    "default", "web-vsvc", "web",
+                ))
                 .resource_version(),
             Nginx => server
                 .put(&router_objects::stable_ingress("default"))
@@ -152,12 +154,19 @@ impl Drop for Weights {
 
 /// `web` behind `router`: `setWeight: 20`, then an indefinite pause; an aborted canary keeps its pods 2 s.
 fn routed(router: Router) -> Rollout {
-    let rollout = with_steps("web:1", json!([{"setWeight": 20}, {"pause": {}}]));
-    let mut value = serde_json::to_value(&rollout).expect("a Rollout serialises");
-    let canary = &mut value["spec"]["strategy"]["canary"];
-    canary["trafficRouting"] = router.config();
-    canary["abortScaleDownDelaySeconds"] = json!(2);
-    serde_json::from_value(value).expect("a routed Rollout")
+    let mut rollout = routed_through(
+        with_steps("web:1", json!([{"setWeight": 20}, {"pause": {}}])),
+        router.config(),
+    );
+    if let Some(canary) = rollout
+        .spec
+        .strategy
+        .as_mut()
+        .and_then(|s| s.canary.as_mut())
+    {
+        canary.abort_scale_down_delay_seconds = Some(2);
+    }
+    rollout
 }
 
 /// `routed(router)` deployed (Healthy at revision 1) behind the user's router object, the daemon running,

@@ -55,7 +55,7 @@ fn istio() -> Value {
 #[tokio::test]
 async fn an_istio_weight_is_written_once_and_not_again_when_unchanged() {
     let server = FakeApiServer::start().await;
-    server.put(&virtual_service("prod"));
+    server.put(&virtual_service("prod", "web-vsvc", "web"));
     let router = ApiRouter::new(server.client().await);
     let r = rollout(istio());
     let changes = router.apply(&r, &route(10), &[]).await.unwrap();
@@ -87,7 +87,7 @@ async fn an_istio_weight_is_written_once_and_not_again_when_unchanged() {
 #[tokio::test]
 async fn a_conflicting_write_is_read_again_and_retried() {
     let server = FakeApiServer::start().await;
-    server.put(&virtual_service("prod"));
+    server.put(&virtual_service("prod", "web-vsvc", "web"));
     server.conflict_next_write::<VirtualService>("prod", "web-vsvc");
     let router = ApiRouter::new(server.client().await);
     router
@@ -115,7 +115,7 @@ async fn a_missing_virtual_service_and_a_refused_write_name_the_object() {
     assert!(matches!(err, RouterError::Missing { .. }), "{err:?}");
     assert_eq!(err.to_string(), "VirtualService prod/web-vsvc not found");
 
-    server.put(&virtual_service("prod"));
+    server.put(&virtual_service("prod", "web-vsvc", "web"));
     server.fail_next(RequestPattern::new("PUT", "/virtualservices/"), 1, 403);
     let err = router
         .apply(&rollout(istio()), &route(10), &[])

@@ -484,6 +484,24 @@ impl FakeApiServer {
             .collect()
     }
 
+    /// Calls `each` with every version of a `K` object committed after resourceVersion `after` that is still in
+    /// the change history (see `history_limit`), oldest first, with when it was committed; deletions are left
+    /// out. Returns the resourceVersion the history starts after: one above `after` means versions were lost.
+    pub fn versions_after<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        after: u64,
+        mut each: impl FnMut(jiff::Timestamp, &Value),
+    ) -> u64 {
+        let resource = self.shared.resource_of::<K>();
+        let store = self.shared.lock_store();
+        for change in store.changes_after(after) {
+            if change.key.0 == resource.id() && change.kind != store::ChangeKind::Deleted {
+                each(change.at, &change.object);
+            }
+        }
+        store.compacted_rv
+    }
+
     /// The stored object as JSON, exactly as the server would send it.
     pub fn get_json<K: kube::Resource<DynamicType = ()>>(
         &self,

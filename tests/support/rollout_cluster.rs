@@ -5,6 +5,7 @@
 
 #![allow(dead_code)] // Each test binary uses a different part of it.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use canaryd::api::rollout::RolloutStatus;
@@ -46,22 +47,37 @@ pub fn rollout(image: &str, pause: &str) -> Rollout {
 
 /// `web` with other `steps`.
 pub fn with_steps(image: &str, steps: serde_json::Value) -> Rollout {
+    named("web", 5, image, steps)
+}
+
+/// The Rollout `name` of `replicas` pods labelled `app: NAME`, with the Services `NAME-canary` and
+/// `NAME-stable`.
+pub fn named(name: &str, replicas: i32, image: &str, steps: serde_json::Value) -> Rollout {
     serde_json::from_value(json!({
         "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-        "metadata": {"name": "web", "namespace": "default"},
+        "metadata": {"name": name, "namespace": "default"},
         "spec": {
-            "replicas": 5,
-            "selector": {"matchLabels": {"app": "web"}},
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
             "template": {
-                "metadata": {"labels": {"app": "web"}},
+                "metadata": {"labels": {"app": name}},
                 "spec": {"containers": [{"name": "web", "image": image}]},
             },
             "strategy": {"canary": {
-                "canaryService": "web-canary", "stableService": "web-stable", "steps": steps,
+                "canaryService": format!("{name}-canary"),
+                "stableService": format!("{name}-stable"),
+                "steps": steps,
             }},
         },
     }))
     .expect("a Rollout")
+}
+
+/// `rollout` with `spec.strategy.canary.trafficRouting` set to `traffic_routing`.
+pub fn routed_through(rollout: Rollout, traffic_routing: serde_json::Value) -> Rollout {
+    let mut value = serde_json::to_value(&rollout).expect("a Rollout serialises");
+    value["spec"]["strategy"]["canary"]["trafficRouting"] = traffic_routing;
+    serde_json::from_value(value).expect("a routed Rollout")
 }
 
 pub fn template(prometheus: &str) -> AnalysisTemplate {
@@ -78,9 +94,14 @@ pub fn template(prometheus: &str) -> AnalysisTemplate {
 }
 
 pub async fn create_service(client: &kube::Client, name: &str) {
+    create_service_of(client, name, "web").await;
+}
+
+/// The Service `name` selecting the pods labelled `app: APP`.
+pub async fn create_service_of(client: &kube::Client, name: &str, app: &str) {
     let api: Api<Service> = Api::namespaced(client.clone(), "default");
     let svc: Service = serde_json::from_value(json!({
-        "metadata": {"name": name}, "spec": {"selector": {"app": "web"}},
+        "metadata": {"name": name}, "spec": {"selector": {"app": app}},
     }))
     .expect("a Service");
     api.create(&PostParams::default(), &svc)
@@ -205,10 +226,15 @@ pub async fn events(client: &kube::Client) -> Vec<(String, String)> {
 }
 
 pub async fn set_image(client: &kube::Client, image: &str) {
+    set_image_of(client, "web", image, &PatchParams::default()).await;
+}
+
+/// Changes the image of the Rollout `name`, as its owner would, with `params` (a field manager names who).
+pub async fn set_image_of(client: &kube::Client, name: &str, image: &str, params: &PatchParams) {
     let api: Api<Rollout> = Api::namespaced(client.clone(), "default");
     let patch =
         json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": image}]}}}});
-    api.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+    api.patch(name, params, &Patch::Merge(&patch))
         .await
         .expect("the template is changed");
 }
@@ -228,4 +254,33 @@ pub async fn patch_status(client: &kube::Client, patch: serde_json::Value) {
     api.patch_status("web", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .expect("the Rollout's status is patched");
+}
+
+/// The writes the Rollout controller made among `requests`, by method and kind (`PATCH rollouts/status`,
+/// `POST replicasets`, `PATCH virtualservices`, ...): the AnalysisRun controller's run status writes, Events
+/// and leases are not the Rollout's, so of AnalysisRuns only creates count.
+pub fn rollout_writes(requests: &[fake_apiserver::RecordedRequest]) -> BTreeMap<String, usize> {
+    let mut writes = BTreeMap::new();
+    for r in requests.iter().filter(|r| r.method != "GET") {
+        let kind = [
+            "rollouts",
+            "replicasets",
+            "services",
+            "analysisruns",
+            "virtualservices",
+        ]
+        .into_iter()
+        .find(|k| r.path.contains(&format!("/{k}/")) || r.path.ends_with(&format!("/{k}")));
+        let Some(kind) = kind else { continue };
+        if kind == "analysisruns" && r.method != "POST" {
+            continue;
+        }
+        let what = if r.path.ends_with("/status") {
+            format!("{kind}/status")
+        } else {
+            kind.to_string()
+        };
+        *writes.entry(format!("{} {what}", r.method)).or_default() += 1;
+    }
+    writes
 }

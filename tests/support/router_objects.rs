@@ -1,5 +1,5 @@
 //! The traffic routers' objects as a user would have written them before a Rollout first points at them: an
-//! Istio VirtualService `web-vsvc`, an NGINX stable Ingress `web` and a Gateway API HTTPRoute `web` with an
+//! Istio VirtualService (`web-vsvc` in the tests), an NGINX stable Ingress `web` and a Gateway API HTTPRoute `web` with an
 //! extra backend, each sending everything to `web-stable`. TEST FIXTURE ONLY: no assertions about canaryd.
 
 #![allow(dead_code)] // Each test binary uses a different part of it.
@@ -8,13 +8,14 @@ use canaryd::routers::objects::{HttpRoute, VirtualService};
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::json;
 
-pub fn virtual_service(namespace: &str) -> VirtualService {
+/// The VirtualService `name` for host `app`: one route, all to `APP-stable`, none to `APP-canary`.
+pub fn virtual_service(namespace: &str, name: &str, app: &str) -> VirtualService {
     serde_json::from_value(json!({
         "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
-        "metadata": {"name": "web-vsvc", "namespace": namespace},
-        "spec": {"hosts": ["web"], "http": [{"name": "primary", "route": [
-            {"destination": {"host": "web-stable"}, "weight": 100},
-            {"destination": {"host": "web-canary"}, "weight": 0}
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"hosts": [app], "http": [{"name": "primary", "route": [
+            {"destination": {"host": format!("{app}-stable")}, "weight": 100},
+            {"destination": {"host": format!("{app}-canary")}, "weight": 0}
         ]}]}
     }))
     .expect("a VirtualService")

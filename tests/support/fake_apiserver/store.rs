@@ -68,6 +68,8 @@ pub struct Change {
     pub previous: Option<Arc<Stored>>,
     /// Shared, so a watch takes its changes out from under the store lock cheaply and serializes them after.
     pub object: Arc<Stored>,
+    /// When it was committed: benches time the daemon's writes by it.
+    pub at: jiff::Timestamp,
 }
 
 /// Which part of an object a write may change.
@@ -584,6 +586,7 @@ impl Store {
             key,
             previous,
             object: object.clone(),
+            at: jiff::Timestamp::now(),
         });
         while self.history.len() > self.history_limit {
             if let Some(dropped) = self.history.pop_front() {
