@@ -1,0 +1,524 @@
+//! `cargo bench --bench rollouts`: N Rollouts of 10 replicas (CANARYD_BENCH_ROLLOUTS, default 2000), each
+//! behind an Istio VirtualService of its own, updated all at once and taken through
+//! `setWeight: 20, pause: {duration: 10s}, analysis, setWeight: 60, pause: {duration: 10s}` to promotion by the
+//! real `canaryd run --rollouts` binary in a child process, against the fake API server (with its simulated
+//! ReplicaSet controller: new pods available 200 ms after they are asked for) and a fake Prometheus (wiremock)
+//! served by this process. The analysis is `rollout_cluster::template`: one query a second, twice.
+//!
+//! **Step latency** is the time from the moment a step is due to complete, as the cluster shows it, to the
+//! commit at the fake API server of the first Rollout status whose `currentStepIndex` is past that step. Due:
+//! - `setWeight: W`: the later of the commit of the VirtualService version giving the canary W, and of the
+//!   canary ReplicaSet's status with at least ceil(W% of 10) available pods (the step's two conditions);
+//! - `pause: {duration: 10s}`: the pause condition's `startTime` as stored, plus 10 s (the planner, as Argo's,
+//!   ends the pause once now is after it);
+//! - `analysis`: the commit of the step's AnalysisRun status with a completed phase.
+//!
+//! Every time comes from the fake API server's change history (each committed version and when). **API
+//! writes per step per Rollout** are the Rollout controller's requests recorded by the fake API server from
+//! the update on (everything but GETs, the AnalysisRun controller's run writes and Events), divided by the N
+//! Rollouts and the 5 steps; promotion's writes after the last step count too. Also printed: the daemon's
+//! peak resident memory (VmHWM) and its average CPU over the update, and how many Rollouts were promoted.
+//! Targets (issues 18 and 19), printed next to the figures, not asserted: step latency p99 < 1 s, API writes
+//! per step per Rollout <= 3, router writes per weight change 1, RSS < 400 MB, CPU < 1 core.
+//!
+//! Every wait is bounded: what did not finish is printed, and the figures are made from what did.
+
+#![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
+
+#[path = "child_daemon.rs"]
+mod child_daemon;
+#[path = "../support/cli.rs"]
+mod cli;
+#[path = "../support/fake_apiserver.rs"]
+mod fake_apiserver;
+#[path = "../support/daemon.rs"]
+mod harness;
+#[path = "../support/rollout_cluster.rs"]
+mod rollout_cluster;
+#[path = "../support/router_objects.rs"]
+mod router_objects;
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use canaryd::api::{AnalysisRun, Rollout};
+use canaryd::routers::objects::VirtualService;
+use child_daemon::{env, percentile};
+use fake_apiserver::{CrdSet, FakeApiServer};
+use futures::{StreamExt, stream};
+use harness::{Answer, FakePrometheus};
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use kube::api::PatchParams;
+use rollout_cluster::{
+    POD_START, create_rollout, create_service_of, create_template, healthy_at, named,
+    rollout_writes, routed_through, set_image_of,
+};
+use serde_json::{Value, json};
+
+/// The fakes stand in for an API server and a Prometheus on machines of their own; here they share two cores
+/// with the daemon, so they use the daemon's allocator too, to take as little of the machine from it as they can.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const REPLICAS: i32 = 10;
+const PAUSE_SECONDS: i64 = 10;
+/// Who the bench's own writes (the image updates) are from, so they are not counted as the daemon's.
+const FIELD_MANAGER: &str = "canaryd-bench";
+
+/// What each step waits for.
+#[derive(Clone, Copy)]
+enum Step {
+    SetWeight(i64),
+    Pause,
+    Analysis,
+}
+
+const STEPS: [Step; 5] = [
+    Step::SetWeight(20),
+    Step::Pause,
+    Step::Analysis,
+    Step::SetWeight(60),
+    Step::Pause,
+];
+
+fn steps() -> Value {
+    json!([
+        {"setWeight": 20},
+        {"pause": {"duration": format!("{PAUSE_SECONDS}s")}},
+        {"analysis": {"templates": [{"templateName": "success-rate"}]}},
+        {"setWeight": 60},
+        {"pause": {"duration": format!("{PAUSE_SECONDS}s")}},
+    ])
+}
+
+fn main() {
+    let rollouts = env("CANARYD_BENCH_ROLLOUTS", 2000).max(1) as usize;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(bench(rollouts));
+}
+
+fn name_of(i: usize) -> String {
+    format!("web-{i}")
+}
+
+/// Runs `requests` (futures of the bench's own API calls) 32 at a time, for `within` at most; returns how
+/// many finished.
+async fn all_of(
+    within: Duration,
+    requests: impl Iterator<Item = impl Future<Output = ()>>,
+) -> usize {
+    let mut done = 0;
+    let mut calls = stream::iter(requests).buffer_unordered(32);
+    let _ = tokio::time::timeout(within, async {
+        while calls.next().await.is_some() {
+            done += 1;
+        }
+    })
+    .await;
+    done
+}
+
+/// Polls `count` once a second until it reaches `target` or `within` has passed; returns the last count.
+async fn until_all(within: Duration, target: usize, mut count: impl FnMut() -> usize) -> usize {
+    let start = Instant::now();
+    loop {
+        let n = count();
+        if n >= target || start.elapsed() >= within {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn bench(n: usize) {
+    let server = FakeApiServer::builder()
+        .crds(CrdSet::Argo)
+        // Every version of every object is kept: the step latencies are read from them.
+        .history_limit(usize::MAX)
+        .start()
+        .await;
+    let client = server.client().await;
+    let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
+    let _replica_sets = server.replica_set_controller(POD_START);
+    create_template(&client, &prom).await;
+    let wall = Instant::now();
+    let limit = Duration::from_secs(60 + n as u64 / 20);
+    let created = all_of(
+        limit,
+        (0..n).map(|i| {
+            let (server, client) = (&server, &client);
+            async move {
+                let name = name_of(i);
+                create_service_of(client, &format!("{name}-canary"), &name).await;
+                create_service_of(client, &format!("{name}-stable"), &name).await;
+                let vsvc = format!("{name}-vsvc");
+                server.put(&router_objects::virtual_service("default", &vsvc, &name));
+                let rollout = named(&name, REPLICAS, "web:1", steps());
+                create_rollout(
+                    client,
+                    &routed_through(
+                        rollout,
+                        json!({"istio": {"virtualService": {"name": vsvc}}}),
+                    ),
+                )
+                .await;
+            }
+        }),
+    )
+    .await;
+    println!(
+        "canaryd rollouts bench: {n} Rollouts x {REPLICAS} replicas behind Istio VirtualServices, steps setWeight 20, pause 10s, analysis, setWeight 60, pause 10s"
+    );
+    println!(
+        "  created                 {created} / {n} (Services, VirtualService, Rollout) in {:.1} s",
+        wall.elapsed().as_secs_f64()
+    );
+
+    let log = tempfile::NamedTempFile::new().expect("a file for the daemon's log");
+    let (daemon, metrics_addr) =
+        child_daemon::spawn(&server, &["--rollouts=true".to_string()], &log);
+    let deployed = Instant::now();
+    let healthy = until_all(limit, created, || {
+        server
+            .list::<Rollout>("default")
+            .iter()
+            .filter_map(|r| r.status.as_ref())
+            .filter(|s| healthy_at(s, None) && s.available_replicas == REPLICAS)
+            .count()
+    })
+    .await;
+    println!(
+        "  first deploy Healthy    {healthy} / {created} in {:.1} s",
+        deployed.elapsed().as_secs_f64()
+    );
+    let stable: HashMap<String, String> = server
+        .list::<Rollout>("default")
+        .into_iter()
+        .filter_map(|r| Some((r.metadata.name?, r.status?.stable_rs)))
+        .collect();
+
+    // The update: every Rollout's image changed at once.
+    let from_rv = server.resource_version();
+    let from_request = server.requests().len();
+    let cpu_before = daemon.cpu_seconds();
+    let fakes_cpu_before = child_daemon::cpu_seconds(std::process::id());
+    let update = Instant::now();
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    let updated = all_of(
+        limit,
+        (0..created).map(|i| {
+            let (client, params) = (&client, &params);
+            async move { set_image_of(client, &name_of(i), "web:2", params).await }
+        }),
+    )
+    .await;
+    let sent_in = update.elapsed();
+    let promoted_within = Duration::from_secs(120) + limit;
+    let is_promoted = |r: &Rollout| {
+        let (Some(name), Some(s)) = (&r.metadata.name, &r.status) else {
+            return false;
+        };
+        stable.get(name).is_some_and(|old| *old != s.stable_rs)
+            && healthy_at(s, Some(&s.current_pod_hash))
+    };
+    let promoted = until_all(promoted_within, updated, || {
+        server
+            .list::<Rollout>("default")
+            .iter()
+            .filter(|r| is_promoted(r))
+            .count()
+    })
+    .await;
+    let elapsed = update.elapsed();
+    let cpu = daemon.cpu_seconds() - cpu_before;
+    let fakes_cpu = child_daemon::cpu_seconds(std::process::id()) - fakes_cpu_before;
+    let peak_rss = daemon.peak_rss();
+    let errors = harness::metric_at(metrics_addr, "canaryd_reconcile_errors_total", &[]).await;
+    let conflicts = harness::metric_at(
+        metrics_addr,
+        "canaryd_reconcile_errors_total",
+        &[("reason", "conflict")],
+    )
+    .await;
+    daemon.stop();
+
+    println!(
+        "  update sent             {updated} / {created} image patches in {:.1} s",
+        sent_in.as_secs_f64()
+    );
+    println!(
+        "  promoted                {promoted} / {updated} in {:.1} s from the first patch (polled once a second; the steps take 20 s of pauses and ~2 s of analysis)",
+        elapsed.as_secs_f64()
+    );
+    if promoted < updated {
+        not_promoted(&server, &is_promoted);
+    }
+    let measured = step_latencies(&server, from_rv, &stable);
+    print_latencies(measured.latencies);
+    let requests = server.requests();
+    let writes: Vec<_> = requests[from_request..]
+        .iter()
+        .filter(|r| !r.query.contains(&format!("fieldManager={FIELD_MANAGER}")))
+        .cloned()
+        .collect();
+    print_writes(&writes, updated, &measured.weight_changes);
+    println!(
+        "  reconcile errors        {} ({} of them 409 Conflict)",
+        errors as u64, conflicts as u64
+    );
+    println!(
+        "  daemon CPU              {cpu:.1} s over {:.1} s of update: {:.2} core on average  (target < 1 core)",
+        elapsed.as_secs_f64(),
+        cpu / elapsed.as_secs_f64().max(1e-9)
+    );
+    println!("  daemon peak RSS (VmHWM) {peak_rss}  (target < 400 MB)");
+    println!(
+        "  fakes' CPU (this process) {fakes_cpu:.1} s ({:.2} core): the machine's other load",
+        fakes_cpu / elapsed.as_secs_f64().max(1e-9)
+    );
+}
+
+/// How many Rollouts were left at each step index and phase.
+fn not_promoted(server: &FakeApiServer, is_promoted: &dyn Fn(&Rollout) -> bool) {
+    let mut left: BTreeMap<(Option<i32>, String), usize> = BTreeMap::new();
+    for r in server.list::<Rollout>("default") {
+        if !is_promoted(&r) {
+            let s = r.status.unwrap_or_default();
+            *left.entry((s.current_step_index, s.phase)).or_default() += 1;
+        }
+    }
+    for ((step, phase), count) in left {
+        println!("    not promoted: {count} at step {step:?}, phase {phase:?}");
+    }
+}
+
+/// When each Rollout's new revision was ready for each step to complete, and when the step completed.
+#[derive(Default)]
+struct Progress {
+    /// The first commit of a status past step k.
+    completed: [Option<Timestamp>; STEPS.len()],
+    /// The stored `startTime` of the pause at step k.
+    paused: [Option<Timestamp>; STEPS.len()],
+    /// The first commit of the VirtualService giving the canary each weight.
+    weighted: HashMap<i64, Timestamp>,
+    /// The canary's weights in the VirtualService's versions, each change once (0 before the update).
+    weights: Vec<i64>,
+    /// The canary ReplicaSet's available pods as committed, in order.
+    available: Vec<(Timestamp, i64)>,
+    /// The first commit of the step's AnalysisRun with a completed phase.
+    analysed: Option<Timestamp>,
+}
+
+fn text<'a>(value: &'a Value, pointer: &str) -> &'a str {
+    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn owner(value: &Value) -> &str {
+    text(value, "/metadata/ownerReferences/0/name")
+}
+
+/// Step latencies in seconds, by step kind, from every version committed after `from_rv` (see the module doc).
+fn step_latencies(
+    server: &FakeApiServer,
+    from_rv: u64,
+    stable: &HashMap<String, String>,
+) -> Measured {
+    let mut progress: HashMap<String, Progress> = HashMap::new();
+    let mut lost = server.versions_after::<Rollout>(from_rv, |at, r| {
+        let name = text(r, "/metadata/name");
+        let hash = text(r, "/status/currentPodHash");
+        if stable.get(name).is_none_or(|old| old == hash) {
+            return;
+        }
+        let p = progress.entry(name.to_string()).or_default();
+        let index = r
+            .pointer("/status/currentStepIndex")
+            .and_then(Value::as_u64)
+            .unwrap_or(0) as usize;
+        for done in p.completed.iter_mut().take(index) {
+            done.get_or_insert(at);
+        }
+        let pause = r
+            .pointer("/status/pauseConditions")
+            .and_then(Value::as_array)
+            .and_then(|c| c.iter().find(|c| c["reason"] == "CanaryPauseStep"));
+        if let (Some(slot), Some(start)) = (
+            p.paused.get_mut(index),
+            pause.and_then(|c| c["startTime"].as_str()?.parse().ok()),
+        ) {
+            slot.get_or_insert(start);
+        }
+    });
+    lost = lost.max(server.versions_after::<VirtualService>(from_rv, |at, vs| {
+        let rollout = text(vs, "/metadata/name").trim_end_matches("-vsvc");
+        let canary = format!("{rollout}-canary");
+        let weight = vs
+            .pointer("/spec/http/0/route")
+            .and_then(Value::as_array)
+            .and_then(|r| {
+                r.iter()
+                    .find(|d| d["destination"]["host"] == canary.as_str())
+            })
+            .and_then(|d| d["weight"].as_i64())
+            .unwrap_or(0);
+        if let Some(p) = progress.get_mut(rollout) {
+            p.weighted.entry(weight).or_insert(at);
+            if p.weights.last().copied().unwrap_or(0) != weight {
+                p.weights.push(weight);
+            }
+        }
+    }));
+    lost = lost.max(server.versions_after::<ReplicaSet>(from_rv, |at, rs| {
+        let hash = text(rs, "/metadata/labels/rollouts-pod-template-hash");
+        let rollout = owner(rs);
+        if stable.get(rollout).is_none_or(|old| old == hash) {
+            return;
+        }
+        let available = rs
+            .pointer("/status/availableReplicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        if let Some(p) = progress.get_mut(rollout) {
+            p.available.push((at, available));
+        }
+    }));
+    lost = lost.max(server.versions_after::<AnalysisRun>(from_rv, |at, run| {
+        let phase = text(run, "/status/phase");
+        if ["Successful", "Failed", "Error", "Inconclusive"].contains(&phase)
+            && let Some(p) = progress.get_mut(owner(run))
+        {
+            p.analysed.get_or_insert(at);
+        }
+    }));
+    if lost > from_rv {
+        println!(
+            "  WARNING: the change history lost versions after the update began: latencies are partial"
+        );
+    }
+
+    let mut latencies: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+    let mut weight_changes: BTreeMap<Vec<i64>, usize> = BTreeMap::new();
+    for p in progress.values() {
+        *weight_changes.entry(p.weights.clone()).or_default() += 1;
+        for (k, step) in STEPS.iter().enumerate() {
+            let (what, due) = match *step {
+                Step::SetWeight(w) => {
+                    let pods = (i64::from(REPLICAS) * w + 99) / 100;
+                    let ready = p
+                        .available
+                        .iter()
+                        .find(|(_, a)| *a >= pods)
+                        .map(|(at, _)| *at);
+                    let routed = p.weighted.get(&w).copied();
+                    ("setWeight", routed.zip(ready).map(|(a, b)| a.max(b)))
+                }
+                Step::Pause => (
+                    "pause",
+                    p.paused[k].map(|start| start + jiff::SignedDuration::from_secs(PAUSE_SECONDS)),
+                ),
+                Step::Analysis => ("analysis", p.analysed),
+            };
+            if let (Some(due), Some(done)) = (due, p.completed[k]) {
+                latencies
+                    .entry(what)
+                    .or_default()
+                    .push(done.duration_since(due).as_secs_f64());
+            }
+        }
+    }
+    Measured {
+        latencies,
+        weight_changes,
+    }
+}
+
+/// Step latencies in seconds by step kind, and how many Rollouts' canary weights went through each sequence.
+struct Measured {
+    latencies: BTreeMap<&'static str, Vec<f64>>,
+    weight_changes: BTreeMap<Vec<i64>, usize>,
+}
+
+fn print_latencies(mut latencies: BTreeMap<&'static str, Vec<f64>>) {
+    let mut all: Vec<f64> = latencies.values().flatten().copied().collect();
+    let line = |what: &str, sorted: &mut Vec<f64>| {
+        sorted.sort_by(f64::total_cmp);
+        let early = sorted.iter().filter(|l| **l < 0.0).count();
+        println!(
+            "  step latency {what:<10} p50 {:.0} ms  p99 {:.0} ms  max {:.0} ms  ({} steps{})",
+            percentile(sorted, 0.5) * 1e3,
+            percentile(sorted, 0.99) * 1e3,
+            sorted.last().copied().unwrap_or(f64::NAN) * 1e3,
+            sorted.len(),
+            if early > 0 {
+                format!(", {early} completed before due")
+            } else {
+                String::new()
+            }
+        );
+    };
+    line("(all)", &mut all);
+    println!(
+        "    target p99 < 1 s; due -> the status write past the step, as defined in tests/bench/rollouts.rs"
+    );
+    for (what, sorted) in &mut latencies {
+        line(what, sorted);
+    }
+}
+
+/// The Rollout controller's writes by kind, per step per Rollout.
+fn print_writes(
+    requests: &[fake_apiserver::RecordedRequest],
+    rollouts: usize,
+    weight_changes: &BTreeMap<Vec<i64>, usize>,
+) {
+    let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
+    let writes = rollout_writes(requests);
+    for (what, count) in &writes {
+        let kind = match what.split_once(' ').map_or("", |(_, k)| k) {
+            "rollouts/status" => "status",
+            "rollouts" => "Rollout (revision)",
+            "replicasets" => "ReplicaSet",
+            "services" => "Service",
+            "analysisruns" => "AnalysisRun",
+            "virtualservices" => "router",
+            _ => "other",
+        };
+        *by_kind.entry(kind).or_default() += count;
+    }
+    let total: usize = by_kind.values().sum();
+    let per_step = |count: usize| count as f64 / (rollouts.max(1) * STEPS.len()) as f64;
+    println!(
+        "  API writes per step per Rollout {:.2}  (target <= 3; {total} writes for {rollouts} Rollouts x {} steps, promotion included)",
+        per_step(total),
+        STEPS.len()
+    );
+    let kinds: Vec<String> = by_kind
+        .iter()
+        .map(|(kind, count)| format!("{kind} {:.2}", per_step(*count)))
+        .collect();
+    println!("    by kind: {}", kinds.join(", "));
+    println!("    by request: {writes:?}");
+    let router = by_kind.get("router").copied().unwrap_or(0);
+    let changes: usize = weight_changes
+        .iter()
+        .map(|(weights, count)| weights.len() * count)
+        .sum();
+    let sequences: Vec<String> = weight_changes
+        .iter()
+        .map(|(weights, count)| format!("{weights:?} x {count}"))
+        .collect();
+    println!(
+        "  router writes           {:.2} per Rollout, {:.2} per weight change  (target 1; the canary's weights in the VirtualServices' versions: {})",
+        router as f64 / rollouts.max(1) as f64,
+        router as f64 / changes.max(1) as f64,
+        sequences.join(", ")
+    );
+}
