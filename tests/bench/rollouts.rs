@@ -241,13 +241,7 @@ async fn bench(n: usize) {
     let cpu = daemon.cpu_seconds() - cpu_before;
     let fakes_cpu = child_daemon::cpu_seconds(std::process::id()) - fakes_cpu_before;
     let peak_rss = daemon.peak_rss();
-    let errors = harness::metric_at(metrics_addr, "canaryd_reconcile_errors_total", &[]).await;
-    let conflicts = harness::metric_at(
-        metrics_addr,
-        "canaryd_reconcile_errors_total",
-        &[("reason", "conflict")],
-    )
-    .await;
+    let errors = reconcile_errors(metrics_addr).await;
     daemon.stop();
 
     println!(
@@ -270,10 +264,10 @@ async fn bench(n: usize) {
         .cloned()
         .collect();
     print_writes(&writes, updated, &measured.weight_changes);
-    println!(
-        "  reconcile errors        {} ({} of them 409 Conflict)",
-        errors as u64, conflicts as u64
-    );
+    println!("  reconcile errors        {errors}");
+    for (count, line) in warnings(&std::fs::read_to_string(log.path()).unwrap_or_default()) {
+        println!("    {count} x {line}");
+    }
     println!(
         "  daemon CPU              {cpu:.1} s over {:.1} s of update: {:.2} core on average  (target < 1 core)",
         elapsed.as_secs_f64(),
@@ -284,6 +278,47 @@ async fn bench(n: usize) {
         "  fakes' CPU (this process) {fakes_cpu:.1} s ({:.2} core): the machine's other load",
         fakes_cpu / elapsed.as_secs_f64().max(1e-9)
     );
+}
+
+/// The daemon's `canaryd_reconcile_errors_total` by reason, as its /metrics prints them.
+async fn reconcile_errors(metrics_addr: std::net::SocketAddr) -> String {
+    let text = match reqwest::get(format!("http://{metrics_addr}/metrics")).await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(e) => return format!("unknown: /metrics did not answer: {e}"),
+    };
+    let samples: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("canaryd_reconcile_errors_total"))
+        .collect();
+    if samples.is_empty() {
+        "none".to_string()
+    } else {
+        samples.join(", ")
+    }
+}
+
+/// The daemon's five most frequent warnings and errors (JSON log lines), as (count, message: error).
+fn warnings(log: &str) -> Vec<(usize, String)> {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for line in log.lines() {
+        let Ok(line) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if !matches!(text(&line, "/level"), "WARN" | "ERROR") {
+            continue;
+        }
+        let what = format!(
+            "{} {}: {}",
+            text(&line, "/level"),
+            text(&line, "/fields/message"),
+            text(&line, "/fields/error")
+        );
+        *counts.entry(what.chars().take(200).collect()).or_default() += 1;
+    }
+    let mut counts: Vec<(usize, String)> = counts.into_iter().map(|(w, c)| (c, w)).collect();
+    counts.sort_by(|a, b| b.cmp(a));
+    counts.truncate(5);
+    counts
 }
 
 /// How many Rollouts were left at each step index and phase.
