@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, watch};
 const CAPACITY: usize = 1024;
 
 /// Events being created at once.
-const IN_FLIGHT: usize = 4;
+const IN_FLIGHT: usize = 16;
 
 /// Hears of every Event that is not created (dropped from a full queue, refused by the API server, or
 /// still waiting when the daemon stopped), with the reason.
