@@ -130,7 +130,7 @@ fn a_healthy_history_promotes_through_every_step_with_the_weights_written() {
     );
     // What the routers were told: 0 while the canary has no available pod, step 1's 20 as soon as it has, step
     // 3's 50 once step 2's ten measurements (minute 10 to 19) are in, all of it once step 5's are (the 5m pause
-    // ends the second after 24:00, as the planner wakes), and 0 once the new revision is the stable one.
+    // ends at 24:00, when the planner wakes), and 0 once the new revision is the stable one.
     let weights: Vec<(String, i64)> = r
         .of_type("step")
         .iter()
@@ -148,8 +148,8 @@ fn a_healthy_history_promotes_through_every_step_with_the_weights_written() {
             ("2026-01-01T00:10:00Z".to_string(), 0),
             ("2026-01-01T00:10:00Z".to_string(), 20),
             ("2026-01-01T00:19:00Z".to_string(), 50),
-            ("2026-01-01T00:33:01Z".to_string(), 100),
-            ("2026-01-01T00:33:01Z".to_string(), 0),
+            ("2026-01-01T00:33:00Z".to_string(), 100),
+            ("2026-01-01T00:33:00Z".to_string(), 0),
         ]
     );
     let steps = r.of_type("step");
@@ -270,7 +270,7 @@ fn a_person_promoting_after_promote_after_carries_an_inconclusive_rollout_throug
         .map(|p| p["time"].as_str().unwrap())
         .collect();
     // Step 2's fourth empty look (minute 13) pauses it, step 5's (minute 31) again.
-    assert_eq!(promotions, ["2026-01-01T00:23:00Z", "2026-01-01T00:41:01Z"]);
+    assert_eq!(promotions, ["2026-01-01T00:23:00Z", "2026-01-01T00:41:00Z"]);
     assert_eq!(r.outcome()["outcome"], "promoted");
 }
 

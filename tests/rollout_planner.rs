@@ -83,13 +83,14 @@ fn abort_retry_promote_replays_argos_event_sequence() {
     let waiting = c.reconcile(at(13));
     assert_eq!(
         waiting.wake_at,
-        Some(at(16)),
-        "woken once the 3 s pause from 12 s has passed"
+        Some(at(15)),
+        "woken when the 3 s pause from 12 s ends"
     );
     assert_eq!(waiting.desired_weight, 50);
 
     let mark = c.events.len();
-    run(&mut c, at(16));
+    // Argo's now.After(end) on whole-second stamps: the pause is over at 15 s, not a second later.
+    run(&mut c, at(15));
     assert_eq!(
         reasons_since(&c, mark),
         [

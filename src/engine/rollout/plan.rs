@@ -302,10 +302,9 @@ impl Reconcile<'_, '_> {
         }
     }
 
+    /// Look again when a pause of `seconds` from `from` ends (see `completed_current_step`).
     fn wake_after(&mut self, from: Timestamp, seconds: i64) {
-        // Argo resumes once now is *after* the end, so look again one second past it.
-        if let Ok(at) = from.checked_add(jiff::SignedDuration::from_secs(seconds.saturating_add(1)))
-        {
+        if let Ok(at) = from.checked_add(jiff::SignedDuration::from_secs(seconds)) {
             self.wake_at(at);
         }
     }
@@ -333,7 +332,9 @@ impl Reconcile<'_, '_> {
                     .start_time
                     .0
                     .checked_add(jiff::SignedDuration::from_secs(seconds))
-                    .is_ok_and(|end| self.o.now > end),
+                    // Argo's `now.After(end)` on the clock; on whole-second stamps (`now` truncated, `end` a
+                    // whole second) that is `now >= end`.
+                    .is_ok_and(|end| self.o.now >= end),
                 _ => false,
             };
         }
