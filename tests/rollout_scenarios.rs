@@ -411,8 +411,8 @@ fn a_restart_evicts_as_many_old_pods_as_max_unavailable_allows_while_paused() {
     let early = c.reconcile(at(11));
     assert_eq!(
         (evictions(&early), early.wake_at),
-        (0, None),
-        "restartAt must have passed"
+        (0, Some(at(12))),
+        "restartAt must have passed: looked at again the second after"
     );
     let first = c.reconcile(at(12));
     assert_eq!(evictions(&first), 3);
@@ -442,7 +442,11 @@ fn a_restart_of_a_healthy_rollout_goes_one_pod_at_a_time_and_reads_restarting() 
     run(&mut c, at(0));
     restart_at(&mut c, 30);
     let before = c.reconcile(at(10));
-    assert_eq!(before.wake_at, Some(at(30)), "woken when restartAt comes");
+    assert_eq!(
+        before.wake_at,
+        Some(at(31)),
+        "woken once restartAt has passed"
+    );
     let mut evicted = Vec::new();
     for second in 31..200 {
         let plan = c.reconcile(at(second));

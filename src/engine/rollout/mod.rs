@@ -36,6 +36,7 @@ use crate::api::{AnalysisRun, Rollout};
 use crate::engine::compose::Lookup;
 
 pub use plan::plan;
+pub use restart::restart_due;
 
 pub const REVISION_ANNOTATION: &str = analysis::REVISION_ANNOTATION;
 pub const REVISION_HISTORY_ANNOTATION: &str = "rollout.argoproj.io/revision-history";

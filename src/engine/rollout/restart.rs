@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::reconcile::Reconcile;
 use super::{Write, replicas};
+use crate::api::Rollout;
 
 /// How often Argo looks again while pods still wait for their restart.
 const RECHECK_SECONDS: i64 = 30;
@@ -42,6 +43,19 @@ fn available(pod: &Pod, min_ready_seconds: i64, now: Timestamp) -> bool {
         .is_some_and(|since| since < now)
 }
 
+/// Whether a reconcile of `rollout` at `now` restarts pods: `spec.restartAt` has passed and
+/// `status.restartedAt` does not record it yet. Only then are the Rollout's pods needed.
+pub fn restart_due(rollout: &Rollout, now: Timestamp) -> bool {
+    let Some(restart_at) = &rollout.spec.restart_at else {
+        return false;
+    };
+    let done = rollout
+        .status
+        .as_ref()
+        .and_then(|s| s.restarted_at.as_ref());
+    restart_at.0 < now && done != Some(restart_at)
+}
+
 impl Reconcile<'_, '_> {
     /// Argo's RolloutPodRestarter.Reconcile; true when pods were evicted (the reconcile then ends, as the
     /// ReplicaSets' availability no longer counts them).
@@ -49,11 +63,14 @@ impl Reconcile<'_, '_> {
         let Some(restart_at) = self.o.rollout.spec.restart_at.clone() else {
             return false;
         };
-        if restart_at.0 >= self.o.now {
-            self.wake_at(restart_at.0);
-            return false;
-        }
-        if self.prev.restarted_at.as_ref() == Some(&restart_at) {
+        if !restart_due(self.o.rollout, self.o.now) {
+            // `now` is stamped in whole seconds: restartAt has passed from the second after it on (a wake-up
+            // at restartAt itself would find it not passed yet, and none would follow).
+            if restart_at.0 >= self.o.now
+                && let Ok(after) = restart_at.0.checked_add(SignedDuration::from_secs(1))
+            {
+                self.wake_at(after);
+            }
             return false;
         }
         let Some(all) = self.o.pods else {
