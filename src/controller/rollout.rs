@@ -1,10 +1,11 @@
 //! The Rollout controller (`canaryd run --rollouts`): one reconcile of one Rollout reads it afresh with what it
-//! controls (ReplicaSets, AnalysisRuns) and names (Services, analysis templates), asks `engine::rollout::plan`
-//! for the next step, makes the plan's writes in order, writes the status through the status subresource when
-//! it changed, queues the plan's Events and asks to be woken when the plan says. A write refused with 409 means
-//! something changed since the read: everything is read and planned again. All state is in the objects (the
-//! planner's names are derived from the template hash, the revision and the step), so a process killed at any
-//! point and started again creates nothing twice and repeats no step.
+//! controls (ReplicaSets, AnalysisRuns, and its pods while a `restartAt` is due) and names (Services, analysis
+//! templates), asks `engine::rollout::plan` for the next step, makes the plan's writes in order, writes the
+//! status through the status subresource when it changed, queues the plan's Events and asks to be woken when
+//! the plan says. A write refused with 409 means something changed since the read: everything is read and
+//! planned again. All state is in the objects (the planner's names are derived from the template hash, the
+//! revision and the step), so a process killed at any point and started again creates nothing twice and
+//! repeats no step.
 //!
 //! A change to a ReplicaSet or AnalysisRun the Rollout controls reconciles the Rollout (the driver's
 //! triggers). The AnalysisRuns a plan creates are executed by the AnalysisRun controller, like any other run
@@ -123,10 +124,12 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
 
 /// Reads, plans and writes once. `None` when a write met a change made since the read: plan again.
 async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, ReconcileError> {
-    let read = rollout_writes::read(&ctx.client, rollout)
+    // One `now` for the read and the plans, so pods are read exactly when a plan restarts them.
+    let now = ctx.clock.stamp();
+    let read = rollout_writes::read(&ctx.client, rollout, now)
         .await
         .map_err(ReconcileError::Read)?;
-    let plan = coalesced(ctx, rollout, &read);
+    let plan = coalesced(ctx, rollout, &read, now);
     // Traffic first, as Argo routes before it scales: the plan's status already says the weight is applied,
     // so a router that cannot be brought to it stops the whole plan, to be tried again.
     if let Some(route) = &plan.route {
@@ -201,8 +204,8 @@ async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, Reconcil
 /// in the cluster changes between them, so each is made from the status the one before left and the status is
 /// written once, with their Events in order. A plan with writes stops the run and is made again after a fresh
 /// read, so every write is planned from a status that was stored (a crash repeats nothing).
-fn coalesced(ctx: &Context, rollout: &Rollout, read: &Read) -> Plan {
-    let mut current = plan(ctx, rollout, read);
+fn coalesced(ctx: &Context, rollout: &Rollout, read: &Read, now: jiff::Timestamp) -> Plan {
+    let mut current = plan(ctx, rollout, read, now);
     if !current.writes.is_empty() {
         return current;
     }
@@ -213,7 +216,7 @@ fn coalesced(ctx: &Context, rollout: &Rollout, read: &Read) -> Plan {
             break;
         }
         planned.status = Some(current.status.clone());
-        let next = plan(ctx, &planned, read);
+        let next = plan(ctx, &planned, read, now);
         if !next.writes.is_empty() {
             break;
         }
@@ -228,7 +231,9 @@ fn coalesced(ctx: &Context, rollout: &Rollout, read: &Read) -> Plan {
     current
 }
 
-fn plan(ctx: &Context, rollout: &Rollout, read: &Read) -> Plan {
+/// The plan for `rollout` at `now` (stamped as the status stores it, so the status planned now equals the one
+/// read back).
+fn plan(ctx: &Context, rollout: &Rollout, read: &Read, now: jiff::Timestamp) -> Plan {
     let lookup = |r: &AnalysisTemplateRef| {
         let key = (
             r.cluster_scope == Some(true),
@@ -241,12 +246,10 @@ fn plan(ctx: &Context, rollout: &Rollout, read: &Read) -> Plan {
         replica_sets: &read.replica_sets,
         analysis_runs: &read.analysis_runs,
         services: &read.services,
-        // Pods are not read yet, so a restartAt waits rather than being marked done.
-        pods: None,
+        pods: read.pods.as_deref(),
         templates: &lookup,
         instance_id: ctx.config.instance_id.as_deref(),
-        // As the status stores it, so the status planned now equals the one read back.
-        now: ctx.clock.stamp(),
+        now,
     })
 }
 

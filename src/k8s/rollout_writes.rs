@@ -1,5 +1,5 @@
 //! The Kubernetes edge of a Rollout: reading what its planner needs (the ReplicaSets and AnalysisRuns it
-//! controls, the Services and analysis templates it names) and making each [`Write`] of a plan as the API call
+//! controls, its pods while a restart is due, the Services and analysis templates it names) and making each [`Write`] of a plan as the API call
 //! Argo Rollouts makes for it, then its status through the status subresource. Every read-modify-write
 //! carries the resourceVersion it read, so a concurrent change is a 409 ([`WriteError::Conflict`]) and the
 //! caller plans again; a create of a name that exists is taken as done (names are derived from the template
@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -27,7 +28,7 @@ use crate::api::{
 use crate::engine::rollout::hash::HASH_LABEL;
 use crate::engine::rollout::{
     DESIRED_REPLICAS_ANNOTATION, EPHEMERAL_METADATA_ANNOTATION, MANAGED_BY_ANNOTATION,
-    REVISION_ANNOTATION, REVISION_HISTORY_ANNOTATION, Write,
+    REVISION_ANNOTATION, REVISION_HISTORY_ANNOTATION, Write, restart_due,
 };
 
 /// Templates by (cluster-scoped, name), as the planner looks them up.
@@ -39,6 +40,8 @@ pub struct Read {
     pub analysis_runs: Vec<AnalysisRun>,
     pub services: Vec<Service>,
     pub templates: Templates,
+    /// The pods the Rollout's selector matches, read only while a restart is due (`restart_due`).
+    pub pods: Option<Vec<Pod>>,
 }
 
 fn api_error(e: kube::Error) -> WriteError {
@@ -58,9 +61,13 @@ fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
         .any(|o| o.controller == Some(true) && o.uid == uid)
 }
 
-/// Reads what the planner needs for `rollout`. Objects it names that do not exist are left out (the planner
-/// says so in InvalidSpec); any other failure is returned.
-pub async fn read(client: &kube::Client, rollout: &Rollout) -> Result<Read, kube::Error> {
+/// Reads what the planner needs for `rollout` at `now`. Objects it names that do not exist are left out (the
+/// planner says so in InvalidSpec); any other failure is returned.
+pub async fn read(
+    client: &kube::Client,
+    rollout: &Rollout,
+    now: Timestamp,
+) -> Result<Read, kube::Error> {
     let namespace = rollout.namespace().unwrap_or_default();
     let uid = rollout.uid().unwrap_or_default();
     // The Rollout's selector labels every ReplicaSet and AnalysisRun it creates: list only those.
@@ -84,6 +91,14 @@ pub async fn read(client: &kube::Client, rollout: &Rollout) -> Result<Read, kube
     let run_api: Api<AnalysisRun> = Api::namespaced(client.clone(), &namespace);
     let mut analysis_runs = run_api.list(&params).await?.items;
     analysis_runs.retain(|run| controlled_by(&run.metadata, &uid));
+    // Listed directly, as Argo's pod restarter does (no pod informer): only a restart needs them. The planner
+    // keeps those a ReplicaSet of the Rollout controls.
+    let pods = if restart_due(rollout, now) {
+        let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+        Some(pod_api.list(&params).await?.items)
+    } else {
+        None
+    };
     let (service_names, mut wanted) = named(rollout);
     let svc_api: Api<Service> = Api::namespaced(client.clone(), &namespace);
     let mut services = Vec::new();
@@ -121,6 +136,7 @@ pub async fn read(client: &kube::Client, rollout: &Rollout) -> Result<Read, kube
         analysis_runs,
         services,
         templates,
+        pods,
     })
 }
 
