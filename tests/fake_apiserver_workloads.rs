@@ -1,6 +1,7 @@
 //! Faithfulness tests for the workload kinds the fake API server serves for Rollouts, through the real kube
-//! client: ReplicaSets with the status subresource and `metadata.generation`, Services, and the simulated
-//! ReplicaSet controller (status follows spec after a delay; pods held unready by name or pod-template hash).
+//! client: ReplicaSets with the status subresource and `metadata.generation`, Services, Pods and their eviction
+//! subresource, and the simulated ReplicaSet controller (pods follow spec, Ready after a delay, replaced when
+//! evicted; pods held unready by name or pod-template hash).
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
 
@@ -11,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use fake_apiserver::FakeApiServer;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 fn replica_set(name: &str, hash: &str, replicas: i32) -> ReplicaSet {
@@ -169,4 +170,104 @@ async fn pods_held_by_pod_template_hash_exist_but_never_become_ready_until_relea
     assert_eq!(counts(&server, "web-b"), (2, 0, 0, 1), "held unready");
     controller.release("b");
     wait_for(&server, "web-b", (2, 2, 2, 1)).await;
+}
+
+fn ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn names(pods: &[Pod]) -> Vec<String> {
+    pods.iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_simulated_controller_makes_labelled_owned_pods_and_replaces_evicted_and_deleted_ones()
+{
+    let server = FakeApiServer::start().await;
+    let _controller = server.replica_set_controller(Duration::from_millis(300));
+    let client = server.client().await;
+    let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let rs = rs_api
+        .create(&PostParams::default(), &replica_set("web-a", "a", 2))
+        .await
+        .expect("created");
+    wait_for(&server, "web-a", (2, 2, 2, 1)).await;
+    let selected = ListParams::default().labels("app=web,rollouts-pod-template-hash=a");
+    let first = pods.list(&selected).await.expect("pods listed").items;
+    assert_eq!(first.len(), 2);
+    for pod in &first {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        assert!(
+            name.starts_with("web-a-") && name.len() == "web-a-".len() + 5,
+            "{name}"
+        );
+        let owner = &pod.metadata.owner_references.as_ref().expect("an owner")[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+            ("ReplicaSet", "web-a", Some(true))
+        );
+        assert_eq!(owner.uid, rs.metadata.uid.clone().unwrap_or_default());
+        assert!(pod.metadata.creation_timestamp.is_some());
+        assert!(ready(pod), "{name} is Ready");
+    }
+    let other = ListParams::default().labels("rollouts-pod-template-hash=b");
+    assert!(pods.list(&other).await.expect("listed").items.is_empty());
+
+    let evicted = names(&first)[0].clone();
+    pods.evict(&evicted, &EvictParams::default())
+        .await
+        .expect("the eviction is accepted");
+    assert!(
+        pods.get_opt(&evicted).await.expect("get").is_none(),
+        "evicted pods are gone"
+    );
+    // Replaced at once, not Ready yet; the ReplicaSet's counts follow its pods.
+    wait_for(&server, "web-a", (2, 1, 1, 1)).await;
+    wait_for(&server, "web-a", (2, 2, 2, 1)).await;
+    let second = names(&pods.list(&selected).await.expect("listed").items);
+    assert_eq!(second.len(), 2);
+    assert!(!second.contains(&evicted), "{second:?}");
+
+    let missing = pods.evict(&evicted, &EvictParams::default()).await;
+    assert!(
+        matches!(missing, Err(kube::Error::Api(ref s)) if s.code == 404),
+        "{missing:?}"
+    );
+    let deleted = pods
+        .delete(&second[0], &DeleteParams::default())
+        .await
+        .expect("deleted");
+    assert!(deleted.is_left(), "a pod DELETE answers with the pod");
+    wait_for(&server, "web-a", (2, 2, 2, 1)).await;
+    let third = names(&pods.list(&selected).await.expect("listed").items);
+    assert!(third.len() == 2 && !third.contains(&second[0]), "{third:?}");
+
+    rs_api
+        .patch(
+            "web-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .expect("scaled down");
+    wait_for(&server, "web-a", (1, 1, 1, 2)).await;
+    assert_eq!(pods.list(&selected).await.expect("listed").items.len(), 1);
+    rs_api
+        .delete("web-a", &DeleteParams::default())
+        .await
+        .expect("the ReplicaSet is deleted");
+    let start = Instant::now();
+    while !pods.list(&selected).await.expect("listed").items.is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "orphans are collected"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

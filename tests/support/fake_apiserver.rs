@@ -27,8 +27,9 @@
 //!   `pruned()` (the fields custom resources lost to their CRD's schema),
 //!   `get::<K>(ns, name)`, `list::<K>(ns)`, `get_json::<K>(ns, name)`, `put::<K>(&obj)` (stores status too, bumps the
 //!   resourceVersion and notifies watches, as if another client wrote it).
-//! - `replica_set_controller(ready_after)`: a simulated ReplicaSet controller (status follows spec after a
-//!   delay; `hold_unready(name or pod-template hash)` keeps a ReplicaSet's pods from ever becoming ready).
+//! - `replica_set_controller(ready_after)`: a simulated ReplicaSet controller (each ReplicaSet's pods created,
+//!   replaced and removed to follow its spec, Ready after a delay, its status counting them;
+//!   `hold_unready(name or pod-template hash)` keeps a ReplicaSet's pods from being Ready).
 //! - Faults: `fail_next(pattern, times, status)` (500, 503, 429 with `Retry-After: 1`, ...), `delay_next(pattern,
 //!   times, delay)`, `drop_watches()` (every open watch connection is cut mid-stream), `expire_history()` (a new
 //!   watch from an older resourceVersion gets 410 Expired, and so does the very next watch from any, so that a
@@ -66,9 +67,10 @@
 //!   and `resourceVersionMatch` parameters are ignored (lists are always current).
 //! - core/v1 Events and events.k8s.io/v1 Events are stored separately; built-in kinds are not validated; no
 //!   admission webhooks, no defaulting from CRD schemas, no `scale` subresource.
-//! - ReplicaSets (apps/v1) and Services (core/v1) are served with their status subresource and
-//!   `metadata.generation` (ReplicaSets); no pods exist: only the simulated ReplicaSet controller moves a
-//!   ReplicaSet's status, and only when a test starts it.
+//! - ReplicaSets (apps/v1), Services and Pods (core/v1) are served with their status subresource and
+//!   `metadata.generation` (ReplicaSets); only the simulated ReplicaSet controller makes pods and moves a
+//!   ReplicaSet's status, and only when a test starts it. Pods are deleted at once (no grace period, no
+//!   kubelet); `pods/NAME/eviction` deletes the pod as no PodDisruptionBudget exists.
 
 #![allow(dead_code)] // Each test binary includes this fixture and uses a different part of it.
 
@@ -444,9 +446,9 @@ impl FakeApiServer {
         self.shared.write(Store::expire_history);
     }
 
-    /// Starts the simulated ReplicaSet controller (`fake_apiserver/replicasets.rs`): ReplicaSets' status
-    /// follows their spec, new pods becoming available `ready_after` after they are asked for. Stops when the
-    /// handle is dropped.
+    /// Starts the simulated ReplicaSet controller (`fake_apiserver/replicasets.rs`): ReplicaSets' pods follow
+    /// their spec, each becoming Ready `ready_after` after it was created, and their status counts them. Stops
+    /// when the handle is dropped.
     pub fn replica_set_controller(&self, ready_after: Duration) -> ReplicaSetController {
         ReplicaSetController::start(self.shared.clone(), ready_after)
     }

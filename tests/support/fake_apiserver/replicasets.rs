@@ -1,11 +1,15 @@
 //! A simulated ReplicaSet controller for the fake API server (kube-controller-manager's part in what a Rollout
-//! does): each ReplicaSet's `status` follows its `spec.replicas` — pods removed at once on a scale-down, new pods
-//! ready and available `ready_after` after they were asked for — and `status.observedGeneration` follows
-//! `metadata.generation`. A test can hold the pods of one ReplicaSet (by name or by pod-template hash) unready,
-//! as a crash-looping canary: they exist (`status.replicas`) but never become ready or available.
+//! does): each ReplicaSet has `spec.replicas` pods, created as the real controller creates them (`generateName:
+//! <rs>-`, the template's labels, annotations and spec, a controller ownerReference to the ReplicaSet) and
+//! removed at once on a scale-down (unready ones first, then the newest); a pod deleted or evicted by anyone is
+//! replaced at once. A pod becomes Ready `ready_after` after it was created; the ReplicaSet's `status` counts
+//! its pods (`replicas`, `readyReplicas`, `availableReplicas`: minReadySeconds is not simulated) and
+//! `status.observedGeneration` follows `metadata.generation`. Pods whose controlling ReplicaSet is gone are
+//! deleted, as the garbage collector does. A test can hold the pods of one ReplicaSet (by name or by
+//! pod-template hash) unready, as a crash-looping canary: they exist but are not (or no longer) Ready.
 //!
-//! It writes only through the store, as the status subresource would, so watches see its writes like any
-//! client's. It knows nothing of Rollouts. TEST FIXTURE ONLY.
+//! It writes only through the store, as the API server would, so watches see its writes like any client's.
+//! It knows nothing of Rollouts. TEST FIXTURE ONLY.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,8 +18,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use super::Shared;
-use super::store::Target;
+use super::object::now;
+use super::store::{Store, Target};
+use super::{ResourceDef, Shared};
 
 /// How often the controller looks when nothing is written meanwhile (pods due to become ready).
 const TICK: Duration = Duration::from_millis(25);
@@ -40,12 +45,12 @@ impl ReplicaSetController {
     }
 
     /// The pods of the ReplicaSet named `name_or_hash`, or carrying `rollouts-pod-template-hash: name_or_hash`
-    /// (also one created later), are created but never become ready.
+    /// (also one created later), are created but are not Ready.
     pub fn hold_unready(&self, name_or_hash: &str) {
         self.lock().push(name_or_hash.to_owned());
     }
 
-    /// Their pods become ready `ready_after` from now.
+    /// Their pods become Ready `ready_after` from now.
     pub fn release(&self, name_or_hash: &str) {
         self.lock().retain(|h| h != name_or_hash);
     }
@@ -55,28 +60,30 @@ impl ReplicaSetController {
     }
 }
 
-/// Pods asked for and not ready yet: (spec.replicas they were asked for at, since when).
-type Pending = HashMap<(String, String), (i64, Instant)>;
+/// Pods not Ready yet, by (namespace, name): since when they count toward becoming Ready.
+type Pending = HashMap<(String, String), Instant>;
 
 async fn run(shared: Arc<Shared>, ready_after: Duration, held: Arc<Mutex<Vec<String>>>) {
     let mut signal = shared.signal.subscribe();
     let mut pending = Pending::new();
     loop {
         let held = held.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        for (key, status) in due(&shared, &mut pending, ready_after, &held) {
-            let Some(resource) = shared.resource("apps", "v1", "replicasets") else {
-                return;
-            };
-            let store_key = (resource.id(), key.0, key.1);
-            // A write that lost a race with the ReplicaSet's deletion is simply not made.
-            let _ = shared.write(|store| {
-                store.update(
-                    &resource,
-                    &store_key,
-                    Target::Status,
-                    json!({ "status": status }),
-                )
-            });
+        let resources = (
+            shared.resource("apps", "v1", "replicasets"),
+            shared.resource("", "v1", "pods"),
+        );
+        let (Some(rs_res), Some(pod_res)) = resources else {
+            return;
+        };
+        let sync = Sync {
+            rs_res,
+            pod_res,
+            ready_after,
+            held,
+        };
+        // Watches are woken only when something was written: this loop wakes on every write too.
+        if sync.pass(&mut shared.lock_store(), &mut pending) {
+            shared.signal.send_modify(|tick| *tick += 1);
         }
         tokio::select! {
             _ = signal.changed() => {}
@@ -85,54 +92,163 @@ async fn run(shared: Arc<Shared>, ready_after: Duration, held: Arc<Mutex<Vec<Str
     }
 }
 
-/// The ReplicaSets whose status is to change now, with their new status.
-fn due(
-    shared: &Shared,
-    pending: &mut Pending,
+fn text(object: &Value, pointer: &str) -> String {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn key_of(object: &Value) -> (String, String) {
+    (
+        text(object, "/metadata/namespace"),
+        text(object, "/metadata/name"),
+    )
+}
+
+/// The uid of the pod's controlling ReplicaSet.
+fn controller_uid(pod: &Value) -> Option<&str> {
+    pod.pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|o| {
+            o.get("controller") == Some(&json!(true)) && o.get("kind") == Some(&json!("ReplicaSet"))
+        })?
+        .get("uid")?
+        .as_str()
+}
+
+fn is_ready(pod: &Value) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|c| {
+            c.iter().any(|c| {
+                c.get("type") == Some(&json!("Ready")) && c.get("status") == Some(&json!("True"))
+            })
+        })
+}
+
+struct Sync {
+    rs_res: ResourceDef,
+    pod_res: ResourceDef,
     ready_after: Duration,
-    held: &[String],
-) -> Vec<((String, String), Value)> {
-    let Some(resource) = shared.resource("apps", "v1", "replicasets") else {
-        return Vec::new();
-    };
-    let store = shared.lock_store();
-    let now = Instant::now();
-    let mut writes = Vec::new();
-    let mut seen = Vec::new();
-    for rs in store.list(&resource.id(), None) {
-        let text = |pointer: &str| {
-            rs.pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let key = (text("/metadata/namespace"), text("/metadata/name"));
-        seen.push(key.clone());
+    held: Vec<String>,
+}
+
+impl Sync {
+    /// One look at every ReplicaSet and pod; true when something was written. A write that loses a race (an
+    /// object deleted meanwhile) is simply not made.
+    fn pass(&self, store: &mut Store, pending: &mut Pending) -> bool {
+        let replica_sets: Vec<Value> = store
+            .list(&self.rs_res.id(), None)
+            .map(|o| Value::clone(o))
+            .collect();
+        let pods: Vec<Value> = store
+            .list(&self.pod_res.id(), None)
+            .map(|o| Value::clone(o))
+            .collect();
+        let mut changed = false;
+        for pod in &pods {
+            let orphan = controller_uid(pod).is_some_and(|uid| {
+                !replica_sets
+                    .iter()
+                    .any(|rs| rs.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid))
+            });
+            if orphan {
+                changed |= self.delete(store, pod);
+            }
+        }
+        for rs in &replica_sets {
+            let uid = text(rs, "/metadata/uid");
+            let owned: Vec<&Value> = pods
+                .iter()
+                .filter(|p| controller_uid(p) == Some(uid.as_str()))
+                .collect();
+            changed |= self.sync(store, pending, rs, owned);
+        }
+        pending.retain(|key, _| pods.iter().any(|p| key_of(p) == *key));
+        changed
+    }
+
+    /// Brings one ReplicaSet's pods to its spec and its status to its pods.
+    fn sync(
+        &self,
+        store: &mut Store,
+        pending: &mut Pending,
+        rs: &Value,
+        mut owned: Vec<&Value>,
+    ) -> bool {
+        let (namespace, name) = key_of(rs);
         let number = |pointer: &str| rs.pointer(pointer).and_then(Value::as_i64);
-        let spec = number("/spec/replicas").unwrap_or(1).max(0);
-        let available = number("/status/availableReplicas").unwrap_or(0);
-        let hash = text("/metadata/labels/rollouts-pod-template-hash");
-        let is_held = held
+        let spec = usize::try_from(number("/spec/replicas").unwrap_or(1)).unwrap_or(0);
+        let hash = text(rs, "/metadata/labels/rollouts-pod-template-hash");
+        let held = self
+            .held
             .iter()
-            .any(|h| *h == key.1 || (!hash.is_empty() && *h == hash));
-        let ready = if is_held {
-            pending.remove(&key);
-            0
-        } else if available >= spec {
-            pending.remove(&key);
-            spec
-        } else {
-            let since = pending.entry(key.clone()).or_insert((spec, now));
-            if since.0 != spec {
-                *since = (spec, now);
+            .any(|h| *h == name || (!hash.is_empty() && *h == hash));
+        let mut changed = false;
+        // The real controller removes unready pods first, then the newest.
+        owned.sort_by_key(|p| {
+            (
+                is_ready(p),
+                std::cmp::Reverse(text(p, "/metadata/creationTimestamp")),
+            )
+        });
+        let surplus = owned.len().saturating_sub(spec);
+        for pod in owned.drain(..surplus) {
+            changed |= self.delete(store, pod);
+        }
+        let mut created = Vec::new();
+        for _ in owned.len()..spec {
+            let mut pod = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "generateName": format!("{name}-"),
+                    "labels": rs.pointer("/spec/template/metadata/labels"),
+                    "annotations": rs.pointer("/spec/template/metadata/annotations"),
+                    "ownerReferences": [{
+                        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name,
+                        "uid": rs.pointer("/metadata/uid"), "controller": true, "blockOwnerDeletion": true,
+                    }],
+                },
+                "spec": rs.pointer("/spec/template/spec"),
+            });
+            if let Some(meta) = pod["metadata"].as_object_mut() {
+                meta.retain(|_, v| !v.is_null());
             }
-            if now.duration_since(since.1) >= ready_after {
+            if let Ok(stored) = store.create(&self.pod_res, &namespace, pod) {
+                pending.insert(key_of(&stored), Instant::now());
+                created.push(Value::clone(&stored));
+                changed = true;
+            }
+        }
+        let mut ready = 0;
+        for pod in owned.into_iter().chain(&created) {
+            let key = key_of(pod);
+            let becomes = if held {
                 pending.remove(&key);
-                spec
+                false
+            } else if is_ready(pod) {
+                true
             } else {
-                available
+                let since = pending.entry(key.clone()).or_insert_with(Instant::now);
+                since.elapsed() >= self.ready_after
+            };
+            ready += usize::from(becomes);
+            if becomes != is_ready(pod) {
+                pending.remove(&key);
+                let status = json!({"status": {
+                    "phase": if becomes { "Running" } else { "Pending" },
+                    "conditions": [{"type": "Ready", "status": if becomes { "True" } else { "False" },
+                                    "lastTransitionTime": now()}],
+                }});
+                let store_key = (self.pod_res.id(), key.0, key.1);
+                changed |= store
+                    .update(&self.pod_res, &store_key, Target::Status, status)
+                    .is_ok();
             }
-        };
+        }
         let mut status = json!({ "replicas": spec });
         if ready > 0 {
             status["readyReplicas"] = json!(ready);
@@ -142,9 +258,22 @@ fn due(
             status["observedGeneration"] = json!(generation);
         }
         if rs.get("status") != Some(&status) {
-            writes.push((key, status));
+            let store_key = (self.rs_res.id(), namespace, name);
+            changed |= store
+                .update(
+                    &self.rs_res,
+                    &store_key,
+                    Target::Status,
+                    json!({ "status": status }),
+                )
+                .is_ok();
         }
+        changed
     }
-    pending.retain(|key, _| seen.contains(key));
-    writes
+
+    fn delete(&self, store: &mut Store, pod: &Value) -> bool {
+        let (namespace, name) = key_of(pod);
+        let key = (self.pod_res.id(), namespace, name);
+        store.delete(&self.pod_res, &key, &json!({})).is_ok()
+    }
 }

@@ -42,6 +42,11 @@ impl ResourceDef {
         format!("{}/{}", self.api_version(), self.plural)
     }
 
+    /// core/v1 Pods: served with the eviction subresource, and answering a DELETE with the pod.
+    pub fn is_pods(&self) -> bool {
+        self.id() == "v1/pods"
+    }
+
     /// How kube-apiserver names the resource in messages: `analysisruns.argoproj.io`, `secrets`.
     /// Whether `metadata.generation` is kept (bumped on changes outside metadata and status): kube-apiserver
     /// does so for custom resources and the workload kinds of `apps/v1`, whose controllers report
@@ -59,8 +64,9 @@ impl ResourceDef {
     }
 
     /// What canaryd reads and writes: Argo's kinds as canaryd's own CRDs define them, Secrets, Events (both
-    /// APIs), ConfigMaps, Leases, what a Rollout drives: ReplicaSets and Services, the Jobs of job metrics (all
-    /// three with the status subresource, as kube-apiserver serves them), and the traffic routers' kinds:
+    /// APIs), ConfigMaps, Leases, what a Rollout drives: ReplicaSets, Services and Pods (with their eviction
+    /// subresource), the Jobs of job metrics (all four with the status subresource, as kube-apiserver serves
+    /// them), and the traffic routers' kinds:
     /// Ingresses, and Istio's VirtualService and DestinationRule and the Gateway API's HTTPRoute from their
     /// published CRDs (schema admission included).
     pub fn defaults() -> Vec<ResourceDef> {
@@ -90,6 +96,10 @@ impl ResourceDef {
             ResourceDef {
                 status_subresource: true,
                 ..builtin("", "v1", "services", "service", "Service")
+            },
+            ResourceDef {
+                status_subresource: true,
+                ..builtin("", "v1", "pods", "pod", "Pod")
             },
             ResourceDef {
                 status_subresource: true,
@@ -170,6 +180,12 @@ pub fn resource_list(resources: &[ResourceDef], group: &str, version: &str) -> O
             entries.push(json!({
                 "name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
                 "kind": r.kind, "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if r.is_pods() {
+            entries.push(json!({
+                "name": "pods/eviction", "singularName": "", "namespaced": true, "group": "policy",
+                "version": "v1", "kind": "Eviction", "verbs": ["create"],
             }));
         }
     }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::error::ApiError;
 use super::resources::{group_list, resource_list, version};
 use super::selector::{FieldSelector, LabelSelector};
-use super::store::{Deletion, PatchKind, Stored, Target};
+use super::store::{Deletion, Key, PatchKind, Stored, Target};
 use super::{Body, ResourceDef, Shared, watch};
 
 pub struct Call<'a> {
@@ -114,12 +114,20 @@ fn serve_resource(
     if resource.namespaced != namespace.is_some() && (name.is_some() || !resource.namespaced) {
         return Err(not_found());
     }
+    let namespace_text = namespace.unwrap_or_default().to_owned();
     let target = match subresource {
         None => Target::Main,
         Some("status") if resource.status_subresource => Target::Status,
+        Some("eviction") if resource.is_pods() => {
+            let key = (
+                resource.id(),
+                namespace_text,
+                name.unwrap_or_default().to_owned(),
+            );
+            return evict(shared, call, &resource, &key);
+        }
         Some(_) => return Err(not_found()),
     };
-    let namespace_text = namespace.unwrap_or_default().to_owned();
     let Some(name) = name else {
         return match call.method {
             Method::GET if matches!(call.param("watch"), Some("true" | "1")) => {
@@ -198,9 +206,11 @@ fn serve_resource(
             let preconditions = options.get("preconditions").cloned().unwrap_or(json!({}));
             match shared.write(|store| store.delete(&resource, &key, &preconditions))? {
                 Deletion::Pending(object) => Ok(stored(StatusCode::OK, &object)),
-                // kube-apiserver's custom resource storage returns the deleted object; most built-in
-                // kinds (Secrets, ConfigMaps, Events, Leases) return a Success Status instead.
-                Deletion::Gone(object) if resource.custom => Ok(stored(StatusCode::OK, &object)),
+                // kube-apiserver's custom resource storage and pod storage return the deleted object; most
+                // built-in kinds (Secrets, ConfigMaps, Events, Leases) return a Success Status instead.
+                Deletion::Gone(object) if resource.custom || resource.is_pods() => {
+                    Ok(stored(StatusCode::OK, &object))
+                }
                 Deletion::Gone(object) => Ok(ok(
                     StatusCode::OK,
                     &json!({
@@ -217,6 +227,49 @@ fn serve_resource(
             "the server does not allow this method on the requested resource",
         )),
     }
+}
+
+/// POST `pods/NAME/eviction` with a policy/v1 (or v1beta1) Eviction naming the pod: no PodDisruptionBudget
+/// exists here, so the pod is deleted (the Eviction's `deleteOptions.preconditions` honoured) and the answer is
+/// kube-apiserver's 201 with a Success Status; a missing pod is 404.
+fn evict(
+    shared: &Arc<Shared>,
+    call: &Call<'_>,
+    resource: &ResourceDef,
+    key: &Key,
+) -> Result<Response<Body>, ApiError> {
+    if call.method != Method::POST {
+        return Err(ApiError::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        ));
+    }
+    let body = call.json_body()?;
+    // Absent type fields default to the endpoint's kind, as kube-apiserver decodes them (kube-rs sends none).
+    let api_version = body.get("apiVersion").and_then(Value::as_str);
+    let kind = body.get("kind").and_then(Value::as_str);
+    if !matches!(kind, None | Some("Eviction"))
+        || !matches!(api_version, None | Some("policy/v1" | "policy/v1beta1"))
+    {
+        return Err(ApiError::bad_request(format!(
+            "expected a policy/v1 Eviction, got {body}"
+        )));
+    }
+    if body.pointer("/metadata/name").and_then(Value::as_str) != Some(key.2.as_str()) {
+        return Err(ApiError::bad_request(
+            "name in URL does not match name in Eviction object",
+        ));
+    }
+    let preconditions = body
+        .pointer("/deleteOptions/preconditions")
+        .cloned()
+        .unwrap_or(json!({}));
+    shared.write(|store| store.delete(resource, key, &preconditions))?;
+    Ok(ok(
+        StatusCode::CREATED,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    ))
 }
 
 fn selectors(call: &Call<'_>) -> Result<(LabelSelector, FieldSelector), ApiError> {
