@@ -1,0 +1,135 @@
+//! `kubectl argo rollouts restart` against `canaryd run --rollouts`: `spec.restartAt` set by a merge patch, as
+//! the plugin sends it, on a Healthy Rollout whose pods the fake API server's simulated ReplicaSet controller
+//! runs. Every pod created before restartAt is evicted (through the eviction subresource) and replaced, never
+//! more than maxUnavailable at once, `status.restartedAt` records it, the pods are listed only while the
+//! restart is due, and no Event is written for it (Argo's pod restarter writes none).
+
+#![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
+
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+#[path = "support/daemon.rs"]
+mod harness;
+#[path = "support/rollout_cluster.rs"]
+mod rollout_cluster;
+
+use std::time::{Duration, Instant};
+
+use canaryd::api::Rollout;
+use fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
+use harness::Answer;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use rollout_cluster::*;
+use serde_json::json;
+
+fn created(pod: &Pod) -> Timestamp {
+    pod.metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .expect("the API server sets creationTimestamp")
+}
+
+fn ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn pods(server: &FakeApiServer) -> Vec<Pod> {
+    server.list::<Pod>("default")
+}
+
+fn pod_lists(server: &FakeApiServer) -> usize {
+    server.request_count(
+        &RequestPattern::new("GET", "/namespaces/default/pods").query("labelSelector"),
+    )
+}
+
+async fn a_restart_evicts_every_older_pod_within_max_unavailable_and_records_restarted_at(
+    crds: CrdSet,
+) {
+    let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "2s").await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    until(&server, "the first deploy to be Healthy with 5 pods", |s| {
+        healthy_at(s, None) && s.available_replicas == 5
+    })
+    .await;
+    let old = pods(&server);
+    assert_eq!(old.len(), 5);
+    assert_eq!(pod_lists(&server), 0, "pods are read only for a restart");
+    // restartAt is in whole seconds, as the plugin writes it: start in a second after every pod's.
+    let newest = old.iter().map(created).max().expect("pods");
+    let start = Instant::now();
+    while Timestamp::now().as_second() <= newest.as_second() {
+        assert!(start.elapsed() < WAIT, "the clock moves on");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = events(&client).await;
+    let restart_at = Timestamp::from_second(Timestamp::now().as_second()).expect("a time");
+    let api: Api<Rollout> = Api::namespaced(client.clone(), "default");
+    let patch =
+        json!({"spec": {"restartAt": restart_at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}});
+    api.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("restartAt is set");
+
+    // 5 replicas, maxUnavailable 25% (1): at least 4 Ready pods at every look.
+    let (mut fewest_ready, mut restarting) = (usize::MAX, false);
+    let start = Instant::now();
+    let done = loop {
+        fewest_ready = fewest_ready.min(pods(&server).iter().filter(|p| ready(p)).count());
+        let s = status(&server);
+        restarting |= s.message == "rollout is restarting";
+        if s.restarted_at.is_some() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "the restart never completed: {s:?}, pods {:?}",
+            pods(&server)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(done.restarted_at.map(|t| t.0), Some(restart_at));
+    assert!(restarting, "the phase said so meanwhile");
+    assert!(fewest_ready >= 4, "{fewest_ready} Ready pods at one point");
+
+    let now = pods(&server);
+    assert_eq!(now.len(), 5);
+    for pod in &now {
+        assert!(
+            created(pod) >= restart_at,
+            "{:?} is older",
+            pod.metadata.name
+        );
+        assert!(!old.iter().any(|o| o.metadata.name == pod.metadata.name));
+    }
+    assert_eq!(
+        server.request_count(&RequestPattern::new("POST", "/eviction")),
+        5,
+        "each old pod evicted once"
+    );
+    let s = until(&server, "Healthy again with 5 available", |s| {
+        healthy_at(s, None) && s.available_replicas == 5
+    })
+    .await;
+    assert_eq!(s.stable_rs, done.stable_rs, "a restart is no update");
+    assert_eq!(replica_sets(&server).len(), 1);
+    // Done once: no further pod list nor eviction, and no Event for the restart.
+    let lists = pod_lists(&server);
+    assert!(lists > 0);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(pod_lists(&server), lists, "pods listed after the restart");
+    daemon.stop().await;
+    assert_eq!(events(&client).await, before);
+}
+
+with_each_crd_set!(
+    a_restart_evicts_every_older_pod_within_max_unavailable_and_records_restarted_at
+);
