@@ -153,13 +153,16 @@ WATCH_RULES = {
 }
 SECRET_RULE = {("", "secrets"): {"get"}}
 # With rollouts.enabled: the Rollouts, their status, the ReplicaSets and AnalysisRuns canaryd creates for them,
-# the Services they name. Merged into WATCH_RULES by resource (analysisruns gains create).
+# the Services they name, and their pods (listed and evicted for spec.restartAt). Merged into WATCH_RULES by
+# resource (analysisruns gains create).
 ROLLOUT_RULES = {
     ("argoproj.io", "rollouts"): {"get", "list", "watch", "patch", "update"},
     ("argoproj.io", "rollouts/status"): {"get", "patch", "update"},
     ("argoproj.io", "analysisruns"): {"create"},
     ("apps", "replicasets"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("", "services"): {"get", "list", "watch", "patch"},
+    ("", "pods"): {"list"},
+    ("", "pods/eviction"): {"create"},
 }
 
 

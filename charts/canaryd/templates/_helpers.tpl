@@ -64,7 +64,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   verbs: ["create", "get", "list", "watch", "delete"]
 {{- if .Values.rollouts.enabled }}
 # --rollouts: the Rollouts canaryd owns, the ReplicaSets and AnalysisRuns it creates for them, the Services they
-# name (their selectors are pointed at the canary and stable ReplicaSets).
+# name (their selectors are pointed at the canary and stable ReplicaSets), and their pods (for restartAt).
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts"]
   verbs: ["get", "list", "watch", "patch", "update"]
@@ -80,6 +80,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["get", "list", "watch", "patch"]
+# spec.restartAt: the Rollout's pods are listed (with its selector) while a restart is due, and evicted.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
+- apiGroups: [""]
+  resources: ["pods/eviction"]
+  verbs: ["create"]
 {{- end }}
 {{- if .Values.rbac.secrets }}
 # Args with valueFrom.secretKeyRef are read at measurement time.
