@@ -408,27 +408,28 @@ fn a_restart_evicts_as_many_old_pods_as_max_unavailable_allows_while_paused() {
         (vec![3, 1], "Paused".to_string())
     );
     restart_at(&mut c, 11);
-    let early = c.reconcile(at(11));
+    let early = c.reconcile(at(10));
     assert_eq!(
         (evictions(&early), early.wake_at),
-        (0, Some(at(12))),
-        "restartAt must have passed: looked at again the second after"
+        (0, Some(at(11))),
+        "nothing before restartAt; woken when it comes"
     );
-    let first = c.reconcile(at(12));
+    // Argo's restartAt.Before(now): on whole-second stamps, from restartAt's own second on.
+    let first = c.reconcile(at(11));
     assert_eq!(evictions(&first), 3);
     assert!(first.events.is_empty());
-    c.reconcile(at(13));
+    c.reconcile(at(12));
     assert_eq!(counts(&c), (4, 4, 1, 1, 1));
-    let waiting = c.reconcile(at(14));
-    assert_eq!(waiting.wake_at, Some(at(44)), "looked at again in 30 s");
+    let waiting = c.reconcile(at(13));
+    assert_eq!(waiting.wake_at, Some(at(43)), "looked at again in 30 s");
     assert_eq!(phase(&c), ("Paused".into(), "CanaryPauseStep".into()));
-    run(&mut c, at(44));
+    run(&mut c, at(43));
     let s = c.status();
     assert_eq!(s.restarted_at, c.rollout.spec.restart_at);
     assert!(
         c.pods
             .iter()
-            .all(|p| p.metadata.creation_timestamp.as_ref().unwrap().0 > at(11))
+            .all(|p| p.metadata.creation_timestamp.as_ref().unwrap().0 >= at(11))
     );
     assert_eq!(counts(&c), (4, 4, 1, 4, 4));
 }
@@ -442,13 +443,9 @@ fn a_restart_of_a_healthy_rollout_goes_one_pod_at_a_time_and_reads_restarting() 
     run(&mut c, at(0));
     restart_at(&mut c, 30);
     let before = c.reconcile(at(10));
-    assert_eq!(
-        before.wake_at,
-        Some(at(31)),
-        "woken once restartAt has passed"
-    );
+    assert_eq!(before.wake_at, Some(at(30)), "woken when restartAt comes");
     let mut evicted = Vec::new();
-    for second in 31..200 {
+    for second in 30..200 {
         let plan = c.reconcile(at(second));
         evicted.push(evictions(&plan));
         if !c.status().phase.is_empty() && c.status().restarted_at.is_some() {

@@ -53,7 +53,9 @@ pub fn restart_due(rollout: &Rollout, now: Timestamp) -> bool {
         .status
         .as_ref()
         .and_then(|s| s.restarted_at.as_ref());
-    restart_at.0 < now && done != Some(restart_at)
+    // Argo's restartAt.Before(now) on the clock; on whole-second stamps (`now` truncated, restartAt a whole
+    // second as the plugin writes it) that is `restartAt <= now`.
+    restart_at.0 <= now && done != Some(restart_at)
 }
 
 impl Reconcile<'_, '_> {
@@ -64,12 +66,9 @@ impl Reconcile<'_, '_> {
             return false;
         };
         if !restart_due(self.o.rollout, self.o.now) {
-            // `now` is stamped in whole seconds: restartAt has passed from the second after it on (a wake-up
-            // at restartAt itself would find it not passed yet, and none would follow).
-            if restart_at.0 >= self.o.now
-                && let Ok(after) = restart_at.0.checked_add(SignedDuration::from_secs(1))
-            {
-                self.wake_at(after);
+            // Not yet: look again when it comes.
+            if restart_at.0 > self.o.now {
+                self.wake_at(restart_at.0);
             }
             return false;
         }
