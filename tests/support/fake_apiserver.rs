@@ -482,7 +482,7 @@ impl FakeApiServer {
         let store = self.shared.lock_store();
         store
             .list(&resource.id(), Some(namespace))
-            .map(|o| K::deserialize(&**o).expect("a stored object that deserializes as its kind"))
+            .map(|o| K::deserialize(&***o).expect("a stored object that deserializes as its kind"))
             .collect()
     }
 

@@ -11,7 +11,7 @@
 //! It writes only through the store, as the API server would, so watches see its writes like any client's.
 //! It knows nothing of Rollouts. TEST FIXTURE ONLY.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 use super::object::now;
-use super::store::{Store, Target};
+use super::store::{Store, Stored, Target};
 use super::{ResourceDef, Shared};
 
 /// How often the controller looks when nothing is written meanwhile (pods due to become ready).
@@ -66,6 +66,10 @@ type Pending = HashMap<(String, String), Instant>;
 async fn run(shared: Arc<Shared>, ready_after: Duration, held: Arc<Mutex<Vec<String>>>) {
     let mut signal = shared.signal.subscribe();
     let mut pending = Pending::new();
+    // The store's revision and the held list at the last pass: a pass is made only when ReplicaSets or pods
+    // changed since, a pod waits to become Ready, or what is held changed (a bench writes thousands of
+    // other objects a second, and a pass looks at every ReplicaSet and pod).
+    let mut seen: Option<(u64, Vec<String>)> = None;
     loop {
         let held = held.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let resources = (
@@ -82,7 +86,22 @@ async fn run(shared: Arc<Shared>, ready_after: Duration, held: Arc<Mutex<Vec<Str
             held,
         };
         // Watches are woken only when something was written: this loop wakes on every write too.
-        if sync.pass(&mut shared.lock_store(), &mut pending) {
+        let changed = {
+            let mut store = shared.lock_store();
+            let due = match &seen {
+                None => true,
+                Some((rv, was_held)) => {
+                    let ours = [sync.rs_res.id(), sync.pod_res.id()];
+                    !pending.is_empty()
+                        || *was_held != sync.held
+                        || *rv < store.compacted_rv
+                        || store.changes_after(*rv).any(|c| ours.contains(&c.key.0))
+                }
+            };
+            seen = Some((store.rv, sync.held.clone()));
+            due && sync.pass(&mut store, &mut pending)
+        };
+        if changed {
             shared.signal.send_modify(|tick| *tick += 1);
         }
         tokio::select! {
@@ -140,34 +159,37 @@ impl Sync {
     /// One look at every ReplicaSet and pod; true when something was written. A write that loses a race (an
     /// object deleted meanwhile) is simply not made.
     fn pass(&self, store: &mut Store, pending: &mut Pending) -> bool {
-        let replica_sets: Vec<Value> = store
-            .list(&self.rs_res.id(), None)
-            .map(|o| Value::clone(o))
-            .collect();
-        let pods: Vec<Value> = store
-            .list(&self.pod_res.id(), None)
-            .map(|o| Value::clone(o))
-            .collect();
+        // Shared handles, not copies: a pass runs on every write, over every pod of every test's cluster.
+        let replica_sets: Vec<Arc<Stored>> = store.list(&self.rs_res.id(), None).cloned().collect();
+        let pods: Vec<Arc<Stored>> = store.list(&self.pod_res.id(), None).cloned().collect();
+        let mut by_owner: HashMap<&str, Vec<&Value>> = HashMap::new();
+        for rs in &replica_sets {
+            by_owner
+                .entry(
+                    rs.pointer("/metadata/uid")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                )
+                .or_default();
+        }
         let mut changed = false;
         for pod in &pods {
-            let orphan = controller_uid(pod).is_some_and(|uid| {
-                !replica_sets
-                    .iter()
-                    .any(|rs| rs.pointer("/metadata/uid").and_then(Value::as_str) == Some(uid))
-            });
-            if orphan {
-                changed |= self.delete(store, pod);
+            match controller_uid(pod).map(|uid| by_owner.get_mut(uid)) {
+                Some(Some(owned)) => owned.push(pod),
+                Some(None) => changed |= self.delete(store, pod),
+                None => {}
             }
         }
         for rs in &replica_sets {
-            let uid = text(rs, "/metadata/uid");
-            let owned: Vec<&Value> = pods
-                .iter()
-                .filter(|p| controller_uid(p) == Some(uid.as_str()))
-                .collect();
+            let uid = rs
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let owned = by_owner.get(uid).cloned().unwrap_or_default();
             changed |= self.sync(store, pending, rs, owned);
         }
-        pending.retain(|key, _| pods.iter().any(|p| key_of(p) == *key));
+        let existing: HashSet<(String, String)> = pods.iter().map(|p| key_of(p)).collect();
+        pending.retain(|key, _| existing.contains(key));
         changed
     }
 

@@ -292,7 +292,7 @@ fn list(
     let items: Vec<&Value> = store
         .list(&id, namespace)
         .filter(|o| labels.matches(o) && fields.matches(o))
-        .map(|o| &**o)
+        .map(|o| &***o)
         .collect();
     let list = json!({
         "apiVersion": resource.api_version(), "kind": format!("{}List", resource.kind),

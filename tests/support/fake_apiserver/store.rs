@@ -146,11 +146,11 @@ impl Store {
         &'a self,
         res_id: &'a str,
         namespace: Option<&'a str>,
-    ) -> impl Iterator<Item = &'a Stored> + 'a {
+    ) -> impl Iterator<Item = &'a Arc<Stored>> + 'a {
         self.objects
             .iter()
             .filter(move |((id, ns, _), _)| id == res_id && namespace.is_none_or(|n| n == ns))
-            .map(|(_, object)| &**object)
+            .map(|(_, object)| object)
     }
 
     /// Changes committed after `rv`, oldest first. The history is in commit order, so the first one is
