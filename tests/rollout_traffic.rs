@@ -9,8 +9,8 @@ mod rollout_support;
 use std::collections::BTreeMap;
 
 use canaryd::api::rollout::TrafficWeights;
+use canaryd::engine::rollout::Route;
 use canaryd::engine::rollout::sim::Cluster;
-use canaryd::engine::rollout::traffic::Route;
 use rollout_support::*;
 use serde_json::{Value, json};
 

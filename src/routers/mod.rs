@@ -15,7 +15,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 pub use self::api::ApiRouter;
 pub use self::recording::RecordingRouter;
 use crate::api::Rollout;
-pub use crate::engine::rollout::traffic::Route;
+pub use crate::engine::rollout::Route;
 use crate::engine::routing::RoutingError;
 
 /// The field manager of every router write, so Argo CD and `kubectl` see one stable name.

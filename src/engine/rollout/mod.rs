@@ -146,5 +146,15 @@ pub struct Plan {
     /// `writes` (Argo routes before it scales). `None`: leave the routers as they are this reconcile.
     /// When applying fails, nothing else of the plan may be written (`status.canary.weights` already
     /// says the weight is applied).
-    pub route: Option<traffic::Route>,
+    pub route: Option<Route>,
+}
+
+/// What the routers are to show after this reconcile: the Rollout controller hands it to `routers::apply`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The canary's share, out of `maxTrafficWeight` (100 when unset).
+    pub weight: i32,
+    /// `rollouts-pod-template-hash` of the new and the stable ReplicaSet.
+    pub canary_hash: String,
+    pub stable_hash: String,
 }

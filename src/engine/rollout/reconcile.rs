@@ -7,10 +7,10 @@
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 
+use super::Route;
 use super::hash::HASH_LABEL;
 use super::pause::PauseContext;
 use super::replicas::Pods;
-use super::traffic::Route;
 use super::{
     DESIRED_REPLICAS_ANNOTATION, Event, Observed, REVISION_ANNOTATION,
     SCALE_DOWN_DEADLINE_ANNOTATION, Write, steps,

@@ -266,7 +266,7 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
                     "SetCanaryScale requires TrafficRouting to be set",
                 ));
             }
-            if let Err(e) = super::traffic::CanaryScale::read(scale) {
+            if let Err(e) = super::steps::CanaryScale::read(scale) {
                 out.push(error(format!("{at}.setCanaryScale"), e));
             }
         }

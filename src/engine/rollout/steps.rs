@@ -6,6 +6,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::replicas::MAX_WEIGHT;
 use crate::api::duration::parse_duration;
+use serde_json::Value;
+
 use crate::api::rollout::{CanaryStep, RolloutStatus};
 
 /// The step list (empty without a canary strategy or steps).
@@ -81,7 +83,7 @@ pub fn describe(step: &CanaryStep) -> String {
     if let Some(scale) = step
         .set_canary_scale
         .as_ref()
-        .and_then(|s| super::traffic::CanaryScale::read(s).ok())
+        .and_then(|s| CanaryScale::read(s).ok())
     {
         return match (scale.weight, scale.replicas) {
             (Some(w), _) => format!("setCanaryScale{{weight: {w}}}"),
@@ -92,6 +94,45 @@ pub fn describe(step: &CanaryStep) -> String {
         };
     }
     "invalid".to_string()
+}
+
+/// A `setCanaryScale` step: a replica count, a weight, or back to following the traffic weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CanaryScale {
+    pub replicas: Option<i32>,
+    pub weight: Option<i32>,
+    pub match_traffic_weight: bool,
+}
+
+impl CanaryScale {
+    /// Reads the step as Argo's Go struct does: `replicas` wins over `weight`, and a step setting neither
+    /// follows the traffic weight, as in Argo.
+    pub fn read(value: &Value) -> Result<CanaryScale, String> {
+        let int = |key: &str| match value.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_i64()
+                .and_then(|n| i32::try_from(n).ok())
+                .map(Some)
+                .ok_or_else(|| format!("{key}: expected an integer, got {v}")),
+        };
+        let scale = CanaryScale {
+            replicas: int("replicas")?,
+            weight: int("weight")?,
+            match_traffic_weight: match value.get("matchTrafficWeight") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(v) => return Err(format!("matchTrafficWeight: expected a boolean, got {v}")),
+            },
+        };
+        if scale.replicas.is_some_and(|r| r < 0) {
+            return Err("replicas must be >= 0".to_string());
+        }
+        if scale.weight.is_some_and(|w| !(0..=100).contains(&w)) {
+            return Err("weight must be between 0 and 100".to_string());
+        }
+        Ok(scale)
+    }
 }
 
 #[cfg(test)]

@@ -6,64 +6,15 @@
 //! promotion or an abort. The routers' objects are the edge's (`routers/`); this module only decides.
 
 use jiff::{SignedDuration, Timestamp};
-use serde_json::Value;
 
 use super::reconcile::Reconcile;
 use super::status as cond;
-use super::{SCALE_DOWN_DEADLINE_ANNOTATION, Write, steps};
+use super::steps::CanaryScale;
+use super::{Route, SCALE_DOWN_DEADLINE_ANNOTATION, Write, steps};
 use crate::api::rollout::{CanaryStep, RolloutStatus, TrafficWeights, WeightDestination};
 
 /// Argo's default `scaleDownDelaySeconds` and `abortScaleDownDelaySeconds` with a traffic router.
 pub const DEFAULT_SCALE_DOWN_DELAY_SECONDS: i32 = 30;
-
-/// What the routers are to show after this reconcile: the Rollout controller hands it to `routers::apply`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
-    /// The canary's share, out of `maxTrafficWeight` (100 when unset).
-    pub weight: i32,
-    /// `rollouts-pod-template-hash` of the new and the stable ReplicaSet.
-    pub canary_hash: String,
-    pub stable_hash: String,
-}
-
-/// A `setCanaryScale` step: a replica count, a weight, or back to following the traffic weight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CanaryScale {
-    pub replicas: Option<i32>,
-    pub weight: Option<i32>,
-    pub match_traffic_weight: bool,
-}
-
-impl CanaryScale {
-    /// Reads the step as Argo's Go struct does: `replicas` wins over `weight`, and a step setting neither
-    /// follows the traffic weight, as in Argo.
-    pub fn read(value: &Value) -> Result<CanaryScale, String> {
-        let int = |key: &str| match value.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_i64()
-                .and_then(|n| i32::try_from(n).ok())
-                .map(Some)
-                .ok_or_else(|| format!("{key}: expected an integer, got {v}")),
-        };
-        let scale = CanaryScale {
-            replicas: int("replicas")?,
-            weight: int("weight")?,
-            match_traffic_weight: match value.get("matchTrafficWeight") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(v) => return Err(format!("matchTrafficWeight: expected a boolean, got {v}")),
-            },
-        };
-        if scale.replicas.is_some_and(|r| r < 0) {
-            return Err("replicas must be >= 0".to_string());
-        }
-        if scale.weight.is_some_and(|w| !(0..=100).contains(&w)) {
-            return Err("weight must be between 0 and 100".to_string());
-        }
-        Ok(scale)
-    }
-}
 
 /// Argo's trafficWeightToReplicas: ceil(weight × replicas / max).
 pub fn weight_to_replicas(replicas: i32, weight: i32, max_weight: i32) -> i32 {
