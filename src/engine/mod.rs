@@ -8,6 +8,7 @@ pub mod compare;
 pub mod compose;
 pub mod condition;
 pub mod judge;
+pub mod merge_patch;
 pub mod progressive;
 pub mod rollout;
 pub mod routing;

@@ -25,6 +25,7 @@ use crate::api::{
     AnalysisRun, AnalysisTemplate, AnalysisTemplateRef, AnalysisTemplateSpec,
     ClusterAnalysisTemplate, Rollout,
 };
+use crate::engine::merge_patch;
 use crate::engine::rollout::hash::HASH_LABEL;
 use crate::engine::rollout::{
     DESIRED_REPLICAS_ANNOTATION, EPHEMERAL_METADATA_ANNOTATION, MANAGED_BY_ANNOTATION,
@@ -350,7 +351,7 @@ pub async fn patch_status(
     };
     let body = json!({
         "metadata": {"resourceVersion": resource_version},
-        "status": merge_diff(&to_json(old)?, &to_json(new)?),
+        "status": merge_patch::diff(&to_json(old)?, &to_json(new)?),
     });
     writer
         .patch::<Rollout, _>(
@@ -360,69 +361,4 @@ pub async fn patch_status(
             &body,
         )
         .await
-}
-
-/// The RFC 7386 merge patch that turns `old` into `new`.
-fn merge_diff(old: &Value, new: &Value) -> Value {
-    match (old, new) {
-        (Value::Object(old), Value::Object(new)) => {
-            let mut patch = serde_json::Map::new();
-            for (key, value) in new {
-                match old.get(key) {
-                    Some(before) if before == value => {}
-                    Some(before) => {
-                        patch.insert(key.clone(), merge_diff(before, value));
-                    }
-                    None => {
-                        patch.insert(key.clone(), value.clone());
-                    }
-                }
-            }
-            for key in old.keys().filter(|k| !new.contains_key(*k)) {
-                patch.insert(key.clone(), Value::Null);
-            }
-            Value::Object(patch)
-        }
-        _ => new.clone(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_status_patch_carries_what_changed_and_nulls_what_is_gone() {
-        let old = json!({"phase": "Paused", "pauseConditions": [{"reason": "CanaryPauseStep"}],
-                         "canary": {"currentStepAnalysisRunStatus": {"name": "r"}}, "stableRS": "a"});
-        let new = json!({"phase": "Progressing", "canary": {}, "stableRS": "a"});
-        assert_eq!(
-            merge_diff(&old, &new),
-            json!({"phase": "Progressing", "pauseConditions": null,
-                   "canary": {"currentStepAnalysisRunStatus": null}})
-        );
-        let mut applied = old.clone();
-        json_merge(&mut applied, &merge_diff(&old, &new));
-        assert_eq!(applied, new);
-    }
-
-    /// RFC 7386, as the API server applies a merge patch.
-    fn json_merge(target: &mut Value, patch: &Value) {
-        let Value::Object(patch) = patch else {
-            *target = patch.clone();
-            return;
-        };
-        if !target.is_object() {
-            *target = json!({});
-        }
-        if let Value::Object(fields) = target {
-            for (k, v) in patch {
-                if v.is_null() {
-                    fields.remove(k);
-                } else {
-                    json_merge(fields.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-    }
 }

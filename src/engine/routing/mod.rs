@@ -187,35 +187,6 @@ impl<'a> Desired<'a> {
     }
 }
 
-/// The JSON merge patch (RFC 7386) that turns `from` into `to`: changed and added fields with their new
-/// value, removed ones as `null`, objects recursively, arrays whole (as Kubernetes' strategic merge patch
-/// treats lists without a merge key, so the patch equals the one Argo computes for an Ingress).
-pub fn merge_patch(from: &Value, to: &Value) -> Value {
-    match (from, to) {
-        (Value::Object(a), Value::Object(b)) => {
-            let mut patch = Map::new();
-            for (key, old) in a {
-                match b.get(key) {
-                    None => {
-                        patch.insert(key.clone(), Value::Null);
-                    }
-                    Some(new) if new != old => {
-                        patch.insert(key.clone(), merge_patch(old, new));
-                    }
-                    Some(_) => {}
-                }
-            }
-            for (key, new) in b {
-                if !a.contains_key(key) {
-                    patch.insert(key.clone(), new.clone());
-                }
-            }
-            Value::Object(patch)
-        }
-        _ => to.clone(),
-    }
-}
-
 /// Reads a router object's fields, reporting a wrong shape with the object and the field.
 pub(crate) struct Reader<'a> {
     pub kind: &'static str,
@@ -349,19 +320,5 @@ mod tests {
         let r: Rollout =
             serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {}})).unwrap();
         assert_eq!(routing(&r).unwrap(), None);
-    }
-
-    #[test]
-    fn the_merge_patch_names_changed_added_and_removed_fields_and_replaces_lists() {
-        let from = json!({"a": {"x": "1", "y": "2"}, "l": [1, 2], "k": true});
-        let to = json!({"a": {"x": "1", "y": "3", "z": "4"}, "l": [1], "k": true});
-        assert_eq!(
-            merge_patch(&from, &to),
-            json!({"a": {"y": "3", "z": "4"}, "l": [1]})
-        );
-        assert_eq!(
-            merge_patch(&json!({"a": 1}), &json!({})),
-            json!({"a": null})
-        );
     }
 }

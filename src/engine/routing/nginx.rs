@@ -9,8 +9,9 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use super::{Desired, RoutingError, config, merge_patch};
+use super::{Desired, RoutingError, config};
 use crate::api::traffic_routing::NginxTrafficRouting;
+use crate::engine::merge_patch;
 use crate::engine::rollout::analysis::owner_reference;
 
 const DEFAULT_PREFIX: &str = "nginx.ingress.kubernetes.io";
@@ -188,7 +189,7 @@ pub fn canary_ingress(
             "spec": i.spec,
         })
     };
-    let patch = merge_patch(&compared(existing), &compared(&desired));
+    let patch = merge_patch::diff(&compared(existing), &compared(&desired));
     Ok(if patch.as_object().is_none_or(|p| p.is_empty()) {
         CanaryIngress::Unchanged
     } else {
