@@ -13,7 +13,7 @@ mod router_objects;
 
 use canaryd::api::Rollout;
 use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
-use canaryd::routers::{Action, ApiRouter, Route, RouterError, TrafficRouter};
+use canaryd::routers::{Action, ApiRouter, Route, RouterError};
 use fake_apiserver::{FakeApiServer, RequestPattern};
 use k8s_openapi::api::networking::v1::Ingress;
 use router_objects::{http_route, stable_ingress, virtual_service};

@@ -31,7 +31,7 @@ use crate::engine::rollout::{self, Observed, Plan};
 use crate::k8s::events::{self, Happened};
 use crate::k8s::rollout_writes::{self, Read};
 use crate::k8s::status::WriteError;
-use crate::routers::{ApiRouter, TrafficRouter};
+use crate::routers::ApiRouter;
 
 /// Reads and plans of one reconcile at most, when writes keep meeting 409s.
 const ATTEMPTS: usize = 3;

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::Rollout;
-use crate::engine::routing::{self, Desired, Routing, RoutingError, gateway, istio, nginx};
+use crate::engine::routing::{self, Desired, Routing, RoutingError, Target};
 
 /// One router object and its destinations' weights, as written at a step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -86,65 +86,52 @@ impl Routers {
             ]
         };
         let mut out = Vec::new();
-        if let Some(cfg) = &routing.istio {
-            for vs in istio::virtual_services(cfg) {
-                let (_, name) = istio::namespace_and_name(&vs.name, d.rollout_namespace());
-                let weights = match named(&mut self.objects, "VirtualService", name) {
-                    Some(current) => {
-                        let dr = cfg.destination_rule.as_ref();
-                        if let Some(new) = istio::virtual_service(current, vs, dr, &d)? {
-                            *current = new;
+        for target in routing::targets(routing, &d) {
+            let name = target.name(&d);
+            let weights = match target {
+                // Subsets select pod hashes; the weights are the VirtualService's.
+                Target::DestinationRule { .. } => continue,
+                Target::CanaryIngress { .. } => {
+                    vec![("canary-weight".to_string(), i64::from(d.canary_weight))]
+                }
+                Target::VirtualService { .. } | Target::HttpRoute { .. } => {
+                    match named(&mut self.objects, target.kind(), &name) {
+                        Some(current) => {
+                            if let Some(new) = target.build(current, &d)? {
+                                *current = new;
+                            }
+                            destination_weights(current)
                         }
-                        route_weights(current, &["http", "tls", "tcp"], "route", |dest| {
-                            let host = dest.pointer("/destination/host")?.as_str()?;
-                            Some(
-                                match dest.pointer("/destination/subset").and_then(Value::as_str) {
-                                    Some(subset) => format!("{host}/{subset}"),
-                                    None => host.to_string(),
-                                },
-                            )
-                        })
+                        None => shares(),
                     }
-                    None => shares(),
-                };
-                out.push(RouterWeights {
-                    object: format!("VirtualService/{name}"),
-                    weights,
-                });
-            }
-        }
-        if let Some(cfg) = &routing.nginx {
-            for stable in nginx::stable_ingresses(cfg) {
-                out.push(RouterWeights {
-                    object: format!(
-                        "Ingress/{}",
-                        nginx::canary_ingress_name(d.rollout_name(), stable)
-                    ),
-                    weights: vec![("canary-weight".to_string(), i64::from(d.canary_weight))],
-                });
-            }
-        }
-        if let Some(cfg) = &routing.gateway_api {
-            for name in gateway::http_routes(cfg) {
-                let weights = match named(&mut self.objects, "HTTPRoute", name) {
-                    Some(current) => {
-                        if let Some(new) = gateway::http_route(current, cfg, &d)? {
-                            *current = new;
-                        }
-                        route_weights(current, &["rules"], "backendRefs", |b| {
-                            b.get("name")?.as_str().map(str::to_string)
-                        })
-                    }
-                    None => shares(),
-                };
-                out.push(RouterWeights {
-                    object: format!("HTTPRoute/{name}"),
-                    weights,
-                });
-            }
+                }
+            };
+            out.push(RouterWeights {
+                object: format!("{}/{name}", target.kind()),
+                weights,
+            });
         }
         Ok(out)
     }
+}
+
+/// The weights of every destination of a VirtualService's routes (by host, and subset) or an HTTPRoute's
+/// rules (by backend name), in the object's order.
+fn destination_weights(object: &Value) -> Vec<(String, i64)> {
+    if object.get("kind").and_then(Value::as_str) == Some("HTTPRoute") {
+        return route_weights(object, &["rules"], "backendRefs", |b| {
+            b.get("name")?.as_str().map(str::to_string)
+        });
+    }
+    route_weights(object, &["http", "tls", "tcp"], "route", |dest| {
+        let host = dest.pointer("/destination/host")?.as_str()?;
+        Some(
+            match dest.pointer("/destination/subset").and_then(Value::as_str) {
+                Some(subset) => format!("{host}/{subset}"),
+                None => host.to_string(),
+            },
+        )
+    })
 }
 
 /// The weights of every destination of every route of `object` (`spec.<list>[].<dests>[]`), named by `name`.

@@ -4,7 +4,6 @@
 //! create, or a merge patch carrying that resourceVersion. A 409 (the object changed since it was read)
 //! reads it again and retries; any other refusal is returned with the server's message.
 
-use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -13,10 +12,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::objects::{DestinationRule, HttpRoute, VirtualService};
-use super::{Action, Change, FIELD_MANAGER, Route, RouterError, TrafficRouter};
+use super::{Action, Change, FIELD_MANAGER, Route, RouterError};
 use crate::api::Rollout;
 use crate::engine::routing::nginx::CanaryIngress;
-use crate::engine::routing::{self, Desired, RoutingError, gateway, istio, nginx};
+use crate::engine::routing::{self, Desired, RoutingError, Target, istio, nginx};
 use crate::k8s::is_status;
 
 /// How often one object is read and written again after a 409 before giving up for this reconcile.
@@ -33,25 +32,14 @@ impl ApiRouter {
     }
 }
 
-impl TrafficRouter for ApiRouter {
-    fn apply<'a>(
-        &'a self,
-        rollout: &'a Rollout,
-        route: &'a Route,
-        replica_sets: &'a [ReplicaSet],
-    ) -> BoxFuture<'a, Result<Vec<Change>, RouterError>> {
-        Box::pin(self.apply_all(rollout, route, replica_sets))
-    }
-}
-
 /// The object one write is about, for messages.
-struct Target<'a> {
+struct Object<'a> {
     kind: &'static str,
     namespace: &'a str,
     name: &'a str,
 }
 
-impl Target<'_> {
+impl Object<'_> {
     fn missing(&self) -> RouterError {
         RouterError::Missing {
             kind: self.kind,
@@ -127,7 +115,12 @@ fn post_params() -> PostParams {
 }
 
 impl ApiRouter {
-    async fn apply_all(
+    /// Brings every router `rollout.spec.strategy.canary.trafficRouting` names to `route`; returns the
+    /// objects it wrote (none when they already said so). The Rollout controller calls it with the Rollout
+    /// as read, `Plan::route` and the ReplicaSets it owns, before making the plan's writes; on an error it
+    /// writes nothing else of the plan. `replica_sets` gate Istio's subset-only mode, whose DestinationRule
+    /// moves only to fully available ReplicaSets.
+    pub async fn apply(
         &self,
         rollout: &Rollout,
         route: &Route,
@@ -145,61 +138,35 @@ impl ApiRouter {
             &route.canary_hash,
             &route.stable_hash,
         );
-        let namespace = d.rollout_namespace();
         let mut changes = Vec::new();
-        if let Some(istio_config) = &config.istio {
-            // Argo moves the DestinationRule's hashes (UpdateHash) before the weights (SetWeight).
-            if let Some(dr) = &istio_config.destination_rule {
-                let target = Target {
-                    kind: "DestinationRule",
-                    namespace,
-                    name: &dr.name,
-                };
-                istio::destination_rule_delay(&d, replica_sets, rollout_aborted(rollout))
-                    .map_err(|e| target.unfit(e))?;
-                let api: Api<DestinationRule> = Api::namespaced(self.client.clone(), namespace);
-                changes.extend(
-                    update(&api, &target, |current| {
-                        istio::destination_rule(current, dr, &d)
-                    })
-                    .await?,
-                );
-            }
-            for vs in istio::virtual_services(istio_config) {
-                let (vs_namespace, name) = istio::namespace_and_name(&vs.name, namespace);
-                let target = Target {
-                    kind: "VirtualService",
-                    namespace: vs_namespace,
-                    name,
-                };
-                let api: Api<VirtualService> = Api::namespaced(self.client.clone(), vs_namespace);
-                let dr = istio_config.destination_rule.as_ref();
-                changes.extend(
-                    update(&api, &target, |current| {
-                        istio::virtual_service(current, vs, dr, &d)
-                    })
-                    .await?,
-                );
-            }
-        }
-        if let Some(nginx_config) = &config.nginx {
-            for stable in nginx::stable_ingresses(nginx_config) {
-                changes.extend(self.canary_ingress(stable, nginx_config, &d).await?);
-            }
-        }
-        if let Some(g) = &config.gateway_api {
-            let route_namespace = gateway::namespace(g, &d);
-            let api: Api<HttpRoute> = Api::namespaced(self.client.clone(), route_namespace);
-            for name in gateway::http_routes(g) {
-                let target = Target {
-                    kind: "HTTPRoute",
-                    namespace: route_namespace,
-                    name,
-                };
-                changes.extend(
-                    update(&api, &target, |current| gateway::http_route(current, g, &d)).await?,
-                );
-            }
+        for target in routing::targets(&config, &d) {
+            let name = target.name(&d);
+            let object = Object {
+                kind: target.kind(),
+                namespace: target.namespace(),
+                name: &name,
+            };
+            let build = |current: &Value| target.build(current, &d);
+            let change = match target {
+                Target::DestinationRule { namespace, .. } => {
+                    istio::destination_rule_delay(&d, replica_sets, rollout_aborted(rollout))
+                        .map_err(|e| object.unfit(e))?;
+                    let api: Api<DestinationRule> = Api::namespaced(self.client.clone(), namespace);
+                    update(&api, &object, build).await?
+                }
+                Target::VirtualService { namespace, .. } => {
+                    let api: Api<VirtualService> = Api::namespaced(self.client.clone(), namespace);
+                    update(&api, &object, build).await?
+                }
+                Target::HttpRoute { namespace, .. } => {
+                    let api: Api<HttpRoute> = Api::namespaced(self.client.clone(), namespace);
+                    update(&api, &object, build).await?
+                }
+                Target::CanaryIngress { stable, config, .. } => {
+                    self.canary_ingress(stable, &name, config, &d).await?
+                }
+            };
+            changes.extend(change);
         }
         Ok(changes)
     }
@@ -208,21 +175,21 @@ impl ApiRouter {
     async fn canary_ingress(
         &self,
         stable_name: &str,
+        canary_name: &str,
         config: &crate::api::traffic_routing::NginxTrafficRouting,
         d: &Desired<'_>,
     ) -> Result<Option<Change>, RouterError> {
         let namespace = d.rollout_namespace();
         let api: Api<Ingress> = Api::namespaced(self.client.clone(), namespace);
-        let stable_target = Target {
+        let stable_target = Object {
             kind: "Ingress",
             namespace,
             name: stable_name,
         };
-        let canary_name = nginx::canary_ingress_name(d.rollout_name(), stable_name);
-        let target = Target {
+        let target = Object {
             kind: "Ingress",
             namespace,
-            name: &canary_name,
+            name: canary_name,
         };
         for _ in 0..ATTEMPTS {
             let stable = api
@@ -231,7 +198,7 @@ impl ApiRouter {
                 .map_err(|e| stable_target.failed(e))?
                 .ok_or_else(|| stable_target.missing())?;
             let existing = api
-                .get_opt(&canary_name)
+                .get_opt(canary_name)
                 .await
                 .map_err(|e| target.failed(e))?;
             let planned = nginx::canary_ingress(&stable, stable_name, existing.as_ref(), config, d)
@@ -259,7 +226,7 @@ impl ApiRouter {
                         field_manager: Some(FIELD_MANAGER.to_string()),
                         ..PatchParams::default()
                     };
-                    api.patch(&canary_name, &params, &Patch::Merge(&patch))
+                    api.patch(canary_name, &params, &Patch::Merge(&patch))
                         .await
                         .map(|_| target.change(Action::Updated))
                 }
@@ -283,7 +250,7 @@ fn rollout_aborted(rollout: &Rollout) -> bool {
 /// changed; a 409 starts over from a fresh read.
 async fn update<K>(
     api: &Api<K>,
-    target: &Target<'_>,
+    target: &Object<'_>,
     build: impl Fn(&Value) -> Result<Option<Value>, RoutingError>,
 ) -> Result<Option<Change>, RouterError>
 where

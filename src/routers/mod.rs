@@ -1,20 +1,14 @@
 //! The traffic routers' edge: brings the router objects a Rollout's `trafficRouting` names to the weight
-//! and pod hashes the planner chose ([`Route`]). [`TrafficRouter`] is the seam: [`ApiRouter`] reads and
-//! writes through the API server (a write only when something changes, each conditional on the
-//! resourceVersion it read, a 409 re-read and retried), [`RecordingRouter`] only records, for `rehearse`
-//! and `demo`. What to write is `engine::routing`'s; the weight and `status.canary.weights` are the
-//! planner's. This module must not decide either.
+//! and pod hashes the planner chose ([`Route`]). [`ApiRouter`] reads and writes them through the API server
+//! (a write only when something changes, each conditional on the resourceVersion it read, a 409 re-read and
+//! retried). Which objects, in which order, and what to write is `engine::routing`'s (`targets` and their
+//! builders), which `rehearse` and `demo` apply to objects in memory; the weight and
+//! `status.canary.weights` are the planner's. This module must not decide either.
 
 mod api;
 pub mod objects;
-mod recording;
-
-use futures::future::BoxFuture;
-use k8s_openapi::api::apps::v1::ReplicaSet;
 
 pub use self::api::ApiRouter;
-pub use self::recording::RecordingRouter;
-use crate::api::Rollout;
 pub use crate::engine::rollout::Route;
 use crate::engine::routing::RoutingError;
 
@@ -90,19 +84,4 @@ pub enum RouterError {
         name: String,
         source: Box<kube::Error>,
     },
-}
-
-/// Where a Rollout's traffic goes. The Rollout controller calls [`TrafficRouter::apply`] with the
-/// Rollout as read, `Plan::route` and the ReplicaSets it owns, before making the plan's writes; on an
-/// error it writes nothing else of the plan.
-pub trait TrafficRouter: Send + Sync {
-    /// Brings every router `rollout.spec.strategy.canary.trafficRouting` names to `route`; returns the
-    /// objects it wrote (none when they already said so). `replica_sets` gate Istio's subset-only mode,
-    /// whose DestinationRule moves only to fully available ReplicaSets.
-    fn apply<'a>(
-        &'a self,
-        rollout: &'a Rollout,
-        route: &'a Route,
-        replica_sets: &'a [ReplicaSet],
-    ) -> BoxFuture<'a, Result<Vec<Change>, RouterError>>;
 }

@@ -9,6 +9,9 @@
 pub mod gateway;
 pub mod istio;
 pub mod nginx;
+mod targets;
+
+pub use targets::{Target, targets};
 
 use serde_json::{Map, Value};
 

@@ -1,0 +1,174 @@
+//! The router objects a Rollout's traffic routing names, in the order Argo brings them to a weight
+//! (Istio's DestinationRule before its VirtualServices, then NGINX's canary Ingresses, then the Gateway API's
+//! HTTPRoutes), each with the builder that re-weights it. One list for every driver: the daemon's edge
+//! (`routers/`) reads and writes these objects through the API server, a rehearsal in memory.
+
+use serde_json::Value;
+
+use super::{Desired, Routing, RoutingError, gateway, istio, nginx};
+use crate::api::traffic_routing::{
+    GatewayApiTrafficRouting, IstioDestinationRule, IstioVirtualService, NginxTrafficRouting,
+};
+
+/// One router object to bring to the weight.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'r> {
+    /// Istio's subset mode: the DestinationRule whose subsets select the pod hashes.
+    DestinationRule {
+        namespace: &'r str,
+        config: &'r IstioDestinationRule,
+    },
+    VirtualService {
+        namespace: &'r str,
+        name: &'r str,
+        config: &'r IstioVirtualService,
+        destination_rule: Option<&'r IstioDestinationRule>,
+    },
+    /// The canary Ingress made from the stable Ingress `stable` (read, never written).
+    CanaryIngress {
+        namespace: &'r str,
+        stable: &'r str,
+        config: &'r NginxTrafficRouting,
+    },
+    HttpRoute {
+        namespace: &'r str,
+        name: &'r str,
+        config: &'r GatewayApiTrafficRouting,
+    },
+}
+
+impl<'r> Target<'r> {
+    /// The object's kind, as the API server names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Target::DestinationRule { .. } => "DestinationRule",
+            Target::VirtualService { .. } => "VirtualService",
+            Target::CanaryIngress { .. } => "Ingress",
+            Target::HttpRoute { .. } => "HTTPRoute",
+        }
+    }
+
+    pub fn namespace(&self) -> &'r str {
+        match self {
+            Target::DestinationRule { namespace, .. }
+            | Target::VirtualService { namespace, .. }
+            | Target::CanaryIngress { namespace, .. }
+            | Target::HttpRoute { namespace, .. } => namespace,
+        }
+    }
+
+    /// The object written; for the canary Ingress `<rollout>-<stable>-canary`.
+    pub fn name(&self, d: &Desired) -> String {
+        match self {
+            Target::DestinationRule { config, .. } => config.name.clone(),
+            Target::VirtualService { name, .. } | Target::HttpRoute { name, .. } => {
+                name.to_string()
+            }
+            Target::CanaryIngress { stable, .. } => {
+                nginx::canary_ingress_name(d.rollout_name(), stable)
+            }
+        }
+    }
+
+    /// The object `current` (as read) at the desired weight and hashes, for an update that keeps its
+    /// resourceVersion; `Ok(None)` when it already says so. The canary Ingress is made from two objects
+    /// (`nginx::canary_ingress`) and is not built here.
+    pub fn build(&self, current: &Value, d: &Desired) -> Result<Option<Value>, RoutingError> {
+        match self {
+            Target::DestinationRule { config, .. } => istio::destination_rule(current, config, d),
+            Target::VirtualService {
+                config,
+                destination_rule,
+                ..
+            } => istio::virtual_service(current, config, *destination_rule, d),
+            Target::HttpRoute { config, .. } => gateway::http_route(current, config, d),
+            Target::CanaryIngress { .. } => Err(RoutingError::Mismatch(
+                "the canary Ingress is made from its stable Ingress".to_string(),
+            )),
+        }
+    }
+}
+
+/// Every object `routing` names, in the order Argo writes them.
+pub fn targets<'r>(routing: &'r Routing, d: &Desired<'r>) -> Vec<Target<'r>> {
+    let namespace = d.rollout_namespace();
+    let mut out = Vec::new();
+    if let Some(config) = &routing.istio {
+        // Argo moves the DestinationRule's hashes (UpdateHash) before the weights (SetWeight).
+        if let Some(dr) = &config.destination_rule {
+            out.push(Target::DestinationRule {
+                namespace,
+                config: dr,
+            });
+        }
+        for vs in istio::virtual_services(config) {
+            let (vs_namespace, name) = istio::namespace_and_name(&vs.name, namespace);
+            out.push(Target::VirtualService {
+                namespace: vs_namespace,
+                name,
+                config: vs,
+                destination_rule: config.destination_rule.as_ref(),
+            });
+        }
+    }
+    if let Some(config) = &routing.nginx {
+        for stable in nginx::stable_ingresses(config) {
+            out.push(Target::CanaryIngress {
+                namespace,
+                stable,
+                config,
+            });
+        }
+    }
+    if let Some(config) = &routing.gateway_api {
+        let route_namespace = gateway::namespace(config, d);
+        for name in gateway::http_routes(config) {
+            out.push(Target::HttpRoute {
+                namespace: route_namespace,
+                name,
+                config,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Rollout;
+    use serde_json::json;
+
+    #[test]
+    fn every_named_object_comes_in_argos_order_with_its_namespace() {
+        let rollout: Rollout = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "prod", "uid": "u"},
+            "spec": {"strategy": {"canary": {"trafficRouting": {
+                "istio": {
+                    "virtualServices": [{"name": "a"}, {"name": "b.mesh"}],
+                    "destinationRule": {"name": "dr", "canarySubsetName": "c", "stableSubsetName": "s"}
+                },
+                "nginx": {"stableIngresses": ["i1", "i2"]},
+                "plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "h", "namespace": "gw"}}
+            }}}}
+        }))
+        .unwrap();
+        let routing = super::super::routing(&rollout).unwrap().unwrap();
+        let d = Desired::new(&rollout, &routing, 10, "new", "old");
+        let listed: Vec<(&str, &str, String)> = targets(&routing, &d)
+            .iter()
+            .map(|t| (t.kind(), t.namespace(), t.name(&d)))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                ("DestinationRule", "prod", "dr".to_string()),
+                ("VirtualService", "prod", "a".to_string()),
+                ("VirtualService", "mesh", "b".to_string()),
+                ("Ingress", "prod", "web-i1-canary".to_string()),
+                ("Ingress", "prod", "web-i2-canary".to_string()),
+                ("HTTPRoute", "gw", "h".to_string()),
+            ]
+        );
+    }
+}
