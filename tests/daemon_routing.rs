@@ -1,5 +1,6 @@
 //! `canaryd run --rollouts` with each traffic router, against the fake API server: the same Rollout pointed at
-//! an Istio VirtualService, an NGINX stable Ingress or a Gateway API HTTPRoute gets each `setWeight` into the
+//! an Istio VirtualService (split by host, or by subset with a DestinationRule), an NGINX stable Ingress or a
+//! Gateway API HTTPRoute gets each `setWeight` into the
 //! router before the step counts as done, all traffic to the canary after the last step then back to the new
 //! stable on promotion, and weight 0 at once on an abort while the canary's pods wait out
 //! `abortScaleDownDelaySeconds`. A router object that is missing holds the Rollout where it is with a
@@ -20,7 +21,7 @@ mod router_objects;
 use std::sync::{Arc, Mutex};
 
 use canaryd::api::Rollout;
-use canaryd::routers::objects::{HttpRoute, VirtualService};
+use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
 use fake_apiserver::{CrdSet, FakeApiServer};
 use futures::StreamExt;
 use harness::{Answer, eventually};
@@ -35,6 +36,8 @@ use serde_json::{Value, json};
 #[derive(Clone, Copy, Debug)]
 enum Router {
     Istio,
+    /// Istio's subset mode: the VirtualService's routes name subsets of one host, a DestinationRule's.
+    IstioSubsets,
     Nginx,
     GatewayApi,
 }
@@ -46,6 +49,10 @@ impl Router {
     fn config(self) -> Value {
         match self {
             Istio => json!({"istio": {"virtualService": {"name": "web-vsvc"}}}),
+            IstioSubsets => json!({"istio": {
+                "virtualService": {"name": "web-vsvc"},
+                "destinationRule": {"name": "web-destrule", "canarySubsetName": "canary", "stableSubsetName": "stable"}
+            }}),
             Nginx => json!({"nginx": {"stableIngress": "web"}}),
             GatewayApi => json!({"plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}),
         }
@@ -59,6 +66,18 @@ impl Router {
                     "default", "web-vsvc", "web",
                 ))
                 .resource_version(),
+            IstioSubsets => {
+                server.put(&router_objects::destination_rule(
+                    "default",
+                    "web-destrule",
+                    "web",
+                ));
+                server
+                    .put(&router_objects::subset_virtual_service(
+                        "default", "web-vsvc", "web",
+                    ))
+                    .resource_version()
+            }
             Nginx => server
                 .put(&router_objects::stable_ingress("default"))
                 .resource_version(),
@@ -78,6 +97,11 @@ impl Router {
         };
         match self {
             Istio => backend(&object["spec"]["http"][0]["route"], "/destination/host"),
+            IstioSubsets => object["spec"]["http"][0]["route"]
+                .as_array()?
+                .iter()
+                .find(|d| d.pointer("/destination/subset") == Some(&json!("canary")))
+                .map(|d| d["weight"].as_i64().unwrap_or(0)),
             Nginx => object["metadata"]["annotations"]["nginx.ingress.kubernetes.io/canary-weight"]
                 .as_str()?
                 .parse()
@@ -89,7 +113,7 @@ impl Router {
     /// Every canary weight the router object shows from now on, in order, repeats folded.
     fn record(self, client: &kube::Client) -> Weights {
         match self {
-            Istio => Weights::watch::<VirtualService>(client, "web-vsvc", self),
+            Istio | IstioSubsets => Weights::watch::<VirtualService>(client, "web-vsvc", self),
             Nginx => Weights::watch::<Ingress>(client, "web-web-canary", self),
             GatewayApi => Weights::watch::<HttpRoute>(client, "web", self),
         }
@@ -172,6 +196,7 @@ fn routed(router: Router) -> Rollout {
 /// `routed(router)` deployed (Healthy at revision 1) behind the user's router object, the daemon running,
 /// and a watch on the router's weights.
 struct Routed {
+    router: Router,
     server: FakeApiServer,
     client: kube::Client,
     daemon: harness::Running,
@@ -196,6 +221,7 @@ async fn deployed_behind(router: Router) -> Routed {
         .until("a first deploy moving no traffic", &[0])
         .await;
     Routed {
+        router,
         server,
         client,
         daemon,
@@ -235,6 +261,13 @@ async fn updated_to_twenty(r: &Routed) -> String {
         Some(5),
         "the stable keeps every pod"
     );
+    if let IstioSubsets = r.router {
+        assert_eq!(
+            subset_hashes(server),
+            [s.current_pod_hash.clone(), s.stable_rs.clone()],
+            "the subsets select the canary's and the stable's pods"
+        );
+    }
     s.current_pod_hash
 }
 
@@ -252,7 +285,33 @@ async fn promotion_sends_all_traffic_to_the_canary_then_to_the_new_stable(router
         .await;
     assert_eq!(service_hash(server, "web-stable"), canary);
     assert_eq!(service_hash(server, "web-canary"), canary);
+    if let IstioSubsets = router {
+        eventually(WAIT, "both subsets on the new hash", || async {
+            (subset_hashes(server) == [canary.clone(), canary.clone()]).then_some(())
+        })
+        .await;
+    }
     r.daemon.stop().await;
+}
+
+/// The `rollouts-pod-template-hash` each subset of the DestinationRule selects (canary, stable).
+fn subset_hashes(server: &FakeApiServer) -> Vec<String> {
+    let dr = server
+        .get_json::<DestinationRule>("default", "web-destrule")
+        .unwrap_or_default();
+    ["canary", "stable"]
+        .iter()
+        .map(|name| {
+            dr["spec"]["subsets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|s| s["name"] == *name)
+                .and_then(|s| s["labels"]["rollouts-pod-template-hash"].as_str())
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
 }
 
 async fn an_abort_returns_all_traffic_to_the_stable_at_once(router: Router) {
@@ -297,6 +356,10 @@ macro_rules! with_each_router {
             #[tokio::test]
             async fn istio() {
                 $flow(Istio).await
+            }
+            #[tokio::test]
+            async fn istio_subsets() {
+                $flow(IstioSubsets).await
             }
             #[tokio::test]
             async fn nginx() {

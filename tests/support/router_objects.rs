@@ -1,10 +1,11 @@
 //! The traffic routers' objects as a user would have written them before a Rollout first points at them: an
-//! Istio VirtualService (`web-vsvc` in the tests), an NGINX stable Ingress `web` and a Gateway API HTTPRoute `web` with an
-//! extra backend, each sending everything to `web-stable`. TEST FIXTURE ONLY: no assertions about canaryd.
+//! Istio VirtualService (`web-vsvc` in the tests) by host or by subset with its DestinationRule, an NGINX
+//! stable Ingress `web` and a Gateway API HTTPRoute `web` with an extra backend, each sending everything to the
+//! stable side. TEST FIXTURE ONLY: no assertions about canaryd.
 
 #![allow(dead_code)] // Each test binary uses a different part of it.
 
-use canaryd::routers::objects::{HttpRoute, VirtualService};
+use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::json;
 
@@ -19,6 +20,30 @@ pub fn virtual_service(namespace: &str, name: &str, app: &str) -> VirtualService
         ]}]}
     }))
     .expect("a VirtualService")
+}
+
+/// The VirtualService `name` for host `app` split by subsets: all to `stable`, none to `canary`.
+pub fn subset_virtual_service(namespace: &str, name: &str, app: &str) -> VirtualService {
+    serde_json::from_value(json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"hosts": [app], "http": [{"name": "primary", "route": [
+            {"destination": {"host": app, "subset": "stable"}, "weight": 100},
+            {"destination": {"host": app, "subset": "canary"}, "weight": 0}
+        ]}]}
+    }))
+    .expect("a VirtualService")
+}
+
+/// The DestinationRule `name` for host `app` with `canary` and `stable` subsets selecting every pod of `app`.
+pub fn destination_rule(namespace: &str, name: &str, app: &str) -> DestinationRule {
+    serde_json::from_value(json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"host": app, "subsets": [{"name": "canary", "labels": {"app": app}},
+                                          {"name": "stable", "labels": {"app": app}}]}
+    }))
+    .expect("a DestinationRule")
 }
 
 pub fn stable_ingress(namespace: &str) -> Ingress {
