@@ -7,8 +7,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::demo::{SUCCESS_RATE, Scenario, ScenarioName, StandIn};
-use super::rehearse::{self, setup_from_docs};
+use super::demo_scenario::{SUCCESS_RATE, Scenario, ScenarioName, StandIn};
+use super::rehearse::setup_from_docs;
+use super::rehearse_report;
 use super::{Exit, OutputFormat, load};
 use crate::measure::Providers;
 use crate::rehearsal::Options;
@@ -121,5 +122,5 @@ pub async fn run(scenario: Scenario, output: OutputFormat) -> Exit {
         ready_after: jiff::SignedDuration::ZERO,
         promote_after: None,
     };
-    rehearse::show(&setup, &providers, &opts, output).await
+    rehearse_report::show(&setup, &providers, &opts, output).await
 }

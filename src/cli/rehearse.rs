@@ -1,11 +1,11 @@
 //! `canaryd rehearse`: what a Rollout would have done had it shipped at `--from`. The Rollout, its templates
 //! (and Services and router objects when given) are read from files and checked as `validate` checks them;
 //! `rehearsal::play` plays the steps with the daemon's planner on a virtual clock, measuring against
-//! Prometheus history; this module prints the timeline and the outcome and maps it onto the exit code
+//! Prometheus history; `rehearse_report` prints the timeline and the outcome and maps it onto the exit code
 //! (0 promoted, 1 aborted, 3 waiting for a person, 2 bad input). `--every/--until` is `rehearse_many`'s.
+//! This module owns the flags and reading the files into a [`Setup`].
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use jiff::{SignedDuration, Timestamp};
@@ -20,7 +20,7 @@ use crate::api::{self, AnalysisTemplateRef, AnalysisTemplateSpec, Rollout};
 use crate::engine::template::{Finding, Severity};
 use crate::measure::Providers;
 use crate::rehearsal::routes::Routers;
-use crate::rehearsal::{self, Ending, Entry, Options, Outcome, Setup};
+use crate::rehearsal::{Options, Setup};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -244,140 +244,6 @@ fn load(args: &Args) -> Result<Setup, BadInput> {
     )
 }
 
-/// A duration of virtual time as people read it: `1h 5m`, `45s`.
-pub fn human(seconds: i64) -> String {
-    if seconds == 0 {
-        return "0s".to_string();
-    }
-    format!("{:#}", SignedDuration::from_secs(seconds))
-}
-
-/// One timeline entry as a line.
-pub fn entry_line(entry: &Entry) -> String {
-    let time = rehearsal::shown(entry.time());
-    match entry {
-        Entry::Step {
-            step,
-            steps,
-            name,
-            weight,
-            routers,
-            ..
-        } => {
-            let at = if step > steps {
-                format!("all {steps} steps {name}")
-            } else {
-                format!("step {step}/{steps}  {name}")
-            };
-            let mut line = format!("{time}  {at:<26} canary weight {weight}");
-            for r in routers {
-                line.push_str(&format!("  {r}"));
-            }
-            line
-        }
-        Entry::Measurement {
-            result,
-            measurement,
-            time,
-            ..
-        } => super::analyze::measurement_line(*time, measurement, result),
-        Entry::Event {
-            reason,
-            message,
-            warning,
-            ..
-        } => format!(
-            "{time}  {}{reason}: {message}",
-            if *warning { "warning " } else { "" }
-        ),
-        Entry::Promote { reason, .. } => format!("{time}  promote: {reason}"),
-    }
-}
-
-/// The outcome in one sentence.
-pub fn outcome_line(e: &Ending, steps: usize) -> String {
-    let step = e
-        .step
-        .map(|s| format!(" at step {s}/{steps}"))
-        .unwrap_or_default();
-    let metric = e
-        .metric
-        .as_deref()
-        .map(|m| format!(" (metric {m})"))
-        .unwrap_or_default();
-    let what = match e.outcome {
-        Outcome::Promoted => "promoted",
-        Outcome::Aborted => "aborted",
-        Outcome::Waiting => "waiting",
-    };
-    format!(
-        "{what}{step} after {}{metric}: {}",
-        human(e.seconds),
-        e.reason
-    )
-}
-
-pub fn exit_for(outcome: Outcome) -> Exit {
-    match outcome {
-        Outcome::Promoted => Exit::Ok,
-        Outcome::Aborted => Exit::Negative,
-        Outcome::Waiting => Exit::Inconclusive,
-    }
-}
-
-/// The JSON line of an outcome: the ending, tagged.
-pub fn outcome_json(e: &Ending) -> String {
-    let mut value = serde_json::to_value(e).unwrap_or_default();
-    if let Some(map) = value.as_object_mut() {
-        map.insert("type".to_string(), "outcome".into());
-    }
-    value.to_string()
-}
-
-/// Plays one rehearsal and prints it; shared with `canaryd demo`.
-pub async fn show(
-    setup: &Setup,
-    providers: &Providers,
-    opts: &Options,
-    output: OutputFormat,
-) -> Exit {
-    let steps = crate::engine::rollout::steps::steps(&setup.rollout).len();
-    let progress = std::io::stderr().is_terminal();
-    let mut on = |entry: &Entry| {
-        if progress {
-            eprint!("\r\x1b[2K");
-        }
-        match output {
-            OutputFormat::Text => say!("{}", entry_line(entry)),
-            OutputFormat::Json => match serde_json::to_string(entry) {
-                Ok(line) => say!("{line}"),
-                Err(e) => eprintln!("canaryd: cannot encode a timeline entry: {e}"),
-            },
-        }
-        if progress {
-            eprint!("rehearsing: {}", rehearsal::shown(entry.time()));
-            let _ = std::io::stderr().flush();
-        }
-    };
-    let ended = rehearsal::play(setup, providers, opts, &mut on).await;
-    if progress {
-        eprint!("\r\x1b[2K");
-    }
-    match ended {
-        Err(e) => {
-            eprintln!("canaryd: {e}");
-            Exit::Usage
-        }
-        Ok(ending) => {
-            match output {
-                OutputFormat::Text => say!("\nOutcome: {}", outcome_line(&ending, steps)),
-                OutputFormat::Json => say!("{}", outcome_json(&ending)),
-            }
-            exit_for(ending.outcome)
-        }
-    }
-}
-
 pub fn run(args: Args) -> Exit {
     let setup = match load(&args) {
         Ok(s) => s,
@@ -422,6 +288,11 @@ pub fn run(args: Args) -> Exit {
             until,
             args.output,
         )),
-        _ => runtime.block_on(show(&setup, &providers, &opts, args.output)),
+        _ => runtime.block_on(super::rehearse_report::show(
+            &setup,
+            &providers,
+            &opts,
+            args.output,
+        )),
     }
 }

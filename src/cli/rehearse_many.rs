@@ -11,7 +11,7 @@ use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
-use super::rehearse::{exit_for, human, outcome_line};
+use super::rehearse_report::{exit_for, human, outcome_line};
 use super::{Exit, OutputFormat};
 use crate::measure::Providers;
 use crate::rehearsal::{self, Ending, Options, Outcome, Setup};
