@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use tracing::warn;
 
 use super::Context;
+pub use super::watch::Key;
 use super::watch::{self, Seen, Undecodable};
 use crate::k8s::owner_selector;
 use crate::k8s::runs::WriteError;
@@ -61,9 +62,6 @@ pub trait Reconciled:
         Vec::new()
     }
 }
-
-/// `(namespace, name)`.
-pub type Key = (String, String);
 
 /// What a reconcile asks for when it ends: to run again after a while, or only when the object changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,7 +23,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::driver::Key;
+/// An object's `(namespace, name)`, as the watch hands it on and the driver queues it.
+pub type Key = (String, String);
 
 /// An object of the watched kind that does not decode as that kind.
 #[derive(Debug, Clone)]
