@@ -4,6 +4,7 @@
 //! Secrets and the controller's flag come in as values; nothing is read from disk or a cluster here.
 
 pub mod checks;
+pub mod param_set;
 pub mod params;
 pub mod render;
 pub mod steps;

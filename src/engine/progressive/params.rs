@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::param_set::ParamSet;
 use super::render::{self, Engine, Rendered};
 use crate::api::ClusterSecret;
 use crate::api::appset::{Generator, LabelSelector, MatchExpression};
@@ -15,78 +16,6 @@ use crate::engine::template::Finding;
 
 /// The local cluster Argo CD adds to an unfiltered cluster generator when no Secret describes it.
 const IN_CLUSTER_SERVER: &str = "https://kubernetes.default.svc";
-
-/// The parameters one generated Application is rendered with.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ParamSet {
-    values: Map<String, Value>,
-    /// Generators that contributed parameters canaryd did not evaluate (described for messages).
-    unevaluated: Vec<String>,
-}
-
-impl ParamSet {
-    /// A set whose parameters are all known (`values` must be an object; anything else gives no params).
-    pub fn known(values: Value) -> ParamSet {
-        ParamSet {
-            values: match values {
-                Value::Object(map) => map,
-                _ => Map::new(),
-            },
-            unevaluated: Vec::new(),
-        }
-    }
-
-    fn unevaluated(what: String) -> ParamSet {
-        ParamSet {
-            values: Map::new(),
-            unevaluated: vec![what],
-        }
-    }
-
-    pub fn has_unevaluated(&self) -> bool {
-        !self.unevaluated.is_empty()
-    }
-
-    /// A parameter by its dotted path: a flat key first (fasttemplate's flattened params, list elements
-    /// with dotted keys), then a walk through nested maps.
-    pub fn lookup(&self, path: &str) -> Option<&Value> {
-        if let Some(v) = self.values.get(path) {
-            return Some(v);
-        }
-        let mut parts = path.split('.');
-        let mut current = self.values.get(parts.next()?)?;
-        for part in parts {
-            current = current.get(part)?;
-        }
-        Some(current)
-    }
-
-    /// Both sets' parameters, `other`'s winning (the matrix and merge rule).
-    fn combined(&self, other: &ParamSet) -> ParamSet {
-        let mut values = Value::Object(self.values.clone());
-        deep_merge(&mut values, &Value::Object(other.values.clone()));
-        let mut unevaluated = self.unevaluated.clone();
-        unevaluated.extend(other.unevaluated.iter().cloned());
-        ParamSet {
-            values: match values {
-                Value::Object(m) => m,
-                _ => Map::new(),
-            },
-            unevaluated,
-        }
-    }
-}
-
-fn deep_merge(into: &mut Value, from: &Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                deep_merge(a.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-        (slot, v) => *slot = v.clone(),
-    }
-}
 
 /// What generating needs besides the generators.
 pub struct Inputs<'a> {
@@ -287,8 +216,7 @@ fn cluster_sets(
                 ),
             }
         }
-        set.values
-            .insert("values".to_string(), Value::Object(values));
+        set.insert("values", Value::Object(values));
     }
     sets
 }
@@ -387,7 +315,7 @@ fn merge_sets(
         for b in &mut base {
             // An unevaluated child may override any base set: its parameters become unknown.
             if let Some(u) = sets.iter().find(|s| s.has_unevaluated()) {
-                b.unevaluated.extend(u.unevaluated.iter().cloned());
+                b.unevaluated_from(u);
                 continue;
             }
             let Some(bk) = key_of(b) else { continue };

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::params::ParamSet;
+use super::param_set::ParamSet;
 
 /// The result of rendering one string.
 #[derive(Debug, Clone, PartialEq, Eq)]
