@@ -9,8 +9,8 @@ use evalexpr::Value;
 use serde_json::Value as JsonValue;
 
 use super::EvalError;
-use super::eval::{Elem, Val, array_item, array_len, describe, err, is_nil, number};
-use super::lower::{Expr, Func, NativeKind};
+use super::expr::{Expr, Func, NativeKind};
+use super::val::{Elem, Val, array_item, array_len, describe, err, is_nil, number};
 use crate::engine::value::MetricValue;
 
 /// One operand: its value and the expression that gave it.

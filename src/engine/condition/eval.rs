@@ -11,37 +11,12 @@ use serde_json::Value as JsonValue;
 
 use super::EvalError;
 use super::equality::{self, Operand};
+use super::expr::{Expr, NativeKind, NativeOp, TextOp};
 use super::functions::call;
-use super::lower::{Expr, NativeKind, NativeOp, TextOp};
 use super::predicates::predicate;
+use super::val::{Elem, NIL, Val, array_len, describe, err, from_json, is_nil, number, result_val};
 use super::values::index_into;
-use crate::engine::value::{MetricValue, render_number};
-
-/// A value during evaluation. Scalars are evalexpr values (`Float`, `String`, `Boolean`, `Empty` for nil);
-/// numbers are all `f64`, as every value Argo sees from Prometheus or JSON is a Go float64.
-#[derive(Debug, Clone)]
-pub(super) enum Val<'a> {
-    Scalar(Value),
-    Numbers(&'a [f64]),
-    /// A JSON array or object (JSON scalars become `Scalar`).
-    Json(&'a JsonValue),
-    /// An array built during evaluation (`filter`, `map`, `[1, 2]`).
-    List(Vec<Val<'a>>),
-}
-
-/// The current element of a predicate, and whether expr-lang's checker fixes its type (an element of a
-/// Prometheus vector is a float64; of a JSON array, `interface{}`).
-#[derive(Debug, Clone)]
-pub(super) struct Elem<'a> {
-    pub val: Val<'a>,
-    pub typed: bool,
-}
-
-pub(super) const NIL: Val<'static> = Val::Scalar(Value::Empty);
-
-pub(super) fn err<T>(message: String) -> Result<T, EvalError> {
-    Err(EvalError::new(message))
-}
+use crate::engine::value::MetricValue;
 
 /// Evaluates a whole condition, which must give a boolean.
 pub(super) fn evaluate_condition(expr: &Expr, result: &MetricValue) -> Result<bool, EvalError> {
@@ -67,89 +42,6 @@ pub(super) fn fold_constant(expr: &Expr) -> Option<Value> {
         Ok(Val::Scalar(v)) => Some(v),
         _ => None,
     }
-}
-
-pub(super) fn from_json(j: &JsonValue) -> Val<'_> {
-    match j {
-        JsonValue::Null => NIL,
-        JsonValue::Bool(b) => Val::Scalar(Value::Boolean(*b)),
-        JsonValue::Number(n) => Val::Scalar(Value::Float(n.as_f64().unwrap_or(f64::NAN))),
-        JsonValue::String(s) => Val::Scalar(Value::String(s.clone())),
-        JsonValue::Array(_) | JsonValue::Object(_) => Val::Json(j),
-    }
-}
-
-pub(super) fn result_val(result: &MetricValue) -> Val<'_> {
-    match result {
-        MetricValue::Nil => NIL,
-        MetricValue::Number(n) => Val::Scalar(Value::Float(*n)),
-        MetricValue::Numbers(ns) => Val::Numbers(ns),
-        MetricValue::Json(j) => from_json(j),
-    }
-}
-
-pub(super) fn result_is_nil(result: &MetricValue) -> bool {
-    matches!(
-        result,
-        MetricValue::Nil | MetricValue::Json(JsonValue::Null)
-    )
-}
-
-fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        format!("1 {word}")
-    } else {
-        format!("{n} {word}s")
-    }
-}
-
-/// A value as a user would name it in a message.
-pub(super) fn describe(v: &Val<'_>) -> String {
-    match v {
-        Val::Scalar(Value::Float(n)) => format!("the number {}", render_number(*n)),
-        Val::Scalar(Value::String(s)) => format!("the string {s:?}"),
-        Val::Scalar(Value::Boolean(b)) => format!("the boolean {b}"),
-        Val::Scalar(Value::Empty) => "nil (no value)".to_string(),
-        Val::Scalar(other) => format!("the value {other}"),
-        Val::Numbers(ns) => format!("an array of {}", plural(ns.len(), "number")),
-        Val::Json(JsonValue::Array(a)) => format!("an array of {}", plural(a.len(), "value")),
-        Val::List(l) => format!("an array of {}", plural(l.len(), "value")),
-        Val::Json(JsonValue::Object(m)) => {
-            let keys: Vec<&str> = m.keys().take(5).map(String::as_str).collect();
-            let more = if m.len() > 5 { ", ..." } else { "" };
-            format!("an object with fields {}{more}", keys.join(", "))
-        }
-        Val::Json(other) => format!("the JSON value {other}"),
-    }
-}
-
-pub(super) fn array_len(v: &Val<'_>) -> Option<usize> {
-    match v {
-        Val::Numbers(ns) => Some(ns.len()),
-        Val::Json(JsonValue::Array(a)) => Some(a.len()),
-        Val::List(l) => Some(l.len()),
-        _ => None,
-    }
-}
-
-pub(super) fn array_item<'a>(v: &Val<'a>, i: usize) -> Option<Val<'a>> {
-    match v {
-        Val::Numbers(ns) => ns.get(i).map(|n| Val::Scalar(Value::Float(*n))),
-        Val::Json(JsonValue::Array(a)) => a.get(i).map(from_json),
-        Val::List(l) => l.get(i).cloned(),
-        _ => None,
-    }
-}
-
-pub(super) fn number(v: &Val<'_>) -> Option<f64> {
-    match v {
-        Val::Scalar(Value::Float(n)) => Some(*n),
-        _ => None,
-    }
-}
-
-pub(super) fn is_nil(v: &Val<'_>) -> bool {
-    matches!(v, Val::Scalar(Value::Empty))
 }
 
 /// The operands of one native operation, as evalexpr reads them: `a` and `b`.
@@ -312,7 +204,15 @@ pub(super) fn eval<'a>(
             let over_val = ev(over)?;
             // Only a vector fixed by `result`'s type has elements of a fixed type (float64).
             let typed = matches!(over_val, Val::Numbers(_)) && equality::typed(over, result, elem);
-            predicate(*kind, &over_val, typed, body, result, over_text, body_text)
+            predicate(
+                *kind,
+                &over_val,
+                typed,
+                body,
+                over_text,
+                body_text,
+                |body, elem| eval(body, result, elem),
+            )
         }
         Expr::Call {
             func,
@@ -343,7 +243,7 @@ fn native<'a>(
     arg_texts: &[Box<str>],
 ) -> Result<Val<'a>, EvalError> {
     if let (Val::Scalar(Value::Float(x)), Some(Val::Scalar(Value::Float(y)))) = (a, b)
-        && let Some(v) = float_fast_path(op.kind, *x, *y)
+        && let Some(v) = op.kind.on_floats(*x, *y)
     {
         return Ok(Val::Scalar(v));
     }
@@ -437,25 +337,6 @@ fn native<'a>(
         .map_err(|e| EvalError::new(format!("`{text}` cannot be computed: {e}")))
 }
 
-/// The most common shape, two numbers compared or combined, computed directly: the same f64 operation
-/// evalexpr's operator performs for two floats (a unit test holds the two equal, NaN and infinities included),
-/// without its generic dispatch and argument vector. Everything else goes through the evalexpr node.
-pub(super) fn float_fast_path(kind: NativeKind, x: f64, y: f64) -> Option<Value> {
-    Some(match kind {
-        NativeKind::Lt => Value::Boolean(x < y),
-        NativeKind::Le => Value::Boolean(x <= y),
-        NativeKind::Gt => Value::Boolean(x > y),
-        NativeKind::Ge => Value::Boolean(x >= y),
-        NativeKind::Eq => Value::Boolean(x == y),
-        NativeKind::Ne => Value::Boolean(x != y),
-        NativeKind::Add => Value::Float(x + y),
-        NativeKind::Sub => Value::Float(x - y),
-        NativeKind::Mul => Value::Float(x * y),
-        NativeKind::Div => Value::Float(x / y),
-        _ => return None,
-    })
-}
-
 fn operand_error(
     sym: &str,
     l: &Val<'_>,
@@ -519,7 +400,7 @@ fn text_op<'a>(op: &TextOp, l: &Val<'_>, r: &Val<'_>, text: &str) -> Result<Val<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::condition::lower::NativeKind;
+    use crate::engine::condition::expr::NativeKind;
 
     #[test]
     fn the_float_fast_path_agrees_with_evalexpr_on_every_special_value() {
@@ -554,7 +435,7 @@ mod tests {
                 for y in values {
                     let (a, b) = (Value::Float(x), Value::Float(y));
                     let slow = op.node.eval_with_context(&Operands { a: &a, b: Some(&b) });
-                    let fast = float_fast_path(kind, x, y);
+                    let fast = kind.on_floats(x, y);
                     let same = match (&slow, &fast) {
                         (Ok(Value::Float(s)), Some(Value::Float(f))) => {
                             s.to_bits() == f.to_bits() || (s.is_nan() && f.is_nan())

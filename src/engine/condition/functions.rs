@@ -6,10 +6,10 @@ use evalexpr::Value;
 use serde_json::Value as JsonValue;
 
 use super::EvalError;
-use super::eval::{
+use super::expr::Func;
+use super::val::{
     NIL, Val, array_item, array_len, describe, err, number, result_is_nil, result_val,
 };
-use super::lower::Func;
 use crate::engine::value::{MetricValue, render_number};
 
 /// `string(x)`: numbers as Go prints them, nil as Go's `<nil>`, arrays and objects as JSON-like text.

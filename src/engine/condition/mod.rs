@@ -8,10 +8,12 @@
 
 mod equality;
 mod eval;
+mod expr;
 mod functions;
 mod lower;
 mod parser;
 mod predicates;
+mod val;
 mod values;
 
 use super::value::MetricValue;
@@ -47,7 +49,7 @@ impl EvalError {
 #[derive(Debug, Clone)]
 pub struct Condition {
     source: String,
-    compiled: lower::Expr,
+    compiled: expr::Expr,
 }
 
 /// Two conditions are the same when their text is: the compiled form is a function of it.

@@ -1,22 +1,21 @@
 //! The predicates over arrays (`all`, `any`, `none`, `one`, `filter`, `map`, `count`): iterating an evaluated
 //! array with `#` bound to each element, short-circuiting where Argo does, and a fast path for `# < constant`
-//! over numbers. Evaluating the body is `eval.rs`'s. Must not panic on any value.
+//! over numbers. Evaluating the body is the evaluator's it is given (`eval.rs`'s). Must not panic on any value.
 
 use evalexpr::Value;
 
 use super::EvalError;
-use super::eval::{Elem, Val, array_item, array_len, describe, err, eval, float_fast_path, is_nil};
-use super::lower::{Expr, NativeKind, PredicateKind};
-use crate::engine::value::MetricValue;
+use super::expr::{Expr, NativeKind, PredicateKind};
+use super::val::{Elem, Val, array_item, array_len, describe, err, is_nil};
 
 pub(super) fn predicate<'a>(
     kind: PredicateKind,
     over: &Val<'a>,
     typed: bool,
     body: &Expr,
-    result: &'a MetricValue,
     over_text: &str,
     body_text: &str,
+    eval: impl Fn(&Expr, Option<&Elem<'a>>) -> Result<Val<'a>, EvalError>,
 ) -> Result<Val<'a>, EvalError> {
     let name = kind.name();
     let Some(len) = array_len(over) else {
@@ -33,7 +32,7 @@ pub(super) fn predicate<'a>(
     let items = (0..len).filter_map(|i| array_item(over, i));
     if kind == PredicateKind::Map {
         let mapped = items
-            .map(|val| eval(body, result, Some(&Elem { val, typed })))
+            .map(|val| eval(body, Some(&Elem { val, typed })))
             .collect::<Result<_, _>>()?;
         return Ok(Val::List(mapped));
     }
@@ -41,11 +40,11 @@ pub(super) fn predicate<'a>(
     let test = |item: &Elem<'a>| -> Result<bool, EvalError> {
         if let (Some((kind, c, elem_first)), Val::Scalar(Value::Float(x))) = (shortcut, &item.val) {
             let (l, r) = if elem_first { (*x, c) } else { (c, *x) };
-            if let Some(Value::Boolean(b)) = float_fast_path(kind, l, r) {
+            if let Some(Value::Boolean(b)) = kind.on_floats(l, r) {
                 return Ok(b);
             }
         }
-        match eval(body, result, Some(item))? {
+        match eval(body, Some(item))? {
             Val::Scalar(Value::Boolean(b)) => Ok(b),
             other => err(format!(
                 "the predicate `{body_text}` in {name}() must give true or false, but for {} it gives {}",
@@ -78,7 +77,7 @@ pub(super) fn predicate<'a>(
 }
 
 /// A predicate body of the shape `# < 1000` or `0 < #` (the element against a constant number): for number
-/// elements the lowered operator is applied through `float_fast_path` without walking the tree per element.
+/// elements the lowered operator is applied through `NativeKind::on_floats` without walking the tree per element.
 fn element_against_number(body: &Expr) -> Option<(NativeKind, f64, bool)> {
     let Expr::Native { op, args, .. } = body else {
         return None;

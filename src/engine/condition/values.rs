@@ -6,7 +6,7 @@ use evalexpr::Value;
 use serde_json::Value as JsonValue;
 
 use super::EvalError;
-use super::eval::{NIL, Val, array_item, array_len, describe, err, from_json, is_nil, number};
+use super::val::{NIL, Val, array_item, array_len, describe, err, from_json, is_nil, number};
 
 pub(super) fn index_into<'a>(
     base: Val<'a>,
