@@ -374,3 +374,51 @@ fn routers_canaryd_does_not_drive_and_set_canary_scale_without_one_are_invalid_s
         plan.status.message
     );
 }
+
+fn with_max_traffic_weight(c: &mut Cluster, max: i32) {
+    let canary = c.rollout.spec.strategy.as_mut().unwrap().canary.as_mut();
+    let routing = canary.unwrap().traffic_routing.as_mut().unwrap();
+    routing.max_traffic_weight = Some(max);
+}
+
+#[test]
+fn past_the_last_step_the_canary_is_scaled_to_all_of_max_traffic_weight_and_promoted() {
+    // Argo's GetCurrentSetWeight: past the last step the weight is maxTrafficWeight, not 100.
+    let mut c = routed(
+        10,
+        json!({"steps": [{"setWeight": 50}, {"pause": {"duration": 5}}]}),
+    );
+    with_max_traffic_weight(&mut c, 1000);
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert_eq!(replicas(&c), [10, 1], "ceil(50 × 10 / 1000)");
+    assert_eq!(weights(&c).canary.weight, 50);
+    assert_eq!(weights(&c).stable.weight, 950);
+    run(&mut c, at(15));
+    run(&mut c, at(16));
+    assert_eq!(phase(&c), ("Healthy".into(), String::new()));
+    assert_eq!(replicas(&c), [10, 10]);
+}
+
+#[test]
+fn set_weight_is_checked_against_max_traffic_weight_as_argo_does() {
+    let mut c = routed(10, json!({"steps": [{"setWeight": 500}, {"pause": {}}]}));
+    with_max_traffic_weight(&mut c, 1000);
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert_eq!(replicas(&c), [10, 5], "ceil(500 × 10 / 1000)");
+    assert_eq!(weights(&c).canary.weight, 500);
+
+    let mut c = routed(10, json!({"steps": [{"setWeight": 50}]}));
+    with_max_traffic_weight(&mut c, 10);
+    let plan = c.reconcile(at(0));
+    assert!(
+        plan.status.message.ends_with(
+            "spec.strategy.canary.steps[0].setWeight: SetWeight must be between 0 and 10"
+        ),
+        "{}",
+        plan.status.message
+    );
+}

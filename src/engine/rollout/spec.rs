@@ -209,6 +209,12 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
         ));
     }
     let steps = canary.steps.as_deref().unwrap_or_default();
+    // Argo's weightutil.MaxTrafficWeight: a setWeight is out of maxTrafficWeight with a router.
+    let max_weight = canary
+        .traffic_routing
+        .as_ref()
+        .and_then(|t| t.max_traffic_weight)
+        .unwrap_or(replicas::MAX_WEIGHT);
     for (i, step) in steps.iter().enumerate() {
         let at = format!("{path}.steps[{i}]");
         // Argo allows one of setWeight, pause, experiment and analysis per step; the others may combine.
@@ -271,11 +277,11 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
             }
         }
         if let Some(w) = step.set_weight
-            && !(0..=replicas::MAX_WEIGHT).contains(&w)
+            && !(0..=max_weight).contains(&w)
         {
             out.push(error(
                 format!("{at}.setWeight"),
-                "SetWeight must be between 0 and 100",
+                format!("SetWeight must be between 0 and {max_weight}"),
             ));
         }
         if let Some(pause) = &step.pause {

@@ -118,10 +118,13 @@ impl Reconcile<'_, '_> {
                         weight: Some(w), ..
                     }) => w,
                     _ => {
-                        let (_, index) = steps::current(self.steps, p);
-                        match index {
-                            None if !p.abort => max,
-                            _ => steps::set_weight(self.steps, index, p.abort),
+                        // Argo's GetCurrentSetWeight: without a current step (none, or past the last one)
+                        // all of maxTrafficWeight, not 100.
+                        let (step, index) = steps::current(self.steps, p);
+                        if step.is_none() && !p.abort {
+                            max
+                        } else {
+                            steps::set_weight(self.steps, index, p.abort)
                         }
                     }
                 }
