@@ -422,3 +422,26 @@ fn set_weight_is_checked_against_max_traffic_weight_as_argo_does() {
         plan.status.message
     );
 }
+
+#[test]
+fn a_weight_in_the_status_out_of_range_is_planned_without_overflow() {
+    // promote --full keeps the weight the status says was applied, whatever was written there.
+    let mut c = routed(4, json!({"steps": [{"setWeight": 20}, {"pause": {}}]}));
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    c.patch_status(|s| {
+        s.promote_full = true;
+        if let Some(w) = s.canary.weights.as_mut() {
+            w.canary.weight = i32::MIN;
+        }
+    });
+    let plan = c.plan(at(20));
+    assert!(
+        plan.route
+            .as_ref()
+            .is_none_or(|r| (0..=100).contains(&r.weight)),
+        "{:?}",
+        plan.route
+    );
+}

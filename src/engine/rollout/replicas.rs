@@ -26,13 +26,12 @@ pub fn int_or_percent(value: &IntOrString, total: i32, round_up: bool) -> Result
             let percent: i64 = number
                 .parse()
                 .map_err(|_| format!("{s:?} is not a valid percentage"))?;
-            let scaled = percent * i64::from(total);
-            let count = if round_up {
-                (scaled + 99).div_euclid(100)
-            } else {
-                scaled.div_euclid(100)
-            };
-            i32::try_from(count).map_err(|_| format!("{s:?} is out of range"))
+            let out_of_range = || format!("{s:?} is out of range");
+            let scaled = percent
+                .checked_mul(i64::from(total))
+                .and_then(|n| if round_up { n.checked_add(99) } else { Some(n) })
+                .ok_or_else(out_of_range)?;
+            i32::try_from(scaled.div_euclid(100)).map_err(|_| out_of_range())
         }
     }
 }
@@ -287,6 +286,16 @@ mod tests {
             current: n,
             available: n,
         }
+    }
+
+    #[test]
+    fn a_percentage_too_large_to_count_is_an_error_rather_than_an_overflow() {
+        let huge = IntOrString::String("9000000000000000000%".to_string());
+        assert_eq!(
+            fenceposts(Some(&huge), None, 2),
+            Err("maxSurge: \"9000000000000000000%\" is out of range".to_string())
+        );
+        assert!(fenceposts(None, Some(&huge), 2).is_err());
     }
 
     #[test]

@@ -156,7 +156,11 @@ impl Reconcile<'_, '_> {
         {
             0
         } else if p.promote_full {
-            p.canary.weights.as_ref().map_or(0, |w| w.canary.weight)
+            // The weight the status says was applied, kept within 0..=max (the status is anyone's to write).
+            p.canary
+                .weights
+                .as_ref()
+                .map_or(0, |w| w.canary.weight.max(0).min(max))
         } else if let Some(i) = index {
             if !self.at_desired_counts() {
                 // The previous setWeight until the canary has its pods.
