@@ -94,6 +94,9 @@ pub enum ReconcileError {
     Delete(kube::Error),
     #[error("reading the Rollout or its objects failed: {0}")]
     Read(kube::Error),
+    /// One write of a Rollout's plan (`write` says which, naming its object).
+    #[error("{write}: {}", refusal(.error))]
+    RolloutWrite { write: String, error: WriteError },
     #[error("the reconcile task was cancelled")]
     Aborted,
 }
@@ -108,8 +111,17 @@ impl ReconcileError {
             ReconcileError::Reread(_) => "reread",
             ReconcileError::Delete(_) => "delete",
             ReconcileError::Read(_) => "read",
+            ReconcileError::RolloutWrite { .. } => "rollout_write",
             ReconcileError::Aborted => "aborted",
         }
+    }
+}
+
+/// Why a write other than a status patch failed (the API error alone: [`WriteError::Api`] says status).
+fn refusal(error: &WriteError) -> String {
+    match error {
+        WriteError::Api(e) => e.to_string(),
+        other => other.to_string(),
     }
 }
 

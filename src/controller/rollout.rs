@@ -164,7 +164,12 @@ async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, Reconcil
                 ctx.metrics.reconcile_error("conflict");
                 return Ok(None);
             }
-            Err(e) => return Err(ReconcileError::Write(e)),
+            Err(error) => {
+                return Err(ReconcileError::RolloutWrite {
+                    write: rollout_writes::describe(rollout, write),
+                    error,
+                });
+            }
         }
     }
     let key = (namespace_of(rollout), rollout.name_any());

@@ -198,7 +198,7 @@ pub async fn apply(
             *rollout_rv = written.resource_version().unwrap_or_default();
             Ok(())
         }
-        Write::CreateReplicaSet(rs) => create(&rs_api, rs).await,
+        Write::CreateReplicaSet(rs) => create(&rs_api, rs, rollout).await,
         Write::ReviseReplicaSet {
             name,
             revision,
@@ -253,7 +253,7 @@ pub async fn apply(
             }});
             merge(&rs_api, name, &patch).await.map(drop)
         }
-        Write::CreateAnalysisRun(run) => create(&run_api, run).await,
+        Write::CreateAnalysisRun(run) => create(&run_api, run, rollout).await,
         Write::TerminateAnalysisRun { name } => {
             let patch = json!({"spec": {"terminate": true}});
             match merge(&run_api, name, &patch).await {
@@ -326,14 +326,67 @@ where
         .map_err(api_error)
 }
 
-async fn create<K>(api: &Api<K>, object: &K) -> Result<(), WriteError>
+/// Creates `object`, controlled by `rollout`. A 409 is this write made before when the object of that name is
+/// controlled by `rollout` (its name derives from the template hash and the step); one it does not control
+/// (an orphan, another owner's) is [`WriteError::Taken`], as the next read would not show it either.
+async fn create<K>(api: &Api<K>, object: &K, rollout: &Rollout) -> Result<(), WriteError>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     match api.create(&PostParams::default(), object).await {
         Ok(_) => Ok(()),
-        Err(e) if is_status(&e, 409) => Ok(()),
+        Err(e) if is_status(&e, 409) => {
+            let name = object.meta().name.as_deref().unwrap_or_default();
+            match api.get_opt(name).await.map_err(api_error)? {
+                Some(there) if controlled_by(there.meta(), &rollout.uid().unwrap_or_default()) => {
+                    Ok(())
+                }
+                Some(_) => Err(WriteError::Taken),
+                // Deleted since: plan again.
+                None => Err(WriteError::Conflict),
+            }
+        }
         Err(e) => Err(api_error(e)),
+    }
+}
+
+/// What `write` does, naming its object, for the error when it fails.
+pub fn describe(rollout: &Rollout, write: &Write) -> String {
+    let namespace = rollout.namespace().unwrap_or_default();
+    let at = |kind: &str, name: &str| format!("{kind} {namespace}/{name}");
+    let named = |meta: &ObjectMeta| meta.name.clone().unwrap_or_default();
+    match write {
+        Write::RolloutRevision { revision } => format!(
+            "setting the revision of {} to {revision}",
+            at("Rollout", &rollout.name_any())
+        ),
+        Write::CreateReplicaSet(rs) => {
+            format!("creating {}", at("ReplicaSet", &named(&rs.metadata)))
+        }
+        Write::ReviseReplicaSet { name, revision, .. } => format!(
+            "setting the revision of {} to {revision}",
+            at("ReplicaSet", name)
+        ),
+        Write::ScaleReplicaSet { name, replicas, .. } => {
+            format!("scaling {} to {replicas}", at("ReplicaSet", name))
+        }
+        Write::SwitchService { name, hash, .. } => {
+            format!("pointing {} at {HASH_LABEL}={hash}", at("Service", name))
+        }
+        Write::CreateAnalysisRun(run) => {
+            format!("creating {}", at("AnalysisRun", &named(&run.metadata)))
+        }
+        Write::TerminateAnalysisRun { name } => format!("terminating {}", at("AnalysisRun", name)),
+        Write::DeleteReplicaSet { name } => format!("deleting {}", at("ReplicaSet", name)),
+        Write::SyncPodMetadata { name, .. } => format!(
+            "writing canaryMetadata/stableMetadata into the pod template of {}",
+            at("ReplicaSet", name)
+        ),
+        Write::EvictPod { name } => format!("evicting {}", at("Pod", name)),
+        Write::DeleteAnalysisRun { name } => format!("deleting {}", at("AnalysisRun", name)),
+        Write::AnnotateReplicaSet { name, key, .. } => {
+            format!("writing the annotation {key} of {}", at("ReplicaSet", name))
+        }
     }
 }
 

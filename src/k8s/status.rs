@@ -38,6 +38,9 @@ pub enum WriteError {
     NotServed(String),
     #[error("status patch failed: {0}")]
     Api(kube::Error),
+    /// A create met an object of that name that the writer does not control.
+    #[error("the name is taken by an object the Rollout does not control")]
+    Taken,
 }
 
 /// Status writes of one process: the route of each kind, shared by every reconcile.
