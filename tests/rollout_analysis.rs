@@ -330,3 +330,44 @@ fn promote_skips_a_pause_and_a_running_analysis_and_promote_full_ends_an_aborted
     );
     assert_eq!(replicas(&c), [0, 2]);
 }
+
+#[test]
+fn a_retry_after_a_failed_step_analysis_runs_the_analysis_again_under_argos_next_name() {
+    // Argo's CreateWithCollisionCounter: a finished run of that name is not this retry's; `NAME.1` is.
+    let mut c = analysis_rollout();
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    let run_name = format!("web-{}-2-1", c.status().current_pod_hash);
+    c.finish_run(&run_name, AnalysisPhase::Failed, "failed");
+    run(&mut c, at(20));
+    assert_eq!(phase(&c).0, "Degraded");
+
+    // kubectl argo rollouts retry
+    c.patch_status(|s| s.abort = false);
+    run(&mut c, at(30));
+    let s = c.status();
+    assert_eq!(
+        (phase(&c).0.as_str(), s.current_step_index),
+        ("Progressing", Some(1)),
+        "{s:#?}"
+    );
+    let retried = format!("{run_name}.1");
+    assert_eq!(
+        s.canary
+            .current_step_analysis_run_status
+            .as_ref()
+            .map(|r| (r.name.as_str(), r.status.as_str())),
+        Some((retried.as_str(), "Running"))
+    );
+    assert_eq!(c.analysis_runs.len(), 2);
+
+    // A restart that lost the status write naming it finds the retry's run, and makes no third.
+    c.patch_status(|s| s.canary.current_step_analysis_run_status = None);
+    run(&mut c, at(31));
+    assert_eq!(c.analysis_runs.len(), 2);
+    c.finish_run(&retried, AnalysisPhase::Successful, "");
+    run(&mut c, at(40));
+    assert_eq!(c.status().current_step_index, Some(2));
+    assert_eq!(c.analysis_runs.len(), 2);
+}

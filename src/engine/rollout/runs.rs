@@ -6,8 +6,8 @@ use super::analysis::{self, RunContext, RunKind};
 use super::reconcile::{Reconcile, RunState};
 use super::status::{CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
 use super::{Write, status as cond};
-use crate::api::AnalysisPhase;
 use crate::api::rollout::RolloutAnalysisRunStatus;
+use crate::api::{AnalysisPhase, AnalysisRun};
 
 impl Reconcile<'_, '_> {
     /// Argo's reconcileAnalysisRuns: terminates runs that no longer count, creates the current step's and
@@ -170,15 +170,31 @@ impl Reconcile<'_, '_> {
             stable_hash: &stable_hash,
             instance_id: self.o.instance_id,
         };
-        let run = analysis::build_run(a, kind, &cx, self.o.templates)?;
-        let name = run.metadata.name.clone().unwrap_or_default();
-        // A run of that name already exists (a restart after creating it): it is this step's run.
-        let existing = self
-            .o
-            .analysis_runs
-            .iter()
-            .find(|r| r.metadata.name.as_deref() == Some(name.as_str()));
+        let mut run = analysis::build_run(a, kind, &cx, self.o.templates)?;
+        // Argo's CreateWithCollisionCounter: a run of that name still going is this one, made before a
+        // restart; a finished one is an earlier attempt's (before a retry, or an Inconclusive run resumed
+        // past), so `NAME.1`, `NAME.2`, ... is tried next.
+        let base = run.metadata.name.clone().unwrap_or_default();
+        let named = |name: &str| {
+            self.o
+                .analysis_runs
+                .iter()
+                .find(|r| r.metadata.name.as_deref() == Some(name))
+        };
+        let finished = |r: &AnalysisRun| {
+            r.status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .is_some_and(AnalysisPhase::is_completed)
+        };
+        let (mut name, mut collisions) = (base.clone(), 0);
+        while named(&name).is_some_and(finished) {
+            collisions += 1;
+            name = format!("{base}.{collisions}");
+        }
+        let existing = named(&name);
         if existing.is_none() {
+            run.metadata.name = Some(name.clone());
             self.writes.push(Write::CreateAnalysisRun(Box::new(run)));
         }
         Ok(RunState {
