@@ -51,6 +51,29 @@ fn pod_lists(server: &FakeApiServer) -> usize {
     )
 }
 
+/// Waits for the second after every pod of `old` was created: restartAt is in whole seconds, as the plugin
+/// writes it.
+async fn second_after(old: &[Pod]) {
+    let newest = old.iter().map(created).max().expect("pods");
+    let start = Instant::now();
+    while Timestamp::now().as_second() <= newest.as_second() {
+        assert!(start.elapsed() < WAIT, "the clock moves on");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sets restartAt to now, as `kubectl argo rollouts restart` does.
+async fn restart(client: &kube::Client) -> Timestamp {
+    let restart_at = Timestamp::from_second(Timestamp::now().as_second()).expect("a time");
+    let api: Api<Rollout> = Api::namespaced(client.clone(), "default");
+    let patch =
+        json!({"spec": {"restartAt": restart_at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}});
+    api.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("restartAt is set");
+    restart_at
+}
+
 async fn a_restart_evicts_every_older_pod_within_max_unavailable_and_records_restarted_at(
     crds: CrdSet,
 ) {
@@ -63,21 +86,9 @@ async fn a_restart_evicts_every_older_pod_within_max_unavailable_and_records_res
     let old = pods(&server);
     assert_eq!(old.len(), 5);
     assert_eq!(pod_lists(&server), 0, "pods are read only for a restart");
-    // restartAt is in whole seconds, as the plugin writes it: start in a second after every pod's.
-    let newest = old.iter().map(created).max().expect("pods");
-    let start = Instant::now();
-    while Timestamp::now().as_second() <= newest.as_second() {
-        assert!(start.elapsed() < WAIT, "the clock moves on");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    second_after(&old).await;
     let before = events(&client).await;
-    let restart_at = Timestamp::from_second(Timestamp::now().as_second()).expect("a time");
-    let api: Api<Rollout> = Api::namespaced(client.clone(), "default");
-    let patch =
-        json!({"spec": {"restartAt": restart_at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}});
-    api.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("restartAt is set");
+    let restart_at = restart(&client).await;
 
     // 5 replicas, maxUnavailable 25% (1): at least 4 Ready pods at every look.
     let (mut fewest_ready, mut restarting) = (usize::MAX, false);
@@ -132,4 +143,55 @@ async fn a_restart_evicts_every_older_pod_within_max_unavailable_and_records_res
 
 with_each_crd_set!(
     a_restart_evicts_every_older_pod_within_max_unavailable_and_records_restarted_at
+);
+
+/// A client of the fake that hands a 429 back at once: kube's default client retries it itself, for minutes.
+async fn without_retries(server: &FakeApiServer) -> kube::Client {
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(server.kubeconfig_path()).expect("the kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("a kube config");
+    config.default_retry = false;
+    kube::Client::try_from(config).expect("a kube client")
+}
+
+async fn a_restart_a_disruption_budget_refuses_is_tried_again_30_s_later_and_not_recorded(
+    crds: CrdSet,
+) {
+    let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "2s").await;
+    let daemon = harness::spawn(without_retries(&server).await, config()).await;
+    until(&server, "the first deploy to be Healthy with 5 pods", |s| {
+        healthy_at(s, None) && s.available_replicas == 5
+    })
+    .await;
+    let old = pods(&server);
+    // A PodDisruptionBudget that allows no disruption: every eviction is refused.
+    let evictions = RequestPattern::new("POST", "/eviction");
+    server.fail_next(evictions.clone(), 1000, 429);
+    second_after(&old).await;
+    restart(&client).await;
+    // Argo's restarter: a refused pod is not restarted; the reconcile goes on and looks again in 30 s.
+    until(&server, "the phase to say it is restarting", |s| {
+        s.message == "rollout is restarting"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let tried = server.request_count(&evictions);
+    assert!(
+        (1..=3).contains(&tried),
+        "{tried} evictions tried within 3 s"
+    );
+    let s = status(&server);
+    assert_eq!(s.restarted_at, None);
+    assert_eq!(s.message, "rollout is restarting");
+    assert_eq!(pods(&server).len(), 5);
+    daemon.stop().await;
+}
+
+with_each_crd_set!(
+    a_restart_a_disruption_budget_refuses_is_tried_again_30_s_later_and_not_recorded
 );

@@ -107,6 +107,7 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
     let namespace = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
     let api: Api<Rollout> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut restart = true;
     for _ in 0..ATTEMPTS {
         // Read afresh: the cache may not show this process's last status write yet, and a plan made from an
         // older status would scale back to an earlier step.
@@ -114,21 +115,37 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
         let Some(rollout) = rollout.filter(|r| owned(r, ctx.config.instance_id.as_deref())) else {
             return Ok(Next::Change);
         };
-        if let Some(next) = step(&ctx, &rollout).await? {
-            return Ok(next);
+        match step(&ctx, &rollout, restart).await? {
+            Stepped::Done(next) => return Ok(next),
+            Stepped::Changed => {}
+            // Argo's pod restarter: having restarted nothing, the reconcile goes on without the restart.
+            Stepped::Refused => restart = false,
         }
     }
     // Something keeps changing under the plans: let it settle rather than spin.
     Ok(Next::After(CONTENDED))
 }
 
-/// Reads, plans and writes once. `None` when a write met a change made since the read: plan again.
-async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, ReconcileError> {
+/// How one read, plan and write ended.
+enum Stepped {
+    Done(Next),
+    /// A write met a change made since the read: plan again.
+    Changed,
+    /// A PodDisruptionBudget refused every eviction of the plan: plan again without restarting pods.
+    Refused,
+}
+
+/// Reads, plans and writes once; with `restart` false the pods are not handed to the planner, so a due
+/// restart waits (it looks again in 30 s).
+async fn step(ctx: &Context, rollout: &Rollout, restart: bool) -> Result<Stepped, ReconcileError> {
     // One `now` for the read and the plans, so pods are read exactly when a plan restarts them.
     let now = ctx.clock.stamp();
-    let read = rollout_writes::read(&ctx.client, rollout, now)
+    let mut read = rollout_writes::read(&ctx.client, rollout, now)
         .await
         .map_err(ReconcileError::Read)?;
+    if !restart {
+        read.pods = None;
+    }
     let plan = coalesced(ctx, rollout, &read, now);
     // Traffic first, as Argo routes before it scales: the plan's status already says the weight is applied,
     // so a router that cannot be brought to it stops the whole plan, to be tried again.
@@ -152,17 +169,20 @@ async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, Reconcil
                     ..plan
                 };
                 publish(ctx, rollout, &key, &failed);
-                return Ok(Some(Next::After(ROUTER_RETRY)));
+                return Ok(Stepped::Done(Next::After(ROUTER_RETRY)));
             }
         }
     }
     let mut rv = rollout.resource_version().unwrap_or_default();
+    let (mut evictions, mut refused) = (0, 0);
     for write in &plan.writes {
+        evictions += usize::from(matches!(write, rollout::Write::EvictPod { .. }));
         match rollout_writes::apply(&ctx.client, rollout, &mut rv, &read, write).await {
             Ok(()) => {}
+            Err(WriteError::Refused) => refused += 1,
             Err(WriteError::Conflict | WriteError::Gone) => {
                 ctx.metrics.reconcile_error("conflict");
-                return Ok(None);
+                return Ok(Stepped::Changed);
             }
             Err(error) => {
                 return Err(ReconcileError::RolloutWrite {
@@ -171,6 +191,9 @@ async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, Reconcil
                 });
             }
         }
+    }
+    if evictions > 0 && refused == evictions {
+        return Ok(Stepped::Refused);
     }
     let key = (namespace_of(rollout), rollout.name_any());
     let old = rollout.status.clone().unwrap_or_default();
@@ -191,14 +214,14 @@ async fn step(ctx: &Context, rollout: &Rollout) -> Result<Option<Next>, Reconcil
             ),
             Err(WriteError::Conflict) => {
                 ctx.metrics.reconcile_error("conflict");
-                return Ok(None);
+                return Ok(Stepped::Changed);
             }
-            Err(WriteError::Gone) => return Ok(Some(Next::Change)),
+            Err(WriteError::Gone) => return Ok(Stepped::Done(Next::Change)),
             Err(e) => return Err(ReconcileError::Write(e)),
         }
     }
     publish(ctx, rollout, &key, &plan);
-    Ok(Some(if changed || !plan.writes.is_empty() {
+    Ok(Stepped::Done(if changed || !plan.writes.is_empty() {
         Next::After(AGAIN)
     } else {
         requeue_at(plan.wake_at, ctx.clock.now())

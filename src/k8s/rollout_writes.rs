@@ -290,8 +290,9 @@ pub async fn apply(
         Write::EvictPod { name } => {
             let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
             match api.evict(name, &EvictParams::default()).await {
-                // 429: a PodDisruptionBudget holds it; the planner asks again in 30 s.
-                Err(e) if is_status(&e, 429) || is_status(&e, 404) => Ok(()),
+                // 429: a PodDisruptionBudget holds it; the controller plans again without the restart.
+                Err(e) if is_status(&e, 429) => Err(WriteError::Refused),
+                Err(e) if is_status(&e, 404) => Ok(()),
                 Err(e) => Err(api_error(e)),
                 Ok(_) => Ok(()),
             }

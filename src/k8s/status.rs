@@ -41,6 +41,9 @@ pub enum WriteError {
     /// A create met an object of that name that the writer does not control.
     #[error("the name is taken by an object the Rollout does not control")]
     Taken,
+    /// An eviction a PodDisruptionBudget refused (429): the pod was not evicted.
+    #[error("refused by a PodDisruptionBudget (429 TooManyRequests)")]
+    Refused,
 }
 
 /// Status writes of one process: the route of each kind, shared by every reconcile.

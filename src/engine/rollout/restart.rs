@@ -73,6 +73,8 @@ impl Reconcile<'_, '_> {
             return false;
         }
         let Some(all) = self.o.pods else {
+            // Not read here (every eviction was just refused): look again as Argo's restarter does.
+            self.recheck();
             return false;
         };
         let owned =
@@ -118,13 +120,20 @@ impl Reconcile<'_, '_> {
         }
         if needs == restarted {
             self.new.restarted_at = Some(restart_at);
-        } else if let Ok(at) = self
+        } else {
+            self.recheck();
+        }
+        restarted > 0
+    }
+
+    /// Look again in [`RECHECK_SECONDS`] while pods still wait for their restart.
+    fn recheck(&mut self) {
+        if let Ok(at) = self
             .o
             .now
             .checked_add(SignedDuration::from_secs(RECHECK_SECONDS))
         {
             self.wake_at(at);
         }
-        restarted > 0
     }
 }
