@@ -376,6 +376,15 @@ fn canary_and_stable_metadata_follow_the_replica_sets_roles() {
         c.replica_sets[1].metadata.name, canary_name,
         "no new ReplicaSet for metadata"
     );
+
+    // Argo's reconcileEphemeralMetadata: metadata no longer in the spec is taken out of what it was put in.
+    c.edit_spec(|s| {
+        let canary = s.strategy.as_mut().unwrap().canary.as_mut().unwrap();
+        canary.canary_metadata = None;
+        canary.stable_metadata = None;
+    });
+    run(&mut c, at(30));
+    assert_eq!(pod_labels(&c, "2"), (vec!["app=web".into()], None));
 }
 
 fn restart_at(c: &mut Cluster, second: i64) {

@@ -135,10 +135,9 @@ impl Reconcile<'_, '_> {
     /// metadata; mid-update the new one carries the canary's and the stable one the stable's; every other
     /// ReplicaSet carries none.
     pub(super) fn ephemeral_metadata(&mut self) {
+        // Even with neither in the spec: what was put in before comes out (a ReplicaSet without the
+        // annotation gets no write).
         let Some(canary) = self.canary else { return };
-        if canary.canary_metadata.is_none() && canary.stable_metadata.is_none() {
-            return;
-        }
         let promoted = self.prev.stable_rs.is_empty() || self.prev.stable_rs == self.new_hash();
         let mut wanted: Vec<(Option<usize>, Option<&PodTemplateMetadata>)> = if promoted {
             vec![(self.new_rs, canary.stable_metadata.as_ref())]
