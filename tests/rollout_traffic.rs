@@ -9,8 +9,8 @@ mod rollout_support;
 use std::collections::BTreeMap;
 
 use canaryd::api::rollout::TrafficWeights;
-use canaryd::engine::rollout::Route;
 use canaryd::engine::rollout::sim::Cluster;
+use canaryd::engine::rollout::{Route, Write};
 use rollout_support::*;
 use serde_json::{Value, json};
 
@@ -50,6 +50,59 @@ fn deadline_of(c: &Cluster, revision: usize) -> Option<String> {
         .as_ref()
         .and_then(|a| a.get(DEADLINE))
         .cloned()
+}
+
+/// Every plan of `c` at `now` until it settles, one reconcile each (pods made available between them).
+fn plans(c: &mut Cluster, now: jiff::Timestamp) -> Vec<canaryd::engine::rollout::Plan> {
+    let mut out = Vec::new();
+    for _ in 0..30 {
+        let became_available = c.make_available();
+        let before = c.rollout.status.clone();
+        let plan = c.reconcile(now);
+        let settled = plan.writes.is_empty() && c.rollout.status == before && !became_available;
+        out.push(plan);
+        if settled {
+            break;
+        }
+    }
+    out
+}
+
+#[test]
+fn the_routers_move_after_the_services_and_before_the_scaling_as_in_argo() {
+    // Argo's rolloutCanary: Services (reconcileStableAndCanaryService) before reconcileTrafficRouting, so a
+    // weight never goes to a Service that still selects the pods it is to leave; scaling and analysis after.
+    let mut c = routed(
+        4,
+        json!({"steps": [{"setWeight": 50}, {"pause": {}}], "scaleDownDelaySeconds": 0}),
+    );
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    let mut all = plans(&mut c, at(10));
+    c.patch_status(|s| s.pause_conditions.clear());
+    all.extend(plans(&mut c, at(20)));
+    assert_eq!(phase(&c).0, "Healthy");
+    let mut switched_with_a_route = 0;
+    for plan in all.iter().filter(|p| p.route.is_some()) {
+        for (i, write) in plan.writes.iter().enumerate() {
+            let before_route = i < plan.route_after;
+            match write {
+                Write::SwitchService { .. } | Write::CreateReplicaSet(_) => {
+                    assert!(before_route, "{write:?} after the route in {plan:#?}");
+                    switched_with_a_route +=
+                        usize::from(matches!(write, Write::SwitchService { .. }));
+                }
+                Write::ScaleReplicaSet { .. } | Write::CreateAnalysisRun(_) => {
+                    assert!(!before_route, "{write:?} before the route in {plan:#?}")
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        switched_with_a_route > 0,
+        "a Service was switched in a plan that also moved the routers"
+    );
 }
 
 #[test]

@@ -147,8 +147,17 @@ async fn step(ctx: &Context, rollout: &Rollout, restart: bool) -> Result<Stepped
         read.pods = None;
     }
     let plan = coalesced(ctx, rollout, &read, now);
-    // Traffic first, as Argo routes before it scales: the plan's status already says the weight is applied,
-    // so a router that cannot be brought to it stops the whole plan, to be tried again.
+    let mut rv = rollout.resource_version().unwrap_or_default();
+    let (before, after) = plan
+        .writes
+        .split_at(plan.route_after.min(plan.writes.len()));
+    let mut made = Made::default();
+    if let Some(stepped) = make(ctx, rollout, &mut rv, &read, before, &mut made).await? {
+        return Ok(stepped);
+    }
+    // Traffic after the ReplicaSets' creation and the Services' selectors, before analysis and scaling, in
+    // Argo's order: the plan's status already says the weight is applied, so a router that cannot be
+    // brought to it stops the rest of the plan, to be tried again.
     if let Some(route) = &plan.route {
         let router = ApiRouter::new(ctx.client.clone());
         match router.apply(rollout, route, &read.replica_sets).await {
@@ -173,26 +182,10 @@ async fn step(ctx: &Context, rollout: &Rollout, restart: bool) -> Result<Stepped
             }
         }
     }
-    let mut rv = rollout.resource_version().unwrap_or_default();
-    let (mut evictions, mut refused) = (0, 0);
-    for write in &plan.writes {
-        evictions += usize::from(matches!(write, rollout::Write::EvictPod { .. }));
-        match rollout_writes::apply(&ctx.client, rollout, &mut rv, &read, write).await {
-            Ok(()) => {}
-            Err(WriteError::Refused) => refused += 1,
-            Err(WriteError::Conflict | WriteError::Gone) => {
-                ctx.metrics.reconcile_error("conflict");
-                return Ok(Stepped::Changed);
-            }
-            Err(error) => {
-                return Err(ReconcileError::RolloutWrite {
-                    write: rollout_writes::describe(rollout, write),
-                    error,
-                });
-            }
-        }
+    if let Some(stepped) = make(ctx, rollout, &mut rv, &read, after, &mut made).await? {
+        return Ok(stepped);
     }
-    if evictions > 0 && refused == evictions {
+    if made.evictions > 0 && made.refused == made.evictions {
         return Ok(Stepped::Refused);
     }
     let key = (namespace_of(rollout), rollout.name_any());
@@ -226,6 +219,43 @@ async fn step(ctx: &Context, rollout: &Rollout, restart: bool) -> Result<Stepped
     } else {
         requeue_at(plan.wake_at, ctx.clock.now())
     }))
+}
+
+/// Evictions a plan asked for, and how many a PodDisruptionBudget refused.
+#[derive(Default)]
+struct Made {
+    evictions: usize,
+    refused: usize,
+}
+
+/// Makes `writes` in order, each conditional on what was read; `Some` ends the step (a write met a change
+/// made since the read: plan again).
+async fn make(
+    ctx: &Context,
+    rollout: &Rollout,
+    rv: &mut String,
+    read: &Read,
+    writes: &[rollout::Write],
+    made: &mut Made,
+) -> Result<Option<Stepped>, ReconcileError> {
+    for write in writes {
+        made.evictions += usize::from(matches!(write, rollout::Write::EvictPod { .. }));
+        match rollout_writes::apply(&ctx.client, rollout, rv, read, write).await {
+            Ok(()) => {}
+            Err(WriteError::Refused) => made.refused += 1,
+            Err(WriteError::Conflict | WriteError::Gone) => {
+                ctx.metrics.reconcile_error("conflict");
+                return Ok(Some(Stepped::Changed));
+            }
+            Err(error) => {
+                return Err(ReconcileError::RolloutWrite {
+                    write: rollout_writes::describe(rollout, write),
+                    error,
+                });
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// The plan for `rollout`, run on through the plans that follow it while they change only the status: nothing

@@ -142,11 +142,14 @@ pub struct Plan {
     pub wake_at: Option<Timestamp>,
     /// The canary traffic weight the steps ask for now (with a traffic router: [`Plan::route`]'s).
     pub desired_weight: i32,
-    /// With a traffic router: the weight and pod hashes the routers are to show, to be applied before
-    /// `writes` (Argo routes before it scales). `None`: leave the routers as they are this reconcile.
-    /// When applying fails, nothing else of the plan may be written (`status.canary.weights` already
-    /// says the weight is applied).
+    /// With a traffic router: the weight and pod hashes the routers are to show, applied after the first
+    /// [`Plan::route_after`] writes. `None`: leave the routers as they are this reconcile. When applying
+    /// fails, nothing after it may be written (`status.canary.weights` already says the weight is applied).
     pub route: Option<Route>,
+    /// How many of `writes` are made before the routers are brought to `route`, in Argo's order: ReplicaSets
+    /// created, metadata, history and the Services' selectors first (so a weight never reaches a Service
+    /// still selecting the pods it is to leave), the traffic, then AnalysisRuns and scaling.
+    pub route_after: usize,
 }
 
 /// What the routers are to show after this reconcile: the Rollout controller hands it to `routers::apply`.

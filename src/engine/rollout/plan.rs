@@ -27,6 +27,7 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         wake_at: r.wake,
         desired_weight,
         route: r.route,
+        route_after: r.route_after,
     }
 }
 

@@ -43,6 +43,8 @@ pub(super) struct Reconcile<'r, 'a> {
     /// `status.canary.weights` to write: as read, until `traffic_routing` decides.
     pub weights: Option<TrafficWeights>,
     pub route: Option<Route>,
+    /// How many of `writes` come before the routers are brought to `route` (Plan::route_after).
+    pub route_after: usize,
 }
 
 impl<'r, 'a> Reconcile<'r, 'a> {
@@ -92,6 +94,7 @@ impl<'r, 'a> Reconcile<'r, 'a> {
                 .as_ref()
                 .and_then(|s| s.canary.weights.clone()),
             route: None,
+            route_after: 0,
         }
     }
 

@@ -195,6 +195,7 @@ impl Reconcile<'_, '_> {
             },
             ..TrafficWeights::default()
         };
+        self.route_after = self.writes.len();
         self.route = Some(Route {
             weight,
             canary_hash: weights.canary.pod_template_hash.clone(),
