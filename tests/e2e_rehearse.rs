@@ -305,3 +305,37 @@ fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
     );
     assert!(ran.stdout.is_empty(), "{}", ran.stdout);
 }
+
+#[test]
+fn a_rehearsal_that_would_run_past_the_last_representable_instant_ends_waiting() {
+    // Timestamps end at 9999-12-30T22:00:00Z: a retry 10 s after an Error, or pods ready 2 h later, fall
+    // past it. No Prometheus answers here, so the analysis only errors.
+    for late in [
+        &["--from", "9999-12-30T21:59:59Z"][..],
+        &["--from", "9999-12-30T21:00:00Z", "--ready-after", "2h"][..],
+    ] {
+        let mut args = vec![
+            "rehearse",
+            "-f",
+            "tests/fixtures/rehearse/checkout.yaml",
+            "-f",
+            "analysis-templates/success-rate.yaml",
+            "--prometheus",
+            "http://127.0.0.1:1",
+            "--output",
+            "json",
+        ];
+        args.extend(late);
+        let ran = support::cli::run(&args);
+        assert_eq!(ran.code, Some(3), "{late:?}: {}", ran.stderr);
+        let outcome: Value = serde_json::from_str(ran.stdout.lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{late:?}: {e}: {}", ran.stdout));
+        assert_eq!(outcome["outcome"], "waiting", "{outcome}");
+        assert!(
+            outcome["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("not finished by 9999-12-30T22:00:00Z")),
+            "{outcome}"
+        );
+    }
+}

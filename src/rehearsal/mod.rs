@@ -176,6 +176,11 @@ const SETTLE_LIMIT: usize = 50;
 /// Instants a rehearsal may visit: far beyond any real Rollout, it stops a loop that would never end.
 const ROUND_LIMIT: usize = 1_000_000;
 
+/// `t + d`, or the last instant a timestamp holds when that is past it (`--from` near the year 9999).
+fn later(t: Timestamp, d: SignedDuration) -> Timestamp {
+    t.checked_add(d).unwrap_or(Timestamp::MAX)
+}
+
 /// Plays one rehearsal from `opts.from`, reporting the timeline to `on`.
 pub async fn play(
     setup: &Setup,
@@ -224,7 +229,7 @@ pub async fn play(
                 if opts.ready_after.is_zero() {
                     became_available = cluster.make_available();
                 } else {
-                    available_at = Some(now + opts.ready_after);
+                    available_at = Some(later(now, opts.ready_after));
                 }
             }
             show_step(&cluster, &plan, &mut routers, &mut at_step, steps, now, on)?;
@@ -285,7 +290,7 @@ pub async fn play(
                         metric,
                     );
                 }
-                Some(after) if since + after <= now => {
+                Some(after) if later(since, after) <= now => {
                     *promoted_at.entry(progressing_step).or_default() += 1;
                     cluster.patch_status(|s| promote(s, steps));
                     on(&Entry::Promote {
@@ -294,7 +299,7 @@ pub async fn play(
                     });
                     continue;
                 }
-                Some(after) => promote_at = Some(since + after),
+                Some(after) => promote_at = Some(later(since, after)),
             }
         }
         let next = [wake, available_at, promote_at, runs.next_due(&cluster, now)]
@@ -312,15 +317,15 @@ pub async fn play(
                 None,
             );
         };
-        let next = next.max(now + SignedDuration::from_secs(1));
-        if let Some(to) = opts.to
-            && next > to
-        {
+        let next = next.max(later(now, SignedDuration::from_secs(1)));
+        // Nothing is played at the last instant a timestamp holds: what falls there (or past it) never comes.
+        let horizon = opts.to.unwrap_or(Timestamp::MAX);
+        if next > horizon || next == Timestamp::MAX {
             return end(
                 Outcome::Waiting,
                 format!(
                     "not finished by {} ({}: {})",
-                    shown(to),
+                    shown(horizon),
                     status.phase,
                     status.message
                 ),
