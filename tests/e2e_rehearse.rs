@@ -339,3 +339,27 @@ fn a_rehearsal_that_would_run_past_the_last_representable_instant_ends_waiting()
         );
     }
 }
+
+#[test]
+fn a_job_metric_is_bad_input_named_by_file_template_and_field_not_a_made_up_abort() {
+    let ran = support::cli::run(&[
+        "rehearse",
+        "-f",
+        "tests/fixtures/rehearse/smoke-job.yaml",
+        "-f",
+        "analysis-templates/job-smoke-test.yaml",
+        "--from",
+        "2026-01-01T00:10:00Z",
+    ]);
+    assert_eq!(ran.code, Some(2), "{}\n{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stderr.contains(
+            "analysis-templates/job-smoke-test.yaml:32: AnalysisTemplate/job-smoke-test: \
+             spec.metrics[0].provider.job: metric \"smoke-test\" runs a Kubernetes Job, which a rehearsal \
+             cannot run"
+        ),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
+}

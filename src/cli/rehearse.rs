@@ -5,7 +5,7 @@
 //! (0 promoted, 1 aborted, 3 waiting for a person, 2 bad input). `--every/--until` is `rehearse_many`'s.
 //! This module owns the flags and reading the files into a [`Setup`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use jiff::{SignedDuration, Timestamp};
@@ -90,6 +90,7 @@ pub fn setup_from_docs(
         return Err(BadInput(errors.join("\n")));
     }
     let mut templates: BTreeMap<(bool, String), AnalysisTemplateSpec> = BTreeMap::new();
+    let mut template_docs: BTreeMap<(bool, String), &SourceDoc> = BTreeMap::new();
     let mut rollouts: Vec<(&SourceDoc, Rollout)> = Vec::new();
     let mut services: Vec<Service> = Vec::new();
     let mut router_objects = Vec::new();
@@ -98,10 +99,12 @@ pub fn setup_from_docs(
         let decoded = match doc.kind() {
             Some("AnalysisTemplate") => api::decode::decode::<api::AnalysisTemplate>(&doc.value)
                 .map(|(t, _)| {
+                    template_docs.insert((false, name.clone()), doc);
                     templates.insert((false, name), t.spec);
                 }),
             Some("ClusterAnalysisTemplate") => {
                 api::decode::decode::<api::ClusterAnalysisTemplate>(&doc.value).map(|(t, _)| {
+                    template_docs.insert((true, name.clone()), doc);
                     templates.insert((true, name), t.spec.0);
                 })
             }
@@ -155,12 +158,15 @@ pub fn setup_from_docs(
     };
     let (doc, rollout) = chosen;
     let at = |f: Finding| BadInput(Located::at(doc, f).to_string());
+    let named = std::cell::RefCell::new(BTreeSet::new());
     let lookup = |r: &AnalysisTemplateRef| {
         let key = (
             r.cluster_scope == Some(true),
             r.template_name.clone().unwrap_or_default(),
         );
-        templates.get(&key)
+        let found = templates.get(&key);
+        named.borrow_mut().insert(key);
+        found
     };
     let missing: Vec<String> =
         super::validate_rollout::template_findings(&rollout, &lookup, Severity::Error)
@@ -170,6 +176,30 @@ pub fn setup_from_docs(
             .collect();
     if !missing.is_empty() {
         return Err(BadInput(missing.join("\n")));
+    }
+    // A Job cannot run in the past: measured, it would be an Error and the rehearsal a made-up abort.
+    let jobs: Vec<String> = named
+        .into_inner()
+        .iter()
+        .filter_map(|key| Some((templates.get(key)?, template_docs.get(key)?)))
+        .flat_map(|(spec, template_doc)| {
+            spec.metrics
+                .iter()
+                .flatten()
+                .enumerate()
+                .filter(|(_, m)| m.provider.job.is_some())
+                .map(move |(i, m)| {
+                    let message = format!(
+                        "metric {:?} runs a Kubernetes Job, which a rehearsal cannot run",
+                        m.name
+                    );
+                    let field = format!("spec.metrics[{i}].provider.job");
+                    Located::at(template_doc, Finding::error(field, message)).to_string()
+                })
+        })
+        .collect();
+    if !jobs.is_empty() {
+        return Err(BadInput(jobs.join("\n")));
     }
     let routers = Routers::new(&rollout, router_objects).map_err(|e| match e {
         crate::engine::routing::RoutingError::Config { field, message } => {
