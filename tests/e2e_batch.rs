@@ -1,7 +1,7 @@
 //! Range-batched Prometheus queries (providers/batch.rs) against a real Prometheus: at every measurement
 //! time of a backtest, the batched provider answers exactly what an instant query at that time answers,
-//! for a one-series vector, a scalar, a vector of several series, an empty vector and NaN, on the grid and
-//! off it; and it sends far fewer requests.
+//! for a one-series vector, a scalar, a vector of several series, an empty vector, NaN and the `@ start()` /
+//! `@ end()` modifiers, on the grid and off it; and it sends far fewer requests.
 
 #![allow(clippy::disallowed_methods)]
 
@@ -81,6 +81,9 @@ const QUERIES: &[&str] = &[
     // Series that come and go (errors only some minutes), and an empty vector.
     r#"rate(http_requests_total{service="web",code="500"}[30s]) > 0.05"#,
     r#"rate(http_requests_total{service="nothing"}[1m])"#,
+    // `@ start()` and `@ end()` are the evaluation time in an instant query, the range's ends in a range query.
+    r#"sum(rate(http_requests_total{service="web"}[1m] @ end()))"#,
+    r#"scalar(sum(rate(http_requests_total{service="web"}[1m] @ start())))"#,
 ];
 
 #[test]

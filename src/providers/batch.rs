@@ -8,7 +8,8 @@
 //! The values are those instant queries would give: Prometheus evaluates a range query at each step exactly
 //! as an instant query at that time. Where the two could differ, the instant query is asked instead: a
 //! step holding more than one series (a range answer is sorted by labels, an instant vector is in
-//! evaluation order, and Argo keeps the server's order), and any range query that fails. Owns the batching
+//! evaluation order, and Argo keeps the server's order), any range query that fails, and a query with an
+//! `@` (`@ start()` and `@ end()` mean the range's ends in a range query). Owns the batching
 //! only; the requests, their errors and the parsing of instant answers are `prometheus.rs`'s.
 
 use std::collections::{BTreeMap, HashMap};
@@ -265,11 +266,11 @@ impl MetricProvider for Batched {
     }
 
     fn measure<'a>(&'a self, metric: &'a Metric, at: MeasureAt<'a>) -> BoxFuture<'a, Progress> {
-        let batchable = metric
-            .provider
-            .prometheus
-            .as_ref()
-            .is_some_and(|p| p.range_query.is_none());
+        // `@ start()` and `@ end()` are the evaluation time in an instant query but the range's ends in a range
+        // query: a query with an `@` (a modifier, or one inside a label value) is always asked as an instant.
+        let batchable = metric.provider.prometheus.as_ref().is_some_and(|p| {
+            p.range_query.is_none() && !p.query.as_deref().unwrap_or_default().contains('@')
+        });
         match at.eval_time {
             Some(time) if batchable => Box::pin(async move {
                 let answer = self.measure_at(metric, at, time).await;
