@@ -132,3 +132,26 @@ fn a_metric_measured_every_interval_costs_two_requests_not_one_per_measurement()
         "one instant query and one range query for 60 measurements"
     );
 }
+
+#[test]
+fn a_query_of_several_series_sends_no_range_query_it_would_not_use() {
+    let prometheus = prometheus();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let batched =
+        Providers::new(Some(prometheus.url().to_string())).with_batched_prometheus(Some(at(80)));
+    // Two series (200 and 500) at every step: a range answer could answer none of them.
+    let m = metric(QUERIES[2], 60);
+    let before = prometheus.queries_served();
+    for minute in 10..20 {
+        let value = runtime.block_on(measure(&batched, &m, at(minute)));
+        assert_eq!(value.matches(',').count(), 1, "two series: {value}");
+    }
+    assert_eq!(
+        prometheus.queries_served() - before,
+        10,
+        "one instant query per measurement and no range query"
+    );
+}

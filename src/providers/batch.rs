@@ -1,7 +1,8 @@
 //! Range-batched Prometheus queries for backtests (`analyze --from/--to`, `rehearse`): a metric measured
 //! every `interval` on a virtual clock asks the same query at start, start + interval, ... So the first
-//! measurement is an instant query (which also says whether the query is a scalar or a vector), sent with a
-//! range query whose steps fall on the next measurement times; those measurements are answered from it.
+//! measurement is an instant query (which also says whether the query is a scalar or a vector), followed by
+//! a range query whose steps fall on the next measurement times; those measurements are answered from it.
+//! An instant answer of several series is followed by none: each of its steps would be asked anyway.
 //! A time off that grid (after an Error's 10-second retry, or a second run of the same query) is an instant
 //! query that starts a new batch.
 //!
@@ -213,22 +214,22 @@ impl Batched {
         let Some(range) = self.ahead(&req, metric, time) else {
             return self.inner.prometheus.query(&req).await;
         };
-        let (instant, body) = futures::join!(
-            self.inner.prometheus.query(&req),
-            self.inner.prometheus.range_body(&range)
-        );
+        let instant = self.inner.prometheus.query(&req).await;
         let scalar = match &instant {
             Ok(ProviderResult {
                 value: MetricValue::Number(_),
                 ..
             }) => true,
+            // Several series: their steps would be asked anyway, so their range answer (steps times series
+            // samples) is not fetched.
             Ok(ProviderResult {
-                value: MetricValue::Numbers(_),
+                value: MetricValue::Numbers(found),
                 ..
-            }) => false,
+            }) if found.len() <= 1 => false,
             // Nothing says what the range answers mean: leave the next times to instant queries.
             _ => return instant,
         };
+        let body = self.inner.prometheus.range_body(&range).await;
         let QueryKind::Range { start, end, step } = range.kind else {
             return instant;
         };
