@@ -1,7 +1,8 @@
 //! `canaryd run` with job metrics, against the fake API server and its simulated Job controller: Argo's
 //! published job templates run unchanged, a Job's outcome becomes the measurement, a terminated run deletes
-//! its Job, a restarted daemon neither runs a Job twice nor loses its outcome, and a Job the API server
-//! refuses is an Error measurement with the server's message.
+//! its Job, a restarted daemon neither runs a Job twice nor loses its outcome, a Job that cannot be read for a
+//! moment is looked at again rather than run twice, and a Job the API server refuses is an Error measurement
+//! with the server's message.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
@@ -326,6 +327,35 @@ async fn a_run_whose_job_spec_no_job_controller_would_run_ends_error_before_any_
     assert_eq!(job_count(&client).await, 0);
 }
 
+async fn a_job_that_cannot_be_read_for_a_moment_is_looked_at_again_not_run_twice(crds: CrdSet) {
+    let (server, client) = cluster(crds, Duration::from_secs(2)).await;
+    // The watch never lists (so every look at the Job is a GET), and the first GETs of the Job fail as an
+    // API server restarting would.
+    server.fail_next(
+        RequestPattern::new("GET", "/jobs").query("labelSelector"),
+        10_000,
+        500,
+    );
+    server.fail_next(RequestPattern::new("GET", ".smoke.1"), 2, 500);
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    let created = create(&client, &smoke("blip", 0)).await;
+    let uid = created.metadata.uid.clone().expect("a uid");
+    let done = harness::finished(&server, "blip", WAIT).await;
+    daemon.stop().await;
+    let m = measurements(&done);
+    let r = first_result(&done).expect("a result");
+    assert_eq!(
+        (m.len(), m[0].phase, r.error),
+        (1, AnalysisPhase::Successful, 0),
+        "{m:#?}"
+    );
+    let names: Vec<String> = jobs_of(&server, &uid)
+        .iter()
+        .filter_map(|j| j.metadata.name.clone())
+        .collect();
+    assert_eq!(names, [format!("{uid}.smoke.1")], "no second Job");
+}
+
 with_each_crd_set!(
     a_run_whose_job_spec_no_job_controller_would_run_ends_error_before_any_job,
     a_passing_smoke_test_job_is_a_successful_measurement_with_argos_job,
@@ -334,5 +364,6 @@ with_each_crd_set!(
     a_daemon_killed_while_a_job_runs_collects_that_job_after_a_restart,
     a_job_created_before_a_crash_is_adopted_rather_than_run_again,
     a_job_the_api_server_refuses_is_an_error_measurement_with_its_message,
+    a_job_that_cannot_be_read_for_a_moment_is_looked_at_again_not_run_twice,
     argos_published_job_templates_run_unchanged,
 );

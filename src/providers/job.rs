@@ -138,6 +138,18 @@ async fn collect(jobs: &Jobs, namespace: &str, name: &str, at: MeasureAt<'_>) ->
                 "job.batch {name:?} not found"
             ))));
         }
+        // A moment without an answer (Argo reads its informer's cache, which never fails so): ending the
+        // measurement would leave the Job running and start the next one beside it. Look again shortly.
+        Err(e) if passing(&e) => {
+            tracing::warn!(job = %format!("{namespace}/{name}"), error = %e, "Cannot read the Job; looking again");
+            return Progress::Running {
+                resume_at: at
+                    .now
+                    .checked_add(crate::engine::analysis::ERROR_RETRY_INTERVAL)
+                    .unwrap_or(at.now),
+                metadata: BTreeMap::new(),
+            };
+        }
         Err(e) => return Progress::Finished(Err(api_error(e))),
     };
     if let Some((phase, message)) = outcome(&job) {
@@ -269,6 +281,14 @@ fn job_ref(
         .filter(|n| !n.is_empty())
         .unwrap_or(&run.namespace);
     Ok((namespace.clone(), name.clone()))
+}
+
+/// An error that says nothing about the Job: no answer, or a 5xx or 429 (a refusal, 403 say, is final).
+fn passing(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429,
+        _ => true,
+    }
 }
 
 /// The API server's own words for a refused call (quota, admission webhook, RBAC).
