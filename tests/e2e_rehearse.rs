@@ -363,3 +363,33 @@ fn a_job_metric_is_bad_input_named_by_file_template_and_field_not_a_made_up_abor
     );
     assert!(ran.stdout.is_empty(), "{}", ran.stdout);
 }
+
+#[test]
+fn more_starts_than_a_tally_can_hold_are_bad_input_before_any_is_played() {
+    // Every millisecond of an hour: 3.6 million rehearsals.
+    let ran = support::cli::run(&[
+        "rehearse",
+        "-f",
+        "tests/fixtures/rehearse/checkout.yaml",
+        "-f",
+        "analysis-templates/success-rate.yaml",
+        "--prometheus",
+        "http://127.0.0.1:1",
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--every",
+        "1ms",
+        "--until",
+        "2026-01-01T01:00:00Z",
+    ]);
+    assert_eq!(ran.code, Some(2), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains(
+            "--every 1ms from 2026-01-01T00:00:00Z until 2026-01-01T01:00:00Z is 3600001 starts, more than \
+             100000"
+        ),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
+}

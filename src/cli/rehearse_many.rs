@@ -18,6 +18,8 @@ use crate::rehearsal::{self, Ending, Options, Outcome, Setup};
 
 /// Rehearsals played at once: they wait on Prometheus, not on the CPU.
 const AT_ONCE: usize = 8;
+/// Starts at most (every minute of ten weeks): `--every 1ns` would otherwise list more than memory holds.
+const MAX_STARTS: i128 = 100_000;
 
 /// One outcome's share of the starts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -164,6 +166,15 @@ pub async fn run(
     if until < opts.from {
         eprintln!(
             "canaryd rehearse: --until {until} is before --from {}",
+            opts.from
+        );
+        return Exit::Usage;
+    }
+    let count = until.duration_since(opts.from).as_nanos() / every.as_nanos() + 1;
+    if count > MAX_STARTS {
+        eprintln!(
+            "canaryd rehearse: --every {every:#} from {} until {until} is {count} starts, more than {MAX_STARTS}: \
+             choose a longer --every or a nearer --until",
             opts.from
         );
         return Exit::Usage;
