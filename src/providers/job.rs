@@ -329,17 +329,19 @@ fn check(job: &JobMetric, path: &str, findings: &mut Vec<Finding>) {
         }
     }
     let template_path = format!("{spec_path}.template.spec");
-    let Some(pod) = spec
-        .get("template")
-        .and_then(|t| t.get("spec"))
-        .and_then(Value::as_object)
-    else {
+    let pod = spec.get("template").and_then(|t| t.get("spec"));
+    let Some(pod) = pod.and_then(Value::as_object) else {
         return error(
             template_path,
-            "required: the Pod template the Job runs".to_string(),
+            present(
+                pod,
+                "required: the Pod template the Job runs",
+                "a Pod spec (an object)",
+            ),
         );
     };
-    match pod.get("restartPolicy").and_then(Value::as_str) {
+    let policy = pod.get("restartPolicy");
+    match policy.and_then(Value::as_str) {
         Some("Never" | "OnFailure") => {}
         Some(p) if args::is_templated(p) => {}
         Some(p) => error(
@@ -348,27 +350,54 @@ fn check(job: &JobMetric, path: &str, findings: &mut Vec<Finding>) {
         ),
         None => error(
             format!("{template_path}.restartPolicy"),
-            "required for a Job: Never or OnFailure".to_string(),
+            present(
+                policy,
+                "required for a Job: Never or OnFailure",
+                "Never or OnFailure",
+            ),
         ),
     }
-    let containers = pod.get("containers").and_then(Value::as_array);
-    let Some(containers) = containers.filter(|c| !c.is_empty()) else {
+    let containers = pod.get("containers");
+    let Some(list) = containers
+        .and_then(Value::as_array)
+        .filter(|c| !c.is_empty())
+    else {
         return error(
             format!("{template_path}.containers"),
-            "required: at least one container".to_string(),
+            present(
+                containers.filter(|c| !c.is_array()),
+                "required: at least one container",
+                "a list of containers",
+            ),
         );
     };
-    for (i, container) in containers.iter().enumerate() {
+    for (i, container) in list.iter().enumerate() {
         let at = format!("{template_path}.containers[{i}]");
+        if !container.is_object() {
+            error(at, present(Some(container), "", "a container (an object)"));
+            continue;
+        }
         for field in ["name", "image"] {
-            if container
-                .get(field)
+            let value = container.get(field);
+            if value
                 .and_then(Value::as_str)
                 .is_none_or(|v| v.trim().is_empty())
             {
-                error(format!("{at}.{field}"), "required".to_string());
+                let given = value.filter(|v| !v.is_string() && !v.is_null());
+                error(
+                    format!("{at}.{field}"),
+                    present(given, "required", "a string"),
+                );
             }
         }
+    }
+}
+
+/// `missing` when the field is absent (or null), else that it must be `what`, saying what it is.
+fn present(field: Option<&Value>, missing: &str, what: &str) -> String {
+    match field.filter(|v| !v.is_null()) {
+        None => missing.to_string(),
+        Some(v) => format!("must be {what}, got {}", kind(v)),
     }
 }
 

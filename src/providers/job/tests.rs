@@ -94,6 +94,27 @@ fn a_job_spec_without_what_a_job_needs_is_reported_field_by_field() {
             "provider.job.spec.template.spec.containers: required: at least one container",
         ]
     );
+    // A field given with the wrong type says so rather than that it is missing.
+    assert_eq!(
+        findings(json!({"template": {"spec": 5}})),
+        ["provider.job.spec.template.spec: must be a Pod spec (an object), got a number"]
+    );
+    assert_eq!(
+        findings(json!({"template": {"spec": {"restartPolicy": ["Never"], "containers": 7}}})),
+        [
+            "provider.job.spec.template.spec.restartPolicy: must be Never or OnFailure, got a list",
+            "provider.job.spec.template.spec.containers: must be a list of containers, got a number",
+        ]
+    );
+    assert_eq!(
+        findings(
+            json!({"template": {"spec": {"restartPolicy": "Never", "containers": ["busybox", {"name": 1, "image": "i"}]}}})
+        ),
+        [
+            "provider.job.spec.template.spec.containers[0]: must be a container (an object), got a string",
+            "provider.job.spec.template.spec.containers[1].name: must be a string, got a number",
+        ]
+    );
     assert!(
         findings(json!({"template": {"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "t", "image": "i"}]}}}))
             .is_empty()
