@@ -56,6 +56,9 @@ pub mod rollout {
     pub const AVAILABLE_REASON: &str = "AvailableReason";
     pub const ROLLOUT_HEALTHY: &str = "RolloutHealthy";
     pub const ROLLOUT_COMPLETED: &str = "RolloutCompleted";
+    /// Argo's FailedRSCreateReason: the API server refused to create the new ReplicaSet. The reason of the
+    /// Progressing condition (False) and of the Warning Event alike.
+    pub const FAILED_RS_CREATE: &str = "ReplicaSetCreateError";
 
     pub const PAUSED_MESSAGE: &str = "Rollout is paused";
     pub const RESUMED_MESSAGE: &str = "Rollout is resumed";

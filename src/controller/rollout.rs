@@ -168,16 +168,12 @@ async fn step(ctx: &Context, rollout: &Rollout, restart: bool) -> Result<Stepped
             }
             Err(e) => {
                 ctx.metrics.reconcile_error("traffic_routing");
-                let key = (namespace_of(rollout), rollout.name_any());
-                let failed = Plan {
-                    events: vec![rollout::Event {
-                        reason: reasons::TRAFFIC_ROUTING_ERROR.to_string(),
-                        message: e.to_string(),
-                        warning: true,
-                    }],
-                    ..plan
+                let failed = rollout::Event {
+                    reason: reasons::TRAFFIC_ROUTING_ERROR.to_string(),
+                    message: e.to_string(),
+                    warning: true,
                 };
-                publish(ctx, rollout, &key, &failed);
+                publish(ctx, rollout, &[failed]);
                 return Ok(Stepped::Done(Next::After(ROUTER_RETRY)));
             }
         }
@@ -213,7 +209,7 @@ async fn step(ctx: &Context, rollout: &Rollout, restart: bool) -> Result<Stepped
             Err(e) => return Err(ReconcileError::Write(e)),
         }
     }
-    publish(ctx, rollout, &key, &plan);
+    publish(ctx, rollout, &plan.events);
     Ok(Stepped::Done(if changed || !plan.writes.is_empty() {
         Next::After(AGAIN)
     } else {
@@ -248,6 +244,10 @@ async fn make(
                 return Ok(Some(Stepped::Changed));
             }
             Err(error) => {
+                if let (rollout::Write::CreateReplicaSet(rs), WriteError::Api(e)) = (write, &error)
+                {
+                    report_refused_create(ctx, rollout, rv, rs, e).await;
+                }
                 return Err(ReconcileError::RolloutWrite {
                     write: rollout_writes::describe(rollout, write),
                     error,
@@ -256,6 +256,42 @@ async fn make(
         }
     }
     Ok(None)
+}
+
+/// Argo's report of a new ReplicaSet the API server refused (a quota, an admission webhook, RBAC), so that
+/// `kubectl describe rollout` and `kubectl argo rollouts get` say why the Rollout does not progress: a Warning
+/// Event `ReplicaSetCreateError` and the Progressing condition False with the server's message, written over
+/// the status read at `rv` (nothing else of it changes). Like Argo's, a status write that fails is logged and
+/// the reconcile's error stands; the reconcile retried after it creates the ReplicaSet once the server lets
+/// it, and its plan sets Progressing to `NewReplicaSetCreated`.
+async fn report_refused_create(
+    ctx: &Context,
+    rollout: &Rollout,
+    rv: &str,
+    rs: &ReplicaSet,
+    error: &kube::Error,
+) {
+    // The server's words alone, as Argo's `%v` of a StatusError shows them.
+    let said = match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    };
+    let name = rs.metadata.name.as_deref().unwrap_or_default();
+    let (status, message) =
+        rollout::status::create_refused(rollout, name, &said, ctx.clock.stamp());
+    let old = rollout.status.clone().unwrap_or_default();
+    if status != old {
+        let written = rollout_writes::patch_status(&ctx.statuses, rollout, rv, &old, &status).await;
+        if let Err(e) = written {
+            warn!(rollout = %shown(&namespace_of(rollout), &rollout.name_any()), error = %e, "Cannot write the Progressing condition");
+        }
+    }
+    let refused = rollout::Event {
+        reason: reasons::FAILED_RS_CREATE.to_string(),
+        message,
+        warning: true,
+    };
+    publish(ctx, rollout, &[refused]);
 }
 
 /// The plan for `rollout`, run on through the plans that follow it while they change only the status: nothing
@@ -315,11 +351,11 @@ fn namespace_of(rollout: &Rollout) -> String {
     rollout.namespace().unwrap_or_default()
 }
 
-/// Queues the plan's Events, once its writes have landed, in the plan's order (their names sort in it).
-fn publish(ctx: &Context, rollout: &Rollout, key: &Key, plan: &Plan) {
+/// Queues a plan's Events, once its writes have landed, in the plan's order (their names sort in it).
+fn publish(ctx: &Context, rollout: &Rollout, events: &[rollout::Event]) {
     let now = ctx.clock.now();
-    for (serial, event) in (0u32..).zip(&plan.events) {
-        let shown_key = shown(&key.0, &key.1);
+    let shown_key = shown(&namespace_of(rollout), &rollout.name_any());
+    for (serial, event) in (0u32..).zip(events) {
         if event.warning {
             warn!(rollout = %shown_key, reason = %event.reason, message = %event.message, "Rollout");
         } else {

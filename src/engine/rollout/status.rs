@@ -5,6 +5,7 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::api::Rollout;
 use crate::api::rollout::{RolloutCondition, RolloutSpec, RolloutStatus};
 
 // The names are spelled once, in `api::reasons`; this module owns the rules that pick them.
@@ -107,6 +108,28 @@ pub fn phase(spec: &RolloutSpec, status: &RolloutStatus) -> (&'static str, Strin
         );
     }
     ("Healthy", String::new())
+}
+
+/// Argo's report of a new ReplicaSet the API server refused to create (a quota, an admission webhook, RBAC:
+/// `getNewReplicaSet`, then `patchCondition`): the message of its Warning Event, and the status `rollout`
+/// holds with the Progressing condition False `ReplicaSetCreateError` saying it, observedGeneration, phase
+/// and message worked out again; nothing else changes. `error` is the API server's message. The create that
+/// succeeds later sets Progressing to `NewReplicaSetCreated` again.
+pub fn create_refused(
+    rollout: &Rollout,
+    replica_set: &str,
+    error: &str,
+    now: Timestamp,
+) -> (RolloutStatus, String) {
+    let message = format!("Failed to create new replica set {replica_set:?}: {error}");
+    let mut status = rollout.status.clone().unwrap_or_default();
+    let refused = condition(PROGRESSING, "False", FAILED_RS_CREATE, &message, now);
+    set(&mut status, refused);
+    status.observed_generation = rollout.metadata.generation.unwrap_or(0).to_string();
+    let (phase, shown) = phase(&rollout.spec, &status);
+    status.phase = phase.to_string();
+    status.message = shown;
+    (status, message)
 }
 
 /// Argo's IsFullyPromoted for a canary: the stable ReplicaSet is the current one.
