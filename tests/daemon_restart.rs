@@ -16,6 +16,7 @@ mod rollout_cluster;
 use std::time::{Duration, Instant};
 
 use canaryd::api::Rollout;
+use canaryd::controller::Clients;
 use fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
 use harness::Answer;
 use jiff::Timestamp;
@@ -145,25 +146,25 @@ with_each_crd_set!(
     a_restart_evicts_every_older_pod_within_max_unavailable_and_records_restarted_at
 );
 
-/// A client of the fake that hands a 429 back at once: kube's default client retries it itself, for minutes.
-async fn without_retries(server: &FakeApiServer) -> kube::Client {
+/// The daemon's clients of the fake, built as `canaryd run` builds them: evictions through one that hands a 429
+/// back at once, every other request through kube's default client (which retries a 429 itself, for minutes).
+async fn clients(server: &FakeApiServer) -> Clients {
     let kubeconfig =
         kube::config::Kubeconfig::read_from(server.kubeconfig_path()).expect("the kubeconfig");
-    let mut config = kube::Config::from_custom_kubeconfig(
+    let config = kube::Config::from_custom_kubeconfig(
         kubeconfig,
         &kube::config::KubeConfigOptions::default(),
     )
     .await
     .expect("a kube config");
-    config.default_retry = false;
-    kube::Client::try_from(config).expect("a kube client")
+    Clients::new(config).expect("the kube clients")
 }
 
 async fn a_restart_a_disruption_budget_refuses_is_tried_again_30_s_later_and_not_recorded(
     crds: CrdSet,
 ) {
     let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "2s").await;
-    let daemon = harness::spawn(without_retries(&server).await, config()).await;
+    let daemon = harness::spawn(clients(&server).await, config()).await;
     until(&server, "the first deploy to be Healthy with 5 pods", |s| {
         healthy_at(s, None) && s.available_replicas == 5
     })
@@ -174,11 +175,18 @@ async fn a_restart_a_disruption_budget_refuses_is_tried_again_30_s_later_and_not
     server.fail_next(evictions.clone(), 1000, 429);
     second_after(&old).await;
     restart(&client).await;
-    // Argo's restarter: a refused pod is not restarted; the reconcile goes on and looks again in 30 s.
+    let asked = Instant::now();
+    // Argo's restarter: a refused pod is not restarted; the reconcile goes on and looks again in 30 s. The
+    // refusal comes back at once: the status write after it is not held while a client retries the 429.
     until(&server, "the phase to say it is restarting", |s| {
         s.message == "rollout is restarting"
     })
     .await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "the reconcile was held {:?}",
+        asked.elapsed()
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     let tried = server.request_count(&evictions);
     assert!(

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::Exit;
-use crate::controller::{Config, Daemon};
+use crate::controller::{Clients, Config, Daemon};
 use crate::k8s::lease::LeaseConfig;
 
 fn duration(text: &str) -> Result<Duration, String> {
@@ -152,7 +152,10 @@ impl Args {
 
 async fn daemon(args: Args) -> Exit {
     // In the cluster: the service account; outside: the kubeconfig (KUBECONFIG or ~/.kube/config).
-    let client = match kube::Client::try_default().await {
+    let kube_config = kube::Config::infer()
+        .await
+        .map_err(kube::Error::InferConfig);
+    let clients = match kube_config.and_then(Clients::new) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("canaryd run: cannot configure a Kubernetes client: {e}");
@@ -160,7 +163,7 @@ async fn daemon(args: Args) -> Exit {
         }
     };
     let config = args.config(crate::k8s::lease::identity(&identity_base()));
-    let daemon = match Daemon::bind(client, config).await {
+    let daemon = match Daemon::bind(clients, config).await {
         Ok(d) => d,
         Err(e) => {
             eprintln!("canaryd run: {e}");

@@ -74,9 +74,45 @@ pub enum DaemonError {
     },
 }
 
+/// The daemon's API clients, built from one configuration.
+pub struct Clients {
+    /// Every request but evictions: kube's default client, which retries a 429, 503 or 504 itself, with
+    /// backoff (and the server's Retry-After), up to 15 times: minutes.
+    pub api: kube::Client,
+    /// Evictions for a Rollout's `restartAt`: a client that does not retry, so a PodDisruptionBudget's 429
+    /// comes back at once and the reconcile goes on without the restart (the planner looks again in 30 s)
+    /// rather than holding that Rollout's reconcile for minutes.
+    pub evictions: kube::Client,
+}
+
+impl Clients {
+    /// Both clients from `config` (the in-cluster service account or a kubeconfig).
+    pub fn new(config: kube::Config) -> Result<Clients, kube::Error> {
+        let mut once = config.clone();
+        once.default_retry = false;
+        Ok(Clients {
+            api: kube::Client::try_from(config)?,
+            evictions: kube::Client::try_from(once)?,
+        })
+    }
+}
+
+/// One client for every request, evictions too (retried then as that client retries them): for callers that
+/// have only a client.
+impl From<kube::Client> for Clients {
+    fn from(client: kube::Client) -> Clients {
+        Clients {
+            evictions: client.clone(),
+            api: client,
+        }
+    }
+}
+
 /// Everything reconciles share. One per process.
 pub struct Context {
     client: kube::Client,
+    /// See [`Clients::evictions`].
+    evictions: kube::Client,
     statuses: StatusWriter,
     config: Config,
     providers: Providers,
@@ -130,16 +166,20 @@ pub struct Daemon {
 impl Daemon {
     /// Binds `config.metrics_addr` and builds the shared context (one `Providers` for the process, so
     /// connections are pooled across runs).
-    pub async fn bind(client: kube::Client, config: Config) -> Result<Daemon, DaemonError> {
-        Daemon::bind_on(client, config, Arc::new(Clock::Wall)).await
+    pub async fn bind(clients: impl Into<Clients>, config: Config) -> Result<Daemon, DaemonError> {
+        Daemon::bind_on(clients, config, Arc::new(Clock::Wall)).await
     }
 
     /// [`Daemon::bind`] on `clock`.
     pub async fn bind_on(
-        client: kube::Client,
+        clients: impl Into<Clients>,
         config: Config,
         clock: Arc<Clock>,
     ) -> Result<Daemon, DaemonError> {
+        let Clients {
+            api: client,
+            evictions,
+        } = clients.into();
         let listener = tokio::net::TcpListener::bind(config.metrics_addr)
             .await
             .map_err(|source| DaemonError::Listen {
@@ -176,6 +216,7 @@ impl Daemon {
         let ctx = Arc::new(Context {
             statuses: StatusWriter::new(client.clone()),
             client,
+            evictions,
             events,
             routine_writes: tokio::sync::Semaphore::new(ROUTINE_WRITES),
             providers,

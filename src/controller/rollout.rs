@@ -236,7 +236,7 @@ async fn make(
 ) -> Result<Option<Stepped>, ReconcileError> {
     for write in writes {
         made.evictions += usize::from(matches!(write, rollout::Write::EvictPod { .. }));
-        match rollout_writes::apply(&ctx.client, rollout, rv, read, write).await {
+        match rollout_writes::apply(&ctx.client, &ctx.evictions, rollout, rv, read, write).await {
             Ok(()) => {}
             Err(WriteError::Refused) => made.refused += 1,
             Err(WriteError::Conflict | WriteError::Gone) => {

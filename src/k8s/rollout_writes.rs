@@ -170,9 +170,11 @@ fn named(rollout: &Rollout) -> (Vec<String>, Vec<AnalysisTemplateRef>) {
 }
 
 /// Makes one write of a plan for `rollout` (whose resourceVersion `rollout_rv` is updated when the write is to
-/// the Rollout itself), with the resourceVersions of `read`'s objects as preconditions.
+/// the Rollout itself), with the resourceVersions of `read`'s objects as preconditions. Evictions go through
+/// `evictions`, a client that does not retry a 429 itself (kube's default client retries it for minutes).
 pub async fn apply(
     client: &kube::Client,
+    evictions: &kube::Client,
     rollout: &Rollout,
     rollout_rv: &mut String,
     read: &Read,
@@ -288,7 +290,7 @@ pub async fn apply(
             merge(&rs_api, name, &body).await.map(drop)
         }
         Write::EvictPod { name } => {
-            let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+            let api: Api<Pod> = Api::namespaced(evictions.clone(), &namespace);
             match api.evict(name, &EvictParams::default()).await {
                 // 429: a PodDisruptionBudget holds it; the controller plans again without the restart.
                 Err(e) if is_status(&e, 429) => Err(WriteError::Refused),

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use canaryd::api::AnalysisRun;
-use canaryd::controller::{Config, Context, Daemon};
+use canaryd::controller::{Clients, Config, Context, Daemon};
 use canaryd::k8s::lease::LeaseConfig;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -169,8 +169,8 @@ pub fn elected(identity: &str) -> Config {
     }
 }
 
-pub async fn spawn(client: kube::Client, config: Config) -> Running {
-    let daemon = Daemon::bind(client, config)
+pub async fn spawn(clients: impl Into<Clients>, config: Config) -> Running {
+    let daemon = Daemon::bind(clients, config)
         .await
         .expect("the daemon binds");
     let ctx = daemon.context();
