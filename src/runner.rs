@@ -132,6 +132,7 @@ pub async fn tick(
     let mut recorded = measure_due(run, providers, &mut status, &due.measure, &at).await;
     recorded.extend(terminate_due(run, providers, &mut status, &due.terminate, &at).await);
     recorded.sort_unstable();
+    collect_garbage(run, providers, &status, &at).await;
     let assessment = analysis::assess(&run.plan, &mut status, clock.stamp(), terminate);
     Ticked {
         status,
@@ -255,6 +256,42 @@ async fn terminate_due(
         }
     }
     recorded
+}
+
+/// Deletes what measurements past each metric's retention left behind (a job metric's older Jobs), as
+/// Argo's garbage collection does after trimming them. Every tick sweeps, so a delete that fails (logged) is
+/// tried again on the next; it never touches the status.
+async fn collect_garbage(
+    run: &PreparedRun,
+    providers: &Providers,
+    status: &AnalysisRunStatus,
+    tick: &Due<'_>,
+) {
+    let sweeps = run
+        .metrics
+        .iter()
+        .enumerate()
+        .filter_map(|(index, metric)| {
+            let (plan, at) = (run.plan.metrics.get(index)?, tick.at(run, status, index)?);
+            let provider = providers.of(&metric.metric).ok()?;
+            Some(async move {
+                let swept = provider
+                    .garbage_collect(&metric.metric, at, plan.kept())
+                    .await;
+                (&plan.name, swept)
+            })
+        });
+    for (metric, swept) in futures::future::join_all(sweeps).await {
+        if let Err(e) = swept {
+            let error = crate::scrub::text(e.to_string(), &run.secrets);
+            tracing::warn!(
+                run = %format!("{}/{}", tick.who.namespace, tick.who.name),
+                metric = %metric,
+                %error,
+                "Cannot delete what measurements past the retention left; trying again on the next tick"
+            );
+        }
+    }
 }
 
 /// A forced Prometheus address (`analyze --prometheus`) applies to every Prometheus a metric asks, directly

@@ -2,7 +2,8 @@
 //! published job templates run unchanged, a Job's outcome becomes the measurement, a terminated run deletes
 //! its Job, a restarted daemon neither runs a Job twice nor loses its outcome, a Job that cannot be read for a
 //! moment is looked at again rather than run twice, and a Job the API server refuses is an Error measurement
-//! with the server's message.
+//! with the server's message, and a run keeps only the Jobs of the measurements its retention keeps (a delete
+//! the API server refuses is tried again).
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
@@ -68,7 +69,7 @@ fn smoke(name: &str, code: u8) -> AnalysisRun {
 }
 
 fn jobs_of(server: &FakeApiServer, uid: &str) -> Vec<Job> {
-    (1..=4)
+    (1..=9)
         .filter_map(|n| server.get::<Job>("default", &format!("{uid}.smoke.{n}")))
         .collect()
 }
@@ -356,7 +357,53 @@ async fn a_job_that_cannot_be_read_for_a_moment_is_looked_at_again_not_run_twice
     assert_eq!(names, [format!("{uid}.smoke.1")], "no second Job");
 }
 
+async fn only_the_jobs_of_the_measurements_the_retention_keeps_remain(crds: CrdSet) {
+    let (server, client) = cluster(crds, Duration::from_millis(200)).await;
+    // The first Job deleted is refused once, as an API server restarting would: it is deleted on a later tick.
+    let deleted = RequestPattern::new("DELETE", "/jobs/");
+    server.fail_next(deleted.clone(), 1, 500);
+    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    let mut run = smoke("kept", 0);
+    let mut spec = serde_json::to_value(&run.spec).expect("a spec");
+    spec["metrics"][0]["count"] = json!(5);
+    spec["metrics"][0]["interval"] = json!("1s");
+    spec["measurementRetention"] = json!([{"metricName": "smoke", "limit": 2}]);
+    run.spec = serde_json::from_value(spec).expect("a spec");
+    let created = create(&client, &run).await;
+    let uid = created.metadata.uid.clone().expect("a uid");
+    let done = harness::finished(&server, "kept", WAIT).await;
+    daemon.stop().await;
+
+    let r = first_result(&done).expect("a result");
+    assert_eq!(
+        (r.count, r.successful, r.error),
+        (5, 5, 0),
+        "no measurement lost"
+    );
+    let kept: Vec<Option<String>> = measurements(&done)
+        .iter()
+        .map(|m| {
+            m.metadata
+                .as_ref()
+                .and_then(|md| md.get("job-name").cloned())
+        })
+        .collect();
+    let last_two = [format!("{uid}.smoke.4"), format!("{uid}.smoke.5")];
+    assert_eq!(kept, last_two.clone().map(Some));
+    let names: Vec<String> = jobs_of(&server, &uid)
+        .iter()
+        .filter_map(|j| j.metadata.name.clone())
+        .collect();
+    assert_eq!(
+        names, last_two,
+        "the Jobs of the measurements trimmed are deleted"
+    );
+    // Jobs 1 to 3 deleted, one of them twice: refused, then accepted.
+    assert_eq!(server.request_count(&deleted), 4);
+}
+
 with_each_crd_set!(
+    only_the_jobs_of_the_measurements_the_retention_keeps_remain,
     a_run_whose_job_spec_no_job_controller_would_run_ends_error_before_any_job,
     a_passing_smoke_test_job_is_a_successful_measurement_with_argos_job,
     a_failing_smoke_test_job_fails_the_run_with_the_jobs_reason,

@@ -95,6 +95,11 @@ impl Jobs {
         Ok(api.get_opt(name).await?.map(Arc::new))
     }
 
+    /// The Jobs canaryd created in `namespace` as the watch last saw them (none until it has listed).
+    pub fn cached(&self, namespace: &str) -> Vec<Arc<Job>> {
+        self.watch(namespace).state()
+    }
+
     /// Deletes the Job and, before it goes, its Pods (foreground, as Argo deletes a measurement's Job). A Job
     /// already gone is no error.
     pub async fn delete(&self, namespace: &str, name: &str) -> Result<(), kube::Error> {

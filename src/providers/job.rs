@@ -79,6 +79,35 @@ impl MetricProvider for JobProvider {
             Ok(())
         })
     }
+
+    fn garbage_collect<'a>(
+        &'a self,
+        metric: &'a Metric,
+        at: MeasureAt<'a>,
+        keep: usize,
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async move {
+            // Without a cluster no Job was ever created.
+            let Some(jobs) = self.jobs.as_deref() else {
+                return Ok(());
+            };
+            let cached = jobs.cached(&at.run.namespace);
+            for job in past_retention(&cached, at.run, &metric.name, keep) {
+                let (namespace, name) = (
+                    &at.run.namespace,
+                    job.metadata.name.as_deref().unwrap_or_default(),
+                );
+                jobs.delete(namespace, name).await.map_err(|e| {
+                    ProviderError::Invalid(format!(
+                        "deleting job.batch {namespace}/{name}: {}",
+                        api_error(e)
+                    ))
+                })?;
+                tracing::info!(job = %format!("{namespace}/{name}"), "Job garbage collected");
+            }
+            Ok(())
+        })
+    }
 }
 
 impl JobProvider {
@@ -127,6 +156,48 @@ async fn start(jobs: &Jobs, metric: &Metric, at: MeasureAt<'_>) -> Progress {
             (JOB_NAMESPACE_KEY.to_string(), namespace),
         ]),
     }
+}
+
+/// Argo's garbage collection, for one metric: of the Jobs `run` created for `metric` (its label and
+/// annotation), all but the newest `keep` (by creation, then by the number in the name), oldest first. Jobs
+/// already being deleted are left to finish going. Argo counts every Job of the run together, so a metric
+/// with a short retention would delete the Jobs, even the one in flight, of another; each metric counts its
+/// own here.
+pub fn past_retention<'a>(
+    jobs: &'a [Arc<Job>],
+    run: &RunRef,
+    metric: &str,
+    keep: usize,
+) -> Vec<&'a Job> {
+    let mut own: Vec<&Job> = jobs
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|job| {
+            let meta = &job.metadata;
+            meta.deletion_timestamp.is_none()
+                && meta.namespace.as_deref() == Some(run.namespace.as_str())
+                && meta.labels.as_ref().and_then(|l| l.get(RUN_UID_LABEL)) == Some(&run.uid)
+                && meta
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(METRIC_ANNOTATION))
+                    .map(String::as_str)
+                    == Some(metric)
+                && meta.name.is_some()
+        })
+        .collect();
+    own.sort_by_key(|job| {
+        let meta = &job.metadata;
+        let number = meta
+            .name
+            .as_deref()
+            .and_then(|n| n.rsplit('.').next())
+            .and_then(|n| n.parse::<i64>().ok());
+        (meta.creation_timestamp.as_ref().map(|t| t.0), number)
+    });
+    let excess = own.len().saturating_sub(keep);
+    own.truncate(excess);
+    own
 }
 
 /// Reads the outcome of the measurement's Job.

@@ -111,4 +111,17 @@ pub trait MetricProvider: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async { Ok(()) })
     }
+
+    /// Deletes what the measurements past the metric's retention left behind, keeping what the newest `keep`
+    /// need (a Job per measurement: all but the newest `keep` Jobs). Called after every tick, whether or not it
+    /// measured, so one that fails is tried again on the next; providers that create nothing have nothing to
+    /// delete.
+    fn garbage_collect<'a>(
+        &'a self,
+        _metric: &'a Metric,
+        _at: MeasureAt<'a>,
+        _keep: usize,
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async { Ok(()) })
+    }
 }

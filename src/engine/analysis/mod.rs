@@ -174,7 +174,7 @@ pub fn record(
         Some(last) if !last.phase.is_completed() => *last = m,
         _ => r.measurements.push(m),
     }
-    let excess = r.measurements.len().saturating_sub(p.retention.max(1));
+    let excess = r.measurements.len().saturating_sub(p.kept());
     r.measurements.drain(..excess);
     Ok(())
 }

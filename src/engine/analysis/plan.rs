@@ -143,6 +143,14 @@ pub struct MetricPlan {
     pub retention: usize,
 }
 
+impl MetricPlan {
+    /// How many measurements the metric keeps: its retention, and never none (the last one is the metric's
+    /// state).
+    pub fn kept(&self) -> usize {
+        self.retention.max(1)
+    }
+}
+
 /// Every metric of one AnalysisRun, in spec order (the order of `status.metricResults`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AnalysisPlan {

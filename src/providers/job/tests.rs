@@ -160,3 +160,47 @@ fn a_measurement_without_its_jobs_name_cannot_be_collected() {
         Some(("shop".to_string(), "j".to_string()))
     );
 }
+
+/// A Job `run` created for `metric`, numbered `n`, created at second `at`.
+fn made(metric: &str, n: i64, at: i64) -> Arc<Job> {
+    let r = run();
+    let object = job_object(&job(json!({})), &job_name(&r.uid, metric, n), metric, &r);
+    let mut made: Job = serde_json::from_value(object).expect("a Job");
+    made.metadata.namespace = Some(r.namespace);
+    made.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::from_second(at).expect("a time"),
+    ));
+    Arc::new(made)
+}
+
+#[test]
+fn garbage_is_a_metrics_own_jobs_but_its_newest_by_creation_then_number() {
+    let r = run();
+    let mut going = made("smoke", 1, 0);
+    Arc::make_mut(&mut going).metadata.deletion_timestamp =
+        made("smoke", 1, 0).metadata.creation_timestamp.clone();
+    let jobs = [
+        made("smoke", 4, 20),
+        made("smoke", 3, 10),
+        made("smoke", 2, 10),
+        going,
+        made("other", 1, 0),
+        made("smoke", 5, 20),
+    ];
+    let names = |keep| -> Vec<String> {
+        past_retention(&jobs, &r, "smoke", keep)
+            .iter()
+            .filter_map(|j| j.metadata.name.clone())
+            .collect()
+    };
+    let n = |k: i64| job_name(&r.uid, "smoke", k);
+    // The Job being deleted is left to go; another metric's Jobs are never counted nor deleted.
+    assert_eq!(names(2), [n(2), n(3)]);
+    assert_eq!(names(1), [n(2), n(3), n(4)]);
+    assert!(names(4).is_empty());
+    let elsewhere = RunRef {
+        uid: "another-run".to_string(),
+        ..run()
+    };
+    assert!(past_retention(&jobs, &elsewhere, "smoke", 0).is_empty());
+}
