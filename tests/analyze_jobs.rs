@@ -1,5 +1,5 @@
 //! `canaryd analyze` with job metrics: run against the cluster the kubeconfig names (the fake API server and
-//! its simulated Job controller), and stopped before any measurement, with a message saying why, when no
+//! its simulated Job controller), keeping only the Jobs of the measurements its retention keeps, and stopped before any measurement, with a message saying why, when no
 //! cluster is reachable or a backtest is asked for.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the child process runs on real time.
@@ -12,19 +12,25 @@ mod fake_apiserver;
 use std::time::Duration;
 
 use fake_apiserver::{FakeApiServer, JobController, RequestPattern};
+use k8s_openapi::api::batch::v1::Job;
 use serde_json::Value;
 
 const TEMPLATE: &str = "analysis-templates/job-smoke-test.yaml";
 
 /// `canaryd analyze` of the shipped smoke test with `env` set and the usual cluster settings cleared.
 async fn analyze(env: &[(&str, &str)], extra: &[&str]) -> cli::Ran {
+    analyze_file(TEMPLATE, env, extra).await
+}
+
+/// `canaryd analyze` of the template `file`, as [`analyze`].
+async fn analyze_file(file: &str, env: &[(&str, &str)], extra: &[&str]) -> cli::Ran {
     let home = tempfile::tempdir().expect("a home without ~/.kube");
     let mut command = cli::canaryd();
     command
         .args([
             "analyze",
             "-f",
-            TEMPLATE,
+            file,
             "--arg",
             "url=http://checkout-canary.shop.svc/healthz",
         ])
@@ -67,6 +73,57 @@ async fn a_job_metric_runs_its_job_on_the_cluster_the_kubeconfig_names() {
     assert_eq!(m["metadata"]["job-namespace"], "default");
     let created = RequestPattern::new("POST", "/apis/batch/v1/namespaces/default/jobs");
     assert_eq!(server.request_count(&created), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_jobs_of_the_measurements_the_retention_keeps_remain() {
+    let server = FakeApiServer::builder()
+        .job_controller(JobController::by_exit_code(Duration::from_millis(200)))
+        .start()
+        .await;
+    let dir = tempfile::tempdir().expect("a directory");
+    let file = dir.path().join("three.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: argoproj.io/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: three}
+spec:
+  args: [{name: url}]
+  measurementRetention: [{metricName: smoke, limit: 1}]
+  metrics:
+  - name: smoke
+    count: 3
+    interval: 1s
+    provider:
+      job:
+        spec:
+          backoffLimit: 0
+          template:
+            spec:
+              restartPolicy: Never
+              containers: [{name: smoke, image: busybox, command: [sh, -c, exit 0]}]
+",
+    )
+    .expect("the template");
+    let kubeconfig = server.kubeconfig_path().display().to_string();
+    let file = file.display().to_string();
+    let ran = analyze_file(&file, &[("KUBECONFIG", &kubeconfig)], &["--output", "json"]).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let status: Value = serde_json::from_str(&ran.stdout).expect("the status as JSON");
+    let result = &status["metricResults"][0];
+    assert_eq!(
+        (result["count"].as_i64(), result["successful"].as_i64()),
+        (Some(3), Some(3))
+    );
+    let kept = &result["measurements"][0]["metadata"]["job-name"];
+    let names: Vec<Option<String>> = server
+        .list::<Job>("default")
+        .into_iter()
+        .map(|j| j.metadata.name)
+        .collect();
+    assert_eq!(names, [kept.as_str().map(String::from)], "{ran:?}");
+    assert!(kept.as_str().is_some_and(|k| k.ends_with(".smoke.3")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
