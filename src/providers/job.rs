@@ -4,7 +4,8 @@
 //! the Job it may already have created the same, and adopts it instead of running a second); labelled with
 //! the run's UID, annotated with the run's name, namespace and the metric; owned by the AnalysisRun; its
 //! `spec` sent as written. A measurement stays Running (startedAt, no finishedAt, `job-name` in its metadata)
-//! until the Job ends; a terminated run deletes it.
+//! until the Job ends; a terminated run deletes it. Jobs past the metric's measurement retention are deleted
+//! (Argo's garbage collection, per metric).
 //!
 //! This module owns the Job's shape, its checks and reading its outcome; the API calls and the watch are
 //! `k8s/jobs.rs`'s, scheduling and counters the engine's.
