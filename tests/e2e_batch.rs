@@ -86,17 +86,25 @@ const QUERIES: &[&str] = &[
     r#"scalar(sum(rate(http_requests_total{service="web"}[1m] @ start())))"#,
 ];
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// Providers whose Prometheus queries are range-batched up to `end`, as a backtest's are.
+fn batched(prometheus: &Prometheus, end: Timestamp) -> Providers {
+    Providers::new(Some(prometheus.url().to_string())).with_batched_prometheus(Some(end))
+}
+
 #[test]
 fn batched_values_equal_instant_values_at_every_measurement_time() {
     let prometheus = prometheus();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let end = at(88);
     let plain = Providers::new(Some(prometheus.url().to_string()));
-    let batched =
-        Providers::new(Some(prometheus.url().to_string())).with_batched_prometheus(Some(end));
+    let batched = batched(prometheus, end);
     // On the grid from minute 3, then off it by 10 s after minute 40 (an Error's retry), then on the new grid.
     let times: Vec<Timestamp> = (3..=40)
         .map(at)
@@ -115,12 +123,8 @@ fn batched_values_equal_instant_values_at_every_measurement_time() {
 #[test]
 fn a_metric_measured_every_interval_costs_two_requests_not_one_per_measurement() {
     let prometheus = prometheus();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let batched =
-        Providers::new(Some(prometheus.url().to_string())).with_batched_prometheus(Some(at(80)));
+    let runtime = runtime();
+    let batched = batched(prometheus, at(80));
     let m = metric(QUERIES[0], 60);
     let before = prometheus.queries_served();
     for minute in 10..70 {
@@ -136,12 +140,8 @@ fn a_metric_measured_every_interval_costs_two_requests_not_one_per_measurement()
 #[test]
 fn a_query_of_several_series_sends_no_range_query_it_would_not_use() {
     let prometheus = prometheus();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let batched =
-        Providers::new(Some(prometheus.url().to_string())).with_batched_prometheus(Some(at(80)));
+    let runtime = runtime();
+    let batched = batched(prometheus, at(80));
     // Two series (200 and 500) at every step: a range answer could answer none of them.
     let m = metric(QUERIES[2], 60);
     let before = prometheus.queries_served();
