@@ -5,6 +5,19 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+/// A JSON value's kind as a message names it ("a string", "an object"); `list` is how an array is called
+/// where the message is read ("a list" in a Kubernetes spec, "an array" in a JSON path).
+pub fn kind_of(v: &Value, list: &'static str) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => list,
+        Value::Object(_) => "an object",
+    }
+}
+
 /// A field the target type failed on, or does not know.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FieldError {

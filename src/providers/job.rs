@@ -474,14 +474,7 @@ fn present(field: Option<&Value>, missing: &str, what: &str) -> String {
 }
 
 fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
+    crate::api::decode::kind_of(v, "a list")
 }
 
 #[cfg(test)]

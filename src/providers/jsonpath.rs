@@ -177,14 +177,7 @@ fn wanted(step: &Step) -> &'static str {
 }
 
 fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+    crate::api::decode::kind_of(v, "an array")
 }
 
 #[cfg(test)]
