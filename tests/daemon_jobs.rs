@@ -398,8 +398,13 @@ async fn only_the_jobs_of_the_measurements_the_retention_keeps_remain(crds: CrdS
         names, last_two,
         "the Jobs of the measurements trimmed are deleted"
     );
-    // Jobs 1 to 3 deleted, one of them twice: refused, then accepted.
-    assert_eq!(server.request_count(&deleted), 4);
+    // Jobs 1 to 3 deleted, one of them refused first and asked again. A Job the watch has not yet reported
+    // gone may be asked once more on the next tick (a 404 is done), so the count is a floor.
+    let deletes = server.request_count(&deleted);
+    assert!(
+        deletes >= 4,
+        "{deletes} DELETEs: the refused one was not retried"
+    );
 }
 
 with_each_crd_set!(
