@@ -16,7 +16,8 @@ use super::load::{self, SourceDoc};
 use super::located::Located;
 use super::validate::validate_documents;
 use super::{Exit, OutputFormat};
-use crate::api::{self, AnalysisTemplateRef, AnalysisTemplateSpec, Rollout};
+use crate::api::{self, AnalysisTemplateRef, Rollout};
+use crate::engine::rollout::act::{Templates, template_key};
 use crate::engine::template::{Finding, Severity};
 use crate::measure::Providers;
 use crate::rehearsal::routes::Routers;
@@ -89,7 +90,7 @@ pub fn setup_from_docs(
     if !errors.is_empty() {
         return Err(BadInput(errors.join("\n")));
     }
-    let mut templates: BTreeMap<(bool, String), AnalysisTemplateSpec> = BTreeMap::new();
+    let mut templates = Templates::new();
     let mut template_docs: BTreeMap<(bool, String), &SourceDoc> = BTreeMap::new();
     let mut rollouts: Vec<(&SourceDoc, Rollout)> = Vec::new();
     let mut services: Vec<Service> = Vec::new();
@@ -160,10 +161,7 @@ pub fn setup_from_docs(
     let at = |f: Finding| BadInput(Located::at(doc, f).to_string());
     let named = std::cell::RefCell::new(BTreeSet::new());
     let lookup = |r: &AnalysisTemplateRef| {
-        let key = (
-            r.cluster_scope == Some(true),
-            r.template_name.clone().unwrap_or_default(),
-        );
+        let key = template_key(r);
         let found = templates.get(&key);
         named.borrow_mut().insert(key);
         found

@@ -1,12 +1,11 @@
 //! The Kubernetes edge of a Rollout: reading what its planner needs (the ReplicaSets and AnalysisRuns it
-//! controls, its pods while a restart is due, the Services and analysis templates it names) and making each [`Write`] of a plan as the API call
-//! Argo Rollouts makes for it, then its status through the status subresource. Every read-modify-write
+//! controls, its pods while a restart is due, the Services and analysis templates it names) and making each
+//! [`Write`] of a plan as the API call Argo Rollouts makes for it, then its status through the status
+//! subresource. Every read-modify-write
 //! carries the resourceVersion it read, so a concurrent change is a 409 ([`WriteError::Conflict`]) and the
 //! caller plans again; a create of a name that exists is taken as done (names are derived from the template
 //! hash and the step, so the object there is this write's); a delete or terminate of what is gone is done.
 //! Nothing here decides anything: `engine::rollout` does.
-
-use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -22,28 +21,15 @@ use super::is_status;
 use super::status::{StatusWriter, WriteError};
 use crate::api::rollout::RolloutStatus;
 use crate::api::{
-    AnalysisRun, AnalysisTemplate, AnalysisTemplateRef, AnalysisTemplateSpec,
-    ClusterAnalysisTemplate, Rollout,
+    AnalysisRun, AnalysisTemplate, AnalysisTemplateRef, ClusterAnalysisTemplate, Rollout,
 };
 use crate::engine::merge_patch;
+use crate::engine::rollout::act::{Snapshot, Templates, template_key};
 use crate::engine::rollout::hash::HASH_LABEL;
 use crate::engine::rollout::{
     DESIRED_REPLICAS_ANNOTATION, EPHEMERAL_METADATA_ANNOTATION, MANAGED_BY_ANNOTATION,
     REVISION_ANNOTATION, REVISION_HISTORY_ANNOTATION, Write, restart_due,
 };
-
-/// Templates by (cluster-scoped, name), as the planner looks them up.
-pub type Templates = BTreeMap<(bool, String), AnalysisTemplateSpec>;
-
-/// What one reconcile of a Rollout reads, fresh from the API server.
-pub struct Read {
-    pub replica_sets: Vec<ReplicaSet>,
-    pub analysis_runs: Vec<AnalysisRun>,
-    pub services: Vec<Service>,
-    pub templates: Templates,
-    /// The pods the Rollout's selector matches, read only while a restart is due (`restart_due`).
-    pub pods: Option<Vec<Pod>>,
-}
 
 fn api_error(e: kube::Error) -> WriteError {
     if is_status(&e, 409) {
@@ -66,9 +52,9 @@ fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
 /// planner says so in InvalidSpec); any other failure is returned.
 pub async fn read(
     client: &kube::Client,
-    rollout: &Rollout,
+    rollout: Rollout,
     now: Timestamp,
-) -> Result<Read, kube::Error> {
+) -> Result<Snapshot, kube::Error> {
     let namespace = rollout.namespace().unwrap_or_default();
     let uid = rollout.uid().unwrap_or_default();
     // The Rollout's selector labels every ReplicaSet and AnalysisRun it creates: list only those.
@@ -94,13 +80,13 @@ pub async fn read(
     analysis_runs.retain(|run| controlled_by(&run.metadata, &uid));
     // Listed directly, as Argo's pod restarter does (no pod informer): only a restart needs them. The planner
     // keeps those a ReplicaSet of the Rollout controls.
-    let pods = if restart_due(rollout, now) {
+    let pods = if restart_due(&rollout, now) {
         let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
         Some(pod_api.list(&params).await?.items)
     } else {
         None
     };
-    let (service_names, mut wanted) = named(rollout);
+    let (service_names, mut wanted) = named(&rollout);
     let svc_api: Api<Service> = Api::namespaced(client.clone(), &namespace);
     let mut services = Vec::new();
     for name in &service_names {
@@ -115,10 +101,7 @@ pub async fn read(
     );
     // Nested templates are read too, each once (a cycle ends when its templates are known).
     while let Some(r) = wanted.pop() {
-        let key = (
-            r.cluster_scope == Some(true),
-            r.template_name.clone().unwrap_or_default(),
-        );
+        let key = template_key(&r);
         if key.1.is_empty() || templates.contains_key(&key) {
             continue;
         }
@@ -132,12 +115,14 @@ pub async fn read(
             templates.insert(key, spec);
         }
     }
-    Ok(Read {
+    Ok(Snapshot {
+        rollout,
         replica_sets,
         analysis_runs,
         services,
         templates,
         pods,
+        now,
     })
 }
 
@@ -169,17 +154,17 @@ fn named(rollout: &Rollout) -> (Vec<String>, Vec<AnalysisTemplateRef>) {
     (services, templates)
 }
 
-/// Makes one write of a plan for `rollout` (whose resourceVersion `rollout_rv` is updated when the write is to
-/// the Rollout itself), with the resourceVersions of `read`'s objects as preconditions. Evictions go through
+/// Makes one write of a plan made from `read` (the Rollout's resourceVersion, `rollout_rv`, is updated when the
+/// write is to the Rollout itself), with the resourceVersions of `read`'s objects as preconditions. Evictions go through
 /// `evictions`, a client that does not retry a 429 itself (kube's default client retries it for minutes).
 pub async fn apply(
     client: &kube::Client,
     evictions: &kube::Client,
-    rollout: &Rollout,
     rollout_rv: &mut String,
-    read: &Read,
+    read: &Snapshot,
     write: &Write,
 ) -> Result<(), WriteError> {
+    let rollout = &read.rollout;
     let namespace = rollout.namespace().unwrap_or_default();
     let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
     let run_api: Api<AnalysisRun> = Api::namespaced(client.clone(), &namespace);

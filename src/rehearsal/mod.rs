@@ -19,7 +19,8 @@ use serde::Serialize;
 
 use crate::api::reasons::rollout::{CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
 use crate::api::rollout::RolloutStatus;
-use crate::api::{AnalysisTemplateSpec, Measurement, MetricResult, Rollout};
+use crate::api::{Measurement, MetricResult, Rollout};
+use crate::engine::rollout::act::Templates;
 use crate::engine::rollout::sim::Cluster;
 use crate::engine::rollout::{Plan, steps};
 use crate::measure::Providers;
@@ -34,7 +35,7 @@ pub const REVISION_MARK: &str = "canaryd.io/rehearsal";
 pub struct Setup {
     pub rollout: Rollout,
     /// By (cluster-scoped, name).
-    pub templates: BTreeMap<(bool, String), AnalysisTemplateSpec>,
+    pub templates: Templates,
     /// The Services the Rollout names (made up with the Rollout's selector when the files hold none).
     pub services: Vec<Service>,
     pub routers: Routers,

@@ -1,12 +1,14 @@
 //! The Rollout planner: given a Rollout, the ReplicaSets and AnalysisRuns it owns, its Services and `now`,
 //! it returns one reconcile's [`Plan`] (the writes to make in order, the new status, the Events and when to
 //! look again) following Argo Rollouts' canary controller rule for rule, so status, conditions, Events,
-//! names, labels and annotations are Argo's. Pure and synchronous: the daemon, `rehearse` and `demo` drive
-//! the same planner, only the cluster under them differs ([`sim`] is the in-memory one).
+//! names, labels and annotations are Argo's. Pure and synchronous: the daemon, `rehearse` and `demo` run the
+//! same planner in the same reconcile loop ([`act`]); only the [`act::Cluster`] under them differs (the API
+//! server, or [`sim`]'s memory).
 //!
 //! Traffic routing is a seam: the planner decides the weight ([`Plan::route`]) and `status.canary.weights`;
 //! the routers (`crate::routers`) apply it.
 
+pub mod act;
 pub mod analysis;
 mod ephemeral;
 pub mod hash;

@@ -1,8 +1,9 @@
 //! An in-memory cluster for the planner: it holds one Rollout and what it owns, applies a [`Plan`]'s writes
 //! the way the API server and the built-in controllers would (a created ReplicaSet starts with no pods, a
-//! scale-down removes pods at once, pods become available only when told), and records the Events. Tests
-//! drive Argo's scenarios with it; `rehearse` and `demo` can run a Rollout on it with a virtual clock. Pure:
-//! time is whatever the caller passes.
+//! scale-down removes pods at once, pods become available only when told), and records the Events. It is an
+//! [`act::Cluster`], so [`Cluster::reconcile`] runs the daemon's own loop. Tests drive Argo's scenarios with
+//! it; `rehearse` and `demo` run a Rollout on it with a virtual clock. Pure: time is whatever the caller
+//! passes.
 
 use std::collections::BTreeMap;
 
@@ -11,12 +12,10 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus, Service, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
-use super::{Event, MANAGED_BY_ANNOTATION, Observed, Plan, Write, plan};
+use super::act::{self, Made, Reconciled, Snapshot, Stored, Templates, template_key};
+use super::{Event, MANAGED_BY_ANNOTATION, Observed, Plan, Route, Write, plan};
 use crate::api::rollout::{RolloutSpec, RolloutStatus};
-use crate::api::{
-    AnalysisPhase, AnalysisRun, AnalysisRunStatus, AnalysisTemplateRef, AnalysisTemplateSpec,
-    Rollout,
-};
+use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus, AnalysisTemplateRef, Rollout};
 
 use super::hash::HASH_LABEL;
 use super::{
@@ -35,13 +34,12 @@ pub struct Cluster {
     pub replica_sets: Vec<ReplicaSet>,
     pub analysis_runs: Vec<AnalysisRun>,
     pub services: Vec<Service>,
-    /// Templates by (cluster-scoped, name).
-    pub templates: BTreeMap<(bool, String), AnalysisTemplateSpec>,
+    pub templates: Templates,
     pub events: Vec<Event>,
     pub instance_id: Option<String>,
     /// The ReplicaSets' pods, kept in step with them by `make_available` and the writes.
     pub pods: Vec<Pod>,
-    /// The `now` of the last reconcile: when pods made since were created.
+    /// The `now` of the next reconcile ([`Cluster::set_now`]): when pods made since were created.
     clock: Timestamp,
     /// Numbers pods' names.
     pods_made: usize,
@@ -84,37 +82,36 @@ impl Cluster {
         });
     }
 
-    /// Plans one reconcile at `now` and applies it.
+    /// One reconcile at `now`, through the loop the daemon runs ([`act::reconcile`]); returns its plan.
     pub fn reconcile(&mut self, now: Timestamp) -> Plan {
+        self.set_now(now);
+        // Memory answers at once, so the loop's future is ready when first polled. It holds its Rollout and
+        // refuses no write: the loop always ends with a plan carried out.
+        match futures::executor::block_on(act::reconcile(self)) {
+            Ok(Reconciled::Planned { plan, .. } | Reconciled::Unrouted { plan, .. }) => plan,
+            Ok(Reconciled::Gone | Reconciled::Contended) => self.plan(now),
+            Err(never) => match never {},
+        }
+    }
+
+    /// The time the next reconcile reads (and pods made from then on are created at).
+    pub fn set_now(&mut self, now: Timestamp) {
         self.clock = now;
-        let planned = self.plan(now);
-        self.apply(&planned, now);
-        planned
     }
 
     /// Plans one reconcile at `now` without applying it.
     pub fn plan(&self, now: Timestamp) -> Plan {
-        let templates = &self.templates;
-        let lookup = |r: &AnalysisTemplateRef| {
-            let key = (
-                r.cluster_scope == Some(true),
-                r.template_name.clone().unwrap_or_default(),
-            );
-            templates.get(&key)
-        };
-        {
-            let observed = Observed {
-                rollout: &self.rollout,
-                replica_sets: &self.replica_sets,
-                analysis_runs: &self.analysis_runs,
-                services: &self.services,
-                pods: Some(&self.pods),
-                templates: &lookup,
-                instance_id: self.instance_id.as_deref(),
-                now,
-            };
-            plan(&observed)
-        }
+        let lookup = |r: &AnalysisTemplateRef| self.templates.get(&template_key(r));
+        plan(&Observed {
+            rollout: &self.rollout,
+            replica_sets: &self.replica_sets,
+            analysis_runs: &self.analysis_runs,
+            services: &self.services,
+            pods: Some(&self.pods),
+            templates: &lookup,
+            instance_id: self.instance_id.as_deref(),
+            now,
+        })
     }
 
     /// Reconciles until a plan changes nothing (at most `limit` times); returns how many plans ran.
@@ -282,13 +279,6 @@ impl Cluster {
 
     pub fn status(&self) -> RolloutStatus {
         self.rollout.status.clone().unwrap_or_default()
-    }
-
-    /// Applies a plan's writes, status and Events.
-    pub fn apply(&mut self, plan: &Plan, now: Timestamp) {
-        self.apply_writes(plan, now);
-        self.rollout.status = Some(plan.status.clone());
-        self.events.extend(plan.events.iter().cloned());
     }
 
     /// Applies a plan's writes only: what is left when the process dies before its status write.
@@ -471,6 +461,53 @@ impl Cluster {
                 }
             }
         }
+    }
+}
+
+/// The cluster in memory answers at once and refuses nothing: a write is made as the API server and the
+/// built-in controllers would make it ([`Cluster::apply_writes`]'s rules), and its routers are the rehearsal's
+/// to show from each plan's route.
+impl act::Cluster for Cluster {
+    type Error = std::convert::Infallible;
+    /// A rehearsal shows every step the planner passes through, each plan's own.
+    const COALESCE: bool = false;
+
+    fn instance_id(&self) -> Option<&str> {
+        self.instance_id.as_deref()
+    }
+
+    async fn observe(&mut self) -> Result<Option<Snapshot>, Self::Error> {
+        Ok(Some(Snapshot {
+            rollout: self.rollout.clone(),
+            replica_sets: self.replica_sets.clone(),
+            analysis_runs: self.analysis_runs.clone(),
+            services: self.services.clone(),
+            templates: self.templates.clone(),
+            pods: Some(self.pods.clone()),
+            now: self.clock,
+        }))
+    }
+
+    async fn make(&mut self, _: &Snapshot, write: &Write) -> Result<Made, Self::Error> {
+        self.write(write, self.clock);
+        Ok(Made::Done)
+    }
+
+    async fn route(&mut self, _: &Snapshot, _: &Route) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn store_status(
+        &mut self,
+        _: &Snapshot,
+        status: &RolloutStatus,
+    ) -> Result<Stored, Self::Error> {
+        self.rollout.status = Some(status.clone());
+        Ok(Stored::Written)
+    }
+
+    fn publish(&mut self, _: &Rollout, events: &[Event]) {
+        self.events.extend(events.iter().cloned());
     }
 }
 

@@ -1,0 +1,287 @@
+//! One reconcile of one Rollout, whatever cluster it acts on: read afresh, plan, make the plan's writes in
+//! Argo's order with the traffic routers brought to the plan's weight between them, store the status when it
+//! changed, publish the Events. The daemon acts on the API server (`controller::rollout`), `rehearse`, `demo`
+//! and the planner's tests on memory ([`super::sim`]): both are a [`Cluster`], and this loop is the only one,
+//! so a rehearsal makes the daemon's moves by construction.
+//!
+//! A write or status store that meets a change made since the read (a 409, an object gone) reads and plans
+//! again, at most [`ATTEMPTS`] times; a PodDisruptionBudget that refuses every eviction of a plan plans again
+//! without the pods (Argo's pod restarter gives up the restart for that reconcile, not the rest of it).
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Pod, Service};
+
+use super::{Event, Observed, Plan, Route, Write, plan};
+use crate::api::reasons::rollout as reasons;
+use crate::api::rollout::RolloutStatus;
+use crate::api::{AnalysisRun, AnalysisTemplateRef, AnalysisTemplateSpec, Rollout};
+
+/// Reads and plans of one reconcile at most, when writes keep meeting changes.
+pub const ATTEMPTS: usize = 3;
+
+/// Status-only plans run on in memory before their one status write, at most (a guard: the planner reaches a
+/// plan with writes or a status it keeps within a few).
+const COALESCED: usize = 8;
+
+/// Analysis templates by (cluster-scoped, name), as the planner looks them up.
+pub type Templates = BTreeMap<(bool, String), AnalysisTemplateSpec>;
+
+/// The key of a `templates[]` reference in [`Templates`].
+pub fn template_key(r: &AnalysisTemplateRef) -> (bool, String) {
+    (
+        r.cluster_scope == Some(true),
+        r.template_name.clone().unwrap_or_default(),
+    )
+}
+
+/// What one reconcile reads of a Rollout, fresh, and when.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub rollout: Rollout,
+    /// Those the Rollout controls (ownerReference with controller: true and its uid).
+    pub replica_sets: Vec<ReplicaSet>,
+    pub analysis_runs: Vec<AnalysisRun>,
+    /// The canary and stable Services it names that exist.
+    pub services: Vec<Service>,
+    /// The analysis templates its steps and background analysis name, nested ones included.
+    pub templates: Templates,
+    /// Its pods, read only while a restart is due (`restart_due`); `None` when not read.
+    pub pods: Option<Vec<Pod>>,
+    /// When it was read, as a status stores it (whole seconds): the plans' `now`.
+    pub now: Timestamp,
+}
+
+impl Snapshot {
+    /// The plan for this snapshot.
+    pub fn plan(&self, instance_id: Option<&str>) -> Plan {
+        self.plan_for(&self.rollout, instance_id)
+    }
+
+    /// The plan for `rollout` (this snapshot's, with another status) among the rest of this snapshot.
+    fn plan_for(&self, rollout: &Rollout, instance_id: Option<&str>) -> Plan {
+        let lookup = |r: &AnalysisTemplateRef| self.templates.get(&template_key(r));
+        plan(&Observed {
+            rollout,
+            replica_sets: &self.replica_sets,
+            analysis_runs: &self.analysis_runs,
+            services: &self.services,
+            pods: self.pods.as_deref(),
+            templates: &lookup,
+            instance_id,
+            now: self.now,
+        })
+    }
+}
+
+/// How one write of a plan went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Made {
+    Done,
+    /// A PodDisruptionBudget refused an eviction: the rest of the plan goes on.
+    Refused,
+    /// It met a change made since the read (a 409, an object gone): plan again.
+    Changed,
+}
+
+/// How the status store went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored {
+    Written,
+    /// The Rollout changed since the read: plan again.
+    Changed,
+    /// The Rollout is gone.
+    Gone,
+}
+
+/// What a Rollout's reconcile acts on: the API server, or a cluster in memory. Each method does one thing the
+/// loop asks for and decides nothing.
+pub trait Cluster {
+    /// A failure that ends the reconcile (it is retried later): an unreachable server, a refused write.
+    type Error;
+    /// Whether plans that change only the status are run on in memory and their status stored once (an API
+    /// server is spared the writes; a rehearsal shows every step).
+    const COALESCE: bool;
+
+    /// `--instance-id`, which labels the AnalysisRuns the plans create.
+    fn instance_id(&self) -> Option<&str>;
+
+    /// Reads the Rollout and what it controls afresh; `None` when it is gone or not this instance's.
+    fn observe(&mut self) -> impl Future<Output = Result<Option<Snapshot>, Self::Error>> + Send;
+
+    /// Makes one write of a plan made from `seen`, conditional on what `seen` holds.
+    fn make(
+        &mut self,
+        seen: &Snapshot,
+        write: &Write,
+    ) -> impl Future<Output = Result<Made, Self::Error>> + Send;
+
+    /// Brings the traffic routers to `route`; the error is a message for the Rollout's Event.
+    fn route(
+        &mut self,
+        seen: &Snapshot,
+        route: &Route,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+
+    /// Stores `status` over the one `seen` holds (the Rollout's own writes of this reconcile included).
+    fn store_status(
+        &mut self,
+        seen: &Snapshot,
+        status: &RolloutStatus,
+    ) -> impl Future<Output = Result<Stored, Self::Error>> + Send;
+
+    /// Publishes Events about the Rollout, in order.
+    fn publish(&mut self, rollout: &Rollout, events: &[Event]);
+}
+
+/// How a reconcile ended.
+#[derive(Debug, Clone)]
+pub enum Reconciled {
+    /// The Rollout is gone, or not this instance's.
+    Gone,
+    /// The plan was carried out; `changed` when it wrote anything (look again at once, as the status write's
+    /// own watch event makes Argo's controller do), else look again at `plan.wake_at`.
+    Planned { plan: Plan, changed: bool },
+    /// The routers could not be brought to the plan's route: nothing after it was made (the status would say
+    /// the weight is applied), and a `TrafficRoutingError` Event says why.
+    Unrouted { plan: Plan, error: String },
+    /// Every attempt met a change: something keeps changing under the plans.
+    Contended,
+}
+
+/// One reconcile of the Rollout `cluster` holds.
+pub async fn reconcile<C: Cluster + Send>(cluster: &mut C) -> Result<Reconciled, C::Error> {
+    let mut restart = true;
+    for _ in 0..ATTEMPTS {
+        let Some(mut seen) = cluster.observe().await? else {
+            return Ok(Reconciled::Gone);
+        };
+        if !restart {
+            seen.pods = None;
+        }
+        match step(cluster, &seen).await? {
+            Stepped::Done(reconciled) => return Ok(*reconciled),
+            Stepped::Changed => {}
+            // Argo's pod restarter: having restarted nothing, the reconcile goes on without the restart (the
+            // planner looks again in 30 s).
+            Stepped::Refused => restart = false,
+        }
+    }
+    Ok(Reconciled::Contended)
+}
+
+/// How one read, plan and write ended.
+enum Stepped {
+    Done(Box<Reconciled>),
+    Changed,
+    /// A PodDisruptionBudget refused every eviction of the plan.
+    Refused,
+}
+
+/// Evictions a plan asked for, and how many were refused.
+#[derive(Default)]
+struct Tally {
+    evictions: usize,
+    refused: usize,
+}
+
+async fn step<C: Cluster + Send>(cluster: &mut C, seen: &Snapshot) -> Result<Stepped, C::Error> {
+    let plan = if C::COALESCE {
+        coalesced(seen, cluster.instance_id())
+    } else {
+        seen.plan(cluster.instance_id())
+    };
+    let (before, after) = plan
+        .writes
+        .split_at(plan.route_after.min(plan.writes.len()));
+    let mut tally = Tally::default();
+    if !make(cluster, seen, before, &mut tally).await? {
+        return Ok(Stepped::Changed);
+    }
+    // Traffic after the ReplicaSets' creation and the Services' selectors, before analysis and scaling, in
+    // Argo's order.
+    if let Some(route) = &plan.route
+        && let Err(error) = cluster.route(seen, route).await
+    {
+        let failed = Event {
+            reason: reasons::TRAFFIC_ROUTING_ERROR.to_string(),
+            message: error.clone(),
+            warning: true,
+        };
+        cluster.publish(&seen.rollout, &[failed]);
+        return Ok(Stepped::Done(Box::new(Reconciled::Unrouted {
+            plan,
+            error,
+        })));
+    }
+    if !make(cluster, seen, after, &mut tally).await? {
+        return Ok(Stepped::Changed);
+    }
+    if tally.evictions > 0 && tally.refused == tally.evictions {
+        return Ok(Stepped::Refused);
+    }
+    let changed = seen.rollout.status.as_ref() != Some(&plan.status);
+    if changed {
+        match cluster.store_status(seen, &plan.status).await? {
+            Stored::Written => {}
+            Stored::Changed => return Ok(Stepped::Changed),
+            Stored::Gone => return Ok(Stepped::Done(Box::new(Reconciled::Gone))),
+        }
+    }
+    cluster.publish(&seen.rollout, &plan.events);
+    Ok(Stepped::Done(Box::new(Reconciled::Planned {
+        changed: changed || !plan.writes.is_empty(),
+        plan,
+    })))
+}
+
+/// Makes `writes` in order; false when one met a change (plan again).
+async fn make<C: Cluster + Send>(
+    cluster: &mut C,
+    seen: &Snapshot,
+    writes: &[Write],
+    tally: &mut Tally,
+) -> Result<bool, C::Error> {
+    for write in writes {
+        tally.evictions += usize::from(matches!(write, Write::EvictPod { .. }));
+        match cluster.make(seen, write).await? {
+            Made::Done => {}
+            Made::Refused => tally.refused += 1,
+            Made::Changed => return Ok(false),
+        }
+    }
+    Ok(true)
+}
+
+/// The plan for `seen`, run on through the plans that follow it while they change only the status: nothing
+/// in the cluster changes between them, so each is made from the status the one before left and the status is
+/// stored once, with their Events in order. A plan with writes stops the run and is made again after a fresh
+/// read, so every write is planned from a status that was stored (a crash repeats nothing).
+fn coalesced(seen: &Snapshot, instance_id: Option<&str>) -> Plan {
+    let mut current = seen.plan(instance_id);
+    if !current.writes.is_empty() {
+        return current;
+    }
+    let mut planned = seen.rollout.clone();
+    let mut events = Vec::new();
+    for _ in 0..COALESCED {
+        if planned.status.as_ref() == Some(&current.status) {
+            break;
+        }
+        planned.status = Some(current.status.clone());
+        let next = seen.plan_for(&planned, instance_id);
+        if !next.writes.is_empty() {
+            break;
+        }
+        events.append(&mut current.events);
+        // The status run on in memory says the last route was applied: keep it if this plan has none.
+        let route = current.route.take();
+        current = next;
+        current.route = current.route.take().or(route);
+    }
+    events.append(&mut current.events);
+    current.events = events;
+    current
+}
