@@ -307,6 +307,41 @@ fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
 }
 
 #[test]
+fn a_router_object_that_does_not_fit_the_rollout_is_bad_input_named_by_file_line_and_object() {
+    // The VirtualService among the files has no route named `primary`, which the Rollout names: the routers
+    // cannot be brought to the running version's weight, as Argo's controller could not.
+    let fixture =
+        std::fs::read_to_string("tests/fixtures/rehearse/checkout.yaml").expect("the fixture");
+    assert!(fixture.contains("  - name: primary\n"));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("checkout.yaml");
+    std::fs::write(
+        &file,
+        fixture.replace("  - name: primary\n", "  - name: other\n"),
+    )
+    .expect("written");
+    let file = file.display().to_string();
+    let ran = support::cli::run(&[
+        "rehearse",
+        "-f",
+        &file,
+        "-f",
+        "analysis-templates/success-rate.yaml",
+        "--from",
+        "2026-01-01T00:10:00Z",
+    ]);
+    assert_eq!(ran.code, Some(2), "{}", ran.stderr);
+    assert_eq!(
+        ran.stderr.trim(),
+        format!(
+            "canaryd: traffic routing: {file}:53: VirtualService shop/checkout: \
+             HTTP Route 'primary' is not found in the defined Virtual Service."
+        )
+    );
+    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
+}
+
+#[test]
 fn a_rehearsal_that_would_run_past_the_last_representable_instant_ends_waiting() {
     // Timestamps end at 9999-12-30T22:00:00Z: a retry 10 s after an Error, or pods ready 2 h later, fall
     // past it. No Prometheus answers here, so the analysis only errors.

@@ -18,9 +18,9 @@ use super::validate::validate_documents;
 use super::{Exit, OutputFormat};
 use crate::api::{self, AnalysisTemplateRef, Rollout};
 use crate::engine::rollout::act::{Templates, template_key};
+use crate::engine::routing::memory::Routers;
 use crate::engine::template::{Finding, Severity};
 use crate::measure::Providers;
-use crate::rehearsal::routes::Routers;
 use crate::rehearsal::{Options, Setup};
 
 #[derive(Debug, clap::Args)]
@@ -119,7 +119,8 @@ pub fn setup_from_docs(
                     message: e.inner().to_string(),
                 }),
             Some("VirtualService" | "HTTPRoute") => {
-                router_objects.push(doc.value.clone());
+                let origin = format!("{}:{}", doc.file.display(), doc.line);
+                router_objects.push((origin, doc.value.clone()));
                 Ok(())
             }
             _ => Ok(()),

@@ -8,7 +8,6 @@
 //! Every rule about steps, weights, pauses, aborts and analysis is the planner's or the analysis engine's;
 //! nothing here decides one.
 
-pub mod routes;
 mod runs;
 
 use std::collections::BTreeMap;
@@ -20,12 +19,12 @@ use serde::Serialize;
 use crate::api::reasons::rollout::{CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
 use crate::api::rollout::RolloutStatus;
 use crate::api::{Measurement, MetricResult, Rollout};
-use crate::engine::rollout::act::Templates;
+use crate::engine::rollout::act::{Reconciled, Templates};
 use crate::engine::rollout::sim::Cluster;
 use crate::engine::rollout::{Plan, steps};
+use crate::engine::routing::memory::{RouterWeights, Routers};
 use crate::measure::Providers;
 use crate::time::Clock;
-use routes::{RouterWeights, Routers};
 
 /// The annotation on the pod template that makes the rehearsed revision differ from the one running.
 pub const REVISION_MARK: &str = "canaryd.io/rehearsal";
@@ -193,7 +192,7 @@ pub async fn play(
     let mut cluster = Cluster::new(setup.rollout.clone());
     cluster.templates = setup.templates.clone();
     cluster.services = setup.services.clone();
-    let mut routers = setup.routers.clone();
+    cluster.routers = setup.routers.clone();
     deploy_running_version(&mut cluster, opts.from)?;
     cluster.edit_spec(|spec| {
         if let Some(template) = spec.template.as_mut() {
@@ -216,7 +215,7 @@ pub async fn play(
         let mut wake = None;
         for _ in 0..SETTLE_LIMIT {
             let before = cluster.rollout.status.clone();
-            let plan = cluster.reconcile(now);
+            let plan = reconcile(&mut cluster, now)?;
             for e in &plan.events {
                 on(&Entry::Event {
                     time: now,
@@ -233,7 +232,7 @@ pub async fn play(
                     available_at = Some(later(now, opts.ready_after));
                 }
             }
-            show_step(&cluster, &plan, &mut routers, &mut at_step, steps, now, on)?;
+            show_step(&cluster, &plan, &mut at_step, steps, now, on);
             wake = plan.wake_at;
             if plan.writes.is_empty() && cluster.rollout.status == before && !became_available {
                 break;
@@ -346,7 +345,7 @@ fn deploy_running_version(cluster: &mut Cluster, at: Timestamp) -> Result<(), Re
     for _ in 0..SETTLE_LIMIT {
         let became_available = cluster.make_available();
         let before = cluster.rollout.status.clone();
-        let plan = cluster.reconcile(at);
+        let plan = reconcile(cluster, at)?;
         if plan.writes.is_empty() && cluster.rollout.status == before && !became_available {
             break;
         }
@@ -360,6 +359,19 @@ fn deploy_running_version(cluster: &mut Cluster, at: Timestamp) -> Result<(), Re
     }
     cluster.events.clear();
     Ok(())
+}
+
+/// One reconcile of the rehearsed Rollout at `now`: its plan, or why the routers could not be brought to it
+/// (a router object among the files that does not fit the Rollout).
+fn reconcile(cluster: &mut Cluster, now: Timestamp) -> Result<Plan, RehearsalError> {
+    match cluster.reconciled(now) {
+        Reconciled::Planned { plan, .. } => Ok(plan),
+        Reconciled::Unrouted { error, .. } => {
+            Err(RehearsalError(format!("traffic routing: {error}")))
+        }
+        // Memory holds its Rollout and refuses no write.
+        Reconciled::Gone | Reconciled::Contended => Ok(cluster.plan(now)),
+    }
 }
 
 /// Marks the pod template so it hashes differently from the running version's.
@@ -436,16 +448,15 @@ fn waiting_for_a_person(
     })
 }
 
-/// Reports the step and weight when either changed, with what the routers were told for a new weight.
+/// Reports the step and weight when either changed, with what the routers show for a new weight.
 fn show_step(
     cluster: &Cluster,
     plan: &Plan,
-    routers: &mut Routers,
     at_step: &mut Option<(usize, i32)>,
     steps: usize,
     now: Timestamp,
     on: &mut dyn FnMut(&Entry),
-) -> Result<(), RehearsalError> {
+) {
     let status = cluster.status();
     let index = status.current_step_index.unwrap_or(0).max(0) as usize;
     // With a router, the weight the routers were brought to (none this reconcile: as they were); without
@@ -459,19 +470,12 @@ fn show_step(
         None => plan.desired_weight,
     };
     if *at_step == Some((index, weight)) {
-        return Ok(());
+        return;
     }
     let weight_changed = at_step.is_none_or(|(_, w)| w != weight);
     *at_step = Some((index, weight));
     let routers = if weight_changed {
-        routers
-            .write(
-                &cluster.rollout,
-                weight,
-                &status.current_pod_hash,
-                &status.stable_rs,
-            )
-            .map_err(|e| RehearsalError(format!("traffic routing: {e}")))?
+        cluster.routers.shown().to_vec()
     } else {
         Vec::new()
     };
@@ -489,5 +493,4 @@ fn show_step(
         weight,
         routers,
     });
-    Ok(())
 }

@@ -16,6 +16,7 @@ use super::act::{self, Made, Reconciled, Snapshot, Stored, Templates, template_k
 use super::{Event, MANAGED_BY_ANNOTATION, Observed, Plan, Route, Write, plan};
 use crate::api::rollout::{RolloutSpec, RolloutStatus};
 use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus, AnalysisTemplateRef, Rollout};
+use crate::engine::routing::memory::Routers;
 
 use super::hash::HASH_LABEL;
 use super::{
@@ -39,6 +40,8 @@ pub struct Cluster {
     pub instance_id: Option<String>,
     /// The ReplicaSets' pods, kept in step with them by `make_available` and the writes.
     pub pods: Vec<Pod>,
+    /// The traffic routers, brought to each plan's route (by default none: nothing is routed).
+    pub routers: Routers,
     /// The `now` of the next reconcile ([`Cluster::set_now`]): when pods made since were created.
     clock: Timestamp,
     /// Numbers pods' names.
@@ -62,6 +65,7 @@ impl Cluster {
             events: Vec::new(),
             instance_id: None,
             pods: Vec::new(),
+            routers: Routers::default(),
             clock: Timestamp::UNIX_EPOCH,
             pods_made: 0,
         }
@@ -82,15 +86,22 @@ impl Cluster {
         });
     }
 
-    /// One reconcile at `now`, through the loop the daemon runs ([`act::reconcile`]); returns its plan.
-    pub fn reconcile(&mut self, now: Timestamp) -> Plan {
+    /// One reconcile at `now`, through the loop the daemon runs ([`act::reconcile`]): how it ended.
+    pub fn reconciled(&mut self, now: Timestamp) -> Reconciled {
         self.set_now(now);
-        // Memory answers at once, so the loop's future is ready when first polled. It holds its Rollout and
-        // refuses no write: the loop always ends with a plan carried out.
+        // Memory answers at once, so the loop's future is ready when first polled.
         match futures::executor::block_on(act::reconcile(self)) {
-            Ok(Reconciled::Planned { plan, .. } | Reconciled::Unrouted { plan, .. }) => plan,
-            Ok(Reconciled::Gone | Reconciled::Contended) => self.plan(now),
+            Ok(reconciled) => reconciled,
             Err(never) => match never {},
+        }
+    }
+
+    /// One reconcile at `now`; returns its plan. This cluster holds its Rollout and refuses no write, so the
+    /// loop ends with a plan carried out, or stopped at routers whose objects do not fit them.
+    pub fn reconcile(&mut self, now: Timestamp) -> Plan {
+        match self.reconciled(now) {
+            Reconciled::Planned { plan, .. } | Reconciled::Unrouted { plan, .. } => plan,
+            Reconciled::Gone | Reconciled::Contended => self.plan(now),
         }
     }
 
@@ -465,8 +476,8 @@ impl Cluster {
 }
 
 /// The cluster in memory answers at once and refuses nothing: a write is made as the API server and the
-/// built-in controllers would make it ([`Cluster::apply_writes`]'s rules), and its routers are the rehearsal's
-/// to show from each plan's route.
+/// built-in controllers would make it ([`Cluster::apply_writes`]'s rules), a route is applied to the router
+/// objects in memory ([`Routers`]).
 impl act::Cluster for Cluster {
     type Error = std::convert::Infallible;
     /// A rehearsal shows every step the planner passes through, each plan's own.
@@ -493,8 +504,8 @@ impl act::Cluster for Cluster {
         Ok(Made::Done)
     }
 
-    async fn route(&mut self, _: &Snapshot, _: &Route) -> Result<(), String> {
-        Ok(())
+    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<(), String> {
+        self.routers.apply(&seen.rollout, route)
     }
 
     async fn store_status(

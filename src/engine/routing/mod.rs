@@ -8,6 +8,7 @@
 
 pub mod gateway;
 pub mod istio;
+pub mod memory;
 pub mod nginx;
 mod targets;
 

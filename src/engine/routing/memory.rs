@@ -1,13 +1,15 @@
-//! The traffic router's side of a rehearsal: at each step, what the configured router would be told, shown as
-//! the weights of its destinations. With the router object among the files (an Istio VirtualService, a
-//! Gateway API HTTPRoute), the object is brought to the weight by `engine/routing`'s builders, so the weights
-//! shown are those the daemon would write; without it, the canary and stable shares the builders are given.
+//! The traffic routers in memory, for the in-memory cluster (`engine::rollout::sim`) that `rehearse` and `demo`
+//! play a Rollout on: the router objects found among the files (an Istio VirtualService, a Gateway API
+//! HTTPRoute) are brought to each route by the same targets and builders the daemon's routers write through
+//! the API server (`crate::routers`), so the weights a rehearsal shows are those the daemon would write; a
+//! router whose object is not among the files shows the canary and stable shares the builders are given.
 //! Owns the reading of the written objects' weights, never how weights are computed.
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::Rollout;
+use crate::engine::rollout::Route;
 use crate::engine::routing::{self, Desired, Routing, RoutingError, Target};
 
 /// One router object and its destinations' weights, as written at a step.
@@ -30,35 +32,44 @@ impl std::fmt::Display for RouterWeights {
     }
 }
 
-/// The Rollout's routers and the objects of theirs found among the files, kept as last written.
+/// The Rollout's routers and the objects of theirs found among the files, kept as last written. The default
+/// routes nothing.
 #[derive(Debug, Clone, Default)]
 pub struct Routers {
     routing: Option<Routing>,
-    /// Router objects (VirtualService, HTTPRoute) from the files.
-    objects: Vec<Value>,
+    /// Router objects (VirtualService, HTTPRoute) from the files, each with where it was read (`FILE:LINE`).
+    objects: Vec<(String, Value)>,
+    /// What each router shows since the last route.
+    shown: Vec<RouterWeights>,
 }
 
-fn named<'a>(objects: &'a mut [Value], kind: &str, name: &str) -> Option<&'a mut Value> {
-    objects.iter_mut().find(|o| {
+fn named<'a>(
+    objects: &'a mut [(String, Value)],
+    kind: &str,
+    name: &str,
+) -> Option<&'a mut (String, Value)> {
+    objects.iter_mut().find(|(_, o)| {
         o.get("kind").and_then(Value::as_str) == Some(kind)
             && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
     })
 }
 
 impl Routers {
-    /// `objects`: documents of the files that a router may re-weight (others are ignored).
-    pub fn new(rollout: &Rollout, objects: Vec<Value>) -> Result<Routers, RoutingError> {
+    /// `objects`: documents of the files that a router may re-weight (others are ignored), each with where it
+    /// was read (`FILE:LINE`), which an error names.
+    pub fn new(rollout: &Rollout, objects: Vec<(String, Value)>) -> Result<Routers, RoutingError> {
         Ok(Routers {
             routing: routing::routing(rollout)?,
             objects: objects
                 .into_iter()
-                .filter(|o| {
+                .filter(|(_, o)| {
                     matches!(
                         o.get("kind").and_then(Value::as_str),
                         Some("VirtualService" | "HTTPRoute")
                     )
                 })
                 .collect(),
+            shown: Vec::new(),
         })
     }
 
@@ -66,19 +77,24 @@ impl Routers {
         self.routing.is_none()
     }
 
-    /// What each router shows once told `weight` for the canary (`canary_hash` and `stable_hash` are the
-    /// ReplicaSets' pod hashes). An object that does not fit the configuration is an error in Argo's words.
-    pub fn write(
-        &mut self,
-        rollout: &Rollout,
-        weight: i32,
-        canary_hash: &str,
-        stable_hash: &str,
-    ) -> Result<Vec<RouterWeights>, RoutingError> {
+    /// What each router shows since the last route.
+    pub fn shown(&self) -> &[RouterWeights] {
+        &self.shown
+    }
+
+    /// Brings the routers to `route`, as the daemon's would be. An object that does not fit the configuration
+    /// is an error naming its file, line and object, in Argo's words.
+    pub fn apply(&mut self, rollout: &Rollout, route: &Route) -> Result<(), String> {
         let Some(routing) = &self.routing else {
-            return Ok(Vec::new());
+            return Ok(());
         };
-        let d = Desired::new(rollout, routing, weight, canary_hash, stable_hash);
+        let d = Desired::new(
+            rollout,
+            routing,
+            route.weight,
+            &route.canary_hash,
+            &route.stable_hash,
+        );
         let shares = || {
             vec![
                 (d.canary_service.to_string(), i64::from(d.canary_weight)),
@@ -96,8 +112,14 @@ impl Routers {
                 }
                 Target::VirtualService { .. } | Target::HttpRoute { .. } => {
                     match named(&mut self.objects, target.kind(), &name) {
-                        Some(current) => {
-                            if let Some(new) = target.build(current, &d)? {
+                        Some((origin, current)) => {
+                            let built = target.build(current, &d).map_err(|e| {
+                                let namespace = rollout.metadata.namespace.as_deref();
+                                let kind = target.kind();
+                                let namespace = namespace.unwrap_or_default();
+                                format!("{origin}: {kind} {namespace}/{name}: {e}")
+                            })?;
+                            if let Some(new) = built {
                                 *current = new;
                             }
                             destination_weights(current)
@@ -111,7 +133,8 @@ impl Routers {
                 weights,
             });
         }
-        Ok(out)
+        self.shown = out;
+        Ok(())
     }
 }
 
