@@ -1,13 +1,19 @@
 //! The clock: the only place canaryd reads the wall clock or sleeps. A virtual clock makes backtests jump
 //! straight to the next wake-up, so `analyze --from/--to` runs as fast as Prometheus answers. The daemon
-//! carries one in its context, so its tests can run it on time they control.
+//! carries one in its context and reads time and sleeps only through it, so its tests run it on a manual
+//! clock: time they move, jumping from one wake-up of the daemon to the next.
 //!
 //! Enforced: `clippy.toml` disallows `SystemTime::now`, `Instant::now`, jiff's `Timestamp::now` and
 //! `tokio::time::sleep` everywhere else.
 
+use std::collections::BTreeSet;
 use std::sync::Mutex;
+use std::sync::PoisonError;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use jiff::Timestamp;
+use tokio::sync::watch;
 
 #[derive(Debug)]
 pub enum Clock {
@@ -15,6 +21,8 @@ pub enum Clock {
     Wall,
     /// Time that moves only when asked to: backtests and simulations.
     Virtual(Mutex<Timestamp>),
+    /// Time a test moves: sleepers wait until it does.
+    Manual(ManualClock),
 }
 
 impl Clock {
@@ -22,11 +30,28 @@ impl Clock {
         Clock::Virtual(Mutex::new(start))
     }
 
+    pub fn manual_at(start: Timestamp) -> Clock {
+        Clock::Manual(ManualClock {
+            now: watch::Sender::new(start),
+            sleepers: Mutex::new(BTreeSet::new()),
+            serial: AtomicU64::new(0),
+        })
+    }
+
+    /// The controls of a manual clock; `None` for any other.
+    pub fn manual(&self) -> Option<&ManualClock> {
+        match self {
+            Clock::Manual(m) => Some(m),
+            _ => None,
+        }
+    }
+
     #[allow(clippy::disallowed_methods)] // The one reading of the wall clock.
     pub fn now(&self) -> Timestamp {
         match self {
             Clock::Wall => Timestamp::now(),
-            Clock::Virtual(t) => *t.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+            Clock::Virtual(t) => *t.lock().unwrap_or_else(PoisonError::into_inner),
+            Clock::Manual(m) => m.now(),
         }
     }
 
@@ -36,11 +61,14 @@ impl Clock {
         whole_second(self.now())
     }
 
+    /// A backtest's clock, whose queries are evaluated at its time. A manual clock is not one: it stands in
+    /// for the wall clock of a daemon under test, whose queries carry no time.
     pub fn is_virtual(&self) -> bool {
         matches!(self, Clock::Virtual(_))
     }
 
-    /// Waits until `at` (a virtual clock jumps there; it never goes backwards).
+    /// Waits until `at` (a virtual clock jumps there; it never goes backwards; a manual one waits until it is
+    /// moved there). Cancel-safe.
     #[allow(clippy::disallowed_methods)] // The one sleep on the wall clock.
     pub async fn sleep_until(&self, at: Timestamp) {
         match self {
@@ -51,12 +79,100 @@ impl Clock {
                 }
             }
             Clock::Virtual(t) => {
-                let mut now = t.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut now = t.lock().unwrap_or_else(PoisonError::into_inner);
                 if at > *now {
                     *now = at;
                 }
             }
+            Clock::Manual(m) => m.sleep_until(at).await,
         }
+    }
+}
+
+/// A clock that moves only when its owner moves it, and never backwards; it knows the deadlines its
+/// sleepers wait for, so a test can jump to the next one.
+#[derive(Debug)]
+pub struct ManualClock {
+    now: watch::Sender<Timestamp>,
+    /// (deadline, serial) of each sleeper waiting now; the serial tells equal deadlines apart.
+    sleepers: Mutex<BTreeSet<(Timestamp, u64)>>,
+    serial: AtomicU64,
+}
+
+impl ManualClock {
+    pub fn now(&self) -> Timestamp {
+        *self.now.borrow()
+    }
+
+    /// Moves the clock to `t`; a `t` in its past changes nothing.
+    pub fn set(&self, t: Timestamp) {
+        self.now.send_if_modified(|now| {
+            let later = t > *now;
+            if later {
+                *now = t;
+            }
+            later
+        });
+    }
+
+    /// Moves the clock `d` on (not at all when that would overflow).
+    pub fn advance(&self, d: Duration) {
+        if let Ok(t) = self.now().checked_add(d) {
+            self.set(t);
+        }
+    }
+
+    /// The earliest deadline a sleeper still waits for.
+    pub fn next_wakeup(&self) -> Option<Timestamp> {
+        let now = self.now();
+        let sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
+        sleepers.iter().map(|(at, _)| *at).find(|at| *at > now)
+    }
+
+    /// Moves the clock to [`ManualClock::next_wakeup`] and returns it; `None` (and no move) when no sleeper
+    /// waits.
+    pub fn advance_to_next(&self) -> Option<Timestamp> {
+        let next = self.next_wakeup()?;
+        self.set(next);
+        Some(next)
+    }
+
+    async fn sleep_until(&self, at: Timestamp) {
+        let mut moved = self.now.subscribe();
+        if *moved.borrow_and_update() >= at {
+            return;
+        }
+        let key = (at, self.serial.fetch_add(1, Ordering::Relaxed));
+        let _waiting = Sleeper::new(self, key);
+        // The sender lives as long as `self`, so this ends only when the clock reaches `at`.
+        let _ = moved.wait_for(|now| *now >= at).await;
+    }
+}
+
+/// A sleeper's deadline, registered while it waits and forgotten when it wakes or is dropped.
+struct Sleeper<'a> {
+    clock: &'a ManualClock,
+    key: (Timestamp, u64),
+}
+
+impl<'a> Sleeper<'a> {
+    fn new(clock: &'a ManualClock, key: (Timestamp, u64)) -> Sleeper<'a> {
+        clock
+            .sleepers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key);
+        Sleeper { clock, key }
+    }
+}
+
+impl Drop for Sleeper<'_> {
+    fn drop(&mut self) {
+        self.clock
+            .sleepers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.key);
     }
 }
 
@@ -103,5 +219,56 @@ mod tests {
         assert_eq!(clock.now(), later);
         clock.sleep_until(start).await;
         assert_eq!(clock.now(), later);
+    }
+
+    fn at(t: &str) -> Timestamp {
+        t.parse().expect("a timestamp")
+    }
+
+    #[tokio::test]
+    async fn a_manual_clock_wakes_a_sleeper_only_once_moved_to_its_deadline() {
+        let clock = std::sync::Arc::new(Clock::manual_at(at("2026-01-01T00:00:00Z")));
+        let m = clock.manual().expect("a manual clock");
+        assert_eq!(m.next_wakeup(), None);
+        let sleeper = tokio::spawn({
+            let clock = clock.clone();
+            async move { clock.sleep_until(at("2026-01-01T00:10:00Z")).await }
+        });
+        while m.next_wakeup().is_none() {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(m.next_wakeup(), Some(at("2026-01-01T00:10:00Z")));
+        m.advance(Duration::from_secs(599));
+        tokio::task::yield_now().await;
+        assert!(!sleeper.is_finished());
+        assert_eq!(m.advance_to_next(), Some(at("2026-01-01T00:10:00Z")));
+        tokio::time::timeout(Duration::from_secs(5), sleeper)
+            .await
+            .expect("the sleeper wakes")
+            .expect("the sleeper ends");
+        assert_eq!(m.next_wakeup(), None);
+        assert_eq!(m.advance_to_next(), None);
+        assert_eq!(clock.now(), at("2026-01-01T00:10:00Z"));
+    }
+
+    #[tokio::test]
+    async fn a_manual_clock_forgets_a_dropped_sleeper_and_never_goes_back() {
+        let clock = Clock::manual_at(at("2026-01-01T00:00:00Z"));
+        let m = clock.manual().expect("a manual clock");
+        {
+            let early = std::pin::pin!(clock.sleep_until(at("2026-01-01T00:05:00Z")));
+            let late = std::pin::pin!(clock.sleep_until(at("2026-01-01T01:00:00Z")));
+            // Polled once each: registered, still waiting.
+            assert!(futures::poll!(early).is_pending());
+            assert!(futures::poll!(late).is_pending());
+            assert_eq!(m.next_wakeup(), Some(at("2026-01-01T00:05:00Z")));
+        }
+        assert_eq!(m.next_wakeup(), None);
+        m.set(at("2026-01-01T02:00:00Z"));
+        m.set(at("2026-01-01T01:00:00Z"));
+        assert_eq!(clock.now(), at("2026-01-01T02:00:00Z"));
+        // A deadline already passed does not wait.
+        clock.sleep_until(at("2026-01-01T01:30:00Z")).await;
+        assert_eq!(clock.now(), at("2026-01-01T02:00:00Z"));
     }
 }
