@@ -6,18 +6,19 @@
 //! ordered timers and a set: scheduling, starting and finishing a reconcile each cost O(log n).
 //!
 //! Its rules are the applier's: the earliest requested time wins, an object never has two reconciles at
-//! once, and a request for an object that is busy is kept and served as soon as its reconcile ends.
+//! once, and a request for an object that is busy is kept and served as soon as its reconcile ends. Its times
+//! are the daemon's [`Clock`](crate::time::Clock)'s, so the queue follows whatever time the daemon runs on.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 
-use tokio::time::Instant;
+use jiff::Timestamp;
 
 /// Due times of objects keyed by `K`, and the objects being reconciled.
 #[derive(Debug)]
 pub struct Queue<K> {
-    due: HashMap<K, Instant>,
-    order: BTreeSet<(Instant, K)>,
+    due: HashMap<K, Timestamp>,
+    order: BTreeSet<(Timestamp, K)>,
     busy: HashSet<K>,
     /// Busy objects asked for again meanwhile: due once their reconcile ends.
     again: HashSet<K>,
@@ -36,7 +37,7 @@ impl<K: Ord + Hash + Clone> Default for Queue<K> {
 
 impl<K: Ord + Hash + Clone> Queue<K> {
     /// Asks for a reconcile of `key` at `at`; an earlier request already queued stands.
-    pub fn schedule(&mut self, key: K, at: Instant) {
+    pub fn schedule(&mut self, key: K, at: Timestamp) {
         if let Some(&queued) = self.due.get(&key) {
             if queued <= at {
                 return;
@@ -48,13 +49,13 @@ impl<K: Ord + Hash + Clone> Queue<K> {
     }
 
     /// When the earliest queued request is due.
-    pub fn next_due(&self) -> Option<Instant> {
+    pub fn next_due(&self) -> Option<Timestamp> {
         self.order.first().map(|(at, _)| *at)
     }
 
     /// Takes the next object due at `now` that is free to start and marks it busy. A due request for a busy
     /// object is set aside until [`Queue::finish`].
-    pub fn start_due(&mut self, now: Instant) -> Option<K> {
+    pub fn start_due(&mut self, now: Timestamp) -> Option<K> {
         while let Some((at, _)) = self.order.first()
             && *at <= now
         {
@@ -72,7 +73,7 @@ impl<K: Ord + Hash + Clone> Queue<K> {
 
     /// `key`'s reconcile ended; `then` is when it asked to run again (`None`: only on a change). A request
     /// that arrived while it ran is due now.
-    pub fn finish(&mut self, key: &K, now: Instant, then: Option<Instant>) {
+    pub fn finish(&mut self, key: &K, now: Timestamp, then: Option<Timestamp>) {
         self.busy.remove(key);
         if self.again.remove(key) {
             self.schedule(key.clone(), now);
@@ -88,13 +89,17 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn secs(t0: Instant, s: u64) -> Instant {
-        t0 + Duration::from_secs(s)
+    fn secs(t0: Timestamp, s: u64) -> Timestamp {
+        t0.checked_add(Duration::from_secs(s)).expect("a time")
+    }
+
+    fn start() -> Timestamp {
+        "2026-01-01T00:00:00Z".parse().expect("a time")
     }
 
     #[test]
     fn the_earliest_request_wins_and_objects_come_out_in_due_order() {
-        let t0 = Instant::now();
+        let t0 = start();
         let mut q = Queue::default();
         q.schedule("b", secs(t0, 5));
         q.schedule("a", secs(t0, 7));
@@ -110,7 +115,7 @@ mod tests {
 
     #[test]
     fn a_busy_object_is_never_started_twice_and_is_served_when_it_finishes() {
-        let t0 = Instant::now();
+        let t0 = start();
         let mut q = Queue::default();
         q.schedule("a", t0);
         assert_eq!(q.start_due(t0), Some("a"));
@@ -127,7 +132,7 @@ mod tests {
 
     #[test]
     fn a_finished_object_that_asks_for_nothing_is_not_queued() {
-        let t0 = Instant::now();
+        let t0 = start();
         let mut q = Queue::default();
         q.schedule("a", t0);
         assert_eq!(q.start_due(t0), Some("a"));

@@ -289,7 +289,8 @@ const EVENT_DRAIN: Duration = Duration::from_secs(5);
 
 /// Candidate → leader → (lost → candidate again | shutdown → release). client-go's timing: try every
 /// retry period; a leader that cannot renew for the renew deadline stops reconciling before its lease can
-/// expire for the others.
+/// expire for the others. The retry ticker and the renew deadline are real time, not the daemon's clock, as the
+/// other candidates' are: they time requests to the API server.
 async fn elect_and_lead(
     ctx: &Arc<Context>,
     lease: LeaseConfig,
