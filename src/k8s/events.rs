@@ -5,7 +5,7 @@
 //! reconcile: Events are at-most-once anyway (a crash after the patch loses its Event).
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -90,6 +90,7 @@ impl EventQueue {
 impl EventPublisher {
     /// Creates queued Events, [`IN_FLIGHT`] at a time, until `stop` resolves; then nothing more is queued,
     /// and what is queued or in flight is still created for at most `drain`; the rest is lost.
+    /// The drain is real time, not the daemon's clock: it bounds requests to the API server at shutdown.
     pub async fn run(self, stop: impl Future<Output = ()>, drain: Duration) {
         let EventPublisher {
             client,
@@ -153,8 +154,21 @@ pub struct Happened<'a> {
     pub warning: bool,
 }
 
-/// The events.k8s.io/v1 Event about `regarding` at `now`. Named as client-go names Events, unique per object
-/// and instant; `serial` tells apart the Events of one object in one instant. Created directly: kube's
+/// The number in the name of the last Event this process made.
+static LAST_NAMED: Mutex<i128> = Mutex::new(i128::MIN);
+
+/// The number naming an Event made at `now`: its instant in nanoseconds plus `serial`, or one more than the
+/// last one made if that is not more. So names never repeat and sort in the order the Events were made, even
+/// when two reconciles read the same instant (a manual clock a test holds still) or the clock steps back.
+fn name_number(now: Timestamp, serial: u32) -> i128 {
+    let wanted = now.as_nanosecond().saturating_add(i128::from(serial));
+    let mut last = LAST_NAMED.lock().unwrap_or_else(PoisonError::into_inner);
+    *last = wanted.max(last.saturating_add(1));
+    *last
+}
+
+/// The events.k8s.io/v1 Event about `regarding` at `now`. Named as client-go names Events (see
+/// [`name_number`]); `serial` tells apart the Events of one object in one instant. Created directly: kube's
 /// `Recorder` would keep every Event for six minutes to count repeats into a series, and scan them all on
 /// every publish.
 pub fn about(
@@ -167,10 +181,7 @@ pub fn about(
     let name = regarding.name.clone().unwrap_or_default();
     Event {
         metadata: ObjectMeta {
-            name: Some(format!(
-                "{name}.{:x}",
-                now.as_nanosecond().saturating_add(i128::from(serial))
-            )),
+            name: Some(format!("{name}.{:x}", name_number(now, serial))),
             namespace: regarding.namespace.clone(),
             ..ObjectMeta::default()
         },
@@ -203,6 +214,26 @@ mod tests {
             },
             ..Event::default()
         }
+    }
+
+    #[test]
+    fn event_names_never_repeat_nor_go_back_even_when_the_clock_does() {
+        let t: Timestamp = "2026-01-01T00:00:00Z".parse().expect("a timestamp");
+        let first = name_number(t, 0);
+        let again = name_number(t, 0);
+        let earlier = name_number(
+            t.checked_sub(jiff::SignedDuration::from_secs(1))
+                .expect("a time"),
+            1,
+        );
+        assert!(
+            first < again && again < earlier,
+            "{first} {again} {earlier}"
+        );
+        let later = t
+            .checked_add(jiff::SignedDuration::from_secs(1))
+            .expect("a time");
+        assert_eq!(name_number(later, 2), later.as_nanosecond() + 2);
     }
 
     #[tokio::test]
