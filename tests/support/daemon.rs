@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use canaryd::api::AnalysisRun;
 use canaryd::controller::{Clients, Config, Context, Daemon};
 use canaryd::k8s::lease::LeaseConfig;
+use canaryd::time::Clock;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
@@ -170,7 +171,12 @@ pub fn elected(identity: &str) -> Config {
 }
 
 pub async fn spawn(clients: impl Into<Clients>, config: Config) -> Running {
-    let daemon = Daemon::bind(clients, config)
+    spawn_on(clients, config, Arc::new(Clock::Wall)).await
+}
+
+/// A daemon reading time and sleeping on `clock` (a manual one: see [`run_clock_until`]).
+pub async fn spawn_on(clients: impl Into<Clients>, config: Config, clock: Arc<Clock>) -> Running {
+    let daemon = Daemon::bind_on(clients, config, clock)
         .await
         .expect("the daemon binds");
     let ctx = daemon.context();
@@ -358,6 +364,69 @@ where
             "timed out after {within:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// How long the fake API server must be still for the daemon to count as quiet (see [`run_clock_until`]).
+const QUIET: Duration = Duration::from_millis(100);
+
+/// Real time [`run_clock_until`] waits at most.
+const CLOCK_RUN_LIMIT: Duration = Duration::from_secs(40);
+
+/// A manual clock starting at the real time's whole second (statuses store whole seconds, so times the daemon
+/// writes can be compared with it exactly).
+pub fn manual_clock() -> Arc<Clock> {
+    Arc::new(Clock::manual_at(canaryd::time::whole_second(
+        jiff::Timestamp::now(),
+    )))
+}
+
+/// Runs a daemon on the manual `clock` until `check` returns `Some`: whenever the fake API server has seen no
+/// request and no write, and has had no pod on its way to Ready, for [`QUIET`] (the daemon has done what the
+/// clock's time asks of it, and the cluster has answered), the clock jumps to the
+/// earliest deadline one of the daemon's sleepers waits for. Panics after [`CLOCK_RUN_LIMIT`] of real time,
+/// naming `what` and the clock's time.
+pub async fn run_clock_until<T>(
+    server: &super::fake_apiserver::FakeApiServer,
+    clock: &Clock,
+    what: &str,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
+    let manual = clock
+        .manual()
+        .expect("run_clock_until moves a manual clock");
+    let all = super::fake_apiserver::RequestPattern::new("*", "");
+    let start = Instant::now();
+    // Requests, writes, and pods on their way to Ready (the simulated ReplicaSet controller's real-time work).
+    let activity = || {
+        (
+            server.request_count(&all),
+            server.resource_version(),
+            server.pods_starting(),
+        )
+    };
+    let mut seen = activity();
+    let mut quiet_since = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < CLOCK_RUN_LIMIT,
+            "timed out after {CLOCK_RUN_LIMIT:?} of real time waiting for {what}; the clock is at {}, its next \
+             wake-up at {:?}",
+            manual.now(),
+            manual.next_wakeup()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let now = activity();
+        if now != seen || now.2 > 0 {
+            seen = now;
+            quiet_since = Instant::now();
+        } else if quiet_since.elapsed() >= QUIET {
+            manual.advance_to_next();
+            quiet_since = Instant::now();
+        }
     }
 }
 

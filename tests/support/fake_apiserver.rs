@@ -24,7 +24,7 @@
 //!   each Job ends Complete or Failed after `delay` (`fake_apiserver/jobs.rs`); without it Jobs never end.
 //! - `url()`, `kubeconfig_path()`, `client().await`.
 //! - Introspection: `requests()`, `request_count(&RequestPattern)`, `resource_version()`, `open_watches()`,
-//!   `pruned()` (the fields custom resources lost to their CRD's schema),
+//!   `pods_starting()`, `pruned()` (the fields custom resources lost to their CRD's schema),
 //!   `get::<K>(ns, name)`, `list::<K>(ns)`, `get_json::<K>(ns, name)`, `put::<K>(&obj)` (stores status too, bumps the
 //!   resourceVersion and notifies watches, as if another client wrote it).
 //! - `replica_set_controller(ready_after)`: a simulated ReplicaSet controller (each ReplicaSet's pods created,
@@ -201,6 +201,8 @@ struct Shared {
     signal: tokio::sync::watch::Sender<u64>,
     shutdown: tokio::sync::watch::Sender<bool>,
     open_watches: AtomicUsize,
+    /// Pods the simulated ReplicaSet controller is making Ready.
+    pods_starting: AtomicUsize,
     bookmark_interval: Duration,
     address: SocketAddr,
 }
@@ -304,6 +306,7 @@ impl FakeApiServerBuilder {
             signal: tokio::sync::watch::channel(0).0,
             shutdown: tokio::sync::watch::channel(false).0,
             open_watches: AtomicUsize::new(0),
+            pods_starting: AtomicUsize::new(0),
             bookmark_interval: self.bookmark_interval,
             address,
         });
@@ -413,6 +416,12 @@ impl FakeApiServer {
     /// Watch streams currently open (a client that is watching has at least one).
     pub fn open_watches(&self) -> usize {
         self.shared.open_watches.load(Ordering::SeqCst)
+    }
+
+    /// Pods the simulated ReplicaSet controller will make Ready once their `ready_after` has passed: work
+    /// still to come on real time.
+    pub fn pods_starting(&self) -> usize {
+        self.shared.pods_starting.load(Ordering::SeqCst)
     }
 
     /// The next `times` requests matching `pattern` fail with `status` and a kube `Status` body.

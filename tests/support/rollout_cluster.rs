@@ -210,6 +210,15 @@ pub fn service_hash(server: &FakeApiServer, name: &str) -> String {
 
 /// The Rollout's Events as (reason, note), in the order they were made.
 pub async fn events(client: &kube::Client) -> Vec<(String, String)> {
+    timed_events(client)
+        .await
+        .into_iter()
+        .map(|(reason, note, _)| (reason, note))
+        .collect()
+}
+
+/// The Rollout's Events as (reason, note, eventTime), in the order they were made.
+pub async fn timed_events(client: &kube::Client) -> Vec<(String, String, Option<jiff::Timestamp>)> {
     let api: Api<Event> = Api::namespaced(client.clone(), "default");
     let mut events = api
         .list(&ListParams::default())
@@ -221,7 +230,13 @@ pub async fn events(client: &kube::Client) -> Vec<(String, String)> {
     events.sort_by_key(|e| e.metadata.name.clone());
     events
         .into_iter()
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .map(|e| {
+            (
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+                e.event_time.map(|t| t.0),
+            )
+        })
         .collect()
 }
 

@@ -99,7 +99,11 @@ async fn run(shared: Arc<Shared>, ready_after: Duration, held: Arc<Mutex<Vec<Str
                 }
             };
             seen = Some((store.rv, sync.held.clone()));
-            due && sync.pass(&mut store, &mut pending)
+            let changed = due && sync.pass(&mut store, &mut pending);
+            shared
+                .pods_starting
+                .store(pending.len(), std::sync::atomic::Ordering::SeqCst);
+            changed
         };
         if changed {
             shared.signal.send_modify(|tick| *tick += 1);
