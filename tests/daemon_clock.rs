@@ -78,21 +78,9 @@ async fn an_hour_long_pause_holds_until_the_clock_passes_the_hour(crds: CrdSet) 
     let start = clock.now();
     let daemon = harness::spawn_on(client.clone(), config(), clock.clone()).await;
     let manual = clock.manual().expect("a manual clock");
-    let settled = |what: &str, check: fn(&canaryd::api::rollout::RolloutStatus) -> bool| {
-        let what = what.to_string();
-        let server = &server;
-        let clock = &clock;
-        async move {
-            run_clock_until(server, clock, &what, || {
-                let s = status(server);
-                check(&s).then_some(s)
-            })
-            .await
-        }
-    };
-    let first = settled("the first deploy", |s| healthy_at(s, None)).await;
+    let first = until_on(&server, &clock, "the first deploy", |s| healthy_at(s, None)).await;
     set_image(&client, "web:2").await;
-    let paused = settled("the pause", |s| {
+    let paused = until_on(&server, &clock, "the pause", |s| {
         s.phase == "Paused" && !s.pause_conditions.is_empty()
     })
     .await;
@@ -129,7 +117,7 @@ async fn an_hour_long_pause_holds_until_the_clock_passes_the_hour(crds: CrdSet) 
         "the daemon wakes at the hour"
     );
 
-    let done = settled("the promotion", |s| {
+    let done = until_on(&server, &clock, "the promotion", |s| {
         s.phase == "Healthy" && !s.stable_rs.is_empty() && s.current_step_index == Some(3)
     })
     .await;

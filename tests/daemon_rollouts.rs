@@ -4,7 +4,7 @@
 //! the run's message, a daemon killed mid-step and started again, a missing template and Service reported and
 //! retried, and Rollouts left alone without `--rollouts` or when another instance owns them.
 
-#![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
+#![allow(clippy::disallowed_methods)] // Not the Clock: the daemons run against real sockets and, but for one on a manual clock, on real time.
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
@@ -366,31 +366,47 @@ async fn a_daemon_killed_mid_step_and_started_again_creates_nothing_twice_and_ke
     crds: CrdSet,
 ) {
     let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "4s").await;
-    let daemon = harness::spawn(client.clone(), config()).await;
-    until(&server, "the first deploy", |s| healthy_at(s, None)).await;
+    let clock = harness::manual_clock();
+    let manual = clock.manual().expect("a manual clock");
+    let daemon = harness::spawn_on(client.clone(), config(), clock.clone()).await;
+    until_on(&server, &clock, "the first deploy", |s| healthy_at(s, None)).await;
     set_image(&client, "web:2").await;
-    let paused = paused_and_told(&server, &client).await;
+    let paused = until_on(&server, &clock, "the pause", |s| s.phase == "Paused").await;
     let started = paused.pause_conditions[0].start_time.0;
-    daemon.kill().await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let again = harness::spawn(client.clone(), config()).await;
-    let resumed = eventually(WAIT, "the pause to end", || async {
-        let s = status(&server);
-        (s.phase != "Paused").then(jiff::Timestamp::now)
+    let ends = started
+        .checked_add(jiff::SignedDuration::from_secs(4))
+        .expect("a time");
+    // The daemon has done all it does before the pause ends, its Events published (at most once: a crash
+    // loses those still queued, and the steps' Events are counted below).
+    harness::run_clock_until(
+        &server,
+        &clock,
+        "the daemon to wait for the pause's end",
+        || (manual.next_wakeup() == Some(ends)).then_some(()),
+    )
+    .await;
+    eventually(WAIT, "the RolloutPaused Event", || async {
+        let told = events(&client).await.iter().any(|e| e.0 == "RolloutPaused");
+        told.then_some(())
     })
     .await;
-    // The pause ends 4 s (and the second Argo waits past it) after the start its condition recorded; started
-    // again by the restart, it would end 2 s later.
-    let paused_for = resumed.duration_since(started);
-    assert!(
-        paused_for < jiff::SignedDuration::from_millis(6500),
-        "paused for {paused_for:?}"
-    );
-    until(&server, "the promotion", |s| {
+    daemon.kill().await;
+    // Down for half the pause.
+    manual.advance(Duration::from_secs(2));
+    let again = harness::spawn_on(client.clone(), config(), clock.clone()).await;
+    until_on(&server, &clock, "the promotion", |s| {
         healthy_at(s, Some(&paused.current_pod_hash))
     })
     .await;
     again.stop().await;
+    // The pause ends 4 s after the start its condition recorded; started again by the restart, it would end
+    // 2 s later.
+    let resumed = timed_events(&client)
+        .await
+        .into_iter()
+        .find(|e| e.0 == "RolloutResumed")
+        .and_then(|e| e.2);
+    assert_eq!(resumed, Some(ends));
     assert_eq!(
         creates(&server),
         (2, 1),

@@ -175,6 +175,21 @@ pub async fn until(
     .await
 }
 
+/// [`until`] for a daemon on the manual `clock`, which is moved from one of the daemon's wake-ups to the next
+/// meanwhile ([`harness::run_clock_until`]).
+pub async fn until_on(
+    server: &FakeApiServer,
+    clock: &canaryd::time::Clock,
+    what: &str,
+    check: impl Fn(&RolloutStatus) -> bool,
+) -> RolloutStatus {
+    harness::run_clock_until(server, clock, what, || {
+        let s = status(server);
+        check(&s).then_some(s)
+    })
+    .await
+}
+
 pub fn healthy_at(s: &RolloutStatus, hash: Option<&str>) -> bool {
     s.phase == "Healthy" && !s.stable_rs.is_empty() && hash.is_none_or(|h| s.stable_rs == h)
 }
