@@ -40,15 +40,7 @@ async fn an_analysis_of_minutes_measures_exactly_on_its_clock_in_seconds_of_real
         ),
     )
     .await;
-    let done = run_clock_until(&server, &clock, "slow to complete", || {
-        server.get::<AnalysisRun>("default", "slow").filter(|r| {
-            r.status
-                .as_ref()
-                .and_then(|s| s.phase)
-                .is_some_and(|p| p.is_completed())
-        })
-    })
-    .await;
+    let done = harness::finished_on(&server, &clock, "slow").await;
     daemon.stop().await;
     let status = done.status.clone().expect("a status");
     assert_eq!(status.phase, Some(AnalysisPhase::Successful), "{status:?}");

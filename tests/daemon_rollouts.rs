@@ -4,7 +4,7 @@
 //! the run's message, a daemon killed mid-step and started again, a missing template and Service reported and
 //! retried, and Rollouts left alone without `--rollouts` or when another instance owns them.
 
-#![allow(clippy::disallowed_methods)] // Not the Clock: the daemons run against real sockets and, but for one on a manual clock, on real time.
+#![allow(clippy::disallowed_methods)] // Not the Clock: the tests wait on real time, as all daemons here but one (on a manual clock) run.
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;

@@ -239,19 +239,43 @@ async fn a_share_window_serves_runs_due_in_other_seconds_with_one_query(crds: Cr
         prometheus_share_window: Duration::from_secs(10),
         ..harness::config()
     };
-    let daemon = harness::spawn(client.clone(), config).await;
+    let clock = harness::manual_clock();
+    let (manual, start) = (clock.manual().expect("a manual clock"), clock.now());
+    let daemon = harness::spawn_on(client.clone(), config, clock.clone()).await;
     let metric = json!({"interval": "3s", "count": 2, "successCondition": "result == 1"});
     create(&client, &run("first", &prom.uri(), metric.clone())).await;
-    // Due in a later second than the first run's measurements, within the window.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    harness::run_clock_until(&server, &clock, "first's first measurement", || {
+        first_result(&server.get::<AnalysisRun>("default", "first")?)
+    })
+    .await;
+    // Due a second after the first run's measurements, within the window.
+    manual.advance(Duration::from_secs(1));
     create(&client, &run("second", &prom.uri(), metric)).await;
+    let mut started = Vec::new();
     for name in ["first", "second"] {
-        let done = harness::finished(&server, name, WAIT).await;
+        let done = harness::finished_on(&server, &clock, name).await;
         assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
         assert_eq!(result(&done).count, 2);
+        started.extend(
+            result(&done)
+                .measurements
+                .iter()
+                .map(|m| m.started_at.clone()),
+        );
     }
     daemon.stop().await;
-    // Four measurements over about five seconds, one query.
+    // Four measurements due in four different seconds over five, one query.
+    let second = |s: i64| {
+        let at = start.checked_add(jiff::SignedDuration::from_secs(s));
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            at.expect("a time"),
+        ))
+    };
+    assert_eq!(
+        started,
+        [0, 3, 1, 4].map(second),
+        "first at 0 and 3 s, second at 1 and 4 s"
+    );
     assert_eq!(prom.queries(), 1);
 }
 
@@ -384,7 +408,8 @@ async fn a_failing_run_ends_failed_with_the_limit_in_its_message_and_event(crds:
 
 async fn terminating_a_run_mid_way_stops_measuring_and_ends_it_successful(crds: CrdSet) {
     let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
-    let daemon = harness::spawn(client.clone(), harness::config()).await;
+    let clock = harness::manual_clock();
+    let daemon = harness::spawn_on(client.clone(), harness::config(), clock.clone()).await;
     create(
         &client,
         &run(
@@ -394,7 +419,7 @@ async fn terminating_a_run_mid_way_stops_measuring_and_ends_it_successful(crds: 
         ),
     )
     .await;
-    eventually(WAIT, "two measurements", || async {
+    harness::run_clock_until(&server, &clock, "two measurements", || {
         let r = server.get::<AnalysisRun>("default", "bg")?;
         (first_result(&r)?.count >= 2).then_some(())
     })
@@ -407,14 +432,19 @@ async fn terminating_a_run_mid_way_stops_measuring_and_ends_it_successful(crds: 
     )
     .await
     .expect("terminate");
-    let done = harness::finished(&server, "bg", WAIT).await;
+    let done = harness::finished_on(&server, &clock, "bg").await;
     assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
     assert_eq!(
         done.status.as_ref().and_then(|s| s.message.as_deref()),
         Some("Run Terminated")
     );
     let measured = result(&done).count;
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // An hour of one-second intervals later, and time for the daemon to act on it.
+    clock
+        .manual()
+        .expect("a manual clock")
+        .advance(Duration::from_secs(3600));
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let later = server
         .get::<AnalysisRun>("default", "bg")
         .expect("still there");

@@ -444,6 +444,21 @@ pub fn first_result(run: &canaryd::api::AnalysisRun) -> Option<canaryd::api::Met
         .cloned()
 }
 
+/// The run `name` in `default`, once its phase is a completed one.
+fn completed(
+    server: &super::fake_apiserver::FakeApiServer,
+    name: &str,
+) -> Option<canaryd::api::AnalysisRun> {
+    server
+        .get::<canaryd::api::AnalysisRun>("default", name)
+        .filter(|r| {
+            r.status
+                .as_ref()
+                .and_then(|st| st.phase)
+                .is_some_and(|p| p.is_completed())
+        })
+}
+
 /// Waits until the run in `default` has a completed phase and returns it.
 pub async fn finished(
     server: &super::fake_apiserver::FakeApiServer,
@@ -451,14 +466,19 @@ pub async fn finished(
     within: Duration,
 ) -> canaryd::api::AnalysisRun {
     eventually(within, &format!("{name} to complete"), || async {
-        server
-            .get::<canaryd::api::AnalysisRun>("default", name)
-            .filter(|r| {
-                r.status
-                    .as_ref()
-                    .and_then(|st| st.phase)
-                    .is_some_and(|p| p.is_completed())
-            })
+        completed(server, name)
+    })
+    .await
+}
+
+/// [`finished`] for a daemon on the manual `clock`, moved meanwhile ([`run_clock_until`]).
+pub async fn finished_on(
+    server: &super::fake_apiserver::FakeApiServer,
+    clock: &Clock,
+    name: &str,
+) -> canaryd::api::AnalysisRun {
+    run_clock_until(server, clock, &format!("{name} to complete"), || {
+        completed(server, name)
     })
     .await
 }
