@@ -4,7 +4,7 @@
 //! more than maxUnavailable at once, `status.restartedAt` records it, the pods are listed only while the
 //! restart is due, and no Event is written for it (Argo's pod restarter writes none).
 
-#![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
+#![allow(clippy::disallowed_methods)] // Not the Clock: the tests wait on real time, as all daemons here but one (on a manual clock) run.
 
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
@@ -65,7 +65,12 @@ async fn second_after(old: &[Pod]) {
 
 /// Sets restartAt to now, as `kubectl argo rollouts restart` does.
 async fn restart(client: &kube::Client) -> Timestamp {
-    let restart_at = Timestamp::from_second(Timestamp::now().as_second()).expect("a time");
+    let now = Timestamp::from_second(Timestamp::now().as_second()).expect("a time");
+    restart_at(client, now).await
+}
+
+/// Sets restartAt to `restart_at` (whole seconds).
+async fn restart_at(client: &kube::Client, restart_at: Timestamp) -> Timestamp {
     let api: Api<Rollout> = Api::namespaced(client.clone(), "default");
     let patch =
         json!({"spec": {"restartAt": restart_at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()}});
@@ -164,21 +169,31 @@ async fn a_restart_a_disruption_budget_refuses_is_tried_again_30_s_later_and_not
     crds: CrdSet,
 ) {
     let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "2s").await;
-    let daemon = harness::spawn(clients(&server).await, config()).await;
-    until(&server, "the first deploy to be Healthy with 5 pods", |s| {
-        healthy_at(s, None) && s.available_replicas == 5
-    })
+    let clock = harness::manual_clock();
+    let daemon = harness::spawn_on(clients(&server).await, config(), clock.clone()).await;
+    until_on(
+        &server,
+        &clock,
+        "the first deploy to be Healthy with 5 pods",
+        |s| healthy_at(s, None) && s.available_replicas == 5,
+    )
     .await;
     let old = pods(&server);
     // A PodDisruptionBudget that allows no disruption: every eviction is refused.
     let evictions = RequestPattern::new("POST", "/eviction");
     server.fail_next(evictions.clone(), 1000, 429);
-    second_after(&old).await;
-    restart(&client).await;
+    // The second after the pods were created (stamped on real time by the API server); the daemon's clock gets
+    // there by its own wake-up.
+    let newest = old.iter().map(created).max().expect("pods");
+    restart_at(
+        &client,
+        Timestamp::from_second(newest.as_second() + 1).expect("a time"),
+    )
+    .await;
     let asked = Instant::now();
     // Argo's restarter: a refused pod is not restarted; the reconcile goes on and looks again in 30 s. The
     // refusal comes back at once: the status write after it is not held while a client retries the 429.
-    until(&server, "the phase to say it is restarting", |s| {
+    until_on(&server, &clock, "the phase to say it is restarting", |s| {
         s.message == "rollout is restarting"
     })
     .await;
@@ -187,12 +202,26 @@ async fn a_restart_a_disruption_budget_refuses_is_tried_again_30_s_later_and_not
         "the reconcile was held {:?}",
         asked.elapsed()
     );
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let tried = server.request_count(&evictions);
-    assert!(
-        (1..=3).contains(&tried),
-        "{tried} evictions tried within 3 s"
-    );
+    let tried_at = |n: usize| {
+        let what = format!("eviction {n} to be tried");
+        let (server, clock, evictions) = (&server, &clock, &evictions);
+        async move {
+            harness::run_clock_until(server, clock, &what, || {
+                (server.request_count(evictions) >= n)
+                    .then(|| (clock.now(), server.request_count(evictions)))
+            })
+            .await
+        }
+    };
+    let (first, tries) = tried_at(1).await;
+    assert_eq!(tries, 1, "one pod at a time");
+    let (again, tries) = tried_at(2).await;
+    assert_eq!(tries, 2, "one pod at a time");
+    // 30 s after the refusal, counted from the whole second the plan stamps.
+    let due = canaryd::time::whole_second(first)
+        .checked_add(jiff::SignedDuration::from_secs(30))
+        .ok();
+    assert_eq!(Some(again), due, "tried at {first}, again at {again}");
     let s = status(&server);
     assert_eq!(s.restarted_at, None);
     assert_eq!(s.message, "rollout is restarting");
