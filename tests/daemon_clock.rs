@@ -13,7 +13,7 @@ mod rollout_cluster;
 
 use std::time::Duration;
 
-use canaryd::api::{AnalysisPhase, AnalysisRun};
+use canaryd::api::AnalysisPhase;
 use fake_apiserver::CrdSet;
 use harness::{Answer, create, first_result, run, run_clock_until};
 use jiff::{SignedDuration, Timestamp};
