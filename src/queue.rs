@@ -7,7 +7,8 @@
 //!
 //! Its rules are the applier's: the earliest requested time wins, an object never has two reconciles at
 //! once, and a request for an object that is busy is kept and served as soon as its reconcile ends. Its times
-//! are the daemon's [`Clock`](crate::time::Clock)'s, so the queue follows whatever time the daemon runs on.
+//! are the daemon's [`Clock`](crate::time::Clock)'s steady time, so the queue follows whatever time the daemon
+//! runs on (real time, or a test's manual clock), and not a wall clock that steps.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;

@@ -61,6 +61,35 @@ impl Clock {
         whole_second(self.now())
     }
 
+    /// Now, for scheduling: what the daemon's queue counts its due times in. A manual or virtual clock's own
+    /// time; for the wall clock, a reading that moves only forward and at the pace of real time (the wall
+    /// clock's time at the process's first such reading, plus the monotonic time since), so a wall clock
+    /// stepped back (NTP, a restored VM) cannot hold the queue for as long as it went back, nor one stepped
+    /// forward make everything due at once.
+    pub fn steady(&self) -> Timestamp {
+        match self {
+            Clock::Wall => {
+                let (wall, start) = wall_anchor();
+                wall.checked_add(monotonic().duration_since(*start))
+                    .unwrap_or(Timestamp::MAX)
+            }
+            Clock::Virtual(_) | Clock::Manual(_) => self.now(),
+        }
+    }
+
+    /// Waits until [`Clock::steady`] reaches `at`. Cancel-safe.
+    pub async fn sleep_until_steady(&self, at: Timestamp) {
+        match self {
+            Clock::Wall => {
+                let wait = at.duration_since(self.steady());
+                if let Ok(wait) = std::time::Duration::try_from(wait) {
+                    sleep(wait).await;
+                }
+            }
+            Clock::Virtual(_) | Clock::Manual(_) => self.sleep_until(at).await,
+        }
+    }
+
     /// A backtest's clock, whose queries are evaluated at its time. A manual clock is not one: it stands in
     /// for the wall clock of a daemon under test, whose queries carry no time.
     pub fn is_virtual(&self) -> bool {
@@ -69,13 +98,12 @@ impl Clock {
 
     /// Waits until `at` (a virtual clock jumps there; it never goes backwards; a manual one waits until it is
     /// moved there). Cancel-safe.
-    #[allow(clippy::disallowed_methods)] // The one sleep on the wall clock.
     pub async fn sleep_until(&self, at: Timestamp) {
         match self {
             Clock::Wall => {
-                let wait = at.duration_since(Timestamp::now());
+                let wait = at.duration_since(self.now());
                 if let Ok(wait) = std::time::Duration::try_from(wait) {
-                    tokio::time::sleep(wait).await;
+                    sleep(wait).await;
                 }
             }
             Clock::Virtual(t) => {
@@ -87,6 +115,19 @@ impl Clock {
             Clock::Manual(m) => m.sleep_until(at).await,
         }
     }
+}
+
+/// Real time passing: the one sleep on the wall clock.
+#[allow(clippy::disallowed_methods)]
+async fn sleep(wait: std::time::Duration) {
+    tokio::time::sleep(wait).await;
+}
+
+/// The wall clock's time and the monotonic instant of the process's first [`Clock::steady`] reading.
+fn wall_anchor() -> &'static (Timestamp, std::time::Instant) {
+    static ANCHOR: std::sync::OnceLock<(Timestamp, std::time::Instant)> =
+        std::sync::OnceLock::new();
+    ANCHOR.get_or_init(|| (Clock::Wall.now(), monotonic()))
 }
 
 /// A clock that moves only when its owner moves it, and never backwards; it knows the deadlines its
@@ -270,5 +311,27 @@ mod tests {
         // A deadline already passed does not wait.
         clock.sleep_until(at("2026-01-01T01:30:00Z")).await;
         assert_eq!(clock.now(), at("2026-01-01T02:00:00Z"));
+    }
+
+    #[tokio::test]
+    async fn the_steady_wall_time_starts_at_the_wall_clock_and_moves_at_the_pace_of_real_time() {
+        let clock = Clock::Wall;
+        let (first, wall) = (clock.steady(), clock.now());
+        assert!(
+            wall.duration_since(first).abs() < jiff::SignedDuration::from_secs(1),
+            "{first} against {wall}"
+        );
+        let before = monotonic();
+        clock
+            .sleep_until_steady(
+                first
+                    .checked_add(jiff::SignedDuration::from_millis(50))
+                    .expect("a time"),
+            )
+            .await;
+        assert!(before.elapsed() >= std::time::Duration::from_millis(40));
+        assert!(clock.steady().duration_since(first) >= jiff::SignedDuration::from_millis(50));
+        let manual = Clock::manual_at(first);
+        assert_eq!(manual.steady(), first);
     }
 }

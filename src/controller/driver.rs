@@ -71,7 +71,7 @@ pub enum Next {
 }
 
 impl Next {
-    /// When to reconcile again, counted from `now` on the daemon's clock; `None` for only on a change, or for
+    /// When to reconcile again, counted from `now` on the daemon's steady clock; `None` for only on a change, or for
     /// a wait too long to count (it would overflow the clock rather than ever come).
     pub(super) fn deadline(self, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
         match self {
@@ -419,7 +419,8 @@ impl Controllers {
 /// One watch's reconciles. An object is reconciled when its watch event arrives and when its last reconcile
 /// asked to be, or when one of its `triggers` names it, never twice at once, each reconcile on a task of its
 /// own so objects are handled on every core. After `stopped` fires (or the watch ends) no reconcile starts and
-/// the ones in flight finish: a graceful stop. Due times are read and waited for on the context's clock.
+/// the ones in flight finish: a graceful stop. Due times are counted and waited for on the context's clock
+/// ([`Clock::steady`](crate::time::Clock::steady)).
 async fn drive<K: Reconciled>(
     ctx: Arc<Context>,
     store: Store<K>,
@@ -434,7 +435,7 @@ async fn drive<K: Reconciled>(
     // Objects the watch could not decode, still to be reported; they are in no cache.
     let mut undecodable: HashMap<Key, Box<Undecodable>> = HashMap::new();
     loop {
-        let now = ctx.clock.now();
+        let now = ctx.clock.steady();
         while let Some(key) = queue.start_due(now) {
             let task = if let Some(obj) = store.get(&ObjectRef::new(&key.1).within(&key.0)) {
                 running.spawn(K::reconcile(obj, ctx.clone()))
@@ -455,15 +456,15 @@ async fn drive<K: Reconciled>(
                 Some(Seen::Object(obj)) => {
                     let key = (obj.namespace().unwrap_or_default(), obj.name_any());
                     undecodable.remove(&key);
-                    let now = ctx.clock.now();
+                    let (wall, now) = (ctx.clock.now(), ctx.clock.steady());
                     // The echo of this process's own write changes nothing: the writing reconcile already
                     // asked for the planned wake-up (or, for an object it completed, what follows), so no
                     // reconcile starts for it.
                     let at = match obj
                         .resource_version()
-                        .and_then(|rv| state.echo_of_own_write(&key, &rv, now))
+                        .and_then(|rv| state.echo_of_own_write(&key, &rv, wall))
                     {
-                        Some(Some(wakeup)) => requeue_before(Some(wakeup), now).deadline(now),
+                        Some(Some(wakeup)) => requeue_before(Some(wakeup), wall).deadline(now),
                         Some(None) => None,
                         None => Some(now),
                     };
@@ -477,14 +478,14 @@ async fn drive<K: Reconciled>(
                     ctx.metrics.reconcile_error("decode");
                     warn!(kind = %K::kind(&()), object = %shown(&key.0, &key.1), error = %obj.error, "Cannot decode the object");
                     undecodable.insert(key.clone(), obj);
-                    queue.schedule(key, ctx.clock.now());
+                    queue.schedule(key, ctx.clock.steady());
                 }
                 Some(Seen::Failed(e)) => {
                     ctx.metrics.reconcile_error("watch");
                     warn!(error = %e, "Watch failed; retrying");
                 }
             },
-            Some(key) = triggers.next() => queue.schedule(key, ctx.clock.now()),
+            Some(key) = triggers.next() => queue.schedule(key, ctx.clock.steady()),
             Some(done) = running.join_next_with_id() => {
                 let (id, result) = match done {
                     Ok((id, result)) => (id, result),
@@ -499,10 +500,10 @@ async fn drive<K: Reconciled>(
                     }
                     Err(e) => error_policy(&key, &e, &ctx),
                 };
-                let now = ctx.clock.now();
+                let now = ctx.clock.steady();
                 queue.finish(&key, now, next.deadline(now));
             }
-            () = ctx.clock.sleep_until(wake.unwrap_or(now)), if wake.is_some() => {}
+            () = ctx.clock.sleep_until_steady(wake.unwrap_or(now)), if wake.is_some() => {}
         }
     }
     while running.join_next().await.is_some() {}
