@@ -80,12 +80,7 @@ impl Clock {
     /// Waits until [`Clock::steady`] reaches `at`. Cancel-safe.
     pub async fn sleep_until_steady(&self, at: Timestamp) {
         match self {
-            Clock::Wall => {
-                let wait = at.duration_since(self.steady());
-                if let Ok(wait) = std::time::Duration::try_from(wait) {
-                    sleep(wait).await;
-                }
-            }
+            Clock::Wall => sleep_from(self.steady(), at).await,
             Clock::Virtual(_) | Clock::Manual(_) => self.sleep_until(at).await,
         }
     }
@@ -100,12 +95,7 @@ impl Clock {
     /// moved there). Cancel-safe.
     pub async fn sleep_until(&self, at: Timestamp) {
         match self {
-            Clock::Wall => {
-                let wait = at.duration_since(self.now());
-                if let Ok(wait) = std::time::Duration::try_from(wait) {
-                    sleep(wait).await;
-                }
-            }
+            Clock::Wall => sleep_from(self.now(), at).await,
             Clock::Virtual(t) => {
                 let mut now = t.lock().unwrap_or_else(PoisonError::into_inner);
                 if at > *now {
@@ -117,10 +107,12 @@ impl Clock {
     }
 }
 
-/// Real time passing: the one sleep on the wall clock.
+/// Real time passing from `now` to `at` (none when `at` is not later): the one sleep on the wall clock.
 #[allow(clippy::disallowed_methods)]
-async fn sleep(wait: std::time::Duration) {
-    tokio::time::sleep(wait).await;
+async fn sleep_from(now: Timestamp, at: Timestamp) {
+    if let Ok(wait) = std::time::Duration::try_from(at.duration_since(now)) {
+        tokio::time::sleep(wait).await;
+    }
 }
 
 /// The wall clock's time and the monotonic instant of the process's first [`Clock::steady`] reading.
