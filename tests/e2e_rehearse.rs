@@ -109,6 +109,14 @@ fn rehearse(service: &str, extra: &[&str]) -> Rehearsed {
     }
 }
 
+/// Runs `canaryd` with `args`, which must be refused as bad input (exit 2, nothing on stdout); its stderr.
+fn refused(args: &[&str]) -> String {
+    let ran = support::cli::run(args);
+    assert_eq!(ran.code, Some(2), "{}\n{}", ran.stdout, ran.stderr);
+    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
+    ran.stderr
+}
+
 #[test]
 fn a_healthy_history_promotes_through_every_step_with_the_weights_written() {
     let r = rehearse("healthy", &[]);
@@ -287,23 +295,21 @@ fn new_pods_take_ready_after_before_the_next_step_begins() {
 
 #[test]
 fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
-    let ran = support::cli::run(&[
+    let stderr = refused(&[
         "rehearse",
         "-f",
         "tests/fixtures/rehearse/checkout.yaml",
         "--from",
         "2026-01-01T00:10:00Z",
     ]);
-    assert_eq!(ran.code, Some(2), "{}", ran.stderr);
     assert!(
-        ran.stderr.contains(
+        stderr.contains(
             "tests/fixtures/rehearse/checkout.yaml:35: Rollout/checkout: \
              spec.strategy.canary.steps[1].analysis.templates[0]: AnalysisTemplate \"success-rate\" not found"
         ),
         "{}",
-        ran.stderr
+        stderr
     );
-    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
 }
 
 #[test]
@@ -321,7 +327,7 @@ fn a_router_object_that_does_not_fit_the_rollout_is_bad_input_named_by_file_line
     )
     .expect("written");
     let file = file.display().to_string();
-    let ran = support::cli::run(&[
+    let stderr = refused(&[
         "rehearse",
         "-f",
         &file,
@@ -330,15 +336,13 @@ fn a_router_object_that_does_not_fit_the_rollout_is_bad_input_named_by_file_line
         "--from",
         "2026-01-01T00:10:00Z",
     ]);
-    assert_eq!(ran.code, Some(2), "{}", ran.stderr);
     assert_eq!(
-        ran.stderr.trim(),
+        stderr.trim(),
         format!(
             "canaryd: traffic routing: {file}:53: VirtualService shop/checkout: \
              HTTP Route 'primary' is not found in the defined Virtual Service."
         )
     );
-    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
 }
 
 #[test]
@@ -377,7 +381,7 @@ fn a_rehearsal_that_would_run_past_the_last_representable_instant_ends_waiting()
 
 #[test]
 fn a_job_metric_is_bad_input_named_by_file_template_and_field_not_a_made_up_abort() {
-    let ran = support::cli::run(&[
+    let stderr = refused(&[
         "rehearse",
         "-f",
         "tests/fixtures/rehearse/smoke-job.yaml",
@@ -386,23 +390,21 @@ fn a_job_metric_is_bad_input_named_by_file_template_and_field_not_a_made_up_abor
         "--from",
         "2026-01-01T00:10:00Z",
     ]);
-    assert_eq!(ran.code, Some(2), "{}\n{}", ran.stdout, ran.stderr);
     assert!(
-        ran.stderr.contains(
+        stderr.contains(
             "analysis-templates/job-smoke-test.yaml:32: AnalysisTemplate/job-smoke-test: \
              spec.metrics[0].provider.job: metric \"smoke-test\" runs a Kubernetes Job, which a rehearsal \
              cannot run"
         ),
         "{}",
-        ran.stderr
+        stderr
     );
-    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
 }
 
 #[test]
 fn more_starts_than_a_tally_can_hold_are_bad_input_before_any_is_played() {
     // Every millisecond of an hour: 3.6 million rehearsals.
-    let ran = support::cli::run(&[
+    let stderr = refused(&[
         "rehearse",
         "-f",
         "tests/fixtures/rehearse/checkout.yaml",
@@ -417,14 +419,12 @@ fn more_starts_than_a_tally_can_hold_are_bad_input_before_any_is_played() {
         "--until",
         "2026-01-01T01:00:00Z",
     ]);
-    assert_eq!(ran.code, Some(2), "{}", ran.stderr);
     assert!(
-        ran.stderr.contains(
+        stderr.contains(
             "--every 1ms from 2026-01-01T00:00:00Z until 2026-01-01T01:00:00Z is 3600001 starts, more than \
              100000"
         ),
         "{}",
-        ran.stderr
+        stderr
     );
-    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
 }
