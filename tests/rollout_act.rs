@@ -108,6 +108,10 @@ impl<const COALESCE: bool> act::Cluster for Faulty<COALESCE> {
     fn publish(&mut self, rollout: &Rollout, events: &[Event]) {
         self.sim.publish(rollout, events);
     }
+
+    fn release(&mut self, seen: Snapshot) {
+        self.sim.release(seen);
+    }
 }
 
 fn routed() -> Cluster {

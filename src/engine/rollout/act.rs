@@ -54,23 +54,27 @@ pub struct Snapshot {
     pub now: Timestamp,
 }
 
-impl Snapshot {
-    /// The plan for this snapshot.
-    pub fn plan(&self, instance_id: Option<&str>) -> Plan {
-        self.plan_for(&self.rollout, instance_id)
-    }
+/// How the loop plans from a [`Snapshot`].
+#[derive(Clone, Copy)]
+struct Planning<'a> {
+    instance_id: Option<&'a str>,
+    /// Whether the pods read are handed to the planner (not after a PodDisruptionBudget refused every eviction:
+    /// a due restart then waits).
+    restart: bool,
+}
 
-    /// The plan for `rollout` (this snapshot's, with another status) among the rest of this snapshot.
-    fn plan_for(&self, rollout: &Rollout, instance_id: Option<&str>) -> Plan {
+impl Snapshot {
+    /// The plan for `rollout` (this snapshot's, or it with another status) among the rest of this snapshot.
+    fn plan_for(&self, rollout: &Rollout, how: Planning<'_>) -> Plan {
         let lookup = |r: &AnalysisTemplateRef| self.templates.get(&template_key(r));
         plan(&Observed {
             rollout,
             replica_sets: &self.replica_sets,
             analysis_runs: &self.analysis_runs,
             services: &self.services,
-            pods: self.pods.as_deref(),
+            pods: self.pods.as_deref().filter(|_| how.restart),
             templates: &lookup,
-            instance_id,
+            instance_id: how.instance_id,
             now: self.now,
         })
     }
@@ -134,6 +138,13 @@ pub trait Cluster {
 
     /// Publishes Events about the Rollout, in order.
     fn publish(&mut self, rollout: &Rollout, events: &[Event]);
+
+    /// Takes back what [`Cluster::observe`] read, once the loop is done with it (after each attempt, whatever
+    /// its end). The in-memory cluster lends its own state to the loop rather than copying it on every
+    /// reconcile, and gets it back here; other clusters drop it.
+    fn release(&mut self, seen: Snapshot) {
+        drop(seen);
+    }
 }
 
 /// How a reconcile ended.
@@ -155,13 +166,12 @@ pub enum Reconciled {
 pub async fn reconcile<C: Cluster + Send>(cluster: &mut C) -> Result<Reconciled, C::Error> {
     let mut restart = true;
     for _ in 0..ATTEMPTS {
-        let Some(mut seen) = cluster.observe().await? else {
+        let Some(seen) = cluster.observe().await? else {
             return Ok(Reconciled::Gone);
         };
-        if !restart {
-            seen.pods = None;
-        }
-        match step(cluster, &seen).await? {
+        let stepped = step(cluster, &seen, restart).await;
+        cluster.release(seen);
+        match stepped? {
             Stepped::Done(reconciled) => return Ok(*reconciled),
             Stepped::Changed => {}
             // Argo's pod restarter: having restarted nothing, the reconcile goes on without the restart (the
@@ -187,11 +197,19 @@ struct Tally {
     refused: usize,
 }
 
-async fn step<C: Cluster + Send>(cluster: &mut C, seen: &Snapshot) -> Result<Stepped, C::Error> {
+async fn step<C: Cluster + Send>(
+    cluster: &mut C,
+    seen: &Snapshot,
+    restart: bool,
+) -> Result<Stepped, C::Error> {
+    let how = Planning {
+        instance_id: cluster.instance_id(),
+        restart,
+    };
     let plan = if C::COALESCE {
-        coalesced(seen, cluster.instance_id())
+        coalesced(seen, how)
     } else {
-        seen.plan(cluster.instance_id())
+        seen.plan_for(&seen.rollout, how)
     };
     let (before, after) = plan
         .writes
@@ -259,8 +277,8 @@ async fn make<C: Cluster + Send>(
 /// in the cluster changes between them, so each is made from the status the one before left and the status is
 /// stored once, with their Events in order. A plan with writes stops the run and is made again after a fresh
 /// read, so every write is planned from a status that was stored (a crash repeats nothing).
-fn coalesced(seen: &Snapshot, instance_id: Option<&str>) -> Plan {
-    let mut current = seen.plan(instance_id);
+fn coalesced(seen: &Snapshot, how: Planning<'_>) -> Plan {
+    let mut current = seen.plan_for(&seen.rollout, how);
     if !current.writes.is_empty() {
         return current;
     }
@@ -271,7 +289,7 @@ fn coalesced(seen: &Snapshot, instance_id: Option<&str>) -> Plan {
             break;
         }
         planned.status = Some(current.status.clone());
-        let next = seen.plan_for(&planned, instance_id);
+        let next = seen.plan_for(&planned, how);
         if !next.writes.is_empty() {
             break;
         }

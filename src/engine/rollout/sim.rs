@@ -46,6 +46,8 @@ pub struct Cluster {
     clock: Timestamp,
     /// Numbers pods' names.
     pods_made: usize,
+    /// The writes of the reconcile in progress, made when the loop gives back the state it was lent.
+    pending: Vec<Write>,
 }
 
 impl Cluster {
@@ -68,6 +70,7 @@ impl Cluster {
             routers: Routers::default(),
             clock: Timestamp::UNIX_EPOCH,
             pods_made: 0,
+            pending: Vec::new(),
         }
     }
 
@@ -477,7 +480,9 @@ impl Cluster {
 
 /// The cluster in memory answers at once and refuses nothing: a write is made as the API server and the
 /// built-in controllers would make it ([`Cluster::apply_writes`]'s rules), a route is applied to the router
-/// objects in memory ([`Routers`]).
+/// objects in memory ([`Routers`]). Its objects are lent to the loop rather than copied (a rehearsal runs
+/// thousands of reconciles over runs whose measurements keep growing): the writes are made, in order, when the
+/// loop gives them back.
 impl act::Cluster for Cluster {
     type Error = std::convert::Infallible;
     /// A rehearsal shows every step the planner passes through, each plan's own.
@@ -490,17 +495,17 @@ impl act::Cluster for Cluster {
     async fn observe(&mut self) -> Result<Option<Snapshot>, Self::Error> {
         Ok(Some(Snapshot {
             rollout: self.rollout.clone(),
-            replica_sets: self.replica_sets.clone(),
-            analysis_runs: self.analysis_runs.clone(),
-            services: self.services.clone(),
-            templates: self.templates.clone(),
-            pods: Some(self.pods.clone()),
+            replica_sets: std::mem::take(&mut self.replica_sets),
+            analysis_runs: std::mem::take(&mut self.analysis_runs),
+            services: std::mem::take(&mut self.services),
+            templates: std::mem::take(&mut self.templates),
+            pods: Some(std::mem::take(&mut self.pods)),
             now: self.clock,
         }))
     }
 
     async fn make(&mut self, _: &Snapshot, write: &Write) -> Result<Made, Self::Error> {
-        self.write(write, self.clock);
+        self.pending.push(write.clone());
         Ok(Made::Done)
     }
 
@@ -519,6 +524,17 @@ impl act::Cluster for Cluster {
 
     fn publish(&mut self, _: &Rollout, events: &[Event]) {
         self.events.extend(events.iter().cloned());
+    }
+
+    fn release(&mut self, seen: Snapshot) {
+        self.replica_sets = seen.replica_sets;
+        self.analysis_runs = seen.analysis_runs;
+        self.services = seen.services;
+        self.templates = seen.templates;
+        self.pods = seen.pods.unwrap_or_default();
+        for write in std::mem::take(&mut self.pending) {
+            self.write(&write, self.clock);
+        }
     }
 }
 
