@@ -109,14 +109,6 @@ fn rehearse(service: &str, extra: &[&str]) -> Rehearsed {
     }
 }
 
-/// Runs `canaryd` with `args`, which must be refused as bad input (exit 2, nothing on stdout); its stderr.
-fn refused(args: &[&str]) -> String {
-    let ran = support::cli::run(args);
-    assert_eq!(ran.code, Some(2), "{}\n{}", ran.stdout, ran.stderr);
-    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
-    ran.stderr
-}
-
 #[test]
 fn a_healthy_history_promotes_through_every_step_with_the_weights_written() {
     let r = rehearse("healthy", &[]);
@@ -295,7 +287,7 @@ fn new_pods_take_ready_after_before_the_next_step_begins() {
 
 #[test]
 fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
-    let stderr = refused(&[
+    let stderr = support::cli::refused(&[
         "rehearse",
         "-f",
         "tests/fixtures/rehearse/checkout.yaml",
@@ -327,7 +319,7 @@ fn a_router_object_that_does_not_fit_the_rollout_is_bad_input_named_by_file_line
     )
     .expect("written");
     let file = file.display().to_string();
-    let stderr = refused(&[
+    let stderr = support::cli::refused(&[
         "rehearse",
         "-f",
         &file,
@@ -381,7 +373,7 @@ fn a_rehearsal_that_would_run_past_the_last_representable_instant_ends_waiting()
 
 #[test]
 fn a_job_metric_is_bad_input_named_by_file_template_and_field_not_a_made_up_abort() {
-    let stderr = refused(&[
+    let stderr = support::cli::refused(&[
         "rehearse",
         "-f",
         "tests/fixtures/rehearse/smoke-job.yaml",
@@ -404,7 +396,7 @@ fn a_job_metric_is_bad_input_named_by_file_template_and_field_not_a_made_up_abor
 #[test]
 fn more_starts_than_a_tally_can_hold_are_bad_input_before_any_is_played() {
     // Every millisecond of an hour: 3.6 million rehearsals.
-    let stderr = refused(&[
+    let stderr = support::cli::refused(&[
         "rehearse",
         "-f",
         "tests/fixtures/rehearse/checkout.yaml",

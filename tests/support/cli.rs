@@ -33,3 +33,11 @@ pub fn run(args: &[&str]) -> Ran {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
+
+/// Runs `canaryd ARGS`, which must be refused as bad input (exit code 2, nothing on stdout); its stderr.
+pub fn refused(args: &[&str]) -> String {
+    let ran = run(args);
+    assert_eq!(ran.code, Some(2), "{}\n{}", ran.stdout, ran.stderr);
+    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
+    ran.stderr
+}
