@@ -1,5 +1,5 @@
 //! `canaryd eval` as users and scripts run it: the built binary, its stdout, stderr and exit codes
-//! (DESIGN.md §3: 0 true or a phase — Error included, 1 false, 2 bad input, 4 evaluation error of --condition).
+//! (docs/architecture.md, "Exit codes": 0 true or a phase — Error included, 1 false, 2 bad input, 4 evaluation error of --condition).
 
 #[path = "support/cli.rs"]
 mod cli;

@@ -37,7 +37,7 @@ async fn cluster(crds: CrdSet, job_delay: Duration) -> (FakeApiServer, kube::Cli
 /// An AnalysisRun in `default` with the metrics of the published Argo template in `file`.
 fn argo_run(name: &str, file: &str) -> AnalysisRun {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/argo-examples")
+        .join("tests/fixtures/argo-examples")
         .join(file);
     let (docs, error) = canaryd::cli::load::load_file(&path);
     assert!(error.is_none(), "{error:?}");

@@ -1,4 +1,4 @@
-//! `canaryd rehearse` against a real Prometheus (DESIGN.md §4): a Rollout's steps played on a virtual clock
+//! `canaryd rehearse` against a real Prometheus (docs/development.md, "Tests"): a Rollout's steps played on a virtual clock
 //! by the daemon's planner, its step analyses measured against the loaded history. The Rollout is
 //! tests/fixtures/rehearse/checkout.yaml (step 2 and step 5 are success-rate analyses) with the shipped
 //! success-rate template; `--arg service=...` points it at one of the scenario's services.

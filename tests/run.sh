@@ -8,7 +8,7 @@ log() { printf '\n== %s\n' "$*" >&2; }
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# Real Prometheus (prometheus + promtool) for the end-to-end tests (DESIGN.md §4).
+# Real Prometheus (prometheus + promtool) for the end-to-end tests (docs/development.md, "Tests").
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
   log "installing Debian's prometheus package"
   as_root apt-get update -qq

@@ -169,15 +169,9 @@ fn a_missing_path_is_a_usage_error() {
     );
 }
 
-/// Argo Rollouts' own published templates (../shared/argo-examples, beside the checkout).
+/// Argo Rollouts' own published templates (tests/fixtures/argo-examples, with their source).
 fn argo_examples() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/argo-examples");
-    assert!(
-        dir.is_dir(),
-        "{} is missing: these tests read Argo Rollouts' published examples from the shared folder beside the checkout",
-        dir.display()
-    );
-    dir
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/argo-examples")
 }
 
 #[test]

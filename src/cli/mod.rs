@@ -1,5 +1,5 @@
 //! The command line: one module per subcommand. Each subcommand parses its own flags, calls the library and
-//! maps the outcome onto the exit codes of DESIGN.md §3. Nothing here decides an analysis outcome.
+//! maps the outcome onto the exit codes of docs/architecture.md, "Exit codes". Nothing here decides an analysis outcome.
 
 use std::io::Write;
 
@@ -51,7 +51,7 @@ pub fn say(line: std::fmt::Arguments) {
     }
 }
 
-/// Exit codes shared by every subcommand (DESIGN.md §3).
+/// Exit codes shared by every subcommand (docs/architecture.md, "Exit codes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
     /// Success, a positive verdict, or a valid input.
