@@ -5,10 +5,11 @@
 
 FROM docker.io/library/rust:1.89-bookworm AS build
 WORKDIR /src
-# Only what the build reads (tests/ because Cargo.toml may declare test and bench targets there): the local
+# Only what the build reads (the workspace's crates; tests/ because Cargo.toml may declare test and bench targets there): the local
 # target/ and .venv/ never reach the build (BuildKit sends only the paths COPY names).
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY crates ./crates
 COPY analysis-templates ./analysis-templates
 COPY tests ./tests
 # The cache mounts keep the registry and build artifacts between builds; the binary is copied out of them.

@@ -3,10 +3,10 @@
 //! The library holds everything; `main.rs` only parses the command line and calls [`cli::run`].
 #![forbid(unsafe_code)]
 
-pub mod api;
+pub use canaryd_engine::api;
 pub mod cli;
 pub mod controller;
-pub mod engine;
+pub use canaryd_engine as engine;
 pub mod k8s;
 pub mod measure;
 pub mod observe;
@@ -15,5 +15,5 @@ pub mod queue;
 pub mod rehearsal;
 pub mod routers;
 pub mod runner;
-pub mod scrub;
+pub use canaryd_engine::scrub;
 pub mod time;

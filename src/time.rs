@@ -3,8 +3,10 @@
 //! carries one in its context and reads time and sleeps only through it, so its tests run it on a manual
 //! clock: time they move, jumping from one wake-up of the daemon to the next.
 //!
-//! Enforced: `clippy.toml` disallows `SystemTime::now`, `Instant::now`, jiff's `Timestamp::now` and
-//! `tokio::time::sleep` everywhere else.
+//! Enforced: `clippy.toml` disallows `SystemTime::now`, `Instant::now`, jiff's `Timestamp::now` and tokio's
+//! timers (`sleep`, `sleep_until`, `interval`, `timeout`, its `Instant::now`) everywhere else. What must follow
+//! real time whatever the clock says (bounds on API requests, the Lease's ticker) goes through the `real_*`
+//! functions below, so each such use is named as real time where it is made.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -214,6 +216,27 @@ impl Drop for Sleeper<'_> {
 #[allow(clippy::disallowed_methods)] // The one reading of the monotonic clock.
 pub fn monotonic() -> std::time::Instant {
     std::time::Instant::now()
+}
+
+/// Real time passing until the monotonic instant `at`: a drain bounded in real time.
+#[allow(clippy::disallowed_methods)]
+pub async fn real_sleep_until(at: std::time::Instant) {
+    tokio::time::sleep_until(at.into()).await;
+}
+
+/// `work`, given up after `limit` of real time: a bound on a request, whatever the daemon's clock says.
+#[allow(clippy::disallowed_methods)]
+pub async fn real_timeout<F: Future>(limit: Duration, work: F) -> Option<F::Output> {
+    tokio::time::timeout(limit, work).await.ok()
+}
+
+/// A ticker every `period` of real time, the first tick at once; a late tick delays the next rather than
+/// bursting (a retry period of requests).
+#[allow(clippy::disallowed_methods)]
+pub fn real_ticker(period: Duration) -> tokio::time::Interval {
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker
 }
 
 /// `t` at the resolution Kubernetes stores a status timestamp in (`metav1.Time`: whole seconds, truncated).

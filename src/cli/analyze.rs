@@ -383,10 +383,10 @@ async fn cluster() -> Result<kube::Client, String> {
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("no cluster configured (kubeconfig or in-cluster): {e}"))?;
-    match tokio::time::timeout(CLUSTER_PROBE, client.apiserver_version()).await {
-        Ok(Ok(_)) => Ok(client),
-        Ok(Err(e)) => Err(format!("the API server did not answer: {e}")),
-        Err(_) => Err(format!(
+    match crate::time::real_timeout(CLUSTER_PROBE, client.apiserver_version()).await {
+        Some(Ok(_)) => Ok(client),
+        Some(Err(e)) => Err(format!("the API server did not answer: {e}")),
+        None => Err(format!(
             "the API server did not answer within {} s",
             CLUSTER_PROBE.as_secs()
         )),

@@ -298,24 +298,23 @@ async fn elect_and_lead(
 ) {
     let (retry, deadline) = (lease.retry_period, lease.renew_deadline);
     let mut elector = Elector::new(ctx.client.clone(), lease);
-    let mut ticker = tokio::time::interval(retry);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticker = crate::time::real_ticker(retry);
     loop {
         loop {
             tokio::select! {
                 _ = shutdown.as_mut() => return,
                 _ = ticker.tick() => {}
             }
-            match tokio::time::timeout(deadline, elector.try_acquire_or_renew(ctx.clock.now()))
+            match crate::time::real_timeout(deadline, elector.try_acquire_or_renew(ctx.clock.now()))
                 .await
             {
-                Ok(Ok(true)) => break,
-                Ok(Ok(false)) => ctx.leadership_known.store(true, Ordering::Relaxed),
-                Ok(Err(e)) => {
+                Some(Ok(true)) => break,
+                Some(Ok(false)) => ctx.leadership_known.store(true, Ordering::Relaxed),
+                Some(Err(e)) => {
                     ctx.metrics.reconcile_error("lease");
                     warn!(lease = %elector.config().name, error = %e, "Cannot read or take the Lease");
                 }
-                Err(_) => ctx.metrics.reconcile_error("lease"),
+                None => ctx.metrics.reconcile_error("lease"),
             }
         }
         info!(identity = %elector.config().identity, lease = %elector.config().name, "Became the leader");
@@ -328,12 +327,12 @@ async fn elect_and_lead(
                 _ = shutdown.as_mut() => break false,
                 _ = ticker.tick() => {}
             }
-            match tokio::time::timeout(deadline, elector.try_acquire_or_renew(ctx.clock.now()))
+            match crate::time::real_timeout(deadline, elector.try_acquire_or_renew(ctx.clock.now()))
                 .await
             {
-                Ok(Ok(true)) => renewed = crate::time::monotonic(),
-                Ok(Ok(false)) => break true,
-                Ok(Err(_)) | Err(_) => {
+                Some(Ok(true)) => renewed = crate::time::monotonic(),
+                Some(Ok(false)) => break true,
+                Some(Err(_)) | None => {
                     ctx.metrics.reconcile_error("lease");
                     if renewed.elapsed() >= deadline {
                         break true;

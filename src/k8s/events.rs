@@ -125,11 +125,11 @@ impl EventPublisher {
         let mut open = true;
         let mut deadline = None;
         while open || !sending.is_empty() {
-            let drained = deadline.unwrap_or_else(tokio::time::Instant::now);
+            let drained = deadline.unwrap_or_else(crate::time::monotonic);
             tokio::select! {
                 () = &mut stop, if deadline.is_none() => {
                     receiver.close();
-                    deadline = Some(tokio::time::Instant::now() + drain);
+                    deadline = Some(crate::time::monotonic() + drain);
                 }
                 event = receiver.recv(), if open && sending.len() < IN_FLIGHT => match event {
                     Some(event) => sending.push(create(event)),
@@ -140,7 +140,7 @@ impl EventPublisher {
                         lost(&event, &e);
                     }
                 }
-                () = tokio::time::sleep_until(drained), if deadline.is_some() && !*give_up.borrow() => {
+                () = crate::time::real_sleep_until(drained), if deadline.is_some() && !*give_up.borrow() => {
                     give_up.send_replace(true);
                 }
             }

@@ -1,0 +1,165 @@
+//! The Rollout planner: given a Rollout, the ReplicaSets and AnalysisRuns it owns, its Services and `now`,
+//! it returns one reconcile's [`Plan`] (the writes to make in order, the new status, the Events and when to
+//! look again) following Argo Rollouts' canary controller rule for rule, so status, conditions, Events,
+//! names, labels and annotations are Argo's. Pure and synchronous: the daemon, `rehearse` and `demo` run the
+//! same planner in the same reconcile loop ([`act`]); only the [`act::Cluster`] under them differs (the API
+//! server, or [`sim`]'s memory).
+//!
+//! Traffic routing is a seam: the planner decides the weight ([`Plan::route`]) and `status.canary.weights`;
+//! the routers (`crate::routers`) apply it.
+
+pub mod act;
+pub mod analysis;
+mod ephemeral;
+pub mod hash;
+mod history;
+mod pause;
+mod persist;
+mod plan;
+mod reconcile;
+pub mod replicas;
+mod replicasets;
+mod restart;
+mod rollback;
+mod runs;
+mod scaling;
+pub mod sim;
+pub mod spec;
+pub mod status;
+pub mod steps;
+pub mod traffic;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Pod, Service};
+
+use crate::api::rollout::RolloutStatus;
+use crate::api::{AnalysisRun, Rollout};
+use crate::compose::Lookup;
+
+pub use plan::plan;
+pub use restart::restart_due;
+
+pub const REVISION_ANNOTATION: &str = analysis::REVISION_ANNOTATION;
+pub const REVISION_HISTORY_ANNOTATION: &str = "rollout.argoproj.io/revision-history";
+pub const DESIRED_REPLICAS_ANNOTATION: &str = "rollout.argoproj.io/desired-replicas";
+pub const SCALE_DOWN_DEADLINE_ANNOTATION: &str = "scale-down-deadline";
+pub use ephemeral::{EPHEMERAL_METADATA_ANNOTATION, MetadataPatch};
+pub const MANAGED_BY_ANNOTATION: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
+
+/// Everything one reconcile reads. `replica_sets` and `analysis_runs` are those the Rollout controls
+/// (ownerReference with controller: true and the Rollout's uid); `services` those it may name.
+pub struct Observed<'a> {
+    pub rollout: &'a Rollout,
+    pub replica_sets: &'a [ReplicaSet],
+    pub analysis_runs: &'a [AnalysisRun],
+    pub services: &'a [Service],
+    /// The pods of those ReplicaSets (controller ownerReference to one of them), read to restart them;
+    /// `None` when they were not read: a `restartAt` then waits, "rollout is restarting", and evicts nothing.
+    pub pods: Option<&'a [Pod]>,
+    /// Resolves `templates[]` references of step and background analyses (and their nested templates).
+    pub templates: &'a Lookup<'a>,
+    /// `--instance-id`: labels the AnalysisRuns this instance creates.
+    pub instance_id: Option<&'a str>,
+    pub now: Timestamp,
+}
+
+/// One write to the cluster, to be made in order; a failed write ends the reconcile (the next one re-plans
+/// from what is there).
+#[derive(Debug, Clone)]
+pub enum Write {
+    /// Sets `rollout.argoproj.io/revision` on the Rollout's metadata.
+    RolloutRevision {
+        revision: String,
+    },
+    CreateReplicaSet(Box<ReplicaSet>),
+    /// An older ReplicaSet runs the template again (an undo): it becomes the newest revision, and its old
+    /// revision is appended to `rollout.argoproj.io/revision-history`.
+    ReviseReplicaSet {
+        name: String,
+        revision: String,
+        history: String,
+    },
+    /// Sets `spec.replicas` and the `rollout.argoproj.io/desired-replicas` annotation (`desired`).
+    ScaleReplicaSet {
+        name: String,
+        replicas: i32,
+        desired: i32,
+    },
+    /// Points a Service's `rollouts-pod-template-hash` selector at `hash` and marks it managed by `rollout`.
+    SwitchService {
+        name: String,
+        hash: String,
+        rollout: String,
+    },
+    CreateAnalysisRun(Box<AnalysisRun>),
+    /// Sets `spec.terminate: true` on a run that is still running.
+    TerminateAnalysisRun {
+        name: String,
+    },
+    DeleteReplicaSet {
+        name: String,
+    },
+    /// Injects or removes canaryMetadata/stableMetadata in a ReplicaSet's pod template (`patch`);
+    /// `ephemeral` is the ReplicaSet's new `rollout.argoproj.io/ephemeral-metadata` annotation (`None`
+    /// removes it).
+    SyncPodMetadata {
+        name: String,
+        patch: MetadataPatch,
+        ephemeral: Option<String>,
+    },
+    /// Evicts a pod (Eviction API, so PodDisruptionBudgets hold; a refusal is retried next time).
+    EvictPod {
+        name: String,
+    },
+    /// Deletes a finished AnalysisRun beyond the history limits, or one of a deleted ReplicaSet.
+    DeleteAnalysisRun {
+        name: String,
+    },
+    /// Sets (`Some`) or removes (`None`) one annotation of a ReplicaSet, leaving its size alone: Argo's
+    /// `scale-down-deadline`, written as a JSON patch of that one key.
+    AnnotateReplicaSet {
+        name: String,
+        key: String,
+        value: Option<String>,
+    },
+}
+
+/// A Kubernetes Event on the Rollout, with Argo's reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub reason: String,
+    pub message: String,
+    /// Type Warning rather than Normal.
+    pub warning: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub writes: Vec<Write>,
+    /// The whole new status; the edge writes it (through the status subresource) when it differs.
+    pub status: RolloutStatus,
+    pub events: Vec<Event>,
+    /// When to reconcile again even if nothing changes (a pause or a progress deadline ending).
+    pub wake_at: Option<Timestamp>,
+    /// The canary traffic weight the steps ask for now (with a traffic router: [`Plan::route`]'s).
+    pub desired_weight: i32,
+    /// With a traffic router: the weight and pod hashes the routers are to show, applied after the first
+    /// [`Plan::route_after`] writes. `None`: leave the routers as they are this reconcile. When applying
+    /// fails, nothing after it may be written (`status.canary.weights` already says the weight is applied).
+    pub route: Option<Route>,
+    /// How many of `writes` are made before the routers are brought to `route`, in Argo's order: ReplicaSets
+    /// created, metadata, history and the Services' selectors first (so a weight never reaches a Service
+    /// still selecting the pods it is to leave), the traffic, then AnalysisRuns and scaling.
+    pub route_after: usize,
+}
+
+/// What the routers are to show after this reconcile: the Rollout controller hands it to `routers::apply`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The canary's share, out of `maxTrafficWeight` (100 when unset).
+    pub weight: i32,
+    /// `rollouts-pod-template-hash` of the new and the stable ReplicaSet.
+    pub canary_hash: String,
+    pub stable_hash: String,
+}

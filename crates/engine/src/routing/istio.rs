@@ -1,0 +1,599 @@
+//! Istio (`trafficRouting.istio`), as Argo Rollouts drives it: the VirtualService's HTTP, TLS and TCP routes
+//! re-weighted (canary = desired, stable = the rest, destinations of other hosts with a weight removed), and
+//! in subset mode the DestinationRule's canary and stable subsets pointed at the pod hashes. Returns whole
+//! objects for an Update, as Argo writes them; must not read or write anything itself.
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use serde_json::{Map, Value};
+
+use super::{Desired, Reader, RoutingError, config, object_name};
+use crate::api::traffic_routing::{IstioDestinationRule, IstioTrafficRouting, IstioVirtualService};
+use crate::rollout::MANAGED_BY_ANNOTATION;
+use crate::rollout::hash::HASH_LABEL;
+
+/// Argo's ValidateRolloutVirtualServicesConfig and the names every reference needs.
+pub(super) fn check(istio: &IstioTrafficRouting, field: &str) -> Result<(), RoutingError> {
+    if istio.virtual_service.is_some() == istio.virtual_services.is_some() {
+        return Err(config(
+            field,
+            "either VirtualService or VirtualServices must be configured",
+        ));
+    }
+    for vs in virtual_services(istio) {
+        if vs.name.is_empty() {
+            return Err(config(
+                format!("{field}.virtualService.name"),
+                "must be set",
+            ));
+        }
+    }
+    if let Some(dr) = &istio.destination_rule {
+        for (value, name) in [
+            (&dr.name, "name"),
+            (&dr.canary_subset_name, "canarySubsetName"),
+            (&dr.stable_subset_name, "stableSubsetName"),
+        ] {
+            if value.is_empty() {
+                return Err(config(
+                    format!("{field}.destinationRule.{name}"),
+                    "must be set",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The VirtualServices to re-weight: `virtualService`, or each of `virtualServices`.
+pub fn virtual_services(istio: &IstioTrafficRouting) -> Vec<&IstioVirtualService> {
+    match (&istio.virtual_service, &istio.virtual_services) {
+        (Some(one), _) => vec![one],
+        (None, Some(many)) => many.iter().collect(),
+        (None, None) => Vec::new(),
+    }
+}
+
+/// Where a VirtualService reference points: `name.namespace` (the last dot separates the namespace, which
+/// cannot contain one; a `.cluster.local` suffix is ignored), or `name` in the Rollout's namespace.
+pub fn namespace_and_name<'a>(
+    reference: &'a str,
+    rollout_namespace: &'a str,
+) -> (&'a str, &'a str) {
+    let reference = reference
+        .strip_suffix(".cluster.local")
+        .unwrap_or(reference);
+    match reference.rsplit_once('.') {
+        Some((name, namespace)) => (namespace, name),
+        None => (rollout_namespace, reference),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Http,
+    Tls,
+    Tcp,
+}
+
+impl Kind {
+    fn key(self) -> &'static str {
+        match self {
+            Kind::Http => "http",
+            Kind::Tls => "tls",
+            Kind::Tcp => "tcp",
+        }
+    }
+
+    fn config_field(self) -> &'static str {
+        match self {
+            Kind::Http => "routes",
+            Kind::Tls => "tlsRoutes",
+            Kind::Tcp => "tcpRoutes",
+        }
+    }
+}
+
+struct Destination {
+    host: String,
+    subset: String,
+    weight: i64,
+}
+
+/// The destinations of `route` (at `field`), as Argo's typed structs read them.
+fn destinations(r: &Reader, route: &Value, field: &str) -> Result<Vec<Destination>, RoutingError> {
+    let route = r.object(route, field)?;
+    let field = format!("{field}.route");
+    let mut out = Vec::new();
+    for (i, d) in r
+        .list(route.get("route"), &field)?
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = format!("{field}[{i}]");
+        let d = r.object(d, &at)?;
+        let weight = r.integer(d, "weight", &at)?;
+        let (host, subset) = match d.get("destination") {
+            None | Some(Value::Null) => (String::new(), String::new()),
+            Some(dest) => {
+                let at = format!("{at}.destination");
+                let dest = r.object(dest, &at)?;
+                (
+                    r.string(dest, "host", &at)?.to_string(),
+                    r.string(dest, "subset", &at)?.to_string(),
+                )
+            }
+        };
+        out.push(Destination {
+            // Hosts are compared by their short name: `web.prod.svc.cluster.local` is `web`.
+            host: match host.find('.') {
+                Some(0) => String::new(),
+                Some(dot) => host[..dot].to_string(),
+                None => host,
+            },
+            subset,
+            weight,
+        });
+    }
+    Ok(out)
+}
+
+/// The ports and SNI hosts a TLS/TCP route matches on; `None` when it matches several ports (never chosen).
+fn match_key(
+    r: &Reader,
+    route: &Value,
+    field: &str,
+) -> Result<Option<(i64, Vec<String>)>, RoutingError> {
+    let route = r.object(route, field)?;
+    let mut ports = Vec::new();
+    let mut snis: Vec<String> = Vec::new();
+    for (i, m) in r
+        .list(route.get("match"), &format!("{field}.match"))?
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = format!("{field}.match[{i}]");
+        let m = r.object(m, &at)?;
+        let port = r.integer(m, "port", &at)?;
+        if !ports.contains(&port) {
+            ports.push(port);
+        }
+        for sni in r
+            .list(m.get("sniHosts"), &format!("{at}.sniHosts"))?
+            .into_iter()
+            .flatten()
+        {
+            if let Some(s) = sni.as_str().filter(|s| !snis.iter().any(|x| x == s)) {
+                snis.push(s.to_string());
+            }
+        }
+    }
+    Ok((ports.len() <= 1).then(|| (ports.first().copied().unwrap_or(0), snis)))
+}
+
+fn same_hosts(a: &[String], b: &[String]) -> bool {
+    a.len() == b.len() && b.iter().all(|x| a.contains(x))
+}
+
+/// The indices of the routes of `kind` the configuration selects (Argo's get*RouteIndexesToPatch and the
+/// exactly-one rule when the configuration names none).
+fn selected(
+    r: &Reader,
+    kind: Kind,
+    routes: &[Value],
+    vs: &IstioVirtualService,
+) -> Result<Vec<usize>, RoutingError> {
+    let field = |i: usize| format!("spec.{}[{i}]", kind.key());
+    let named = match kind {
+        Kind::Http => vs.routes.as_ref().is_some_and(|v| !v.is_empty()),
+        Kind::Tls => vs.tls_routes.as_ref().is_some_and(|v| !v.is_empty()),
+        Kind::Tcp => vs.tcp_routes.as_ref().is_some_and(|v| !v.is_empty()),
+    };
+    if !named {
+        return match routes.len() {
+            0 => Ok(Vec::new()),
+            1 => Ok(vec![0]),
+            _ => Err(RoutingError::Mismatch(format!(
+                "spec.{}[] should be set in VirtualService and it must have exactly one route when omitting spec.strategy.canary.trafficRouting.istio.virtualService.{}",
+                kind.key(),
+                kind.config_field()
+            ))),
+        };
+    }
+    let mut out = Vec::new();
+    match kind {
+        Kind::Http => {
+            for wanted in vs.routes.iter().flatten() {
+                let mut found = None;
+                for (i, route) in routes.iter().enumerate() {
+                    let route_obj = r.object(route, &field(i))?;
+                    if r.string(route_obj, "name", &field(i))? == wanted {
+                        found = Some(i);
+                        break;
+                    }
+                }
+                let i = found.ok_or_else(|| {
+                    RoutingError::Mismatch(format!(
+                        "HTTP Route '{wanted}' is not found in the defined Virtual Service."
+                    ))
+                })?;
+                out.push(i);
+            }
+        }
+        Kind::Tls | Kind::Tcp => {
+            let wanted: Vec<(i64, Vec<String>)> = match kind {
+                Kind::Tls => vs
+                    .tls_routes
+                    .iter()
+                    .flatten()
+                    .map(|t| (t.port.unwrap_or(0), t.sni_hosts.clone().unwrap_or_default()))
+                    .collect(),
+                _ => vs
+                    .tcp_routes
+                    .iter()
+                    .flatten()
+                    .map(|t| (t.port.unwrap_or(0), Vec::new()))
+                    .collect(),
+            };
+            for (port, snis) in wanted {
+                let mut any = false;
+                for (i, route) in routes.iter().enumerate() {
+                    if let Some((p, s)) = match_key(r, route, &field(i))?
+                        && p == port
+                        && (kind == Kind::Tcp || same_hosts(&snis, &s))
+                    {
+                        out.push(i);
+                        any = true;
+                    }
+                }
+                if !any {
+                    let what = if kind == Kind::Tls { "TLS" } else { "TCP" };
+                    return Err(RoutingError::Mismatch(format!(
+                        "No matching {what} routes found in the defined Virtual Service."
+                    )));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Argo's validateVirtualServiceRouteDestinations: a chosen route must reach both sides.
+fn reaches_both(
+    dests: &[Destination],
+    dr: Option<&IstioDestinationRule>,
+    d: &Desired,
+) -> Result<(), RoutingError> {
+    let has = |f: &dyn Fn(&Destination) -> bool| dests.iter().any(f);
+    let missing = |what: &str, name: &str| {
+        RoutingError::Mismatch(format!("{what} '{name}' not found in route"))
+    };
+    match dr {
+        Some(dr) => {
+            if !has(&|x| !dr.canary_subset_name.is_empty() && x.subset == dr.canary_subset_name) {
+                return Err(missing(
+                    "Canary DestinationRule subset",
+                    &dr.canary_subset_name,
+                ));
+            }
+            if !has(&|x| !dr.stable_subset_name.is_empty() && x.subset == dr.stable_subset_name) {
+                return Err(missing(
+                    "Stable DestinationRule subset",
+                    &dr.stable_subset_name,
+                ));
+            }
+        }
+        None => {
+            if !has(&|x| !d.canary_service.is_empty() && x.host == d.canary_service) {
+                return Err(missing("Canary Service", d.canary_service));
+            }
+            if !has(&|x| !d.stable_service.is_empty() && x.host == d.stable_service) {
+                return Err(missing("Stable Service", d.stable_service));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The new destination list of one route: canary = desired, stable = the rest after the canary and the
+/// additional subsets (kept as they are), any other destination with a weight removed (Argo's
+/// processRoutes without experiments). `None` when nothing changes.
+fn reweighted(
+    route: &Value,
+    dests: &[Destination],
+    dr: Option<&IstioDestinationRule>,
+    d: &Desired,
+) -> Option<Vec<Value>> {
+    let subset_is = |s: &str, name: &str| !s.is_empty() && s == name;
+    let (canary_subset, stable_subset) = dr.map_or(("", ""), |dr| {
+        (
+            dr.canary_subset_name.as_str(),
+            dr.stable_subset_name.as_str(),
+        )
+    });
+    let additional: Vec<&str> = dr
+        .and_then(|dr| dr.additional_subset_names.as_ref())
+        .map(|v| v.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    let is_additional = |s: &str| !s.is_empty() && additional.contains(&s);
+    let others: i64 = dests
+        .iter()
+        .filter(|x| is_additional(&x.subset))
+        .map(|x| x.weight)
+        .sum();
+    let stable = d.stable_weight(others);
+    let canary = i64::from(d.canary_weight);
+    let raw = route.get("route")?.as_array()?;
+    let mut out = Vec::with_capacity(raw.len());
+    let mut changed = false;
+    for (x, value) in dests.iter().zip(raw) {
+        let want = if x.host.is_empty() {
+            None
+        } else if x.host == d.canary_service || subset_is(&x.subset, canary_subset) {
+            Some(canary)
+        } else if x.host == d.stable_service || subset_is(&x.subset, stable_subset) {
+            Some(stable)
+        } else if is_additional(&x.subset) {
+            None
+        } else if x.weight != 0 {
+            changed = true;
+            continue;
+        } else {
+            None
+        };
+        match want {
+            Some(w) if w != x.weight => {
+                let mut value = value.clone();
+                if let Some(obj) = value.as_object_mut() {
+                    obj.insert("weight".to_string(), Value::from(w));
+                }
+                changed = true;
+                out.push(value);
+            }
+            _ => out.push(value.clone()),
+        }
+    }
+    changed.then_some(out)
+}
+
+/// The VirtualService `current` (as read) with the configured routes at the desired weights, for an Update
+/// that keeps its resourceVersion; `Ok(None)` when it already shows them. `vs` is the reference that named
+/// it; `dr` the DestinationRule of subset mode.
+pub fn virtual_service(
+    current: &Value,
+    vs: &IstioVirtualService,
+    dr: Option<&IstioDestinationRule>,
+    d: &Desired,
+) -> Result<Option<Value>, RoutingError> {
+    let r = Reader {
+        kind: "VirtualService",
+        name: object_name(current),
+    };
+    let spec = match current.get("spec") {
+        None | Some(Value::Null) => &Map::new(),
+        Some(spec) => r.object(spec, "spec")?,
+    };
+    let mut plan: Vec<(Kind, usize, Vec<Value>)> = Vec::new();
+    let mut any_routes = false;
+    for kind in [Kind::Http, Kind::Tls, Kind::Tcp] {
+        let Some(routes) = r.list(spec.get(kind.key()), &format!("spec.{}", kind.key()))? else {
+            continue;
+        };
+        any_routes = true;
+        let chosen = selected(&r, kind, routes, vs)?;
+        for i in chosen {
+            let field = format!("spec.{}[{i}]", kind.key());
+            let dests = destinations(&r, &routes[i], &field)?;
+            reaches_both(&dests, dr, d)?;
+            if let Some(new) = reweighted(&routes[i], &dests, dr, d) {
+                plan.push((kind, i, new));
+            }
+        }
+    }
+    if !any_routes {
+        return Err(RoutingError::Mismatch(
+            "Unable to get any of the HTTP, TCP or TLS routes for the Istio VirtualService"
+                .to_string(),
+        ));
+    }
+    if plan.is_empty() {
+        return Ok(None);
+    }
+    let mut out = current.clone();
+    for (kind, i, new) in plan {
+        if let Some(route) = out
+            .pointer_mut(&format!("/spec/{}/{i}", kind.key()))
+            .and_then(Value::as_object_mut)
+        {
+            route.insert("route".to_string(), Value::Array(new));
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The DestinationRule `current` (as read) with the canary and stable subsets selecting the desired pod hashes
+/// (the label removed for an empty hash) and `argo-rollouts.argoproj.io/managed-by-rollouts` naming the
+/// Rollout, for an Update; `Ok(None)` when it already says so. Other subsets are left as they are (Argo drops
+/// subsets that are neither canary, stable nor an experiment's; canaryd runs no experiments and keeps them).
+pub fn destination_rule(
+    current: &Value,
+    dr: &IstioDestinationRule,
+    d: &Desired,
+) -> Result<Option<Value>, RoutingError> {
+    let r = Reader {
+        kind: "DestinationRule",
+        name: object_name(current),
+    };
+    let mut out = current.clone();
+    let root = out
+        .as_object_mut()
+        .ok_or_else(|| r.malformed("", "expected an object"))?;
+    let metadata = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let metadata = metadata
+        .as_object_mut()
+        .ok_or_else(|| r.malformed("metadata", "expected an object"))?;
+    let annotations = metadata
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if annotations.is_null() {
+        *annotations = Value::Object(Map::new());
+    }
+    let annotations = annotations
+        .as_object_mut()
+        .ok_or_else(|| r.malformed("metadata.annotations", "expected an object"))?;
+    let mut changed = annotations
+        .get(MANAGED_BY_ANNOTATION)
+        .and_then(Value::as_str)
+        != Some(d.rollout_name());
+    annotations.insert(
+        MANAGED_BY_ANNOTATION.to_string(),
+        Value::from(d.rollout_name()),
+    );
+    let subsets = out
+        .pointer_mut("/spec/subsets")
+        .and_then(Value::as_array_mut)
+        .ok_or_else(|| r.malformed("spec.subsets", "expected a list of subsets"))?;
+    for (subset, hash) in [
+        (&dr.canary_subset_name, d.canary_hash),
+        (&dr.stable_subset_name, d.stable_hash),
+    ] {
+        let found = subsets
+            .iter_mut()
+            .find(|s| s.get("name").and_then(Value::as_str) == Some(subset.as_str()))
+            .ok_or_else(|| {
+                RoutingError::Mismatch(format!(
+                    "DestinationRule `{}` has no subset '{subset}'",
+                    r.name
+                ))
+            })?;
+        let found = found
+            .as_object_mut()
+            .ok_or_else(|| r.malformed("spec.subsets[]", "expected an object"))?;
+        let labels = found
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if labels.is_null() {
+            *labels = Value::Object(Map::new());
+        }
+        let labels = labels.as_object_mut().ok_or_else(|| {
+            r.malformed(
+                format!("spec.subsets[{subset}].labels"),
+                "expected an object",
+            )
+        })?;
+        let current = labels.get(HASH_LABEL).and_then(Value::as_str).unwrap_or("");
+        if current != hash {
+            changed = true;
+            if hash.is_empty() {
+                labels.remove(HASH_LABEL);
+            } else {
+                labels.insert(HASH_LABEL.to_string(), Value::from(hash));
+            }
+        }
+        if labels.is_empty() {
+            found.remove("labels");
+        }
+    }
+    Ok(changed.then_some(out))
+}
+
+/// Argo's shouldDelayDestinationRuleUpdate (#2507): in subset-only mode (no canary or stable Service) the
+/// subsets move only once every ReplicaSet that is to receive traffic is fully available; the canary is not
+/// waited for while rolling back to stable (`rolling_back`: aborted, or dynamically scaling back).
+pub fn destination_rule_delay(
+    d: &Desired,
+    replica_sets: &[ReplicaSet],
+    rolling_back: bool,
+) -> Result<(), RoutingError> {
+    if !d.canary_service.is_empty() || !d.stable_service.is_empty() {
+        return Ok(());
+    }
+    for rs in replica_sets {
+        let replicas = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let hash = rs
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(HASH_LABEL))
+            .map_or("", String::as_str);
+        if replicas == 0 || hash.is_empty() || (hash != d.stable_hash && hash != d.canary_hash) {
+            continue;
+        }
+        if rolling_back && hash == d.canary_hash {
+            continue;
+        }
+        let available = rs
+            .status
+            .as_ref()
+            .and_then(|s| s.available_replicas)
+            .unwrap_or(0);
+        if available == 0 || available < replicas {
+            return Err(RoutingError::Mismatch(format!(
+                "delaying destination rule switch: ReplicaSet {} not fully available",
+                rs.metadata.name.as_deref().unwrap_or("")
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Rollout;
+    use serde_json::json;
+
+    #[test]
+    fn a_virtual_service_reference_may_name_its_namespace_after_the_last_dot() {
+        assert_eq!(namespace_and_name("vsvc", "prod"), ("prod", "vsvc"));
+        assert_eq!(namespace_and_name("vsvc.mesh", "prod"), ("mesh", "vsvc"));
+        assert_eq!(
+            namespace_and_name("my.vsvc.mesh.cluster.local", "prod"),
+            ("mesh", "my.vsvc")
+        );
+    }
+
+    fn rs(name: &str, hash: &str, replicas: i32, available: i32) -> ReplicaSet {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {HASH_LABEL: hash}},
+            "spec": {"replicas": replicas, "selector": {}},
+            "status": {"replicas": replicas, "availableReplicas": available}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn subsets_move_only_once_the_replica_sets_receiving_traffic_are_fully_available() {
+        let rollout: Rollout =
+            serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {}})).unwrap();
+        let d = Desired {
+            rollout: &rollout,
+            canary_service: "",
+            stable_service: "",
+            canary_weight: 10,
+            max_traffic_weight: None,
+            canary_hash: "new",
+            stable_hash: "old",
+        };
+        let sets = [
+            rs("web-old", "old", 3, 3),
+            rs("web-new", "new", 1, 0),
+            rs("web-older", "older", 2, 0),
+        ];
+        assert_eq!(
+            destination_rule_delay(&d, &sets, false)
+                .unwrap_err()
+                .to_string(),
+            "delaying destination rule switch: ReplicaSet web-new not fully available"
+        );
+        assert_eq!(destination_rule_delay(&d, &sets, true), Ok(()));
+        let with_services = Desired {
+            canary_service: "c",
+            ..d
+        };
+        assert_eq!(destination_rule_delay(&with_services, &sets, false), Ok(()));
+    }
+}

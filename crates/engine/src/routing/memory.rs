@@ -1,0 +1,187 @@
+//! The traffic routers in memory, for the in-memory cluster (`engine::rollout::sim`) that `rehearse` and `demo`
+//! play a Rollout on: the router objects found among the files (an Istio VirtualService, a Gateway API
+//! HTTPRoute) are brought to each route by the same targets and builders the daemon's routers write through
+//! the API server (`crate::routers`), so the weights a rehearsal shows are those the daemon would write; a
+//! router whose object is not among the files shows the canary and stable shares the builders are given.
+//! Owns the reading of the written objects' weights, never how weights are computed.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::api::Rollout;
+use crate::rollout::Route;
+use crate::routing::{self, Desired, Routing, RoutingError, Target};
+
+/// One router object and its destinations' weights, as written at a step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RouterWeights {
+    /// `VirtualService/checkout`, `Ingress/checkout-canary-ingress`, `HTTPRoute/web`.
+    pub object: String,
+    /// (destination, weight) in the object's order.
+    pub weights: Vec<(String, i64)>,
+}
+
+impl std::fmt::Display for RouterWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown: Vec<String> = self
+            .weights
+            .iter()
+            .map(|(d, w)| format!("{d} {w}"))
+            .collect();
+        write!(f, "{}: {}", self.object, shown.join(", "))
+    }
+}
+
+/// The Rollout's routers and the objects of theirs found among the files, kept as last written. The default
+/// routes nothing.
+#[derive(Debug, Clone, Default)]
+pub struct Routers {
+    routing: Option<Routing>,
+    /// Router objects (VirtualService, HTTPRoute) from the files, each with where it was read (`FILE:LINE`).
+    objects: Vec<(String, Value)>,
+    /// What each router shows since the last route.
+    shown: Vec<RouterWeights>,
+}
+
+fn named<'a>(
+    objects: &'a mut [(String, Value)],
+    kind: &str,
+    name: &str,
+) -> Option<&'a mut (String, Value)> {
+    objects.iter_mut().find(|(_, o)| {
+        o.get("kind").and_then(Value::as_str) == Some(kind)
+            && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+    })
+}
+
+impl Routers {
+    /// `objects`: documents of the files that a router may re-weight (others are ignored), each with where it
+    /// was read (`FILE:LINE`), which an error names.
+    pub fn new(rollout: &Rollout, objects: Vec<(String, Value)>) -> Result<Routers, RoutingError> {
+        Ok(Routers {
+            routing: routing::routing(rollout)?,
+            objects: objects
+                .into_iter()
+                .filter(|(_, o)| {
+                    matches!(
+                        o.get("kind").and_then(Value::as_str),
+                        Some("VirtualService" | "HTTPRoute")
+                    )
+                })
+                .collect(),
+            shown: Vec::new(),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.routing.is_none()
+    }
+
+    /// What each router shows since the last route.
+    pub fn shown(&self) -> &[RouterWeights] {
+        &self.shown
+    }
+
+    /// Brings the routers to `route`, as the daemon's would be. An object that does not fit the configuration
+    /// is an error naming its file, line and object, in Argo's words.
+    pub fn apply(&mut self, rollout: &Rollout, route: &Route) -> Result<(), String> {
+        let Some(routing) = &self.routing else {
+            return Ok(());
+        };
+        let d = Desired::new(
+            rollout,
+            routing,
+            route.weight,
+            &route.canary_hash,
+            &route.stable_hash,
+        );
+        let shares = || {
+            vec![
+                (d.canary_service.to_string(), i64::from(d.canary_weight)),
+                (d.stable_service.to_string(), d.stable_weight(0)),
+            ]
+        };
+        let mut out = Vec::new();
+        for target in routing::targets(routing, &d) {
+            let name = target.name(&d);
+            let weights = match target {
+                // Subsets select pod hashes; the weights are the VirtualService's.
+                Target::DestinationRule { .. } => continue,
+                Target::CanaryIngress { .. } => {
+                    vec![("canary-weight".to_string(), i64::from(d.canary_weight))]
+                }
+                Target::VirtualService { .. } | Target::HttpRoute { .. } => {
+                    match named(&mut self.objects, target.kind(), &name) {
+                        Some((origin, current)) => {
+                            let built = target.build(current, &d).map_err(|e| {
+                                let namespace = rollout.metadata.namespace.as_deref();
+                                let kind = target.kind();
+                                let namespace = namespace.unwrap_or_default();
+                                format!("{origin}: {kind} {namespace}/{name}: {e}")
+                            })?;
+                            if let Some(new) = built {
+                                *current = new;
+                            }
+                            destination_weights(current)
+                        }
+                        None => shares(),
+                    }
+                }
+            };
+            out.push(RouterWeights {
+                object: format!("{}/{name}", target.kind()),
+                weights,
+            });
+        }
+        self.shown = out;
+        Ok(())
+    }
+}
+
+/// The weights of every destination of a VirtualService's routes (by host, and subset) or an HTTPRoute's
+/// rules (by backend name), in the object's order.
+fn destination_weights(object: &Value) -> Vec<(String, i64)> {
+    if object.get("kind").and_then(Value::as_str) == Some("HTTPRoute") {
+        return route_weights(object, &["rules"], "backendRefs", |b| {
+            b.get("name")?.as_str().map(str::to_string)
+        });
+    }
+    route_weights(object, &["http", "tls", "tcp"], "route", |dest| {
+        let host = dest.pointer("/destination/host")?.as_str()?;
+        Some(
+            match dest.pointer("/destination/subset").and_then(Value::as_str) {
+                Some(subset) => format!("{host}/{subset}"),
+                None => host.to_string(),
+            },
+        )
+    })
+}
+
+/// The weights of every destination of every route of `object` (`spec.<list>[].<dests>[]`), named by `name`.
+fn route_weights(
+    object: &Value,
+    lists: &[&str],
+    dests: &str,
+    name: impl Fn(&Value) -> Option<String>,
+) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    for list in lists {
+        let routes = object
+            .pointer(&format!("/spec/{list}"))
+            .and_then(Value::as_array);
+        for route in routes.into_iter().flatten() {
+            for dest in route
+                .get(dests)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(n) = name(dest) {
+                    let weight = dest.get("weight").and_then(Value::as_i64).unwrap_or(0);
+                    out.push((n, weight));
+                }
+            }
+        }
+    }
+    out
+}
