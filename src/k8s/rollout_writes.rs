@@ -12,7 +12,8 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{
-    Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
+    Api, ApiResource, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams,
+    PostParams, Preconditions,
 };
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -25,11 +26,9 @@ use crate::api::{
 };
 use crate::engine::merge_patch;
 use crate::engine::rollout::act::{Snapshot, Templates, template_key};
+use crate::engine::rollout::change::{Change, Created, Kind};
 use crate::engine::rollout::hash::HASH_LABEL;
-use crate::engine::rollout::{
-    DESIRED_REPLICAS_ANNOTATION, EPHEMERAL_METADATA_ANNOTATION, MANAGED_BY_ANNOTATION,
-    REVISION_ANNOTATION, REVISION_HISTORY_ANNOTATION, Write, restart_due,
-};
+use crate::engine::rollout::{Write, restart_due};
 
 fn api_error(e: kube::Error) -> WriteError {
     if is_status(&e, 409) {
@@ -154,9 +153,10 @@ fn named(rollout: &Rollout) -> (Vec<String>, Vec<AnalysisTemplateRef>) {
     (services, templates)
 }
 
-/// Makes one write of a plan made from `read` (the Rollout's resourceVersion, `rollout_rv`, is updated when the
-/// write is to the Rollout itself), with the resourceVersions of `read`'s objects as preconditions. Evictions go through
-/// `evictions`, a client that does not retry a 429 itself (kube's default client retries it for minutes).
+/// Makes one write of a plan made from `read` as the [`Change`] it stands for (the Rollout's resourceVersion,
+/// `rollout_rv`, is updated when the write is to the Rollout itself), with the resourceVersions of `read`'s
+/// objects as preconditions. Evictions go through `evictions`, a client that does not retry a 429 itself
+/// (kube's default client retries it for minutes).
 pub async fn apply(
     client: &kube::Client,
     evictions: &kube::Client,
@@ -166,115 +166,65 @@ pub async fn apply(
 ) -> Result<(), WriteError> {
     let rollout = &read.rollout;
     let namespace = rollout.namespace().unwrap_or_default();
-    let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
-    let run_api: Api<AnalysisRun> = Api::namespaced(client.clone(), &namespace);
-    let rs_version = |name: &str| {
-        read.replica_sets
-            .iter()
-            .find(|rs| rs.metadata.name.as_deref() == Some(name))
-            .and_then(|rs| rs.resource_version())
-            .ok_or(WriteError::Gone)
-    };
-    match write {
-        Write::RolloutRevision { revision } => {
-            let api: Api<Rollout> = Api::namespaced(client.clone(), &namespace);
-            let patch = json!({"metadata": {
-                "resourceVersion": rollout_rv, "annotations": {REVISION_ANNOTATION: revision}
-            }});
-            let written = merge(&api, &rollout.name_any(), &patch).await?;
-            *rollout_rv = written.resource_version().unwrap_or_default();
-            Ok(())
+    match write.change() {
+        Change::Create(Created::ReplicaSet(rs)) => {
+            create(&Api::namespaced(client.clone(), &namespace), rs, rollout).await
         }
-        Write::CreateReplicaSet(rs) => create(&rs_api, rs, rollout).await,
-        Write::ReviseReplicaSet {
+        Change::Create(Created::AnalysisRun(run)) => {
+            create(&Api::namespaced(client.clone(), &namespace), run, rollout).await
+        }
+        Change::Patch {
+            kind,
             name,
-            revision,
-            history,
+            mut patch,
+            versioned,
         } => {
-            let mut annotations = json!({REVISION_ANNOTATION: revision});
-            if !history.is_empty() {
-                annotations[REVISION_HISTORY_ANNOTATION] = json!(history);
+            if versioned {
+                let version = match kind {
+                    Kind::Rollout => Some(rollout_rv.clone()),
+                    _ => read_version(read, kind, name),
+                };
+                patch["metadata"]["resourceVersion"] = json!(version.ok_or(WriteError::Gone)?);
             }
-            let patch = json!({"metadata": {
-                "resourceVersion": rs_version(name)?, "annotations": annotations
-            }});
-            merge(&rs_api, name, &patch).await.map(drop)
-        }
-        Write::ScaleReplicaSet {
-            name,
-            replicas,
-            desired,
-        } => {
-            let patch = json!({
-                "metadata": {
-                    "resourceVersion": rs_version(name)?,
-                    "annotations": {DESIRED_REPLICAS_ANNOTATION: desired.to_string()},
-                },
-                "spec": {"replicas": replicas},
+            let api = dynamic(client, &namespace, kind);
+            let target = if kind == Kind::Rollout {
+                rollout.name_any()
+            } else {
+                name.to_string()
+            };
+            let done = merge(&api, &target, &patch).await.map(|written| {
+                if kind == Kind::Rollout {
+                    *rollout_rv = written.resource_version().unwrap_or_default();
+                }
             });
-            merge(&rs_api, name, &patch).await.map(drop)
-        }
-        Write::SwitchService {
-            name,
-            hash,
-            rollout: owner,
-        } => {
-            let svc = read
-                .services
-                .iter()
-                .find(|s| s.metadata.name.as_deref() == Some(name.as_str()));
-            let version = svc
-                .and_then(|s| s.resource_version())
-                .ok_or(WriteError::Gone)?;
-            let api: Api<Service> = Api::namespaced(client.clone(), &namespace);
-            let patch = json!({
-                "metadata": {"resourceVersion": version, "annotations": {MANAGED_BY_ANNOTATION: owner}},
-                "spec": {"selector": {HASH_LABEL: hash}},
-            });
-            merge(&api, name, &patch).await.map(drop)
-        }
-        Write::AnnotateReplicaSet { name, key, value } => {
-            // `null` removes the annotation (RFC 7386), as Argo's removeScaleDownDelay does.
-            let patch = json!({"metadata": {
-                "resourceVersion": rs_version(name)?, "annotations": {key.as_str(): value}
-            }});
-            merge(&rs_api, name, &patch).await.map(drop)
-        }
-        Write::CreateAnalysisRun(run) => create(&run_api, run, rollout).await,
-        Write::TerminateAnalysisRun { name } => {
-            let patch = json!({"spec": {"terminate": true}});
-            match merge(&run_api, name, &patch).await {
-                Ok(_) | Err(WriteError::Gone) => Ok(()),
-                Err(e) => Err(e),
+            // An unversioned patch (a run's terminate) of what is gone has nothing left to do.
+            match done {
+                Err(WriteError::Gone) if !versioned => Ok(()),
+                done => done,
             }
         }
-        Write::DeleteAnalysisRun { name } => {
-            match run_api
-                .delete(name, &DeleteParams::default())
+        Change::Delete {
+            kind,
+            name,
+            only_as_read,
+        } => {
+            let params = DeleteParams {
+                preconditions: only_as_read.then(|| Preconditions {
+                    uid: read_uid(read, kind, name),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            let deleted = dynamic(client, &namespace, kind)
+                .delete(name, &params)
                 .await
-                .map_err(api_error)
-            {
-                Ok(_) | Err(WriteError::Gone) => Ok(()),
+                .map(drop);
+            match deleted.map_err(api_error) {
+                Ok(()) | Err(WriteError::Gone) => Ok(()),
                 Err(e) => Err(e),
             }
         }
-        Write::SyncPodMetadata {
-            name,
-            patch,
-            ephemeral,
-        } => {
-            let body = json!({
-                "metadata": {
-                    "resourceVersion": rs_version(name)?,
-                    "annotations": {EPHEMERAL_METADATA_ANNOTATION: ephemeral},
-                },
-                "spec": {"template": {"metadata": {
-                    "labels": patch.labels, "annotations": patch.annotations,
-                }}},
-            });
-            merge(&rs_api, name, &body).await.map(drop)
-        }
-        Write::EvictPod { name } => {
+        Change::Evict { name } => {
             let api: Api<Pod> = Api::namespaced(evictions.clone(), &namespace);
             match api.evict(name, &EvictParams::default()).await {
                 // 429: a PodDisruptionBudget holds it; the controller plans again without the restart.
@@ -284,24 +234,40 @@ pub async fn apply(
                 Ok(_) => Ok(()),
             }
         }
-        Write::DeleteReplicaSet { name } => {
-            let uid = read
-                .replica_sets
-                .iter()
-                .find(|rs| rs.metadata.name.as_deref() == Some(name.as_str()))
-                .and_then(|rs| rs.uid());
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid,
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            match rs_api.delete(name, &params).await.map_err(api_error) {
-                Ok(_) | Err(WriteError::Gone) => Ok(()),
-                Err(e) => Err(e),
-            }
-        }
+    }
+}
+
+/// The API of objects of `kind` in `namespace`, untyped: a change is a merge patch or a delete by name,
+/// the same request whatever the kind.
+fn dynamic(client: &kube::Client, namespace: &str, kind: Kind) -> Api<DynamicObject> {
+    let resource = match kind {
+        Kind::Rollout => ApiResource::erase::<Rollout>(&()),
+        Kind::ReplicaSet => ApiResource::erase::<ReplicaSet>(&()),
+        Kind::Service => ApiResource::erase::<Service>(&()),
+        Kind::AnalysisRun => ApiResource::erase::<AnalysisRun>(&()),
+        Kind::Pod => ApiResource::erase::<Pod>(&()),
+    };
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+/// The resourceVersion `read` holds for the named object of `kind`.
+fn read_version(read: &Snapshot, kind: Kind, name: &str) -> Option<String> {
+    read_meta(read, kind, name).and_then(|m| m.resource_version.clone())
+}
+
+/// The uid `read` holds for the named object of `kind`.
+fn read_uid(read: &Snapshot, kind: Kind, name: &str) -> Option<String> {
+    read_meta(read, kind, name).and_then(|m| m.uid.clone())
+}
+
+fn read_meta<'a>(read: &'a Snapshot, kind: Kind, name: &str) -> Option<&'a ObjectMeta> {
+    let named = |m: &&ObjectMeta| m.name.as_deref() == Some(name);
+    match kind {
+        Kind::Rollout => Some(&read.rollout.metadata),
+        Kind::ReplicaSet => read.replica_sets.iter().map(|o| &o.metadata).find(named),
+        Kind::Service => read.services.iter().map(|o| &o.metadata).find(named),
+        Kind::AnalysisRun => read.analysis_runs.iter().map(|o| &o.metadata).find(named),
+        Kind::Pod => read.pods.iter().flatten().map(|o| &o.metadata).find(named),
     }
 }
 

@@ -1,5 +1,6 @@
-//! JSON merge patches (RFC 7386): [`diff`] computes the patch a write sends, as the API server will apply it.
-//! One home, used by the Rollout's status writes and the NGINX canary Ingress.
+//! JSON merge patches (RFC 7386): [`diff`] computes the patch a write sends, [`apply`] applies one as the API
+//! server does. One home, used by the Rollout's writes and status, the in-memory cluster and the NGINX canary
+//! Ingress.
 
 use serde_json::{Map, Value};
 
@@ -32,30 +33,31 @@ pub fn diff(from: &Value, to: &Value) -> Value {
     }
 }
 
+/// `patch` applied to `target` as the API server applies a merge patch (RFC 7386): `null` removes a field,
+/// an object merges field by field, anything else replaces.
+pub fn apply(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    if let Value::Object(fields) = target {
+        for (key, value) in patch {
+            if value.is_null() {
+                fields.remove(key);
+            } else {
+                apply(fields.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    /// RFC 7386, as the API server applies a merge patch.
-    fn apply(target: &mut Value, patch: &Value) {
-        let Value::Object(patch) = patch else {
-            *target = patch.clone();
-            return;
-        };
-        if !target.is_object() {
-            *target = Value::Object(Map::new());
-        }
-        if let Value::Object(fields) = target {
-            for (key, value) in patch {
-                if value.is_null() {
-                    fields.remove(key);
-                } else {
-                    apply(fields.entry(key.clone()).or_insert(Value::Null), value);
-                }
-            }
-        }
-    }
 
     #[test]
     fn the_patch_names_changed_added_and_removed_fields_and_replaces_lists() {

@@ -10,6 +10,7 @@
 
 pub mod act;
 pub mod analysis;
+pub mod change;
 mod ephemeral;
 pub mod hash;
 mod history;

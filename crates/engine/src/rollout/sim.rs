@@ -11,18 +11,19 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus, Service, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use super::act::{self, Made, Reconciled, Snapshot, Stored, Templates, template_key};
-use super::{Event, MANAGED_BY_ANNOTATION, Observed, Plan, Route, Write, plan};
+use super::{Event, Observed, Plan, Route, Write, plan};
 use crate::api::rollout::{RolloutSpec, RolloutStatus};
 use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus, AnalysisTemplateRef, Rollout};
 use crate::routing::memory::Routers;
 
-use super::hash::HASH_LABEL;
-use super::{
-    DESIRED_REPLICAS_ANNOTATION, EPHEMERAL_METADATA_ANNOTATION, REVISION_ANNOTATION,
-    REVISION_HISTORY_ANNOTATION,
-};
+use super::REVISION_ANNOTATION;
+use super::change::{Change, Created, Kind};
+use crate::merge_patch;
 
 /// Pod objects made per ReplicaSet; counts beyond it live in the ReplicaSet's status only (so a Rollout
 /// of billions of replicas can be planned without making them).
@@ -334,84 +335,25 @@ impl Cluster {
             .find(|r| r.metadata.name.as_deref() == Some(name))
     }
 
+    /// Makes `write` as the API server would ([`Write::change`], the daemon's request), then what the
+    /// built-in controllers do in answer: a scaled ReplicaSet's pods follow it, a terminated run ends.
     fn write(&mut self, write: &Write, now: Timestamp) {
-        match write {
-            Write::RolloutRevision { revision } => {
-                let annotations = self
-                    .rollout
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default);
-                annotations.insert(REVISION_ANNOTATION.into(), revision.clone());
-            }
-            Write::CreateReplicaSet(rs) => {
+        match write.change() {
+            Change::Create(Created::ReplicaSet(rs)) => {
                 if self
                     .replica_set(rs.metadata.name.as_deref().unwrap_or_default())
                     .is_none()
                 {
-                    let mut rs = (**rs).clone();
+                    let mut rs = rs.clone();
                     rs.metadata.creation_timestamp = Some(Time(now));
                     rs.status = Some(ReplicaSetStatus::default());
                     self.replica_sets.push(rs);
                 }
             }
-            Write::ReviseReplicaSet {
-                name,
-                revision,
-                history,
-            } => {
-                if let Some(rs) = self.rs_mut(name) {
-                    let a = rs.metadata.annotations.get_or_insert_with(Default::default);
-                    a.insert(REVISION_ANNOTATION.into(), revision.clone());
-                    if !history.is_empty() {
-                        a.insert(REVISION_HISTORY_ANNOTATION.into(), history.clone());
-                    }
-                }
-            }
-            Write::ScaleReplicaSet {
-                name,
-                replicas,
-                desired,
-            } => {
-                if let Some(rs) = self.rs_mut(name) {
-                    let a = rs.metadata.annotations.get_or_insert_with(Default::default);
-                    a.insert(DESIRED_REPLICAS_ANNOTATION.into(), desired.to_string());
-                    if let Some(spec) = rs.spec.as_mut() {
-                        spec.replicas = Some(*replicas);
-                    }
-                    // Pods beyond the new count are gone at once; new ones wait for make_available.
-                    let status = rs.status.get_or_insert_with(Default::default);
-                    status.replicas = status.replicas.min(*replicas);
-                    status.ready_replicas = status.ready_replicas.map(|n| n.min(*replicas));
-                    status.available_replicas = status.available_replicas.map(|n| n.min(*replicas));
-                }
-                self.trim_pods(name, *replicas);
-            }
-            Write::SwitchService {
-                name,
-                hash,
-                rollout,
-            } => {
-                if let Some(svc) = self
-                    .services
-                    .iter_mut()
-                    .find(|s| s.metadata.name.as_deref() == Some(name))
-                {
-                    let spec = svc.spec.get_or_insert_with(Default::default);
-                    spec.selector
-                        .get_or_insert_with(Default::default)
-                        .insert(HASH_LABEL.into(), hash.clone());
-                    let a = svc
-                        .metadata
-                        .annotations
-                        .get_or_insert_with(Default::default);
-                    a.insert(MANAGED_BY_ANNOTATION.into(), rollout.clone());
-                }
-            }
-            Write::CreateAnalysisRun(run) => {
+            Change::Create(Created::AnalysisRun(run)) => {
                 let name = run.metadata.name.clone();
                 if !self.analysis_runs.iter().any(|r| r.metadata.name == name) {
-                    let mut run = (**run).clone();
+                    let mut run = run.clone();
                     run.metadata.creation_timestamp = Some(Time(now));
                     run.status = Some(AnalysisRunStatus {
                         phase: Some(AnalysisPhase::Running),
@@ -420,61 +362,83 @@ impl Cluster {
                     self.analysis_runs.push(run);
                 }
             }
-            Write::TerminateAnalysisRun { name } => {
-                for run in self
+            Change::Patch {
+                kind, name, patch, ..
+            } => self.patch(kind, name, &patch),
+            Change::Delete { kind, name, .. } => match kind {
+                Kind::ReplicaSet => {
+                    self.replica_sets
+                        .retain(|r| r.metadata.name.as_deref() != Some(name));
+                    self.trim_pods(name, 0);
+                }
+                Kind::AnalysisRun => self
                     .analysis_runs
-                    .iter_mut()
-                    .filter(|r| r.metadata.name.as_ref() == Some(name))
-                {
-                    run.spec.terminate = Some(true);
+                    .retain(|r| r.metadata.name.as_deref() != Some(name)),
+                Kind::Service => self
+                    .services
+                    .retain(|r| r.metadata.name.as_deref() != Some(name)),
+                Kind::Pod => self
+                    .pods
+                    .retain(|p| p.metadata.name.as_deref() != Some(name)),
+                Kind::Rollout => {}
+            },
+            Change::Evict { name } => self.evict(name),
+        }
+    }
+
+    /// A merge patch of the named object of `kind`, then the controllers' answer to it.
+    fn patch(&mut self, kind: Kind, name: &str, patch: &Value) {
+        let named = |meta: &ObjectMeta| meta.name.as_deref() == Some(name);
+        match kind {
+            Kind::Rollout => merge_into(&mut self.rollout, patch),
+            Kind::Service => {
+                if let Some(svc) = self.services.iter_mut().find(|o| named(&o.metadata)) {
+                    merge_into(svc, patch);
+                }
+            }
+            Kind::Pod => {
+                if let Some(pod) = self.pods.iter_mut().find(|o| named(&o.metadata)) {
+                    merge_into(pod, patch);
+                }
+            }
+            Kind::ReplicaSet => {
+                let Some(rs) = self.rs_mut(name) else { return };
+                merge_into(rs, patch);
+                // The ReplicaSet controller: pods beyond the count are gone at once; new ones wait for
+                // make_available.
+                let replicas = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                let status = rs.status.get_or_insert_with(Default::default);
+                status.replicas = status.replicas.min(replicas);
+                status.ready_replicas = status.ready_replicas.map(|n| n.min(replicas));
+                status.available_replicas = status.available_replicas.map(|n| n.min(replicas));
+                self.trim_pods(name, replicas);
+            }
+            Kind::AnalysisRun => {
+                for run in self.analysis_runs.iter_mut().filter(|r| named(&r.metadata)) {
+                    merge_into(run, patch);
                     // A terminated run ends its unfinished metrics Successful, as canaryd's controller does.
                     let status = run.status.get_or_insert_with(Default::default);
-                    if !status.phase.is_some_and(AnalysisPhase::is_completed) {
+                    if run.spec.terminate == Some(true)
+                        && !status.phase.is_some_and(AnalysisPhase::is_completed)
+                    {
                         status.phase = Some(AnalysisPhase::Successful);
                     }
                 }
             }
-            Write::DeleteReplicaSet { name } => {
-                self.replica_sets
-                    .retain(|r| r.metadata.name.as_ref() != Some(name));
-                self.trim_pods(name, 0);
-            }
-            Write::EvictPod { name } => self.evict(name),
-            Write::SyncPodMetadata {
-                name,
-                patch,
-                ephemeral,
-            } => {
-                if let Some(rs) = self.rs_mut(name) {
-                    let a = rs.metadata.annotations.get_or_insert_with(Default::default);
-                    match ephemeral {
-                        Some(e) => a.insert(EPHEMERAL_METADATA_ANNOTATION.into(), e.clone()),
-                        None => a.remove(EPHEMERAL_METADATA_ANNOTATION),
-                    };
-                    let template = rs.spec.as_mut().and_then(|s| s.template.as_mut());
-                    if let Some(t) = template {
-                        let meta = t.metadata.get_or_insert_with(Default::default);
-                        patch.apply(
-                            meta.labels.get_or_insert_with(Default::default),
-                            meta.annotations.get_or_insert_with(Default::default),
-                        );
-                    }
-                }
-            }
-            Write::DeleteAnalysisRun { name } => {
-                self.analysis_runs
-                    .retain(|r| r.metadata.name.as_ref() != Some(name));
-            }
-            Write::AnnotateReplicaSet { name, key, value } => {
-                if let Some(rs) = self.rs_mut(name) {
-                    let a = rs.metadata.annotations.get_or_insert_with(Default::default);
-                    match value {
-                        Some(v) => a.insert(key.clone(), v.clone()),
-                        None => a.remove(key),
-                    };
-                }
-            }
         }
+    }
+}
+
+/// `patch` applied to `object` with the API server's merge rules, through its JSON form. Objects of these
+/// kinds always serialize, and a patch the planner makes keeps them well-formed; were either to fail, the
+/// object would stay as it was, which the daemon-against-memory comparison test would show.
+fn merge_into<T: Serialize + DeserializeOwned>(object: &mut T, patch: &Value) {
+    let Ok(mut value) = serde_json::to_value(&*object) else {
+        return;
+    };
+    merge_patch::apply(&mut value, patch);
+    if let Ok(patched) = serde_json::from_value(value) {
+        *object = patched;
     }
 }
 

@@ -1,0 +1,187 @@
+//! What each [`Write`] of a plan changes, said once as data: the object it creates, or the merge patch (RFC
+//! 7386) it sends to a named object, or the object it deletes or evicts. The API edge (`k8s::rollout_writes`)
+//! sends the [`Change`] as it is; the in-memory cluster ([`super::sim`]) applies the same patch with the same
+//! merge rules ([`crate::merge_patch::apply`]). So every annotation, label and field a write sets is set here
+//! and nowhere else, and a rehearsal cannot drift from the daemon.
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use serde_json::{Value, json};
+
+use super::hash::HASH_LABEL;
+use super::{
+    DESIRED_REPLICAS_ANNOTATION, EPHEMERAL_METADATA_ANNOTATION, MANAGED_BY_ANNOTATION,
+    MetadataPatch, REVISION_ANNOTATION, REVISION_HISTORY_ANNOTATION, Write,
+};
+use crate::api::AnalysisRun;
+
+/// The kinds of object a Rollout's writes touch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Rollout,
+    ReplicaSet,
+    Service,
+    AnalysisRun,
+    Pod,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Rollout => "Rollout",
+            Kind::ReplicaSet => "ReplicaSet",
+            Kind::Service => "Service",
+            Kind::AnalysisRun => "AnalysisRun",
+            Kind::Pod => "Pod",
+        }
+    }
+}
+
+/// An object a write creates, controlled by the Rollout.
+#[derive(Debug, Clone, Copy)]
+pub enum Created<'a> {
+    ReplicaSet(&'a ReplicaSet),
+    AnalysisRun(&'a AnalysisRun),
+}
+
+/// What one write does to the cluster.
+#[derive(Debug, Clone)]
+pub enum Change<'a> {
+    /// Creates the object; one of that name the Rollout controls already is this write made before.
+    Create(Created<'a>),
+    /// A merge patch of the named object (of the Rollout itself for [`Kind::Rollout`], whose `name` is empty:
+    /// the Rollout's own). `versioned`: sent
+    /// with the resourceVersion the plan was made from, so a change made since is a conflict and the loop
+    /// plans again; otherwise it applies to whatever is there (a run's `terminate`).
+    Patch {
+        kind: Kind,
+        name: &'a str,
+        patch: Value,
+        versioned: bool,
+    },
+    /// Deletes the named object; gone already is done. `only_as_read`: the one read (its uid as a
+    /// precondition), not one recreated under the same name since.
+    Delete {
+        kind: Kind,
+        name: &'a str,
+        only_as_read: bool,
+    },
+    /// Evicts the named pod through the Eviction API, so PodDisruptionBudgets hold.
+    Evict { name: &'a str },
+}
+
+impl Change<'_> {
+    /// The kind and name of the object changed.
+    pub fn target(&self) -> (Kind, &str) {
+        match self {
+            Change::Create(Created::ReplicaSet(rs)) => (
+                Kind::ReplicaSet,
+                rs.metadata.name.as_deref().unwrap_or_default(),
+            ),
+            Change::Create(Created::AnalysisRun(run)) => (
+                Kind::AnalysisRun,
+                run.metadata.name.as_deref().unwrap_or_default(),
+            ),
+            Change::Patch { kind, name, .. } | Change::Delete { kind, name, .. } => (*kind, name),
+            Change::Evict { name } => (Kind::Pod, name),
+        }
+    }
+}
+
+impl Write {
+    /// What this write changes: the one statement of its meaning, for every cluster.
+    pub fn change(&self) -> Change<'_> {
+        let patch = |kind, name, patch| Change::Patch {
+            kind,
+            name,
+            patch,
+            versioned: true,
+        };
+        match self {
+            Write::RolloutRevision { revision } => patch(
+                Kind::Rollout,
+                "",
+                json!({"metadata": {"annotations": {REVISION_ANNOTATION: revision}}}),
+            ),
+            Write::CreateReplicaSet(rs) => Change::Create(Created::ReplicaSet(rs)),
+            Write::ReviseReplicaSet {
+                name,
+                revision,
+                history,
+            } => {
+                let mut annotations = json!({REVISION_ANNOTATION: revision});
+                if !history.is_empty() {
+                    annotations[REVISION_HISTORY_ANNOTATION] = json!(history);
+                }
+                patch(
+                    Kind::ReplicaSet,
+                    name,
+                    json!({"metadata": {"annotations": annotations}}),
+                )
+            }
+            Write::ScaleReplicaSet {
+                name,
+                replicas,
+                desired,
+            } => patch(
+                Kind::ReplicaSet,
+                name,
+                json!({
+                    "metadata": {"annotations": {DESIRED_REPLICAS_ANNOTATION: desired.to_string()}},
+                    "spec": {"replicas": replicas},
+                }),
+            ),
+            Write::SwitchService {
+                name,
+                hash,
+                rollout,
+            } => patch(
+                Kind::Service,
+                name,
+                json!({
+                    "metadata": {"annotations": {MANAGED_BY_ANNOTATION: rollout}},
+                    "spec": {"selector": {HASH_LABEL: hash}},
+                }),
+            ),
+            Write::CreateAnalysisRun(run) => Change::Create(Created::AnalysisRun(run)),
+            Write::TerminateAnalysisRun { name } => Change::Patch {
+                kind: Kind::AnalysisRun,
+                name,
+                patch: json!({"spec": {"terminate": true}}),
+                versioned: false,
+            },
+            Write::DeleteReplicaSet { name } => Change::Delete {
+                kind: Kind::ReplicaSet,
+                name,
+                only_as_read: true,
+            },
+            Write::SyncPodMetadata {
+                name,
+                patch: metadata,
+                ephemeral,
+            } => patch(Kind::ReplicaSet, name, pod_metadata(metadata, ephemeral)),
+            Write::EvictPod { name } => Change::Evict { name },
+            Write::DeleteAnalysisRun { name } => Change::Delete {
+                kind: Kind::AnalysisRun,
+                name,
+                only_as_read: false,
+            },
+            // `null` removes the annotation, as Argo's removeScaleDownDelay does.
+            Write::AnnotateReplicaSet { name, key, value } => patch(
+                Kind::ReplicaSet,
+                name,
+                json!({"metadata": {"annotations": {key.as_str(): value}}}),
+            ),
+        }
+    }
+}
+
+/// canaryMetadata/stableMetadata brought into a ReplicaSet's pod template, and the annotation that records
+/// what was injected (`None` removes it).
+fn pod_metadata(metadata: &MetadataPatch, ephemeral: &Option<String>) -> Value {
+    json!({
+        "metadata": {"annotations": {EPHEMERAL_METADATA_ANNOTATION: ephemeral}},
+        "spec": {"template": {"metadata": {
+            "labels": metadata.labels, "annotations": metadata.annotations,
+        }}},
+    })
+}
