@@ -8,7 +8,7 @@ use jiff::Timestamp;
 
 use std::collections::BTreeMap;
 
-use crate::api::{AnalysisRunStatus, Measurement, MetricResult, SecretKeyRef};
+use crate::api::{AnalysisPhase, AnalysisRunStatus, Measurement, MetricResult, SecretKeyRef};
 use crate::engine::analysis::{self, AnalysisPlan, Assessment, PlanError};
 use crate::engine::compare;
 use crate::engine::compose::{self, ComposeError, RunSpec};
@@ -316,6 +316,37 @@ fn override_address(metric: &mut crate::api::Metric, address: &str) {
 /// One second later, unless that is past the last instant a timestamp can hold (`--to 9999-12-31T...`).
 fn after_a_second(t: Timestamp) -> Option<Timestamp> {
     t.checked_add(jiff::SignedDuration::from_secs(1)).ok()
+}
+
+/// One step of one run, wherever it lives (the daemon's API server, a rehearsal's memory): a run whose spec
+/// could not be prepared ends Error with the reason ([`analysis::cannot_run`]); any other is [`tick`]ed,
+/// terminated as `terminate` says. The step the daemon's reconcile and the rehearsal share; [`run`] ticks a
+/// prepared run to completion for `analyze` and `demo`.
+pub async fn step(
+    prepared: Result<&PreparedRun, &PrepareError>,
+    who: &RunRef,
+    providers: &Providers,
+    status: Option<AnalysisRunStatus>,
+    clock: &Clock,
+    terminate: bool,
+) -> Ticked {
+    match prepared {
+        Ok(run) => tick(run, who, providers, status, clock, terminate).await,
+        Err(e) => {
+            let now = clock.stamp();
+            let status = analysis::cannot_run(status, e.to_string(), now);
+            Ticked {
+                assessment: Assessment {
+                    phase: AnalysisPhase::Error,
+                    message: status.message.clone(),
+                    next_wakeup: None,
+                },
+                status,
+                recorded: Vec::new(),
+                now,
+            }
+        }
+    }
 }
 
 /// Runs to completion. `end` (a backtest's `--to`) terminates the run when the clock passes it; a `true` on

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::Api;
 use tracing::{info, warn};
@@ -119,74 +118,65 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
         None,
         &ctx.providers,
     );
-    let (new_status, assessment_wakeup, secret_values) = match prepared {
+    if let Ok(run) = &prepared
+        && let Some(at) = working
+            .as_ref()
+            .and_then(|st| analysis::next_wakeup(&run.plan, st, ctx.clock.now()))
+        && !state.wait_until_due(&obj, &write_rv, at, &ctx.clock).await
+    {
+        // The object changed while this reconcile waited; the reconcile its watch event queued (held until
+        // this one returns) starts from the new version.
+        return Ok(Next::Change);
+    }
+    let who = RunRef {
+        namespace: namespace.clone(),
+        name: name.clone(),
+        uid: obj.uid().unwrap_or_default(),
+        owned: true,
+    };
+    // Stamped as the API server will store it, so the next due time is the same before and after the patch.
+    let terminate = obj.spec.terminate == Some(true);
+    let ticked = runner::step(
+        prepared.as_ref(),
+        &who,
+        &ctx.providers,
+        working.take(),
+        &ctx.clock,
+        terminate,
+    )
+    .await;
+    let secret_values = match &prepared {
+        Ok(run) => run.secrets.clone(),
         Err(e) => {
-            let now = ctx.clock.stamp();
-            // A spec that cannot run ends Error now, with the reason, rather than retrying forever.
-            let mut status = working.unwrap_or_default();
-            status.phase = Some(AnalysisPhase::Error);
-            status.message = Some(e.to_string());
-            status
-                .started_at
-                .get_or_insert(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
-            status.completed_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
             warn!(run = %run_key, phase = "Error", reason = %e, "AnalysisRun cannot run");
-            let values: Vec<String> = secrets.values().filter_map(|v| v.clone().ok()).collect();
-            (status, None, values)
-        }
-        Ok(run) => {
-            if let Some(at) = working
-                .as_ref()
-                .and_then(|st| analysis::next_wakeup(&run.plan, st, ctx.clock.now()))
-                && !state.wait_until_due(&obj, &write_rv, at, &ctx.clock).await
-            {
-                // The object changed while this reconcile waited; the reconcile its watch event queued
-                // (held until this one returns) starts from the new version.
-                return Ok(Next::Change);
-            }
-            // Stamped as the API server will store it, so the next due time is the same before and after
-            // the patch.
-            let terminate = obj.spec.terminate == Some(true);
-            let who = RunRef {
-                namespace: namespace.clone(),
-                name: name.clone(),
-                uid: obj.uid().unwrap_or_default(),
-                owned: true,
-            };
-            let ticked = runner::tick(
-                &run,
-                &who,
-                &ctx.providers,
-                working.take(),
-                &ctx.clock,
-                terminate,
-            )
-            .await;
-            let (status, assessment) = (ticked.status, ticked.assessment);
-            for index in &ticked.recorded {
-                let Some(plan) = run.plan.metrics.get(*index) else {
-                    continue;
-                };
-                if let Some(m) = status
-                    .result(&plan.name)
-                    .and_then(|r| r.measurements.last())
-                {
-                    uncounted.push((m.phase.as_str(), provider_name(&run, *index)));
-                    let mut shown = serde_json::json!([m.value, m.message]);
-                    crate::scrub::json(&mut shown, &run.secrets);
-                    info!(
-                        run = %run_key,
-                        metric = %plan.name,
-                        value = %shown[0].as_str().unwrap_or("-"),
-                        phase = %m.phase,
-                        reason = %shown[1].as_str().unwrap_or(""),
-                        "Measured"
-                    );
-                }
-            }
-            (status, assessment.next_wakeup, run.secrets.clone())
+            secrets.values().filter_map(|v| v.clone().ok()).collect()
         }
     };
+    if let Ok(run) = &prepared {
+        for index in &ticked.recorded {
+            let Some(plan) = run.plan.metrics.get(*index) else {
+                continue;
+            };
+            if let Some(m) = ticked
+                .status
+                .result(&plan.name)
+                .and_then(|r| r.measurements.last())
+            {
+                uncounted.push((m.phase.as_str(), provider_name(run, *index)));
+                let mut shown = serde_json::json!([m.value, m.message]);
+                crate::scrub::json(&mut shown, &run.secrets);
+                info!(
+                    run = %run_key,
+                    metric = %plan.name,
+                    value = %shown[0].as_str().unwrap_or("-"),
+                    phase = %m.phase,
+                    reason = %shown[1].as_str().unwrap_or(""),
+                    "Measured"
+                );
+            }
+        }
+    }
+    let (new_status, assessment_wakeup) = (ticked.status, ticked.assessment.next_wakeup);
 
     let phase_before = server.and_then(|s| s.phase);
     if server != Some(&new_status) {
@@ -300,17 +290,14 @@ async fn report_undecodable(
     if completed {
         return Ok(Next::Change);
     }
-    let now = ctx.clock.stamp();
-    let mut status: AnalysisRunStatus = obj
-        .status
-        .as_ref()
-        .and_then(|s| serde_json::from_value(s.clone()).ok())
-        .unwrap_or_default();
     let message = format!("cannot decode the AnalysisRun: {}", obj.error);
-    status.phase = Some(AnalysisPhase::Error);
-    status.message = Some(message.clone());
-    status.started_at.get_or_insert(Time(now));
-    status.completed_at = Some(Time(now));
+    let status = analysis::cannot_run(
+        obj.status
+            .as_ref()
+            .and_then(|s| serde_json::from_value(s.clone()).ok()),
+        message.clone(),
+        ctx.clock.stamp(),
+    );
     let run = AnalysisRun {
         metadata: obj.metadata,
         spec: Default::default(),

@@ -8,17 +8,17 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 
 use super::Entry;
-use crate::api::{AnalysisPhase, AnalysisRunStatus, SecretKeyRef};
+use crate::api::{AnalysisPhase, AnalysisRun, SecretKeyRef};
 use crate::engine::compose::RunSpec;
 use crate::engine::rollout::sim::Cluster;
 use crate::measure::Providers;
 use crate::providers::provider::RunRef;
-use crate::runner::{self, PreparedRun};
+use crate::runner::{self, PrepareError, PreparedRun};
 use crate::time::Clock;
 
-/// One run being measured: its preparation and when it is next due.
+/// One run being measured: its preparation (or why it cannot run) and when it is next due.
 struct Driven {
-    prepared: PreparedRun,
+    prepared: Result<PreparedRun, PrepareError>,
     next: Option<Timestamp>,
 }
 
@@ -46,8 +46,9 @@ impl<'a> Runs<'a> {
         }
     }
 
-    /// Measures every run of `cluster` that is due at the clock's time; a run that cannot be prepared ends
-    /// Error with the reason, as the daemon ends it.
+    /// Steps every run of `cluster` that is due at the clock's time through the daemon's step
+    /// ([`runner::step`]): a run that cannot be prepared ends Error with the reason, a terminated one is
+    /// terminated, any other measures what is due.
     pub async fn measure_due(
         &mut self,
         cluster: &mut Cluster,
@@ -58,49 +59,23 @@ impl<'a> Runs<'a> {
         let now = clock.stamp();
         for run in &mut cluster.analysis_runs {
             let name = run.metadata.name.clone().unwrap_or_default();
-            let status = run.status.as_ref();
-            if run.spec.terminate == Some(true)
-                || status
-                    .and_then(|s| s.phase)
-                    .is_some_and(AnalysisPhase::is_completed)
-            {
+            if completed(run) {
                 continue;
             }
-            if !self.driven.contains_key(&name) {
-                let spec = RunSpec::from_run(&run.spec);
-                match PreparedRun::prepare(
-                    &spec,
+            let driven = self.driven.entry(name.clone()).or_insert_with(|| Driven {
+                prepared: PreparedRun::prepare(
+                    &RunSpec::from_run(&run.spec),
                     &self.supplied,
                     &refuse_secret,
                     self.prometheus,
                     providers,
-                ) {
-                    Ok(prepared) => {
-                        self.driven.insert(
-                            name.clone(),
-                            Driven {
-                                prepared,
-                                next: None,
-                            },
-                        );
-                    }
-                    Err(e) => {
-                        run.status = Some(AnalysisRunStatus {
-                            phase: Some(AnalysisPhase::Error),
-                            message: Some(e.to_string()),
-                            ..Default::default()
-                        });
-                        continue;
-                    }
-                }
-            }
-            let Some(driven) = self.driven.get_mut(&name) else {
-                continue;
-            };
+                ),
+                next: None,
+            });
             if driven.next.is_some_and(|t| t > now) {
                 continue;
             }
-            // The in-memory cluster creates a run with a bare Running phase; the loop starts it as new.
+            // The in-memory cluster creates a run with a bare Running phase; the step starts it as new.
             let status = run.status.take().filter(|s| s.started_at.is_some());
             let who = RunRef {
                 namespace: run.metadata.namespace.clone().unwrap_or_default(),
@@ -109,16 +84,26 @@ impl<'a> Runs<'a> {
                 // The run exists only in memory: nothing it creates could be owned by it.
                 owned: false,
             };
-            let ticked =
-                runner::tick(&driven.prepared, &who, providers, status, clock, false).await;
-            for index in &ticked.recorded {
-                let Some(plan) = driven.prepared.plan.metrics.get(*index) else {
-                    continue;
-                };
-                if let Some(result) = ticked.status.result(&plan.name)
-                    && let Some(m) = result.measurements.last()
-                {
-                    on(&Entry::measured(ticked.now, &name, result, m));
+            let terminate = run.spec.terminate == Some(true);
+            let ticked = runner::step(
+                driven.prepared.as_ref(),
+                &who,
+                providers,
+                status,
+                clock,
+                terminate,
+            )
+            .await;
+            if let Ok(prepared) = &driven.prepared {
+                for index in &ticked.recorded {
+                    let Some(plan) = prepared.plan.metrics.get(*index) else {
+                        continue;
+                    };
+                    if let Some(result) = ticked.status.result(&plan.name)
+                        && let Some(m) = result.measurements.last()
+                    {
+                        on(&Entry::measured(ticked.now, &name, result, m));
+                    }
                 }
             }
             driven.next = ticked.assessment.next_wakeup;
@@ -131,20 +116,20 @@ impl<'a> Runs<'a> {
         cluster
             .analysis_runs
             .iter()
-            .filter(|r| {
-                r.spec.terminate != Some(true)
-                    && !r
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.phase)
-                        .is_some_and(AnalysisPhase::is_completed)
-            })
+            .filter(|r| !completed(r))
             .filter_map(|r| match self.driven.get(r.metadata.name.as_deref()?) {
                 Some(driven) => driven.next,
                 None => Some(now),
             })
             .min()
     }
+}
+
+fn completed(run: &AnalysisRun) -> bool {
+    run.status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .is_some_and(AnalysisPhase::is_completed)
 }
 
 /// The metric that ended a run badly (Failed, Error or Inconclusive), latest run first.

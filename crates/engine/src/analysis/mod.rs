@@ -45,6 +45,22 @@ impl Assessment {
 #[error("the analysis has no metric number {0}")]
 pub struct UnknownMetric(pub usize);
 
+/// A run that can never be measured (its spec cannot be prepared, or it does not decode) ends Error at `now`
+/// with `reason`, keeping the status it had: started when it first was, completed now. One rule for the
+/// daemon and the rehearsal, rather than retrying forever.
+pub fn cannot_run(
+    status: Option<AnalysisRunStatus>,
+    reason: String,
+    now: Timestamp,
+) -> AnalysisRunStatus {
+    let mut status = status.unwrap_or_default();
+    status.phase = Some(AnalysisPhase::Error);
+    status.message = Some(reason);
+    status.started_at.get_or_insert(Time(now));
+    status.completed_at = Some(Time(now));
+    status
+}
+
 /// A fresh status for a run starting at `now`: every metric Pending, the run Running.
 pub fn start(plan: &AnalysisPlan, now: Timestamp) -> AnalysisRunStatus {
     let mut status = AnalysisRunStatus::default();

@@ -336,7 +336,9 @@ impl Cluster {
     }
 
     /// Makes `write` as the API server would ([`Write::change`], the daemon's request), then what the
-    /// built-in controllers do in answer: a scaled ReplicaSet's pods follow it, a terminated run ends.
+    /// ReplicaSet controller does in answer: a scaled ReplicaSet's pods follow it. Runs are the analysis
+    /// loop's: a rehearsal steps them as the daemon does (`runner::step`), terminated ones included; the
+    /// planner's tests end them by hand (`finish_run`).
     fn write(&mut self, write: &Write, now: Timestamp) {
         match write.change() {
             Change::Create(Created::ReplicaSet(rs)) => {
@@ -386,7 +388,7 @@ impl Cluster {
         }
     }
 
-    /// A merge patch of the named object of `kind`, then the controllers' answer to it.
+    /// A merge patch of the named object of `kind`, then the ReplicaSet controller's answer to it.
     fn patch(&mut self, kind: Kind, name: &str, patch: &Value) {
         let named = |meta: &ObjectMeta| meta.name.as_deref() == Some(name);
         match kind {
@@ -414,15 +416,8 @@ impl Cluster {
                 self.trim_pods(name, replicas);
             }
             Kind::AnalysisRun => {
-                for run in self.analysis_runs.iter_mut().filter(|r| named(&r.metadata)) {
+                if let Some(run) = self.analysis_runs.iter_mut().find(|r| named(&r.metadata)) {
                     merge_into(run, patch);
-                    // A terminated run ends its unfinished metrics Successful, as canaryd's controller does.
-                    let status = run.status.get_or_insert_with(Default::default);
-                    if run.spec.terminate == Some(true)
-                        && !status.phase.is_some_and(AnalysisPhase::is_completed)
-                    {
-                        status.phase = Some(AnalysisPhase::Successful);
-                    }
                 }
             }
         }
