@@ -168,7 +168,7 @@ pub fn setup_from_docs(
         found
     };
     let missing: Vec<String> =
-        super::validate_rollout::template_findings(&rollout, &lookup, Severity::Error)
+        crate::engine::rollout::analysis::template_findings(&rollout, &lookup, Severity::Error)
             .into_iter()
             .filter(|f| f.severity == Severity::Error)
             .map(|f| Located::at(doc, f).to_string())
@@ -220,11 +220,7 @@ pub fn setup_from_docs(
 /// The canary and stable Services the Rollout names and the files lack, selecting the Rollout's pods as a
 /// user's Services would.
 fn add_named_services(rollout: &Rollout, services: &mut Vec<Service>) {
-    let canary = rollout
-        .spec
-        .strategy
-        .as_ref()
-        .and_then(|s| s.canary.as_ref());
+    let canary = rollout.spec.canary();
     let named = [
         canary.and_then(|c| c.canary_service.clone()),
         canary.and_then(|c| c.stable_service.clone()),

@@ -6,7 +6,7 @@
 
 use crate::api::Rollout;
 use crate::engine::compose::Lookup;
-use crate::engine::rollout::{analysis, spec, steps};
+use crate::engine::rollout::{analysis, spec};
 use crate::engine::template::{Finding, Severity};
 
 /// Every finding for one Rollout.
@@ -21,41 +21,11 @@ pub fn check(rollout: &Rollout, lookup: &Lookup<'_>) -> Vec<Finding> {
     }
     out.extend(unknown_fields(rollout));
     out.extend(spec::check(rollout));
-    out.extend(template_findings(rollout, lookup, Severity::Warning));
-    out
-}
-
-/// The findings about the templates the Rollout's step and background analyses name; a template not among
-/// the files is a finding of severity `missing` (a warning for validate: it may be in the cluster; an error
-/// for rehearse, which has nothing else to run).
-pub fn template_findings(
-    rollout: &Rollout,
-    lookup: &Lookup<'_>,
-    missing: Severity,
-) -> Vec<Finding> {
-    let mut out = Vec::new();
-    for (i, step) in steps::steps(rollout).iter().enumerate() {
-        if let Some(a) = &step.analysis {
-            let path = format!("spec.strategy.canary.steps[{i}].analysis");
-            out.extend(analysis::check_templates(a, &path, true, missing, lookup));
-        }
-    }
-    let background = rollout
-        .spec
-        .strategy
-        .as_ref()
-        .and_then(|s| s.canary.as_ref())
-        .and_then(|c| c.analysis.as_ref());
-    if let Some(b) = background {
-        let path = "spec.strategy.canary.analysis";
-        out.extend(analysis::check_templates(
-            &b.analysis,
-            path,
-            false,
-            missing,
-            lookup,
-        ));
-    }
+    out.extend(analysis::template_findings(
+        rollout,
+        lookup,
+        Severity::Warning,
+    ));
     out
 }
 
@@ -64,7 +34,7 @@ pub fn template_findings(
 fn unknown_fields(rollout: &Rollout) -> Vec<Finding> {
     let spec = &rollout.spec;
     let strategy = spec.strategy.as_ref();
-    let canary = strategy.and_then(|s| s.canary.as_ref());
+    let canary = spec.canary();
     let places = [
         ("spec", Some(&spec.rest)),
         ("spec.strategy", strategy.map(|s| &s.rest)),

@@ -23,6 +23,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::api::Controlled;
+
 /// An object's `(namespace, name)`, as the watch hands it on and the driver queues it.
 pub type Key = (String, String);
 
@@ -131,12 +133,7 @@ pub fn owners(
                 _ => None,
             };
             let key = object.and_then(|o| {
-                let controller = o
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .find(|r| r.controller == Some(true) && r.kind == owner)?;
+                let controller = o.metadata.controller().filter(|r| r.kind == owner)?;
                 Some((o.metadata.namespace.clone()?, controller.name.clone()))
             });
             std::future::ready(key)

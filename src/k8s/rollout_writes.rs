@@ -22,7 +22,8 @@ use super::is_status;
 use super::status::{StatusWriter, WriteError};
 use crate::api::rollout::RolloutStatus;
 use crate::api::{
-    AnalysisRun, AnalysisTemplate, AnalysisTemplateRef, ClusterAnalysisTemplate, Rollout,
+    AnalysisRun, AnalysisTemplate, AnalysisTemplateRef, ClusterAnalysisTemplate, Controlled,
+    Rollout,
 };
 use crate::engine::merge_patch;
 use crate::engine::rollout::act::{Snapshot, Templates, template_key};
@@ -38,13 +39,6 @@ fn api_error(e: kube::Error) -> WriteError {
     } else {
         WriteError::Api(e)
     }
-}
-
-fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && o.uid == uid)
 }
 
 /// Reads what the planner needs for `rollout` at `now`. Objects it names that do not exist are left out (the
@@ -73,10 +67,10 @@ pub async fn read(
     let params = ListParams::default().labels(&selector);
     let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
     let mut replica_sets = rs_api.list(&params).await?.items;
-    replica_sets.retain(|rs| controlled_by(&rs.metadata, &uid));
+    replica_sets.retain(|rs| rs.metadata.controlled_by(&uid));
     let run_api: Api<AnalysisRun> = Api::namespaced(client.clone(), &namespace);
     let mut analysis_runs = run_api.list(&params).await?.items;
-    analysis_runs.retain(|run| controlled_by(&run.metadata, &uid));
+    analysis_runs.retain(|run| run.metadata.controlled_by(&uid));
     // Listed directly, as Argo's pod restarter does (no pod informer): only a restart needs them. The planner
     // keeps those a ReplicaSet of the Rollout controls.
     let pods = if restart_due(&rollout, now) {
@@ -128,12 +122,7 @@ pub async fn read(
 /// The Services (canary, stable) and the analysis templates (of the steps and the background analysis) a
 /// Rollout names. Collected before any request, so no borrow of the Rollout is held across one.
 fn named(rollout: &Rollout) -> (Vec<String>, Vec<AnalysisTemplateRef>) {
-    let Some(canary) = rollout
-        .spec
-        .strategy
-        .as_ref()
-        .and_then(|s| s.canary.as_ref())
-    else {
+    let Some(canary) = rollout.spec.canary() else {
         return (Vec::new(), Vec::new());
     };
     let services = [&canary.canary_service, &canary.stable_service]
@@ -141,16 +130,7 @@ fn named(rollout: &Rollout) -> (Vec<String>, Vec<AnalysisTemplateRef>) {
         .flatten()
         .cloned()
         .collect();
-    let mut templates = Vec::new();
-    let analyses = canary
-        .steps
-        .iter()
-        .flatten()
-        .filter_map(|s| s.analysis.as_ref());
-    for a in analyses.chain(canary.analysis.as_ref().map(|b| &b.analysis)) {
-        templates.extend(a.templates.clone().unwrap_or_default());
-    }
-    (services, templates)
+    (services, canary.analysis_templates().cloned().collect())
 }
 
 /// Makes one write of a plan made from `read` as the [`Change`] it stands for (the Rollout's resourceVersion,
@@ -292,7 +272,11 @@ where
         Err(e) if is_status(&e, 409) => {
             let name = object.meta().name.as_deref().unwrap_or_default();
             match api.get_opt(name).await.map_err(api_error)? {
-                Some(there) if controlled_by(there.meta(), &rollout.uid().unwrap_or_default()) => {
+                Some(there)
+                    if there
+                        .meta()
+                        .controlled_by(&rollout.uid().unwrap_or_default()) =>
+                {
                     Ok(())
                 }
                 Some(_) => Err(WriteError::Taken),

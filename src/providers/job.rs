@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::ProviderError;
 use super::provider::{MeasureAt, MetricProvider, Progress, RunRef};
+use crate::api::Controlled;
 use crate::api::{AnalysisPhase, JobMetric, Metric};
 use crate::engine::args;
 use crate::engine::template::Finding;
@@ -329,11 +330,7 @@ pub fn job_object(spec: &JobMetric, name: &str, metric: &str, run: &RunRef) -> V
 /// The UID of the run a Job was created for: its controller's, or (no owner: `canaryd analyze`) its label.
 fn owner_uid<'a>(job: &'a Job, run: &RunRef) -> Option<&'a String> {
     if run.owned {
-        let owners = job.metadata.owner_references.as_ref()?;
-        owners
-            .iter()
-            .find(|o| o.controller == Some(true))
-            .map(|o| &o.uid)
+        job.metadata.controller().map(|o| &o.uid)
     } else {
         job.metadata.labels.as_ref()?.get(RUN_UID_LABEL)
     }

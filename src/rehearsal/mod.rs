@@ -461,8 +461,10 @@ fn show_step(
     let index = status.current_step_index.unwrap_or(0).max(0) as usize;
     // With a router, the weight the routers were brought to (none this reconcile: as they were); without
     // one, the weight the replica counts approximate.
-    let routed = (cluster.rollout.spec.strategy.as_ref())
-        .and_then(|s| s.canary.as_ref())
+    let routed = cluster
+        .rollout
+        .spec
+        .canary()
         .is_some_and(|c| c.traffic_routing.is_some());
     let weight = match &plan.route {
         Some(route) => route.weight,

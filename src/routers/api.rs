@@ -15,7 +15,7 @@ use super::objects::{DestinationRule, HttpRoute, VirtualService};
 use super::{Action, Change, FIELD_MANAGER, Route, RouterError};
 use crate::api::Rollout;
 use crate::engine::routing::nginx::CanaryIngress;
-use crate::engine::routing::{self, Desired, RoutingError, Target, istio, nginx};
+use crate::engine::routing::{self, Desired, RoutingError, Target, nginx};
 use crate::k8s::is_status;
 
 /// How often one object is read and written again after a 409 before giving up for this reconcile.
@@ -147,10 +147,9 @@ impl ApiRouter {
                 name: &name,
             };
             let build = |current: &Value| target.build(current, &d);
+            target.held(&d, replica_sets).map_err(|e| object.unfit(e))?;
             let change = match target {
                 Target::DestinationRule { namespace, .. } => {
-                    istio::destination_rule_delay(&d, replica_sets, rollout_aborted(rollout))
-                        .map_err(|e| object.unfit(e))?;
                     let api: Api<DestinationRule> = Api::namespaced(self.client.clone(), namespace);
                     update(&api, &object, build).await?
                 }
@@ -240,10 +239,6 @@ impl ApiRouter {
         }
         Err(target.conflict())
     }
-}
-
-fn rollout_aborted(rollout: &Rollout) -> bool {
-    rollout.status.as_ref().is_some_and(|s| s.abort)
 }
 
 /// Reads the object, lets `build` change it, and updates it with the resourceVersion it read when it

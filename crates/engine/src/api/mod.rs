@@ -7,6 +7,7 @@ pub mod compare;
 mod crd;
 pub mod decode;
 pub mod duration;
+pub mod meta;
 pub mod reasons;
 pub mod rollout;
 mod schema;
@@ -15,6 +16,7 @@ pub mod traffic_routing;
 pub use analysis::*;
 pub use appset::{ApplicationSet, ApplicationSetSpec, ClusterSecret};
 pub use crd::crds;
+pub use meta::Controlled;
 pub use rollout::{Rollout, RolloutSpec};
 
 /// Argo Rollouts' label that assigns an object to one controller instance.

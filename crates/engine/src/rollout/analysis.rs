@@ -60,6 +60,27 @@ fn runs_indefinitely(metric: &Metric) -> bool {
 /// The problems of one analysis that need its templates: templates not found (with `missing` severity:
 /// an error for the planner, a warning for `validate`, which may not have been given them), template args
 /// the Rollout leaves without a value, and, for a step, metrics that would never end.
+/// The findings about the templates a Rollout's step and background analyses name, walked once
+/// ([`CanaryStrategy::analyses`](crate::api::rollout::CanaryStrategy::analyses)); a template not found is
+/// a finding of severity `missing` (an error for the planner and rehearse, which have nothing else to run; a
+/// warning for validate: it may be in the cluster).
+pub fn template_findings(
+    rollout: &Rollout,
+    lookup: &Lookup<'_>,
+    missing: Severity,
+) -> Vec<Finding> {
+    let Some(canary) = rollout.spec.canary() else {
+        return Vec::new();
+    };
+    canary
+        .analyses()
+        .flat_map(|a| {
+            let step = a.step.is_some();
+            check_templates(a.analysis, &a.path(), step, missing, lookup)
+        })
+        .collect()
+}
+
 pub fn check_templates(
     analysis: &RolloutAnalysis,
     path: &str,

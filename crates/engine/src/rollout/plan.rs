@@ -166,29 +166,12 @@ impl Reconcile<'_, '_> {
     /// The Rollout's own checks, then those that need its templates and Services.
     fn validate(&self) -> Result<(), String> {
         let mut findings = spec::check(self.o.rollout);
+        findings.extend(analysis::template_findings(
+            self.o.rollout,
+            self.o.templates,
+            Severity::Error,
+        ));
         if let Some(canary) = self.canary {
-            for (i, step) in self.steps.iter().enumerate() {
-                if let Some(a) = &step.analysis {
-                    let path = format!("spec.strategy.canary.steps[{i}].analysis");
-                    findings.extend(analysis::check_templates(
-                        a,
-                        &path,
-                        true,
-                        Severity::Error,
-                        self.o.templates,
-                    ));
-                }
-            }
-            if let Some(b) = &canary.analysis {
-                let path = "spec.strategy.canary.analysis";
-                findings.extend(analysis::check_templates(
-                    &b.analysis,
-                    path,
-                    false,
-                    Severity::Error,
-                    self.o.templates,
-                ));
-            }
             for (field, name) in [
                 ("canaryService", &canary.canary_service),
                 ("stableService", &canary.stable_service),

@@ -50,12 +50,7 @@ pub(super) struct Reconcile<'r, 'a> {
 impl<'r, 'a> Reconcile<'r, 'a> {
     pub fn new(o: &'r Observed<'a>) -> Reconcile<'r, 'a> {
         let meta = &o.rollout.metadata;
-        let canary = o
-            .rollout
-            .spec
-            .strategy
-            .as_ref()
-            .and_then(|s| s.canary.as_ref());
+        let canary = o.rollout.spec.canary();
         Reconcile {
             o,
             name: meta.name.clone().unwrap_or_default(),

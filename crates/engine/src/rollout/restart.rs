@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::reconcile::Reconcile;
 use super::{Write, replicas};
+use crate::api::Controlled;
 use crate::api::Rollout;
 
 /// How often Argo looks again while pods still wait for their restart.
@@ -77,12 +78,9 @@ impl Reconcile<'_, '_> {
             self.recheck();
             return false;
         };
-        let owned =
-            |pod: &&Pod| {
-                pod.metadata.owner_references.iter().flatten().any(|o| {
-                    o.controller == Some(true) && self.rss.iter().any(|rs| rs.name == o.name)
-                })
-            };
+        let owned = |pod: &&Pod| {
+            (pod.metadata.controller()).is_some_and(|o| self.rss.iter().any(|rs| rs.name == o.name))
+        };
         let pods: Vec<&Pod> = all.iter().filter(owned).collect();
         let min_ready = i64::from(self.o.rollout.spec.min_ready_seconds.unwrap_or(0));
         let total = self.sum(|r| r.pods.spec);

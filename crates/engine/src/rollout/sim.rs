@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::act::{self, Made, Reconciled, Snapshot, Stored, Templates, template_key};
 use super::{Event, Observed, Plan, Route, Write, plan};
+use crate::api::Controlled;
 use crate::api::rollout::{RolloutSpec, RolloutStatus};
 use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus, AnalysisTemplateRef, Rollout};
 use crate::routing::memory::Routers;
@@ -499,10 +500,5 @@ impl act::Cluster for Cluster {
 
 /// The ReplicaSet controlling a pod.
 fn owner(pod: &Pod) -> Option<&String> {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-        .map(|o| &o.name)
+    pod.metadata.controller().map(|o| &o.name)
 }

@@ -90,11 +90,7 @@ pub fn phase(spec: &RolloutSpec, status: &RolloutStatus) -> (&'static str, Strin
         );
     }
     // Without a router old pods go as the canary grows; with one they wait out their scale-down delay.
-    let routed = spec
-        .strategy
-        .as_ref()
-        .and_then(|s| s.canary.as_ref())
-        .is_some_and(|c| c.traffic_routing.is_some());
+    let routed = spec.canary().is_some_and(|c| c.traffic_routing.is_some());
     if !routed && status.replicas > status.updated_replicas {
         return (
             "Progressing",

@@ -14,9 +14,7 @@ use crate::api::rollout::{CanaryStep, RolloutStatus};
 pub fn steps(rollout: &crate::api::Rollout) -> &[CanaryStep] {
     rollout
         .spec
-        .strategy
-        .as_ref()
-        .and_then(|s| s.canary.as_ref())
+        .canary()
         .and_then(|c| c.steps.as_deref())
         .unwrap_or_default()
 }

@@ -65,9 +65,7 @@ fn config(field: impl Into<String>, message: impl Into<String>) -> RoutingError 
 pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
     let tr = rollout
         .spec
-        .strategy
-        .as_ref()
-        .and_then(|s| s.canary.as_ref())
+        .canary()
         .and_then(|c| c.traffic_routing.as_ref());
     let Some(tr) = tr else {
         return Ok(None);
@@ -152,11 +150,7 @@ impl<'a> Desired<'a> {
         canary_hash: &'a str,
         stable_hash: &'a str,
     ) -> Desired<'a> {
-        let canary = rollout
-            .spec
-            .strategy
-            .as_ref()
-            .and_then(|s| s.canary.as_ref());
+        let canary = rollout.spec.canary();
         Desired {
             rollout,
             canary_service: canary

@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::{Desired, RoutingError, config};
+use crate::api::Controlled;
 use crate::api::traffic_routing::NginxTrafficRouting;
 use crate::merge_patch;
 use crate::rollout::analysis::owner_reference;
@@ -162,12 +163,7 @@ pub fn canary_ingress(
         return Ok(CanaryIngress::Create(Box::new(desired)));
     };
     let uid = d.rollout.metadata.uid.as_deref().unwrap_or("");
-    let controlled = existing
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && o.uid == uid);
+    let controlled = existing.metadata.controlled_by(uid);
     let name = existing.metadata.name.clone().unwrap_or_default();
     if !controlled {
         return Err(RoutingError::Mismatch(format!(

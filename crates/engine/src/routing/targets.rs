@@ -3,6 +3,7 @@
 //! HTTPRoutes), each with the builder that re-weights it. One list for every driver: the daemon's edge
 //! (`routers/`) reads and writes these objects through the API server, a rehearsal in memory.
 
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::Value;
 
 use super::{Desired, Routing, RoutingError, gateway, istio, nginx};
@@ -67,6 +68,22 @@ impl<'r> Target<'r> {
             Target::CanaryIngress { stable, .. } => {
                 nginx::canary_ingress_name(d.rollout_name(), stable)
             }
+        }
+    }
+
+    /// Whether this object may move now: Istio's DestinationRule in subset-only mode waits until every
+    /// ReplicaSet that is to receive traffic is fully available ([`istio::destination_rule_delay`]; the canary
+    /// is not waited for while an aborted Rollout rolls back). An `Err` says why it waits; the other objects
+    /// never do. `replica_sets`: those the Rollout owns.
+    pub fn held(&self, d: &Desired, replica_sets: &[ReplicaSet]) -> Result<(), RoutingError> {
+        match self {
+            Target::DestinationRule { .. } => {
+                let aborted = d.rollout.status.as_ref().is_some_and(|s| s.abort);
+                istio::destination_rule_delay(d, replica_sets, aborted)
+            }
+            Target::VirtualService { .. }
+            | Target::HttpRoute { .. }
+            | Target::CanaryIngress { .. } => Ok(()),
         }
     }
 

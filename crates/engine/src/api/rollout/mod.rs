@@ -199,6 +199,56 @@ pub struct RolloutPause {
     pub duration: Option<IntOrString>,
 }
 
+impl RolloutSpec {
+    /// The canary strategy, when the Rollout has one.
+    pub fn canary(&self) -> Option<&CanaryStrategy> {
+        self.strategy.as_ref().and_then(|s| s.canary.as_ref())
+    }
+}
+
+/// One analysis a canary strategy names: a step's or the background one.
+#[derive(Debug, Clone, Copy)]
+pub struct NamedAnalysis<'a> {
+    /// The step's index, `None` for the background analysis.
+    pub step: Option<usize>,
+    pub analysis: &'a RolloutAnalysis,
+}
+
+impl NamedAnalysis<'_> {
+    /// Its field path in the Rollout.
+    pub fn path(&self) -> String {
+        match self.step {
+            Some(i) => format!("spec.strategy.canary.steps[{i}].analysis"),
+            None => "spec.strategy.canary.analysis".to_string(),
+        }
+    }
+}
+
+impl CanaryStrategy {
+    /// Every analysis the strategy names, the steps' in order, then the background analysis: the one walk of
+    /// a Rollout's analyses (its checks, the templates the daemon reads, what a rehearsal needs).
+    pub fn analyses(&self) -> impl Iterator<Item = NamedAnalysis<'_>> {
+        let steps = self.steps.iter().flatten().enumerate();
+        steps
+            .filter_map(|(i, s)| {
+                s.analysis.as_ref().map(|analysis| NamedAnalysis {
+                    step: Some(i),
+                    analysis,
+                })
+            })
+            .chain(self.analysis.as_ref().map(|b| NamedAnalysis {
+                step: None,
+                analysis: &b.analysis,
+            }))
+    }
+
+    /// The templates those analyses reference, in the same order.
+    pub fn analysis_templates(&self) -> impl Iterator<Item = &AnalysisTemplateRef> {
+        self.analyses()
+            .flat_map(|a| a.analysis.templates.iter().flatten())
+    }
+}
+
 /// A step's analysis (`steps[].analysis`); background analysis adds `startingStep`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
