@@ -9,7 +9,8 @@ use regex::Regex;
 use super::ConditionError;
 use super::eval;
 use super::expr::{Expr, Func, NativeKind, PredicateKind, TextOp};
-use super::parser::{Ast, AstKind, BinOp, UnOp, error_at};
+use super::lexer::error_at;
+use super::parser::{Ast, AstKind, BinOp, UnOp};
 
 enum Callee {
     Predicate(PredicateKind),

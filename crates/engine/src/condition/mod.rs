@@ -10,6 +10,7 @@ mod equality;
 mod eval;
 mod expr;
 mod functions;
+mod lexer;
 mod lower;
 mod parser;
 mod predicates;
