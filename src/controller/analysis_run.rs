@@ -63,52 +63,101 @@ fn provider_name(run: &PreparedRun, index: usize) -> &'static str {
         .unwrap_or("unknown")
 }
 
-/// One step of one run. Public so tests and benches can drive it; the daemon calls it from its
+/// The run one reconcile works on: its names and the resourceVersion the cache showed.
+struct This<'a> {
+    obj: &'a AnalysisRun,
+    namespace: String,
+    name: String,
+    /// `namespace/name`, as logs show it.
+    shown: String,
+    rv: String,
+}
+
+impl This<'_> {
+    fn key(&self) -> (String, String) {
+        (self.namespace.clone(), self.name.clone())
+    }
+}
+
+/// What one step of a run left to write.
+struct Stepped {
+    status: AnalysisRunStatus,
+    wakeup: Option<jiff::Timestamp>,
+    /// Values its status must never show.
+    secrets: Vec<String>,
+    /// Measurements (phase, provider) to count once the status is written.
+    uncounted: Vec<(&'static str, &'static str)>,
+}
+
+/// One step of one run: resume from what the server (or this process's own write, ahead of the cache)
+/// holds, step it through the measuring loop ([`runner::step`]), write the new status with its Event, and
+/// expire a completed run. Public so tests and benches can drive it; the daemon calls it from its
 /// controllers.
 pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next, ReconcileError> {
     let state = &ctx.runs;
     let namespace = obj.namespace().unwrap_or_default();
     let name = obj.name_any();
-    let key = (namespace.clone(), name.clone());
-    let run_key = shown(&namespace, &name);
-    let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), &namespace);
-    let rv = obj.resource_version().unwrap_or_default();
+    let this = This {
+        obj: &obj,
+        shown: shown(&namespace, &name),
+        rv: obj.resource_version().unwrap_or_default(),
+        namespace,
+        name,
+    };
+    let api: Api<AnalysisRun> = Api::namespaced(ctx.client.clone(), &this.namespace);
     // Usually the drive loop has already recognised the echo of our own write; this catches the echo that
     // arrived while the writing reconcile was still running. A run that write completed goes on below, to
     // its TTL.
-    if let Some(Some(wakeup)) = state.echo_of_own_write(&key, &rv, ctx.clock.now()) {
+    if let Some(Some(wakeup)) = state.echo_of_own_write(&this.key(), &this.rv, ctx.clock.now()) {
         return Ok(requeue_before(Some(wakeup), ctx.clock.now()));
     }
-    let ahead = state.ahead_of(&key, &rv);
+    let ahead = state.ahead_of(&this.key(), &this.rv);
     // The status our write put on the server when the cache lags behind it; what is still to be written;
     // the resourceVersion to write against.
-    let (written, pending, mut write_rv, mut uncounted) = match ahead {
+    let (written, pending, mut write_rv, uncounted) = match ahead {
         Some(a) => match a.written_rv {
             Some(w) => (Some(a.status), None, w, a.uncounted),
-            None => (None, Some(a.status), rv.clone(), a.uncounted),
+            None => (None, Some(a.status), this.rv.clone(), a.uncounted),
         },
-        None => (None, None, rv.clone(), Vec::new()),
+        None => (None, None, this.rv.clone(), Vec::new()),
     };
     // What the server holds.
     let server = written.as_ref().or(obj.status.as_ref());
 
     if let Some(done) = server.and_then(|s| s.phase).filter(|p| p.is_completed()) {
         return match &written {
-            None => expire(&api, &obj, &run_key, done, ctx.clock.now()).await,
+            None => expire(&api, &obj, &this.shown, done, ctx.clock.now()).await,
             Some(status) => {
                 let judged = AnalysisRun {
                     status: Some(status.clone()),
                     ..(*obj).clone()
                 };
-                expire(&api, &judged, &run_key, done, ctx.clock.now()).await
+                expire(&api, &judged, &this.shown, done, ctx.clock.now()).await
             }
         };
     }
     // What to build on.
-    let mut working = pending.or_else(|| server.cloned());
+    let working = pending.or_else(|| server.cloned());
+    let Some(stepped) = step(&this, &ctx, working, &write_rv, uncounted).await? else {
+        return Ok(Next::Change);
+    };
+    if server == Some(&stepped.status) {
+        return Ok(requeue_before(stepped.wakeup, ctx.clock.now()));
+    }
+    write(&this, &ctx, &api, server, &mut write_rv, stepped).await
+}
 
-    let spec = RunSpec::from_run(&obj.spec);
-    let secrets = runs::read_secrets(&ctx.client, &namespace, &spec.args)
+/// Prepares the run (its Secrets read), waits until its next measurement is due, and steps it; `None` when
+/// the object changed while it waited (the reconcile its watch event queued starts from the new version).
+async fn step(
+    this: &This<'_>,
+    ctx: &Context,
+    working: Option<AnalysisRunStatus>,
+    write_rv: &str,
+    mut uncounted: Vec<(&'static str, &'static str)>,
+) -> Result<Option<Stepped>, ReconcileError> {
+    let spec = RunSpec::from_run(&this.obj.spec);
+    let secrets = runs::read_secrets(&ctx.client, &this.namespace, &spec.args)
         .await
         .map_err(ReconcileError::Secrets)?;
     let prepared = PreparedRun::prepare(
@@ -122,157 +171,183 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
         && let Some(at) = working
             .as_ref()
             .and_then(|st| analysis::next_wakeup(&run.plan, st, ctx.clock.now()))
-        && !state.wait_until_due(&obj, &write_rv, at, &ctx.clock).await
+        && !ctx
+            .runs
+            .wait_until_due(this.obj, write_rv, at, &ctx.clock)
+            .await
     {
-        // The object changed while this reconcile waited; the reconcile its watch event queued (held until
-        // this one returns) starts from the new version.
-        return Ok(Next::Change);
+        return Ok(None);
     }
     let who = RunRef {
-        namespace: namespace.clone(),
-        name: name.clone(),
-        uid: obj.uid().unwrap_or_default(),
+        namespace: this.namespace.clone(),
+        name: this.name.clone(),
+        uid: this.obj.uid().unwrap_or_default(),
         owned: true,
     };
     // Stamped as the API server will store it, so the next due time is the same before and after the patch.
-    let terminate = obj.spec.terminate == Some(true);
+    let terminate = this.obj.spec.terminate == Some(true);
     let ticked = runner::step(
         prepared.as_ref(),
         &who,
         &ctx.providers,
-        working.take(),
+        working,
         &ctx.clock,
         terminate,
     )
     .await;
-    let secret_values = match &prepared {
-        Ok(run) => run.secrets.clone(),
+    let secrets = match &prepared {
+        Ok(run) => {
+            log_measured(run, &ticked, &this.shown, &mut uncounted);
+            run.secrets.clone()
+        }
         Err(e) => {
-            warn!(run = %run_key, phase = "Error", reason = %e, "AnalysisRun cannot run");
+            warn!(run = %this.shown, phase = "Error", reason = %e, "AnalysisRun cannot run");
             secrets.values().filter_map(|v| v.clone().ok()).collect()
         }
     };
-    if let Ok(run) = &prepared {
-        for index in &ticked.recorded {
-            let Some(plan) = run.plan.metrics.get(*index) else {
-                continue;
-            };
-            if let Some(m) = ticked
-                .status
-                .result(&plan.name)
-                .and_then(|r| r.measurements.last())
-            {
-                uncounted.push((m.phase.as_str(), provider_name(run, *index)));
-                let mut shown = serde_json::json!([m.value, m.message]);
-                crate::scrub::json(&mut shown, &run.secrets);
-                info!(
-                    run = %run_key,
-                    metric = %plan.name,
-                    value = %shown[0].as_str().unwrap_or("-"),
-                    phase = %m.phase,
-                    reason = %shown[1].as_str().unwrap_or(""),
-                    "Measured"
+    Ok(Some(Stepped {
+        wakeup: ticked.assessment.next_wakeup,
+        status: ticked.status,
+        secrets,
+        uncounted,
+    }))
+}
+
+/// Logs each measurement the step recorded (secret values hidden) and keeps it to be counted.
+fn log_measured(
+    run: &PreparedRun,
+    ticked: &runner::Ticked,
+    shown_run: &str,
+    uncounted: &mut Vec<(&'static str, &'static str)>,
+) {
+    for index in &ticked.recorded {
+        let Some(plan) = run.plan.metrics.get(*index) else {
+            continue;
+        };
+        if let Some(m) = ticked
+            .status
+            .result(&plan.name)
+            .and_then(|r| r.measurements.last())
+        {
+            uncounted.push((m.phase.as_str(), provider_name(run, *index)));
+            let mut shown = serde_json::json!([m.value, m.message]);
+            crate::scrub::json(&mut shown, &run.secrets);
+            info!(
+                run = %shown_run,
+                metric = %plan.name,
+                value = %shown[0].as_str().unwrap_or("-"),
+                phase = %m.phase,
+                reason = %shown[1].as_str().unwrap_or(""),
+                "Measured"
+            );
+        }
+    }
+}
+
+/// Writes the stepped status over `server`'s, remembers it ahead of the cache, publishes the Event of a
+/// phase change and expires a run it completed. A write that ends the run goes at once; one that records a
+/// measurement of a run that goes on waits for a slot.
+async fn write(
+    this: &This<'_>,
+    ctx: &Context,
+    api: &Api<AnalysisRun>,
+    server: Option<&AnalysisRunStatus>,
+    write_rv: &mut String,
+    stepped: Stepped,
+) -> Result<Next, ReconcileError> {
+    let state = &ctx.runs;
+    let Stepped {
+        status: new_status,
+        wakeup,
+        secrets,
+        mut uncounted,
+    } = stepped;
+    let completed = new_status.phase.filter(|p| p.is_completed());
+    // The semaphore is never closed, so `acquire` cannot fail.
+    let slot = match completed {
+        Some(_) => None,
+        None => ctx.routine_writes.acquire().await.ok(),
+    };
+    let patched = driver::write_status(ctx, this.obj, server, write_rv, |rv| {
+        let (writer, status, secrets) = (&ctx.statuses, &new_status, &secrets);
+        let (namespace, name) = (&this.namespace, &this.name);
+        async move { runs::patch_status(writer, namespace, name, &rv, status, secrets).await }
+    })
+    .await;
+    let written = match patched {
+        Ok(Wrote::Written(metadata)) => AnalysisRun {
+            metadata: *metadata,
+            spec: this.obj.spec.clone(),
+            status: None,
+        },
+        Ok(Wrote::Gone) => {
+            state.remember(this.key(), None);
+            return Ok(Next::Change);
+        }
+        Ok(Wrote::Overtaken) => {
+            // Build on theirs; drop our answers.
+            state.remember(this.key(), None);
+            return Ok(Next::After(Duration::from_millis(100)));
+        }
+        Err(e) => {
+            // Keep the measurements to write again instead of querying again.
+            if matches!(e, ReconcileError::Write(WriteError::Api(_))) && *write_rv == this.rv {
+                state.remember(
+                    this.key(),
+                    Some(Ahead {
+                        base_rv: this.rv.clone(),
+                        status: new_status,
+                        written_rv: None,
+                        uncounted,
+                        wakeup: None,
+                    }),
                 );
             }
+            return Err(e);
         }
+    };
+    drop(slot);
+    for (phase, provider) in uncounted.drain(..) {
+        ctx.metrics.measured(phase, provider);
     }
-    let (new_status, assessment_wakeup) = (ticked.status, ticked.assessment.next_wakeup);
-
     let phase_before = server.and_then(|s| s.phase);
-    if server != Some(&new_status) {
-        let completed = new_status.phase.filter(|p| p.is_completed());
-        // A write that ends the run goes at once; one that records a measurement of a run that goes on waits
-        // for a slot. The semaphore is never closed, so `acquire` cannot fail.
-        let slot = match completed {
-            Some(_) => None,
-            None => ctx.routine_writes.acquire().await.ok(),
-        };
-        let patched = driver::write_status(&ctx, &*obj, server, &mut write_rv, |rv| {
-            let (writer, status, secrets) = (&ctx.statuses, &new_status, &secret_values);
-            let (namespace, name) = (&namespace, &name);
-            async move { runs::patch_status(writer, namespace, name, &rv, status, secrets).await }
-        })
-        .await;
-        let written = match patched {
-            Ok(Wrote::Written(metadata)) => AnalysisRun {
-                metadata: *metadata,
-                spec: obj.spec.clone(),
-                status: None,
-            },
-            Ok(Wrote::Gone) => {
-                state.remember(key, None);
-                return Ok(Next::Change);
-            }
-            Ok(Wrote::Overtaken) => {
-                // Build on theirs; drop our answers.
-                state.remember(key, None);
-                return Ok(Next::After(Duration::from_millis(100)));
-            }
-            Err(e) => {
-                // Keep the measurements to write again instead of querying again.
-                if matches!(e, ReconcileError::Write(WriteError::Api(_))) && write_rv == rv {
-                    state.remember(
-                        key,
-                        Some(Ahead {
-                            base_rv: rv,
-                            status: new_status,
-                            written_rv: None,
-                            uncounted,
-                            wakeup: None,
-                        }),
-                    );
-                }
-                return Err(e);
-            }
-        };
-        drop(slot);
-        for (phase, provider) in uncounted.drain(..) {
-            ctx.metrics.measured(phase, provider);
+    let transition = new_status.phase.filter(|p| phase_before != Some(*p));
+    let message = transition.and(new_status.message.clone());
+    // A completed run's status is still needed to expire it; any other moves into `Ahead` uncopied.
+    let judged = completed.map(|_| new_status.clone());
+    state.remember(
+        this.key(),
+        Some(Ahead {
+            base_rv: this.rv.clone(),
+            status: new_status,
+            written_rv: written.resource_version(),
+            uncounted: Vec::new(),
+            wakeup,
+        }),
+    );
+    if let Some(phase) = transition {
+        if phase.is_completed() {
+            info!(run = %this.shown, phase = %phase, reason = message.as_deref().unwrap_or(""), "AnalysisRun completed");
         }
-        let transition = new_status.phase.filter(|p| phase_before != Some(*p));
-        let message = transition.and(new_status.message.clone());
-        // A completed run's status is still needed to expire it; any other moves into `Ahead` uncopied.
-        let judged = completed.map(|_| new_status.clone());
-        state.remember(
-            key,
-            Some(Ahead {
-                base_rv: rv,
-                status: new_status,
-                written_rv: written.resource_version(),
-                uncounted: Vec::new(),
-                wakeup: assessment_wakeup,
-            }),
-        );
-        if let Some(phase) = transition {
-            if phase.is_completed() {
-                info!(run = %run_key, phase = %phase, reason = message.as_deref().unwrap_or(""), "AnalysisRun completed");
-            }
-            if let Some(event) = runs::transition_event(
-                &ctx.reporter,
-                &written,
-                phase,
-                message.as_deref(),
-                &secret_values,
-                ctx.clock.now(),
-            ) {
-                ctx.events.push(event);
-            }
-        }
-        if let (Some(phase), Some(status)) = (completed, judged) {
-            return expire(
-                &api,
-                &AnalysisRun {
-                    status: Some(status),
-                    ..written
-                },
-                &run_key,
-                phase,
-                ctx.clock.now(),
-            )
-            .await;
+        if let Some(event) = runs::transition_event(
+            &ctx.reporter,
+            &written,
+            phase,
+            message.as_deref(),
+            &secrets,
+            ctx.clock.now(),
+        ) {
+            ctx.events.push(event);
         }
     }
-    Ok(requeue_before(assessment_wakeup, ctx.clock.now()))
+    if let (Some(phase), Some(status)) = (completed, judged) {
+        let judged = AnalysisRun {
+            status: Some(status),
+            ..written
+        };
+        return expire(api, &judged, &this.shown, phase, ctx.clock.now()).await;
+    }
+    Ok(requeue_before(wakeup, ctx.clock.now()))
 }
 
 /// A run that does not decode can never be measured: it ends Error, its message naming the field, once (a
