@@ -11,7 +11,6 @@ pub mod k8s;
 pub mod measure;
 pub mod observe;
 pub mod providers;
-pub mod queue;
 pub mod rehearsal;
 pub mod routers;
 pub mod runner;

@@ -11,7 +11,7 @@ use super::appset::{self, InventoryArgs};
 use super::load;
 use super::located::Located;
 use super::{Exit, OutputFormat};
-use crate::engine::progressive::Plan;
+use crate::engine::progressive::SyncPlan;
 use crate::engine::template::Finding;
 
 #[derive(Debug, clap::Args)]
@@ -32,7 +32,7 @@ pub struct Args {
 #[serde(rename_all = "camelCase")]
 struct Planned {
     name: String,
-    plan: Plan,
+    plan: SyncPlan,
     findings: Vec<Located>,
 }
 
@@ -67,7 +67,7 @@ pub fn run(args: Args) -> Exit {
             report.valid = false;
             report.application_sets.push(Planned {
                 name: doc.name().unwrap_or_default().to_string(),
-                plan: Plan::default(),
+                plan: SyncPlan::default(),
                 findings,
             });
             continue;
@@ -106,7 +106,7 @@ pub fn run(args: Args) -> Exit {
 }
 
 /// A warning for each batch larger than `max`, on the step it belongs to.
-fn batch_warnings(plan: &Plan, max: usize) -> Vec<Finding> {
+fn batch_warnings(plan: &SyncPlan, max: usize) -> Vec<Finding> {
     let mut out = Vec::new();
     for step in &plan.steps {
         for (b, batch) in step.batches.iter().enumerate() {

@@ -22,11 +22,11 @@ use serde::de::DeserializeOwned;
 use tracing::warn;
 
 use super::Context;
+use super::queue::Queue;
 pub use super::watch::Key;
 use super::watch::{self, Seen, Undecodable};
 use crate::k8s::owner_selector;
 use crate::k8s::runs::WriteError;
-use crate::queue::Queue;
 use crate::time::Clock;
 
 /// A kind the daemon reconciles.

@@ -18,6 +18,7 @@
 
 pub mod analysis_run;
 pub mod driver;
+mod queue;
 pub mod rollout;
 mod watch;
 

@@ -17,7 +17,7 @@ use super::is_status;
 
 /// Where a kind's status is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
+pub enum StatusAt {
     /// The status subresource: `PATCH …/NAME/status`.
     Subresource,
     /// The object itself: `PATCH …/NAME` with only `status` and the resourceVersion in the patch.
@@ -49,9 +49,9 @@ pub enum WriteError {
 /// Status writes of one process: the route of each kind, shared by every reconcile.
 pub struct StatusWriter {
     client: kube::Client,
-    /// Route by `group/version/plural`. An async lock, so that a thousand reconciles starting together wait
+    /// Where status goes, by `group/version/plural`. An async lock, so that a thousand reconciles starting together wait
     /// for one discovery request instead of sending a thousand.
-    routes: tokio::sync::Mutex<HashMap<String, Route>>,
+    routes: tokio::sync::Mutex<HashMap<String, StatusAt>>,
 }
 
 impl StatusWriter {
@@ -77,27 +77,27 @@ impl StatusWriter {
     {
         let route = self.route::<K>(None).await?;
         match (route, self.send::<K, B>(route, namespace, name, body).await) {
-            (Route::Subresource, Err(WriteError::Gone)) => {
+            (StatusAt::Subresource, Err(WriteError::Gone)) => {
                 // Gone, or the CRD no longer declares the subresource: only discovery tells which.
                 match self.route::<K>(Some(route)).await? {
-                    Route::Subresource => Err(WriteError::Gone),
-                    Route::Object => {
-                        self.send::<K, B>(Route::Object, namespace, name, body)
+                    StatusAt::Subresource => Err(WriteError::Gone),
+                    StatusAt::Object => {
+                        self.send::<K, B>(StatusAt::Object, namespace, name, body)
                             .await
                     }
                 }
             }
-            (Route::Object, Ok(meta))
+            (StatusAt::Object, Ok(meta))
                 if meta.resource_version.as_deref() == Some(resource_version) =>
             {
                 // A write that changes nothing keeps the resourceVersion. The status this writes differs from
                 // the stored one, so the server ignored it: the CRD gained the status subresource.
                 match self.route::<K>(Some(route)).await? {
-                    Route::Subresource => {
-                        self.send::<K, B>(Route::Subresource, namespace, name, body)
+                    StatusAt::Subresource => {
+                        self.send::<K, B>(StatusAt::Subresource, namespace, name, body)
                             .await
                     }
-                    Route::Object => Ok(meta),
+                    StatusAt::Object => Ok(meta),
                 }
             }
             (_, result) => result,
@@ -109,8 +109,8 @@ impl StatusWriter {
     /// is used without asking again.
     async fn route<K: Resource<DynamicType = ()>>(
         &self,
-        stale: Option<Route>,
-    ) -> Result<Route, WriteError> {
+        stale: Option<StatusAt>,
+    ) -> Result<StatusAt, WriteError> {
         let key = format!("{}/{}", K::api_version(&()), K::plural(&()));
         let mut routes = self.routes.lock().await;
         match routes.get(&key) {
@@ -134,9 +134,9 @@ impl StatusWriter {
             return Err(WriteError::NotServed(key));
         }
         let route = if served(&format!("{plural}/status")) {
-            Route::Subresource
+            StatusAt::Subresource
         } else {
-            Route::Object
+            StatusAt::Object
         };
         if stale.is_some() {
             tracing::info!(resource = %key, route = ?route, "Discovery changed where status is written");
@@ -147,7 +147,7 @@ impl StatusWriter {
 
     async fn send<K, B>(
         &self,
-        route: Route,
+        route: StatusAt,
         namespace: Option<&str>,
         name: &str,
         body: &B,
@@ -164,8 +164,8 @@ impl StatusWriter {
         let target = kube::core::Request::new(K::url_path(&(), namespace));
         let (params, patch) = (PatchParams::default(), Patch::Merge(body));
         let request = match route {
-            Route::Subresource => target.patch_subresource("status", name, &params, &patch),
-            Route::Object => target.patch(name, &params, &patch),
+            StatusAt::Subresource => target.patch_subresource("status", name, &params, &patch),
+            StatusAt::Object => target.patch(name, &params, &patch),
         }
         .map_err(|e| WriteError::Api(kube::Error::BuildRequest(e)))?;
         match self.client.request::<Written>(request).await {

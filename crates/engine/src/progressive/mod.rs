@@ -41,13 +41,13 @@ pub struct Options<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Analysis {
     pub findings: Vec<Finding>,
-    pub plan: Plan,
+    pub plan: SyncPlan,
 }
 
 /// The rollout as Argo CD will perform it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Plan {
+pub struct SyncPlan {
     /// `RollingSync`, or `AllAtOnce` (also when RollingSync is written but ignored; see `note`).
     pub strategy: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -175,12 +175,17 @@ fn shown(app: &App) -> String {
     }
 }
 
-fn plan(spec: &ApplicationSetSpec, options: &Options<'_>, apps: &[App], a: &Assignment) -> Plan {
+fn plan(
+    spec: &ApplicationSetSpec,
+    options: &Options<'_>,
+    apps: &[App],
+    a: &Assignment,
+) -> SyncPlan {
     let names: Vec<String> = apps.iter().map(shown).collect();
     let complete = !apps
         .iter()
         .any(|app| app.partial || app.name.known().is_none());
-    let all_at_once = |note: Option<String>| Plan {
+    let all_at_once = |note: Option<String>| SyncPlan {
         strategy: "AllAtOnce".to_string(),
         note,
         applications: names.clone(),
@@ -241,7 +246,7 @@ fn plan(spec: &ApplicationSetSpec, options: &Options<'_>, apps: &[App], a: &Assi
             }
         })
         .collect();
-    Plan {
+    SyncPlan {
         strategy: "RollingSync".to_string(),
         note: None,
         applications: names.clone(),
