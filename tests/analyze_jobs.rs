@@ -4,28 +4,27 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the child process runs on real time.
 
-#[path = "support/cli.rs"]
-mod cli;
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-
 use std::time::Duration;
 
-use fake_apiserver::{FakeApiServer, JobController, RequestPattern};
+use canaryd_testkit::cli::Canaryd;
+use canaryd_testkit::cli::Ran;
+use canaryd_testkit::fake_apiserver::{FakeApiServer, JobController, RequestPattern};
 use k8s_openapi::api::batch::v1::Job;
 use serde_json::Value;
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 const TEMPLATE: &str = "analysis-templates/job-smoke-test.yaml";
 
 /// `canaryd analyze` of the shipped smoke test with `env` set and the usual cluster settings cleared.
-async fn analyze(env: &[(&str, &str)], extra: &[&str]) -> cli::Ran {
+async fn analyze(env: &[(&str, &str)], extra: &[&str]) -> Ran {
     analyze_file(TEMPLATE, env, extra).await
 }
 
 /// `canaryd analyze` of the template `file`, as [`analyze`].
-async fn analyze_file(file: &str, env: &[(&str, &str)], extra: &[&str]) -> cli::Ran {
+async fn analyze_file(file: &str, env: &[(&str, &str)], extra: &[&str]) -> Ran {
     let home = tempfile::tempdir().expect("a home without ~/.kube");
-    let mut command = cli::canaryd();
+    let mut command = CANARYD.command();
     command
         .args([
             "analyze",
@@ -45,7 +44,7 @@ async fn analyze_file(file: &str, env: &[(&str, &str)], extra: &[&str]) -> cli::
         .await
         .expect("joined")
         .expect("the canaryd binary runs");
-    cli::Ran {
+    Ran {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -1,13 +1,13 @@
 //! `canaryd eval` as users and scripts run it: the built binary, its stdout, stderr and exit codes
 //! (docs/architecture.md, "Exit codes": 0 true or a phase — Error included, 1 false, 2 bad input, 4 evaluation error of --condition).
 
-#[path = "support/cli.rs"]
-mod cli;
+use canaryd_testkit::cli::Canaryd;
+use canaryd_testkit::cli::Ran as Run;
 
-use cli::Ran as Run;
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 fn eval(args: &[&str]) -> Run {
-    cli::run(&[&["eval"], args].concat())
+    CANARYD.run(&[&["eval"], args].concat())
 }
 
 fn json(run: &Run) -> serde_json::Value {

@@ -5,13 +5,11 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
 
-#[path = "support/fake_apiserver/schema.rs"]
-mod schema;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use canaryd::api::{AnalysisPhase, AnalysisRunStatus, Measurement, MetricResult, RunSummary};
+use canaryd_testkit::fake_apiserver::schema;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 

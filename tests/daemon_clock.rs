@@ -4,20 +4,14 @@
 
 #![allow(clippy::disallowed_methods)] // The harness times its waits on real time; the daemon runs on the clock.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-#[path = "support/rollout_cluster.rs"]
-mod rollout_cluster;
-
 use std::time::Duration;
 
 use canaryd::api::AnalysisPhase;
-use fake_apiserver::CrdSet;
-use harness::{Answer, create, first_result, run, run_clock_until};
+use canaryd_testkit::fake_apiserver::CrdSet;
+use canaryd_testkit::harness::{self, Answer, create, first_result, run, run_clock_until};
+use canaryd_testkit::rollout::cluster::*;
+use canaryd_testkit::with_each_crd_set;
 use jiff::{SignedDuration, Timestamp};
-use rollout_cluster::*;
 use serde_json::json;
 
 fn minutes(m: i64) -> SignedDuration {

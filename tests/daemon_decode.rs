@@ -4,16 +4,12 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server and the harness wait on real time.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-
 use std::time::Duration;
 
 use canaryd::api::AnalysisPhase;
-use fake_apiserver::CrdSet;
-use harness::{Answer, create, run};
+use canaryd_testkit::fake_apiserver::CrdSet;
+use canaryd_testkit::harness::{self, Answer, create, run};
+use canaryd_testkit::with_each_crd_set;
 use k8s_openapi::api::events::v1::Event;
 use serde_json::json;
 

@@ -5,17 +5,13 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use canaryd::api::{AnalysisPhase, AnalysisRun, AnalysisTemplate, Argument};
-use fake_apiserver::CrdSet;
-use harness::{Answer, create, eventually};
+use canaryd_testkit::fake_apiserver::CrdSet;
+use canaryd_testkit::harness::{self, Answer, create, eventually};
+use canaryd_testkit::with_each_crd_set;
 use jiff::SignedDuration;
 
 const WAIT: Duration = Duration::from_secs(40);

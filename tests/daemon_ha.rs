@@ -3,16 +3,12 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: fail-over is timed on real time against real sockets.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-
 use std::time::Duration;
 
 use canaryd::api::{AnalysisPhase, AnalysisRun, MetricResult};
-use fake_apiserver::{CrdSet, FakeApiServer};
-use harness::{Answer, create, eventually, first_result, run};
+use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer};
+use canaryd_testkit::harness::{self, Answer, create, eventually, first_result, run};
+use canaryd_testkit::with_each_crd_set;
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::json;
 

@@ -7,17 +7,13 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-
 use std::path::Path;
 use std::time::Duration;
 
 use canaryd::api::{AnalysisPhase, AnalysisRun, Measurement};
-use fake_apiserver::{CrdSet, FakeApiServer, JobController, RequestPattern};
-use harness::{create, eventually, first_result};
+use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer, JobController, RequestPattern};
+use canaryd_testkit::harness::{self, create, eventually, first_result};
+use canaryd_testkit::with_each_crd_set;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};

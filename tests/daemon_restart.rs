@@ -6,23 +6,17 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the tests wait on real time, as all daemons here but one (on a manual clock) run.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-#[path = "support/rollout_cluster.rs"]
-mod rollout_cluster;
-
 use std::time::{Duration, Instant};
 
 use canaryd::api::Rollout;
 use canaryd::controller::Clients;
-use fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
-use harness::Answer;
+use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
+use canaryd_testkit::harness::{self, Answer};
+use canaryd_testkit::rollout::cluster::*;
+use canaryd_testkit::with_each_crd_set;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
-use rollout_cluster::*;
 use serde_json::json;
 
 fn created(pod: &Pod) -> Timestamp {

@@ -6,25 +6,18 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the reconcile runs against real sockets.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-#[path = "support/rollout_cluster.rs"]
-mod rollout_cluster;
-
 use std::sync::Arc;
 
 use canaryd::api::Rollout;
 use canaryd::controller::Daemon;
 use canaryd::controller::rollout::reconcile;
 use canaryd::engine::rollout::hash::pod_template_hash;
-use fake_apiserver::{CrdSet, RequestPattern};
-use harness::Answer;
+use canaryd_testkit::fake_apiserver::{CrdSet, RequestPattern};
+use canaryd_testkit::harness::{self, Answer};
+use canaryd_testkit::rollout::cluster::*;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use rollout_cluster::*;
 use serde_json::json;
 
 #[test]

@@ -4,18 +4,12 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-#[path = "support/rollout_cluster.rs"]
-mod rollout_cluster;
+use canaryd_testkit::fake_apiserver::CrdSet;
+use canaryd_testkit::harness::{self, Answer, eventually};
+use canaryd_testkit::rollout::cluster::*;
+use canaryd_testkit::with_each_crd_set;
 
-use fake_apiserver::CrdSet;
-use harness::{Answer, eventually};
-use rollout_cluster::*;
-
-/// The steps of `rollout_cluster::rollout`.
+/// The steps of `rollout::cluster::rollout`.
 const STEPS: usize = 4;
 
 /// API writes per step per Rollout one update may take, as measured (30 for the 4 steps: 17 status, 8

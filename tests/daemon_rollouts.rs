@@ -6,21 +6,15 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the tests wait on real time, as all daemons here but one (on a manual clock) run.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-#[path = "support/rollout_cluster.rs"]
-mod rollout_cluster;
-
 use std::time::Duration;
 
 use canaryd::api::rollout::RolloutStatus;
 use canaryd::api::{AnalysisPhase, AnalysisRun, Rollout};
-use fake_apiserver::CrdSet;
-use harness::{Answer, eventually};
+use canaryd_testkit::fake_apiserver::{self, CrdSet};
+use canaryd_testkit::harness::{self, Answer, eventually};
+use canaryd_testkit::rollout::cluster::*;
+use canaryd_testkit::with_each_crd_set;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use rollout_cluster::*;
 
 async fn a_first_deploy_goes_straight_to_full_with_the_stable_replica_set_recorded(crds: CrdSet) {
     let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "2s").await;

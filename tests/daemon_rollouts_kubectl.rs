@@ -5,18 +5,12 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-#[path = "support/rollout_cluster.rs"]
-mod rollout_cluster;
-
 use std::path::PathBuf;
 
-use fake_apiserver::CrdSet;
-use harness::Answer;
-use rollout_cluster::*;
+use canaryd_testkit::fake_apiserver::CrdSet;
+use canaryd_testkit::harness::{self, Answer};
+use canaryd_testkit::rollout::cluster::*;
+use canaryd_testkit::with_each_crd_set;
 use serde_json::json;
 
 /// `kubectl patch rollout web --type=merge -p PATCH`, on the status subresource when `status`; the plugin's

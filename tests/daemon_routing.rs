@@ -9,27 +9,19 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-#[path = "support/rollout_cluster.rs"]
-mod rollout_cluster;
-#[path = "support/router_objects.rs"]
-mod router_objects;
-
 use std::sync::{Arc, Mutex};
 
 use canaryd::api::Rollout;
 use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
-use fake_apiserver::{CrdSet, FakeApiServer};
+use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
+use canaryd_testkit::harness::{self, Answer, eventually};
+use canaryd_testkit::rollout::cluster::*;
+use canaryd_testkit::router_objects;
 use futures::StreamExt;
-use harness::{Answer, eventually};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource, ResourceExt};
-use rollout_cluster::*;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 

@@ -3,16 +3,14 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-
 use std::time::Duration;
 
 use canaryd::api::{AnalysisPhase, AnalysisRun};
-use fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
-use harness::{Answer, FakePrometheus, create, eventually, first_result, run};
+use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
+use canaryd_testkit::harness::{
+    self, Answer, FakePrometheus, create, eventually, first_result, run,
+};
+use canaryd_testkit::with_each_crd_set;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};

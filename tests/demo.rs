@@ -1,11 +1,12 @@
 //! `canaryd demo`, the README's first command: the Rollout progresses and rolls back with its reason (or
 //! promotes with `--scenario healthy`); `--analysis-only` still runs the analysis alone.
 
-#[path = "support/cli.rs"]
-mod cli;
+use canaryd_testkit::cli::Canaryd;
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 fn demo(args: &[&str]) -> (i32, String) {
-    let ran = cli::run(&[&["demo"], args].concat());
+    let ran = CANARYD.run(&[&["demo"], args].concat());
     (ran.code.unwrap_or(-1), ran.stdout)
 }
 
@@ -163,7 +164,8 @@ fn json_output_is_one_object_per_line_ending_with_the_rollout_status() {
 fn a_reader_that_stops_reading_ends_the_demo_quietly() {
     let (reader, writer) = std::io::pipe().expect("a pipe");
     drop(reader);
-    let out = cli::canaryd()
+    let out = CANARYD
+        .command()
         .arg("demo")
         .stdout(writer)
         .output()

@@ -5,17 +5,19 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
 
-mod support;
-
 use std::sync::OnceLock;
 
 use canaryd::api::{AnalysisPhase, RunSummary};
-use support::{
+use canaryd_testkit::cli::Canaryd;
+use canaryd_testkit::prometheus;
+use canaryd_testkit::prometheus::{
     Analyze, DEFAULT_BUCKETS, Latency, Prometheus, Scenario, Traffic, at, finished_minute, numbers,
     steady,
 };
 
 use AnalysisPhase::{Failed, Inconclusive, Successful};
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 /// Errors switch from `before` to `after` at minute `at` (20 requests/s throughout).
 fn switch(at: f64, before: f64, after: f64) -> impl Fn(f64) -> Traffic {
@@ -76,18 +78,18 @@ fn scenario() -> Scenario {
 
 fn prometheus() -> &'static Prometheus {
     static SERVER: OnceLock<Prometheus> = OnceLock::new();
-    support::shared(&SERVER, scenario)
+    prometheus::shared(&SERVER, scenario)
 }
 
 fn success_rate(service: &str) -> Analyze {
-    Analyze::shipped("success-rate.yaml")
+    Analyze::shipped(CANARYD, "success-rate.yaml")
         .arg("service", service)
         .arg("namespace", "shop")
         .prometheus(prometheus())
 }
 
 fn fixture(name: &str, service: &str) -> Analyze {
-    Analyze::fixture(name)
+    Analyze::fixture(CANARYD, name)
         .arg("service", service)
         .prometheus(prometheus())
 }
@@ -343,7 +345,7 @@ fn the_readme_backtest_of_the_example_series_passes_at_99_and_fails_at_99_9_perc
     .expect("the example series");
     let server = Prometheus::start_openmetrics(&text);
     let backtest = || {
-        Analyze::shipped("success-rate.yaml")
+        Analyze::shipped(CANARYD, "success-rate.yaml")
             .arg("service", "checkout")
             .arg("namespace", "shop")
             .prometheus(&server)

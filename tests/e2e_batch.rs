@@ -5,16 +5,14 @@
 
 #![allow(clippy::disallowed_methods)]
 
-mod support;
-
 use std::sync::OnceLock;
 
 use canaryd::api::Metric;
 use canaryd::measure::{MeasureAt, Providers};
 use canaryd::providers::provider::{Progress, RunRef};
+use canaryd_testkit::prometheus::{Prometheus, Scenario, Traffic, at, shared};
 use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
-use support::{Prometheus, Scenario, Traffic, at, shared};
 
 static PROMETHEUS: OnceLock<Prometheus> = OnceLock::new();
 

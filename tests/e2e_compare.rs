@@ -5,12 +5,16 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
 
-mod support;
-
 use std::sync::OnceLock;
 
 use canaryd::api::AnalysisPhase::{Failed, Inconclusive, Successful};
-use support::{Analyze, DEFAULT_BUCKETS, Latency, Prometheus, Scenario, Traffic, steady};
+use canaryd_testkit::cli::Canaryd;
+use canaryd_testkit::prometheus;
+use canaryd_testkit::prometheus::{
+    Analyze, DEFAULT_BUCKETS, Latency, Prometheus, Scenario, Traffic, steady,
+};
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 fn http(s: Scenario, service: &str, traffic: impl Fn(f64) -> Traffic) -> Scenario {
     s.requests(
@@ -54,11 +58,11 @@ fn scenario() -> Scenario {
 
 fn prometheus() -> &'static Prometheus {
     static SERVER: OnceLock<Prometheus> = OnceLock::new();
-    support::shared(&SERVER, scenario)
+    prometheus::shared(&SERVER, scenario)
 }
 
 fn versus(template: &str, name: &str, pair: &str) -> Analyze {
-    Analyze::shipped(template)
+    Analyze::shipped(CANARYD, template)
         .template(name)
         .arg("canary-service", &format!("{pair}-canary"))
         .arg("baseline-service", &format!("{pair}-baseline"))
@@ -77,7 +81,7 @@ fn a_cluster_wide_incident_passes_the_comparison_but_fails_the_absolute_threshol
     .run();
     assert_eq!(compared.phase(), Some(Successful), "{:?}", compared.status);
     assert_eq!(compared.code, 0);
-    let absolute = Analyze::shipped("success-rate.yaml")
+    let absolute = Analyze::shipped(CANARYD, "success-rate.yaml")
         .arg("service", "incident-canary")
         .arg("namespace", "shop")
         .prometheus(prometheus())
@@ -99,7 +103,7 @@ fn a_canary_only_regression_fails_the_comparison_after_it_starts() {
     assert_eq!(run.code, 1);
     let failed = run.first("error-rate-vs-baseline", Failed);
     assert!(
-        support::finished_minute(failed) > 15.0,
+        prometheus::finished_minute(failed) > 15.0,
         "failed before the regression: {failed:?}"
     );
     assert_eq!(

@@ -6,14 +6,16 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
 
-mod support;
-
 use std::sync::OnceLock;
 
 use canaryd::api::AnalysisPhase::{Failed, Inconclusive, Successful};
-use support::{
+use canaryd_testkit::cli::Canaryd;
+use canaryd_testkit::prometheus;
+use canaryd_testkit::prometheus::{
     Analyze, DEFAULT_BUCKETS, Latency, Prometheus, Scenario, Traffic, finished_minute, steady,
 };
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 const FILE: &str = "progressive-sync-gate.yaml";
 
@@ -57,12 +59,12 @@ fn scenario() -> Scenario {
 
 fn prometheus() -> &'static Prometheus {
     static SERVER: OnceLock<Prometheus> = OnceLock::new();
-    support::shared(&SERVER, scenario)
+    prometheus::shared(&SERVER, scenario)
 }
 
 /// The gate for `cluster`, started at minute 10 with a 30-minute soak, backtested to minute 50.
 fn gate(template: &str, cluster: &str) -> Analyze {
-    Analyze::shipped(FILE)
+    Analyze::shipped(CANARYD, FILE)
         .template(template)
         .arg("app", "checkout")
         .arg("namespace", "shop")
@@ -83,7 +85,7 @@ fn a_healthy_cluster_passes_at_the_end_of_the_soak_and_not_before() {
         assert_eq!(finished_minute(last).floor(), 40.0, "{metric}");
     }
     let completed = r.status.completed_at.as_ref().expect("completedAt");
-    assert_eq!(support::minutes_after_t0(completed.0).floor(), 40.0);
+    assert_eq!(prometheus::minutes_after_t0(completed.0).floor(), 40.0);
 }
 
 #[test]

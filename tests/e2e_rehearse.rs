@@ -5,12 +5,13 @@
 
 #![allow(clippy::disallowed_methods)]
 
-mod support;
-
 use std::sync::OnceLock;
 
+use canaryd_testkit::cli::Canaryd;
+use canaryd_testkit::prometheus::{Prometheus, Scenario, Traffic, at, shared, steady};
 use serde_json::Value;
-use support::{Prometheus, Scenario, Traffic, at, shared, steady};
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 static PROMETHEUS: OnceLock<Prometheus> = OnceLock::new();
 
@@ -93,7 +94,7 @@ fn rehearse(service: &str, extra: &[&str]) -> Rehearsed {
         args.extend(["--from", &from]);
     }
     args.extend(extra);
-    let ran = support::cli::run(&args);
+    let ran = CANARYD.run(&args);
     let lines = ran
         .stdout
         .lines()
@@ -287,7 +288,7 @@ fn new_pods_take_ready_after_before_the_next_step_begins() {
 
 #[test]
 fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
-    let stderr = support::cli::refused(&[
+    let stderr = CANARYD.refused(&[
         "rehearse",
         "-f",
         "tests/fixtures/rehearse/checkout.yaml",
@@ -319,7 +320,7 @@ fn a_router_object_that_does_not_fit_the_rollout_is_bad_input_named_by_file_line
     )
     .expect("written");
     let file = file.display().to_string();
-    let stderr = support::cli::refused(&[
+    let stderr = CANARYD.refused(&[
         "rehearse",
         "-f",
         &file,
@@ -357,7 +358,7 @@ fn a_rehearsal_that_would_run_past_the_last_representable_instant_ends_waiting()
             "json",
         ];
         args.extend(late);
-        let ran = support::cli::run(&args);
+        let ran = CANARYD.run(&args);
         assert_eq!(ran.code, Some(3), "{late:?}: {}", ran.stderr);
         let outcome: Value = serde_json::from_str(ran.stdout.lines().last().unwrap_or_default())
             .unwrap_or_else(|e| panic!("{late:?}: {e}: {}", ran.stdout));
@@ -373,7 +374,7 @@ fn a_rehearsal_that_would_run_past_the_last_representable_instant_ends_waiting()
 
 #[test]
 fn a_job_metric_is_bad_input_named_by_file_template_and_field_not_a_made_up_abort() {
-    let stderr = support::cli::refused(&[
+    let stderr = CANARYD.refused(&[
         "rehearse",
         "-f",
         "tests/fixtures/rehearse/smoke-job.yaml",
@@ -396,7 +397,7 @@ fn a_job_metric_is_bad_input_named_by_file_template_and_field_not_a_made_up_abor
 #[test]
 fn more_starts_than_a_tally_can_hold_are_bad_input_before_any_is_played() {
     // Every millisecond of an hour: 3.6 million rehearsals.
-    let stderr = support::cli::refused(&[
+    let stderr = CANARYD.refused(&[
         "rehearse",
         "-f",
         "tests/fixtures/rehearse/checkout.yaml",

@@ -5,17 +5,19 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
 
-mod support;
-
 use std::sync::OnceLock;
 
 use canaryd::api::AnalysisPhase;
-use support::{
+use canaryd_testkit::cli::Canaryd;
+use canaryd_testkit::prometheus;
+use canaryd_testkit::prometheus::{
     Analyze, DEFAULT_BUCKETS, ISTIO_BUCKETS_MS, Latency, Prometheus, Scenario, Traffic, at,
     finished_minute, steady,
 };
 
 use AnalysisPhase::{Failed, Inconclusive, Successful};
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 /// 20 requests/s with 1 % errors until minute 5, then none: the series stay, their rates drop to 0.
 fn stopped(m: f64) -> Traffic {
@@ -234,13 +236,13 @@ fn scenario() -> Scenario {
 
 fn prometheus() -> &'static Prometheus {
     static SERVER: OnceLock<Prometheus> = OnceLock::new();
-    support::shared(&SERVER, scenario)
+    prometheus::shared(&SERVER, scenario)
 }
 
 /// A shipped template with `args` against the shared server, from minute 10 to 30.
-fn run(template: &str, args: &[(&str, &str)]) -> support::Run {
+fn run(template: &str, args: &[(&str, &str)]) -> prometheus::Run {
     args.iter()
-        .fold(Analyze::shipped(template), |a, (k, v)| a.arg(k, v))
+        .fold(Analyze::shipped(CANARYD, template), |a, (k, v)| a.arg(k, v))
         .prometheus(prometheus())
         .minutes(10, 30)
         .run()
@@ -402,7 +404,7 @@ fn container_restarts_fails_at_the_first_look_after_a_canary_pod_restarts() {
 
 #[test]
 fn the_prometheus_address_arg_is_used_when_no_flag_overrides_it() {
-    let r = Analyze::shipped("success-rate.yaml")
+    let r = Analyze::shipped(CANARYD, "success-rate.yaml")
         .arg("service", "checkout-good")
         .arg("namespace", "shop")
         .arg("prometheus-address", prometheus().url())
@@ -412,9 +414,9 @@ fn the_prometheus_address_arg_is_used_when_no_flag_overrides_it() {
     assert_eq!(r.counters("success-rate"), (10, 10, 0, 0, 0));
 }
 
-fn web_smoke(json_path: &str, expected: &str) -> support::Run {
+fn web_smoke(json_path: &str, expected: &str) -> prometheus::Run {
     let url = format!("{}/api/v1/status/buildinfo", prometheus().url());
-    Analyze::shipped("web-smoke.yaml")
+    Analyze::shipped(CANARYD, "web-smoke.yaml")
         .arg("url", &url)
         .arg("json-path", json_path)
         .arg("expected", expected)
@@ -439,7 +441,7 @@ fn web_smoke_fails_at_the_first_unexpected_answer() {
 }
 
 /// Argo retries an Error 10 s later whatever the interval, and the 5th Error in a row ends the metric.
-fn assert_five_errors_ten_seconds_apart(r: &support::Run, message_start: &str) {
+fn assert_five_errors_ten_seconds_apart(r: &prometheus::Run, message_start: &str) {
     assert_eq!(
         (r.code, r.phase()),
         (4, Some(AnalysisPhase::Error)),
@@ -459,8 +461,8 @@ fn assert_five_errors_ten_seconds_apart(r: &support::Run, message_start: &str) {
 
 #[test]
 fn web_smoke_ends_in_error_when_the_endpoint_does_not_answer() {
-    let closed = support::closed_port_url();
-    let r = Analyze::shipped("web-smoke.yaml")
+    let closed = prometheus::closed_port_url();
+    let r = Analyze::shipped(CANARYD, "web-smoke.yaml")
         .arg("url", &closed)
         .minutes(10, 30)
         .run();

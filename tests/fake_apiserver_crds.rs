@@ -5,13 +5,10 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-
 use std::path::PathBuf;
 
 use canaryd::api::{AnalysisRun, Rollout};
-use fake_apiserver::{CrdSet, FakeApiServer};
+use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 

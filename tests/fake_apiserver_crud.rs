@@ -3,13 +3,10 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-
 use canaryd::api::{
     AnalysisPhase, AnalysisRun, AnalysisRunSpec, AnalysisRunStatus, ClusterAnalysisTemplate, Metric,
 };
-use fake_apiserver::{FakeApiServer, RequestPattern, merge_patch};
+use canaryd_testkit::fake_apiserver::{self, FakeApiServer, RequestPattern, merge_patch};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ObjectReference, Secret};

@@ -4,14 +4,11 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use canaryd::api::{AnalysisRun, AnalysisRunSpec, Metric};
-use fake_apiserver::{FakeApiServer, RequestPattern};
+use canaryd_testkit::fake_apiserver::{FakeApiServer, RequestPattern};
 use futures::{Stream, StreamExt};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::controller::{Action, Controller};

@@ -5,12 +5,9 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-
 use std::time::{Duration, Instant};
 
-use fake_apiserver::FakeApiServer;
+use canaryd_testkit::fake_apiserver::FakeApiServer;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};

@@ -3,11 +3,13 @@
 use std::path::PathBuf;
 use std::process::Output;
 
-#[path = "support/cli.rs"]
-mod cli;
+use canaryd_testkit::cli::Canaryd;
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 fn canaryd(args: &[&str]) -> Output {
-    cli::canaryd()
+    CANARYD
+        .command()
         .args(args)
         .output()
         .expect("the canaryd binary runs")

@@ -1,13 +1,11 @@
 //! The distribution judge: p-values and U against SciPy (committed fixtures), the Hodges-Lehmann shift and
 //! interval, verdict rules, NaN handling, and seeded simulations of its false-alarm rate and power.
 
-#[path = "judge_support/distribution.rs"]
-mod distribution_sim;
-#[path = "judge_support/rng.rs"]
-mod rng;
-
 use canaryd::engine::judge::{Direction, DistributionParams, Verdict, judge_distribution};
-use distribution_sim::{DistributionScenario, normal, simulate_distribution};
+use canaryd_testkit::judge_sim::distribution::{
+    DistributionScenario, normal, simulate_distribution,
+};
+use canaryd_testkit::judge_sim::rng;
 use serde_json::Value;
 
 fn fixture() -> Value {

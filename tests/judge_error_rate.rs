@@ -1,16 +1,11 @@
 //! The error-rate judge: its anytime-valid guarantee and power (seeded simulations sized to test the bound),
 //! sparse counts, input errors, restart equivalence and the JSON shape.
 
-#[path = "judge_support/error_rate.rs"]
-mod error_rate_sim;
-#[path = "judge_support/rng.rs"]
-mod rng;
-
 use canaryd::engine::judge::{
     ErrorRateParams, ErrorRateTest, JudgeError, Look, Verdict, judge_error_rate,
 };
-use error_rate_sim::{Binomial, ErrorRateScenario, simulate_error_rate};
-use rng::Rng;
+use canaryd_testkit::judge_sim::error_rate::{Binomial, ErrorRateScenario, simulate_error_rate};
+use canaryd_testkit::judge_sim::rng::Rng;
 
 /// Simulated runs per false-alarm scenario: the observed rate may exceed 1 - confidence = 0.05 by at most
 /// three binomial standard errors, sqrt(0.05·0.95/2000) ≈ 0.0049, i.e. the test fails above 0.0646.

@@ -4,8 +4,6 @@
 //! and the daemon's coalescing of status-only plans ends where one reconcile per plan ends, with fewer
 //! status writes.
 
-mod rollout_support;
-
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 
@@ -15,8 +13,8 @@ use canaryd::api::rollout::RolloutStatus;
 use canaryd::engine::rollout::act::{self, ATTEMPTS, Made, Reconciled, Snapshot, Stored};
 use canaryd::engine::rollout::sim::Cluster;
 use canaryd::engine::rollout::{Event, Route, Write};
+use canaryd_testkit::rollout::sim::*;
 use jiff::Timestamp;
-use rollout_support::*;
 use serde_json::json;
 
 /// The in-memory cluster with scripted faults, counting what the loop asked of it. `COALESCE` as the daemon
@@ -53,7 +51,7 @@ impl<const COALESCE: bool> Faulty<COALESCE> {
         }
     }
 
-    /// Reconciles at `now` until a plan writes nothing (pods available at once), as `rollout_support::run`.
+    /// Reconciles at `now` until a plan writes nothing (pods available at once), as `rollout::sim::run`.
     fn settle(&mut self, now: Timestamp) {
         for _ in 0..30 {
             let became_available = self.sim.make_available();

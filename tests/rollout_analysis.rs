@@ -2,12 +2,10 @@
 //! labelled and argued as Argo creates them, and Successful, Failed, Inconclusive and promote --full
 //! handled as Argo handles them.
 
-mod rollout_support;
-
 use canaryd::api::AnalysisPhase;
 use canaryd::engine::rollout::Write;
 use canaryd::engine::rollout::sim::Cluster;
-use rollout_support::*;
+use canaryd_testkit::rollout::sim::*;
 use serde_json::json;
 
 #[test]

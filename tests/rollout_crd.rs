@@ -3,16 +3,13 @@
 //! `openAPIV3Schema` of `tests/fixtures/crds/` by the fake API server's schema checker (types, formats,
 //! required fields, and fields the API server would prune).
 
-mod rollout_support;
-#[path = "support/fake_apiserver/schema.rs"]
-mod schema;
-
 use std::path::Path;
 
 use canaryd::api::AnalysisPhase;
 use canaryd::cli::load::parse_documents;
 use canaryd::engine::rollout::sim::Cluster;
-use rollout_support::*;
+use canaryd_testkit::fake_apiserver::schema;
+use canaryd_testkit::rollout::sim::*;
 use serde_json::Value;
 
 fn schema(file: &str) -> Value {

@@ -2,14 +2,12 @@
 //! writes → make pods available → plan again, with the Event sequences, counts and status Argo's
 //! end-to-end suite asserts.
 
-mod rollout_support;
-
 use std::collections::BTreeMap;
 
 use canaryd::api::rollout::{CanaryStep, RolloutStatus};
 use canaryd::engine::rollout::sim::Cluster;
 use canaryd::engine::rollout::status;
-use rollout_support::*;
+use canaryd_testkit::rollout::sim::*;
 use serde_json::json;
 
 #[test]

@@ -2,12 +2,10 @@
 //! rollback windows, ephemeral metadata and history limits, with the counts, statuses and Events Argo's
 //! suite asserts.
 
-mod rollout_support;
-
 use canaryd::api::AnalysisPhase;
 use canaryd::engine::rollout::Write;
 use canaryd::engine::rollout::sim::Cluster;
-use rollout_support::*;
+use canaryd_testkit::rollout::sim::*;
 use serde_json::json;
 
 #[test]

@@ -4,14 +4,12 @@
 //! the `scale-down-deadline` of the old ReplicaSet after a promotion or an abort. Scenarios are Argo's
 //! e2e ones (TestIstioHostSplit, TestCanarySetCanaryScale, TestIstioAbortUpdateDeleteAllCanaryPods).
 
-mod rollout_support;
-
 use std::collections::BTreeMap;
 
 use canaryd::api::rollout::TrafficWeights;
 use canaryd::engine::rollout::sim::Cluster;
 use canaryd::engine::rollout::{Route, Write};
-use rollout_support::*;
+use canaryd_testkit::rollout::sim::*;
 use serde_json::{Value, json};
 
 const DEADLINE: &str = "scale-down-deadline";

@@ -6,17 +6,12 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/router_objects.rs"]
-mod router_objects;
-
 use canaryd::api::Rollout;
 use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
 use canaryd::routers::{Action, ApiRouter, Route, RouterError};
-use fake_apiserver::{FakeApiServer, RequestPattern};
+use canaryd_testkit::fake_apiserver::{FakeApiServer, RequestPattern};
+use canaryd_testkit::router_objects::{http_route, stable_ingress, virtual_service};
 use k8s_openapi::api::networking::v1::Ingress;
-use router_objects::{http_route, stable_ingress, virtual_service};
 use serde_json::{Value, json};
 
 fn rollout(routing: Value) -> Rollout {

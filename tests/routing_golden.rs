@@ -6,9 +6,6 @@
 //! by the fake API server's schema walker (types, required fields, pruning), and every canary Ingress is
 //! checked with `kubernetes-validate --strict` from the `.venv` that `tests/run.sh` installs.
 
-#[path = "support/fake_apiserver/schema.rs"]
-mod schema;
-
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -17,6 +14,7 @@ use canaryd::api::traffic_routing::{IstioDestinationRule, IstioVirtualService};
 use canaryd::cli::load::load_file;
 use canaryd::engine::routing::nginx::{self, CanaryIngress};
 use canaryd::engine::routing::{Desired, Routing, gateway, istio, routing};
+use canaryd_testkit::fake_apiserver::schema;
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{Value, json};
 

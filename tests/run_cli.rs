@@ -3,21 +3,19 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
 
-#[path = "support/cli.rs"]
-mod cli;
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-
 use std::process::Stdio;
 use std::time::Duration;
 
+use canaryd_testkit::cli::Canaryd;
+use canaryd_testkit::fake_apiserver;
+use canaryd_testkit::harness;
 use serde_json::{Value, json};
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 /// Exit code and stderr of `canaryd run --check-config ARGS`.
 fn check(args: &[&str]) -> (Option<i32>, String) {
-    let ran = cli::run(&[&["run", "--check-config"], args].concat());
+    let ran = CANARYD.run(&[&["run", "--check-config"], args].concat());
     (ran.code, ran.stderr)
 }
 
@@ -51,7 +49,8 @@ async fn json_logs_have_one_line_per_measurement_with_run_metric_value_and_phase
         harness::cluster(fake_apiserver::CrdSet::Argo, harness::Answer::Scalar(0.97)).await;
     let dir = tempfile::tempdir().expect("a temporary directory");
     let log = dir.path().join("stderr.log");
-    let mut daemon = cli::canaryd()
+    let mut daemon = CANARYD
+        .command()
         .args([
             "run",
             "--leader-elect",

@@ -5,19 +5,14 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
 
-#[path = "support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "support/daemon.rs"]
-mod harness;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
 use canaryd::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus};
 use canaryd::k8s::runs::{WriteError, patch_status};
 use canaryd::k8s::status::StatusWriter;
-use fake_apiserver::{CrdSet, FakeApiServer};
-use harness::{Answer, create, run};
+use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer};
+use canaryd_testkit::harness::{self, Answer, create, run};
 use serde_json::json;
 
 fn fixture(name: &str) -> PathBuf {

@@ -2,8 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-#[path = "support/cli.rs"]
-mod cli;
+use canaryd_testkit::cli::Canaryd;
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -13,7 +14,7 @@ fn fixture(name: &str) -> PathBuf {
 
 /// Runs `canaryd validate ARGS` from the repository root; returns (exit code, stdout lines).
 fn validate(args: &[&str]) -> (i32, Vec<String>) {
-    let ran = cli::run(&[&["validate"], args].concat());
+    let ran = CANARYD.run(&[&["validate"], args].concat());
     (
         ran.code.unwrap_or(-1),
         ran.stdout.lines().map(str::to_string).collect(),
@@ -161,7 +162,7 @@ fn json_output_carries_the_same_findings_and_nothing_else_on_stdout() {
 fn a_missing_path_is_a_usage_error() {
     let (code, _) = validate(&["tests/fixtures/validate/does-not-exist.yaml"]);
     assert_eq!(code, 2);
-    let out = cli::canaryd().arg("validate").output().expect("runs");
+    let out = CANARYD.command().arg("validate").output().expect("runs");
     assert_eq!(
         out.status.code(),
         Some(2),

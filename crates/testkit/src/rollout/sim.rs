@@ -1,8 +1,6 @@
 //! Helpers for driving the Rollout planner on the in-memory cluster in tests: a Rollout builder, the
 //! reconcile loop that makes pods available as a ReplicaSet controller would, and readers of the result.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 
 use canaryd::api::rollout::RolloutStatus;

@@ -1,8 +1,9 @@
-//! Test harness for `canaryd run` (tests/daemon_*.rs and the daemon bench): the daemon run in-process as a
-//! task that can be stopped gracefully or aborted (a crash), a scripted Prometheus on wiremock, AnalysisRun
+//! The daemon harness for `canaryd run` (the daemon tests and the daemon bench): the daemon run in-process as
+//! a task that can be stopped gracefully or aborted (a crash), on the wall clock or on a manual clock moved
+//! from one of its wake-ups to the next ([`run_clock_until`]), a scripted Prometheus on wiremock, AnalysisRun
 //! builders and polling helpers. TEST FIXTURE ONLY.
 
-#![allow(dead_code)] // Each test binary uses a different part of it.
+#![allow(clippy::disallowed_methods)] // Not the Clock: the harness waits for the daemon on real time.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -81,14 +82,14 @@ pub async fn metric_at(addr: std::net::SocketAddr, name: &str, labels: &[(&str, 
 /// What most daemon tests start from: a fake API server serving Argo's kinds as `crds` define them, a client of
 /// it, and a scripted Prometheus answering `answer`.
 pub async fn cluster(
-    crds: super::fake_apiserver::CrdSet,
+    crds: crate::fake_apiserver::CrdSet,
     answer: Answer,
 ) -> (
-    super::fake_apiserver::FakeApiServer,
+    crate::fake_apiserver::FakeApiServer,
     kube::Client,
     FakePrometheus,
 ) {
-    let server = super::fake_apiserver::FakeApiServer::builder()
+    let server = crate::fake_apiserver::FakeApiServer::builder()
         .crds(crds)
         .start()
         .await;
@@ -107,12 +108,12 @@ macro_rules! with_each_crd_set {
             mod $test {
                 #[test]
                 fn with_canaryd_crds() {
-                    super::harness::run_test(super::$test(super::fake_apiserver::CrdSet::Canaryd));
+                    $crate::harness::run_test(super::$test($crate::fake_apiserver::CrdSet::Canaryd));
                 }
 
                 #[test]
                 fn with_argo_crds() {
-                    super::harness::run_test(super::$test(super::fake_apiserver::CrdSet::Argo));
+                    $crate::harness::run_test(super::$test($crate::fake_apiserver::CrdSet::Argo));
                 }
             }
         )+
@@ -387,7 +388,7 @@ pub fn manual_clock() -> Arc<Clock> {
 /// earliest deadline one of the daemon's sleepers waits for. Panics after [`CLOCK_RUN_LIMIT`] of real time,
 /// naming `what` and the clock's time.
 pub async fn run_clock_until<T>(
-    server: &super::fake_apiserver::FakeApiServer,
+    server: &crate::fake_apiserver::FakeApiServer,
     clock: &Clock,
     what: &str,
     mut check: impl FnMut() -> Option<T>,
@@ -395,7 +396,7 @@ pub async fn run_clock_until<T>(
     let manual = clock
         .manual()
         .expect("run_clock_until moves a manual clock");
-    let all = super::fake_apiserver::RequestPattern::new("*", "");
+    let all = crate::fake_apiserver::RequestPattern::new("*", "");
     let start = Instant::now();
     // Requests, writes, and pods on their way to Ready (the simulated ReplicaSet controller's real-time work).
     let activity = || {
@@ -446,7 +447,7 @@ pub fn first_result(run: &canaryd::api::AnalysisRun) -> Option<canaryd::api::Met
 
 /// The run `name` in `default`, once its phase is a completed one.
 fn completed(
-    server: &super::fake_apiserver::FakeApiServer,
+    server: &crate::fake_apiserver::FakeApiServer,
     name: &str,
 ) -> Option<canaryd::api::AnalysisRun> {
     server
@@ -461,7 +462,7 @@ fn completed(
 
 /// Waits until the run in `default` has a completed phase and returns it.
 pub async fn finished(
-    server: &super::fake_apiserver::FakeApiServer,
+    server: &crate::fake_apiserver::FakeApiServer,
     name: &str,
     within: Duration,
 ) -> canaryd::api::AnalysisRun {
@@ -473,7 +474,7 @@ pub async fn finished(
 
 /// [`finished`] for a daemon on the manual `clock`, moved meanwhile ([`run_clock_until`]).
 pub async fn finished_on(
-    server: &super::fake_apiserver::FakeApiServer,
+    server: &crate::fake_apiserver::FakeApiServer,
     clock: &Clock,
     name: &str,
 ) -> canaryd::api::AnalysisRun {

@@ -3,8 +3,6 @@
 //! stable Ingress `web` and a Gateway API HTTPRoute `web` with an extra backend, each sending everything to the
 //! stable side. TEST FIXTURE ONLY: no assertions about canaryd.
 
-#![allow(dead_code)] // Each test binary uses a different part of it.
-
 use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::json;

@@ -112,7 +112,7 @@ impl ResourceDef {
             },
             builtin("networking.k8s.io", "v1", "ingresses", "ingress", "Ingress"),
         ]);
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/crds");
+        let root = crate::repo_root().join("tests/fixtures/crds");
         for file in [
             "istio-virtualservices-crd.yaml",
             "istio-destinationrules-crd.yaml",

@@ -6,9 +6,7 @@
 //! # Use
 //!
 //! ```ignore
-//! #[path = "support/fake_apiserver.rs"]
-//! mod fake_apiserver;
-//! use fake_apiserver::{FakeApiServer, RequestPattern};
+//! use canaryd_testkit::fake_apiserver::{FakeApiServer, RequestPattern};
 //!
 //! let server = FakeApiServer::start().await;           // 127.0.0.1, free port; stops on Drop
 //! let client: kube::Client = server.client().await;    // through the kubeconfig file it wrote
@@ -72,29 +70,18 @@
 //!   ReplicaSet's status, and only when a test starts it. Pods are deleted at once (no grace period, no
 //!   kubelet); `pods/NAME/eviction` deletes the pod as no PodDisruptionBudget exists.
 
-#![allow(dead_code)] // Each test binary includes this fixture and uses a different part of it.
+#![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time, as a real one does.
 
-#[path = "fake_apiserver/crd.rs"]
 mod crd;
-#[path = "fake_apiserver/error.rs"]
 mod error;
-#[path = "fake_apiserver/jobs.rs"]
 mod jobs;
-#[path = "fake_apiserver/object.rs"]
 mod object;
-#[path = "fake_apiserver/replicasets.rs"]
 mod replicasets;
-#[path = "fake_apiserver/resources.rs"]
 mod resources;
-#[path = "fake_apiserver/routes.rs"]
 mod routes;
-#[path = "fake_apiserver/schema.rs"]
-mod schema;
-#[path = "fake_apiserver/selector.rs"]
+pub mod schema;
 mod selector;
-#[path = "fake_apiserver/store.rs"]
 mod store;
-#[path = "fake_apiserver/watch.rs"]
 mod watch;
 
 use std::collections::HashMap;
@@ -122,7 +109,6 @@ use tokio::task::JoinHandle;
 pub use crd::CrdSet;
 use error::ApiError;
 pub use jobs::JobController;
-#[allow(unused_imports)] // Only fake_apiserver_crud's property test calls it directly.
 pub use object::merge_patch;
 pub use replicasets::ReplicaSetController;
 pub use resources::ResourceDef;

@@ -1,8 +1,8 @@
-//! Shared helpers for the end-to-end tests: a real Prometheus loaded with synthetic series, and the `canaryd`
-//! binary run against it. Test files use it with `mod support;`.
+//! The real Prometheus fixture of the end-to-end tests: a real Prometheus loaded with synthetic series, and the
+//! `canaryd` binary run against it.
 //!
 //! It owns how test data gets into Prometheus and how `canaryd analyze` is driven; it must not contain
-//! assertions about canaryd's behaviour (those live in the `tests/e2e_*.rs` files that use it).
+//! assertions about canaryd's behaviour (those live in the end-to-end tests that use it).
 //!
 //! How the data gets in (all of this was tried with Debian's prometheus 2.42):
 //! - [`Scenario`] writes series as OpenMetrics text: one `# TYPE` block per metric family, samples every
@@ -27,9 +27,7 @@
 //!
 //! A missing `prometheus` or `promtool` fails the test with the command that installs them; nothing skips.
 
-#![allow(dead_code)] // Each test binary uses a different part of the harness.
-
-pub mod cli;
+#![allow(clippy::disallowed_methods)] // Not the Clock: the fixture waits for a real server on real time.
 
 use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
@@ -41,6 +39,8 @@ use std::time::{Duration, Instant};
 
 use canaryd::api::{AnalysisPhase, AnalysisRunStatus, Measurement, MetricResult};
 use jiff::{Timestamp, ToSpan as _};
+
+use crate::cli::Canaryd;
 
 /// The start of every scenario's window.
 pub const T0: &str = "2026-01-01T00:00:00Z";
@@ -501,15 +501,17 @@ fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
     Ok((code, body))
 }
 
-/// `canaryd analyze` as a backtest, built up like its command line.
+/// `canaryd analyze` as a backtest, built up like its command line, run by the caller's launcher.
 pub struct Analyze {
+    canaryd: Canaryd,
     args: Vec<String>,
 }
 
 impl Analyze {
     /// `canaryd analyze -f FILE --output json`, FILE relative to the repository root.
-    pub fn file(path: &str) -> Self {
+    pub fn file(canaryd: Canaryd, path: &str) -> Self {
         Analyze {
+            canaryd,
             args: ["analyze", "-f", path, "--output", "json"]
                 .map(String::from)
                 .to_vec(),
@@ -517,13 +519,13 @@ impl Analyze {
     }
 
     /// A template from `tests/fixtures/e2e/`.
-    pub fn fixture(name: &str) -> Self {
-        Self::file(&format!("tests/fixtures/e2e/{name}"))
+    pub fn fixture(canaryd: Canaryd, name: &str) -> Self {
+        Self::file(canaryd, &format!("tests/fixtures/e2e/{name}"))
     }
 
     /// A template from the shipped library in `analysis-templates/`.
-    pub fn shipped(name: &str) -> Self {
-        Self::file(&format!("analysis-templates/{name}"))
+    pub fn shipped(canaryd: Canaryd, name: &str) -> Self {
+        Self::file(canaryd, &format!("analysis-templates/{name}"))
     }
 
     /// `--template NAME`: which template of the file(s) to run.
@@ -556,7 +558,9 @@ impl Analyze {
 
     /// Runs the binary; the process must print one AnalysisRun status as JSON on stdout.
     pub fn run(self) -> Run {
-        let out = cli::canaryd()
+        let out = self
+            .canaryd
+            .command()
             .args(&self.args)
             .output()
             .expect("the canaryd binary runs");

@@ -3,8 +3,6 @@
 //! status, ReplicaSets, Services and Events as stored by the fake API server. TEST FIXTURE ONLY: no assertions
 //! about canaryd's behaviour.
 
-#![allow(dead_code)] // Each test binary uses a different part of it.
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -16,8 +14,8 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::fake_apiserver::{self, CrdSet, FakeApiServer, RequestPattern};
-use super::harness::{self, Answer, FakePrometheus, eventually};
+use crate::fake_apiserver::{self, CrdSet, FakeApiServer, RequestPattern};
+use crate::harness::{self, Answer, FakePrometheus, eventually};
 
 pub const WAIT: Duration = Duration::from_secs(40);
 

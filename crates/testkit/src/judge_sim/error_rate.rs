@@ -1,10 +1,10 @@
 //! Seeded simulations of the error-rate judge: exact binomial counts per look for canary and baseline,
-//! shared by `tests/judge_error_rate.rs` and the bench (which runs more of them). Runs are fully determined
+//! shared by its tests (`judge_error_rate`) and the bench (which runs more of them). Runs are fully determined
 //! by their seed.
 
 use canaryd::engine::judge::{ErrorRateParams, ErrorRateTest, Look, Verdict};
 
-use crate::rng::Rng;
+use super::rng::Rng;
 
 /// Exact Binomial(n, p) sampling by inversion of a precomputed CDF table (n and p are fixed per scenario).
 pub struct Binomial {

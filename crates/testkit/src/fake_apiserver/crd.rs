@@ -22,7 +22,7 @@ pub enum CrdSet {
 
 impl CrdSet {
     pub fn files(self) -> Vec<PathBuf> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = crate::repo_root();
         match self {
             CrdSet::Canaryd => vec![root.join("charts/canaryd/files/crds.yaml")],
             CrdSet::Argo => [

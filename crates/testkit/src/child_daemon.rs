@@ -3,12 +3,14 @@
 //! resident memory read from /proc, the benches' settings read from the environment, and percentiles.
 //! BENCH FIXTURE ONLY.
 
+#![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
+
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::cli;
-use super::fake_apiserver::FakeApiServer;
+use crate::cli::Canaryd;
+use crate::fake_apiserver::FakeApiServer;
 
 const STOP_GRACE: Duration = Duration::from_secs(30);
 
@@ -36,6 +38,7 @@ pub struct DaemonProcess(Child);
 /// `canaryd run ARGS` (the binary cargo built for the bench) against `server`, without leader election,
 /// logging JSON at info to `log`, serving /metrics on a free loopback port, which it returns.
 pub fn spawn(
+    canaryd: Canaryd,
     server: &FakeApiServer,
     args: &[String],
     log: &tempfile::NamedTempFile,
@@ -43,7 +46,8 @@ pub fn spawn(
     let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free loopback port");
-    let child = cli::canaryd()
+    let child = canaryd
+        .command()
         .args(["run", "--leader-elect", "false", "--metrics-addr"])
         .arg(metrics_addr.to_string())
         .args(args)

@@ -1,9 +1,9 @@
-//! Seeded simulations of the distribution judge on lognormal latencies, shared by
-//! `tests/judge_distribution.rs` and the bench. Runs are fully determined by their seed.
+//! Seeded simulations of the distribution judge on lognormal latencies, shared by its tests
+//! (`judge_distribution`) and the bench. Runs are fully determined by their seed.
 
 use canaryd::engine::judge::{DistributionParams, Verdict, judge_distribution};
 
-use crate::rng::Rng;
+use super::rng::Rng;
 
 /// Standard normal (Box-Muller; one of the pair is discarded to keep the state simple).
 pub fn normal(rng: &mut Rng) -> f64 {

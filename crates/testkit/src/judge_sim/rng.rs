@@ -1,6 +1,6 @@
 //! A small deterministic PRNG for the judge's seeded simulations (tests and `tests/bench/judge.rs`):
 //! SplitMix64 is tiny, well studied and plenty for Monte Carlo of counts, so no `rand` dependency is needed.
-//! It must not be used by the library.
+//! It must not be used by canaryd itself.
 
 /// SplitMix64 (Steele, Lea & Flood 2014).
 pub struct Rng(u64);
