@@ -1,7 +1,7 @@
-//! The Rollout the daemon tests progress, and how they look at it: `web` with canary and stable Services and a
-//! step analysis on a scripted Prometheus, the simulated ReplicaSet controller, and readers of the Rollout's
-//! status, ReplicaSets, Services and Events as stored by the fake API server. TEST FIXTURE ONLY: no assertions
-//! about canaryd's behaviour.
+//! The Rollout the daemon tests progress on the fake API server, and how they look at it: `web` in `default`
+//! with canary and stable Services and a step analysis on a scripted Prometheus, the simulated ReplicaSet
+//! controller, and readers of the Rollout's status, ReplicaSets, Services and Events as stored by the fake API
+//! server. TEST FIXTURE ONLY: no assertions about canaryd's behaviour.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -51,24 +51,17 @@ pub fn with_steps(image: &str, steps: serde_json::Value) -> Rollout {
 /// The Rollout `name` of `replicas` pods labelled `app: NAME`, with the Services `NAME-canary` and
 /// `NAME-stable`.
 pub fn named(name: &str, replicas: i32, image: &str, steps: serde_json::Value) -> Rollout {
-    serde_json::from_value(json!({
-        "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "web", "image": image}]},
-            },
-            "strategy": {"canary": {
-                "canaryService": format!("{name}-canary"),
-                "stableService": format!("{name}-stable"),
-                "steps": steps,
-            }},
-        },
-    }))
-    .expect("a Rollout")
+    super::object(
+        "default",
+        name,
+        replicas,
+        image,
+        json!({
+            "canaryService": format!("{name}-canary"),
+            "stableService": format!("{name}-stable"),
+            "steps": steps,
+        }),
+    )
 }
 
 /// `rollout` with `spec.strategy.canary.trafficRouting` set to `traffic_routing`.
@@ -212,12 +205,11 @@ pub fn condition(s: &RolloutStatus, type_: &str) -> (String, String, String) {
         .unwrap_or_default()
 }
 
+/// The pod-template hash the Service `name` selects; empty when it selects none.
 pub fn service_hash(server: &FakeApiServer, name: &str) -> String {
     server
         .get::<Service>("default", name)
-        .and_then(|s| s.spec)
-        .and_then(|s| s.selector)
-        .and_then(|s| s.get("rollouts-pod-template-hash").cloned())
+        .map(|s| super::selector_hash(&s))
         .unwrap_or_default()
 }
 

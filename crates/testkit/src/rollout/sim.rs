@@ -1,5 +1,5 @@
-//! Helpers for driving the Rollout planner on the in-memory cluster in tests: a Rollout builder, the
-//! reconcile loop that makes pods available as a ReplicaSet controller would, and readers of the result.
+//! The Rollout on the engine's in-memory cluster, for the planner's tests: `web` in `prod`, the reconcile loop
+//! that makes pods available as a ReplicaSet controller would, and readers of the result.
 
 use std::collections::BTreeMap;
 
@@ -14,19 +14,9 @@ pub fn at(seconds: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + seconds).unwrap()
 }
 
+/// `web` in `prod`: `replicas` pods of `web:1` and the canary strategy `canary`.
 pub fn rollout(replicas: i32, canary: Value) -> Rollout {
-    serde_json::from_value(json!({
-        "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-        "metadata": {"name": "web", "namespace": "prod"},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}},
-                         "spec": {"containers": [{"name": "web", "image": "web:1"}]}},
-            "strategy": {"canary": canary}
-        }
-    }))
-    .unwrap()
+    super::object("prod", "web", replicas, "web:1", canary)
 }
 
 /// Reconciles at `now`, every pod becoming available at once, until nothing changes.
@@ -111,21 +101,14 @@ pub fn analysis_rollout() -> Cluster {
     c
 }
 
+/// The pod-template hash the Service `name` selects; empty when it selects none.
 pub fn service_hash(c: &Cluster, name: &str) -> String {
     let svc = c
         .services
         .iter()
         .find(|s| s.metadata.name.as_deref() == Some(name))
         .unwrap();
-    svc.spec
-        .as_ref()
-        .unwrap()
-        .selector
-        .as_ref()
-        .unwrap()
-        .get("rollouts-pod-template-hash")
-        .cloned()
-        .unwrap_or_default()
+    super::selector_hash(svc)
 }
 
 /// Runs the Rollout second by second from `from` (pods available at once) until its phase is `phase`;
