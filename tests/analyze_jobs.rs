@@ -40,15 +40,11 @@ async fn analyze_file(file: &str, env: &[(&str, &str)], extra: &[&str]) -> Ran {
     for (k, v) in env {
         command.env(k, v);
     }
-    let out = tokio::task::spawn_blocking(move || command.output())
+    tokio::task::spawn_blocking(move || command.output())
         .await
         .expect("joined")
-        .expect("the canaryd binary runs");
-    Ran {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+        .expect("the canaryd binary runs")
+        .into()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

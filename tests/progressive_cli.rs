@@ -2,21 +2,18 @@
 //! tests/fixtures/progressive (the incidents of issue 20 and their corrections), exit codes and the exact
 //! lines users read.
 
-use std::process::Command;
+use canaryd_testkit::cli::Canaryd;
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 const F: &str = "tests/fixtures/progressive";
 
 /// Runs `canaryd ARGS` from the repository root; returns (exit code, stdout lines).
 fn canaryd(args: &[&str]) -> (i32, Vec<String>) {
-    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(args)
-        .output()
-        .expect("the canaryd binary runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ran = CANARYD.run(args);
     (
-        out.status.code().unwrap_or(-1),
-        stdout.lines().map(str::to_string).collect(),
+        ran.code.unwrap_or(-1),
+        ran.stdout.lines().map(str::to_string).collect(),
     )
 }
 

@@ -1,18 +1,15 @@
 //! `canaryd validate` on Rollouts, end to end: the binary, real files, exit codes and the exact lines.
 
-use std::process::Command;
+use canaryd_testkit::cli::Canaryd;
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 /// Runs `canaryd validate PATH` from the repository root; returns (exit code, stdout lines).
 fn validate(path: &str) -> (i32, Vec<String>) {
-    let out = Command::new(env!("CARGO_BIN_EXE_canaryd"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["validate", path])
-        .output()
-        .expect("the canaryd binary runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ran = CANARYD.run(&["validate", path]);
     (
-        out.status.code().unwrap_or(-1),
-        stdout.lines().map(str::to_string).collect(),
+        ran.code.unwrap_or(-1),
+        ran.stdout.lines().map(str::to_string).collect(),
     )
 }
 
