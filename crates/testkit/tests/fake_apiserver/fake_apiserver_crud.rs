@@ -1,4 +1,4 @@
-//! Faithfulness tests for the fake API server (tests/support/fake_apiserver.rs) through the real kube client:
+//! Faithfulness tests for the fake API server (`canaryd_testkit::fake_apiserver`) through the real kube client:
 //! discovery, CRUD, patches, the status subresource, optimistic concurrency and injected failures.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
@@ -13,12 +13,13 @@ use k8s_openapi::api::core::v1::{ObjectReference, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use serde_json::{Value, json};
 
 /// A fake serving canaryd's former AnalysisRun CRD, which declares the status subresource these tests exercise
-/// (canaryd's and Argo's current ones do not; tests/fake_apiserver_crds.rs covers them).
+/// (canaryd's and Argo's current ones do not; `fake_apiserver_crds` covers them).
 async fn start() -> FakeApiServer {
-    let crd = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+    let crd = canaryd_testkit::repo_root()
         .join("tests/fixtures/crds/canaryd-0.1-analysisrun-status-subresource.yaml");
     FakeApiServer::builder().crd_file(&crd).start().await
 }
@@ -378,7 +379,13 @@ fn json_value() -> impl Strategy<Value = Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1024))]
+    // Seeds of past failures live beside this file (fake_apiserver_crud.proptest-regressions), as they did
+    // when it was a test crate of its own; proptest's default, for a module of a main.rs, would look in
+    // ../proptest-regressions/fake_apiserver_crud.txt instead.
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::with_cases(1024)
+    })]
 
     /// The fixture merges without copying the target first; it must agree with json-patch's RFC 7386 merge,
     /// on a present target and on an absent one (which RFC 7386 treats as `{}`).

@@ -13,7 +13,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/crds/{name}"))
+    canaryd_testkit::repo_root().join(format!("tests/fixtures/crds/{name}"))
 }
 
 fn run(name: &str) -> Value {

@@ -1,4 +1,4 @@
-//! Faithfulness tests for the fake API server's watches (tests/support/fake_apiserver.rs) through the real kube
+//! Faithfulness tests for the fake API server's watches (`canaryd_testkit::fake_apiserver`) through the real kube
 //! client: event order, resume points, bookmarks, timeouts, 410 Expired, selectors, and kube-runtime's watcher
 //! and Controller recovering from cut connections, expired history and server errors.
 
