@@ -17,9 +17,9 @@
 //! - Prometheus measures time retention from the newest block, not from the wall clock, so old data
 //!   survives even with the default; `--storage.tsdb.retention.time=10y` is passed anyway so nothing ever
 //!   deletes it. A minimal config with no scrape jobs keeps the TSDB to the imported data.
-//! - Backfill plus start-up take well under a second; each test binary starts one server for all its
-//!   scenarios (distinct `service`/workload labels) through [`shared`], i.e. once per process: once for
-//!   `cargo test`, once per test under nextest.
+//! - Backfill plus start-up take well under a second; each test module starts one server for all its
+//!   scenarios (distinct `service`/workload labels) through [`shared`] and a `static` cell of its own, i.e.
+//!   once per module and process: once per module for `cargo test`, once per test under nextest.
 //!
 //! The server runs under a small `sh` supervisor whose stdin is a pipe from the test process: when the
 //! pipe closes — [`Prometheus`] dropped, or the test process gone for any reason, including a `static`
@@ -419,7 +419,7 @@ fn wait_ready(supervisor: &mut Child, addr: &str) -> bool {
     false
 }
 
-/// One server per test process, started on first use with the data `scenario` builds.
+/// One server per `cell` and test process, started on first use with the data `scenario` builds.
 pub fn shared(
     cell: &'static OnceLock<Prometheus>,
     scenario: fn() -> Scenario,

@@ -6,13 +6,11 @@
 
 use std::time::Duration;
 
-use canaryd_testkit::cli::Canaryd;
+use crate::CANARYD;
 use canaryd_testkit::cli::Ran;
 use canaryd_testkit::fake_apiserver::{FakeApiServer, JobController, RequestPattern};
 use k8s_openapi::api::batch::v1::Job;
 use serde_json::Value;
-
-const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 const TEMPLATE: &str = "analysis-templates/job-smoke-test.yaml";
 

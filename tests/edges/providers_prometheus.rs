@@ -14,8 +14,8 @@ use wiremock::matchers::{
 };
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-const VECTOR: &[u8] = include_bytes!("fixtures/prometheus/vector.json");
-const MATRIX: &[u8] = include_bytes!("fixtures/prometheus/matrix.json");
+const VECTOR: &[u8] = include_bytes!("../fixtures/prometheus/vector.json");
+const MATRIX: &[u8] = include_bytes!("../fixtures/prometheus/matrix.json");
 
 fn now() -> Timestamp {
     "2026-01-01T12:00:00Z".parse().unwrap()
@@ -120,13 +120,13 @@ async fn a_range_query_sends_start_end_and_step_and_flattens_the_matrix() {
 #[tokio::test]
 async fn every_result_type_converts_the_way_argo_does() {
     let cases: [(&[u8], &str); 4] = [
-        (include_bytes!("fixtures/prometheus/scalar.json"), "0.97"),
+        (include_bytes!("../fixtures/prometheus/scalar.json"), "0.97"),
         (
-            include_bytes!("fixtures/prometheus/vector_empty.json"),
+            include_bytes!("../fixtures/prometheus/vector_empty.json"),
             "[]",
         ),
         (
-            include_bytes!("fixtures/prometheus/vector_special.json"),
+            include_bytes!("../fixtures/prometheus/vector_special.json"),
             "[NaN,+Inf,-Inf]",
         ),
         (VECTOR, "[0.5,0.001,2]"),
@@ -145,7 +145,7 @@ async fn warnings_and_infos_land_in_metadata_in_argos_form() {
     serve(
         &server,
         "/api/v1/query",
-        answer(200, include_bytes!("fixtures/prometheus/warnings.json")),
+        answer(200, include_bytes!("../fixtures/prometheus/warnings.json")),
     )
     .await;
     let result = query(&request(&server, json!({}))).await.unwrap();
@@ -169,7 +169,7 @@ async fn a_bad_query_returns_prometheus_own_message_and_is_not_transient() {
         "/api/v1/query",
         answer(
             400,
-            include_bytes!("fixtures/prometheus/error_bad_data.json"),
+            include_bytes!("../fixtures/prometheus/error_bad_data.json"),
         ),
     )
     .await;
@@ -197,7 +197,7 @@ async fn a_status_error_with_http_200_is_still_an_error() {
         "/api/v1/query",
         answer(
             200,
-            include_bytes!("fixtures/prometheus/error_bad_data.json"),
+            include_bytes!("../fixtures/prometheus/error_bad_data.json"),
         ),
     )
     .await;
@@ -213,7 +213,7 @@ async fn a_server_error_with_a_prometheus_body_is_transient_and_keeps_the_messag
         "/api/v1/query",
         answer(
             503,
-            include_bytes!("fixtures/prometheus/error_timeout.json"),
+            include_bytes!("../fixtures/prometheus/error_timeout.json"),
         ),
     )
     .await;
@@ -271,7 +271,7 @@ async fn malformed_json_is_an_error_saying_so() {
     serve(
         &server,
         "/api/v1/query",
-        answer(200, include_bytes!("fixtures/prometheus/truncated.json")),
+        answer(200, include_bytes!("../fixtures/prometheus/truncated.json")),
     )
     .await;
     let err = query(&request(&server, json!({}))).await.unwrap_err();
@@ -285,7 +285,7 @@ async fn a_string_result_is_an_error() {
     serve(
         &server,
         "/api/v1/query",
-        answer(200, include_bytes!("fixtures/prometheus/string.json")),
+        answer(200, include_bytes!("../fixtures/prometheus/string.json")),
     )
     .await;
     let err = query(&request(&server, json!({}))).await.unwrap_err();

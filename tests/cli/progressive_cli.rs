@@ -2,9 +2,7 @@
 //! tests/fixtures/progressive (the incidents of issue 20 and their corrections), exit codes and the exact
 //! lines users read.
 
-use canaryd_testkit::cli::Canaryd;
-
-const CANARYD: Canaryd = canaryd_testkit::canaryd!();
+use crate::CANARYD;
 
 const F: &str = "tests/fixtures/progressive";
 

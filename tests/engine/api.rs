@@ -313,7 +313,7 @@ fn the_committed_crds_match_the_types() {
 
 #[test]
 fn the_template_crds_keep_plugin_fields_and_type_prometheus_queries() {
-    // Names, scope, subresources and printer columns are compared with Argo's CRDs in tests/crds.rs.
+    // Names, scope, subresources and printer columns are compared with Argo's CRDs in tests/edges/crds.rs.
     let crds: Vec<Value> = canaryd::api::crds()
         .iter()
         .map(|c| serde_json::to_value(c).expect("json"))

@@ -7,11 +7,9 @@
 
 use std::sync::OnceLock;
 
-use canaryd_testkit::cli::Canaryd;
+use crate::CANARYD;
 use canaryd_testkit::prometheus::{Prometheus, Scenario, Traffic, at, shared, steady};
 use serde_json::Value;
-
-const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 static PROMETHEUS: OnceLock<Prometheus> = OnceLock::new();
 

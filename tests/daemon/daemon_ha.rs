@@ -169,7 +169,7 @@ async fn a_leader_stopped_gracefully_releases_the_lease_and_the_standby_takes_ov
     b.stop().await;
 }
 
-crate::with_each_crd_set!(
+with_each_crd_set!(
     a_daemon_killed_mid_run_and_restarted_neither_loses_nor_repeats_a_measurement,
     when_the_leader_dies_the_standby_finishes_the_run_without_a_duplicate,
     a_leader_stopped_gracefully_releases_the_lease_and_the_standby_takes_over_at_once,

@@ -7,14 +7,12 @@
 
 use std::sync::OnceLock;
 
+use crate::CANARYD;
 use canaryd::api::AnalysisPhase::{Failed, Inconclusive, Successful};
-use canaryd_testkit::cli::Canaryd;
 use canaryd_testkit::prometheus;
 use canaryd_testkit::prometheus::{
     Analyze, DEFAULT_BUCKETS, Latency, Prometheus, Scenario, Traffic, steady,
 };
-
-const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 fn http(s: Scenario, service: &str, traffic: impl Fn(f64) -> Traffic) -> Scenario {
     s.requests(

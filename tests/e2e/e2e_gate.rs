@@ -8,14 +8,12 @@
 
 use std::sync::OnceLock;
 
+use crate::CANARYD;
 use canaryd::api::AnalysisPhase::{Failed, Inconclusive, Successful};
-use canaryd_testkit::cli::Canaryd;
 use canaryd_testkit::prometheus;
 use canaryd_testkit::prometheus::{
     Analyze, DEFAULT_BUCKETS, Latency, Prometheus, Scenario, Traffic, finished_minute, steady,
 };
-
-const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 const FILE: &str = "progressive-sync-gate.yaml";
 

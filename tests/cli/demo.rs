@@ -1,9 +1,7 @@
 //! `canaryd demo`, the README's first command: the Rollout progresses and rolls back with its reason (or
 //! promotes with `--scenario healthy`); `--analysis-only` still runs the analysis alone.
 
-use canaryd_testkit::cli::Canaryd;
-
-const CANARYD: Canaryd = canaryd_testkit::canaryd!();
+use crate::CANARYD;
 
 fn demo(args: &[&str]) -> (i32, String) {
     let ran = CANARYD.run(&[&["demo"], args].concat());

@@ -1,14 +1,14 @@
 //! Argo's analysis rules end to end: `canaryd analyze --from/--to --output json` backtested against a real
-//! Prometheus holding synthetic canaries (see `support` for how the data gets in). Each canary is one
-//! `service` label value in one shared server; the templates are the shipped success-rate and small
-//! fixtures in `tests/fixtures/e2e/`.
+//! Prometheus holding synthetic canaries (see `canaryd_testkit::prometheus` for how the data gets in). Each
+//! canary is one `service` label value in one shared server; the templates are the shipped success-rate and
+//! small fixtures in `tests/fixtures/e2e/`.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
 
 use std::sync::OnceLock;
 
+use crate::CANARYD;
 use canaryd::api::{AnalysisPhase, RunSummary};
-use canaryd_testkit::cli::Canaryd;
 use canaryd_testkit::prometheus;
 use canaryd_testkit::prometheus::{
     Analyze, DEFAULT_BUCKETS, Latency, Prometheus, Scenario, Traffic, at, finished_minute, numbers,
@@ -16,8 +16,6 @@ use canaryd_testkit::prometheus::{
 };
 
 use AnalysisPhase::{Failed, Inconclusive, Successful};
-
-const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 /// Errors switch from `before` to `after` at minute `at` (20 requests/s throughout).
 fn switch(at: f64, before: f64, after: f64) -> impl Fn(f64) -> Traffic {

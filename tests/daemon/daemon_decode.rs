@@ -111,6 +111,6 @@ async fn a_run_that_cannot_be_decoded_is_reported_on_itself_and_the_others_still
     daemon.stop().await;
 }
 
-crate::with_each_crd_set!(
+with_each_crd_set!(
     a_run_that_cannot_be_decoded_is_reported_on_itself_and_the_others_still_complete
 );

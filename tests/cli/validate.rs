@@ -2,9 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use canaryd_testkit::cli::Canaryd;
-
-const CANARYD: Canaryd = canaryd_testkit::canaryd!();
+use crate::CANARYD;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -7,8 +7,8 @@
 
 use std::sync::OnceLock;
 
+use crate::CANARYD;
 use canaryd::api::AnalysisPhase;
-use canaryd_testkit::cli::Canaryd;
 use canaryd_testkit::prometheus;
 use canaryd_testkit::prometheus::{
     Analyze, DEFAULT_BUCKETS, ISTIO_BUCKETS_MS, Latency, Prometheus, Scenario, Traffic, at,
@@ -16,8 +16,6 @@ use canaryd_testkit::prometheus::{
 };
 
 use AnalysisPhase::{Failed, Inconclusive, Successful};
-
-const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 /// 20 requests/s with 1 % errors until minute 5, then none: the series stay, their rates drop to 0.
 fn stopped(m: f64) -> Traffic {

@@ -1,10 +1,8 @@
 //! `canaryd eval` as users and scripts run it: the built binary, its stdout, stderr and exit codes
 //! (docs/architecture.md, "Exit codes": 0 true or a phase — Error included, 1 false, 2 bad input, 4 evaluation error of --condition).
 
-use canaryd_testkit::cli::Canaryd;
+use crate::CANARYD;
 use canaryd_testkit::cli::Ran as Run;
-
-const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 fn eval(args: &[&str]) -> Run {
     CANARYD.run(&[&["eval"], args].concat())

@@ -9,7 +9,7 @@ use canaryd_testkit::judge_sim::rng;
 use serde_json::Value;
 
 fn fixture() -> Value {
-    let text = include_str!("fixtures/judge/mannwhitney.json");
+    let text = include_str!("../fixtures/judge/mannwhitney.json");
     serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
@@ -269,6 +269,16 @@ fn the_shift_interval_covers_the_true_shift_at_the_stated_confidence() {
 }
 
 proptest::proptest! {
+    // Seeds of past failures go beside this file (judge_distribution.proptest-regressions), as they did when it
+    // was a test crate of its own; proptest's default, for a module of a main.rs, is
+    // ../proptest-regressions/judge_distribution.txt.
+    #![proptest_config(proptest::test_runner::Config {
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        ..proptest::test_runner::Config::default()
+    })]
+
     #[test]
     fn shift_is_the_median_of_the_materialised_differences(
         canary in proptest::collection::vec(-1e6f64..1e6, 1..40),

@@ -4,6 +4,7 @@
 use canaryd::engine::condition::Condition;
 use canaryd::engine::value::MetricValue;
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 /// Conditions covering every construct, evaluated against every generated value.
 const CONDITIONS: &[&str] = &[
@@ -122,7 +123,13 @@ fn condition_like() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    // Seeds of past failures go beside this file (conditions_props.proptest-regressions), as they did when it
+    // was a test crate of its own; proptest's default, for a module of a main.rs, is
+    // ../proptest-regressions/conditions_props.txt.
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::with_cases(512)
+    })]
 
     #[test]
     fn compiling_arbitrary_text_never_panics(text in any::<String>()) {

@@ -6,12 +6,10 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use canaryd_testkit::cli::Canaryd;
+use crate::CANARYD;
 use canaryd_testkit::fake_apiserver;
 use canaryd_testkit::harness;
 use serde_json::{Value, json};
-
-const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 /// Exit code and stderr of `canaryd run --check-config ARGS`.
 fn check(args: &[&str]) -> (Option<i32>, String) {

@@ -3,9 +3,7 @@
 use std::path::PathBuf;
 use std::process::Output;
 
-use canaryd_testkit::cli::Canaryd;
-
-const CANARYD: Canaryd = canaryd_testkit::canaryd!();
+use crate::CANARYD;
 
 fn canaryd(args: &[&str]) -> Output {
     CANARYD

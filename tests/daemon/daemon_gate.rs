@@ -153,7 +153,7 @@ async fn an_error_rate_that_rises_during_the_soak_fails_the_gate(crds: CrdSet) {
     );
 }
 
-crate::with_each_crd_set!(
+with_each_crd_set!(
     a_healthy_gate_is_successful_after_the_soak_and_never_before,
     an_error_rate_that_rises_during_the_soak_fails_the_gate,
 );

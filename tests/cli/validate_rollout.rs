@@ -1,8 +1,6 @@
 //! `canaryd validate` on Rollouts, end to end: the binary, real files, exit codes and the exact lines.
 
-use canaryd_testkit::cli::Canaryd;
-
-const CANARYD: Canaryd = canaryd_testkit::canaryd!();
+use crate::CANARYD;
 
 /// Runs `canaryd validate PATH` from the repository root; returns (exit code, stdout lines).
 fn validate(path: &str) -> (i32, Vec<String>) {

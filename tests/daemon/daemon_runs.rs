@@ -742,7 +742,7 @@ async fn prometheus_down_counts_errors_against_the_limit_and_a_recovery_continue
     daemon.stop().await;
 }
 
-crate::with_each_crd_set!(
+with_each_crd_set!(
     each_measurement_starts_in_the_second_its_status_says_it_is_due,
     a_slow_events_endpoint_neither_delays_measurements_nor_loses_the_events,
     a_graceful_stop_publishes_the_events_still_on_their_way,

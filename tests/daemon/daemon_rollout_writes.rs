@@ -1,6 +1,6 @@
 //! How many API writes `canaryd run --rollouts` makes to take one update of a Rollout through its steps,
 //! counted by the fake API server, so the figure cannot grow unnoticed. Everything else about the same update
-//! (status, Events, counts) is tests/daemon_rollouts.rs'.
+//! (status, Events, counts) is tests/daemon/daemon_rollouts.rs'.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
