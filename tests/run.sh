@@ -27,7 +27,7 @@ log "cargo fmt --check"
 cargo fmt --all -- --check
 
 log "cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 
 # --- Helm chart checks (charts/canaryd, tests/chart/) -----------------------------------------------------
 # Real Helm v4 through PyPI's helm-python-sdk and kubernetes-validate, in a git-ignored virtualenv; pip leaves
@@ -43,4 +43,4 @@ cargo build --locked --quiet --bin canaryd
 # --- end of Helm chart checks -----------------------------------------------------------------------------
 
 log "tests"
-cargo nextest run --locked --no-fail-fast
+cargo nextest run --workspace --locked --no-fail-fast
