@@ -20,7 +20,7 @@
 //!   group, version and plural). `install_crds(path)` swaps definitions while the server runs.
 //! - `.job_controller(JobController::by_exit_code(delay))` simulates kube-controller-manager's Job controller:
 //!   each Job ends Complete or Failed after `delay` (`fake_apiserver/jobs.rs`); without it Jobs never end.
-//! - `url()`, `kubeconfig_path()`, `client().await`.
+//! - `kubeconfig_path()`, `client().await`.
 //! - Introspection: `requests()`, `request_count(&RequestPattern)`, `resource_version()`, `open_watches()`,
 //!   `pods_starting()`, `pruned()` (the fields custom resources lost to their CRD's schema),
 //!   `get::<K>(ns, name)`, `list::<K>(ns)`, `get_json::<K>(ns, name)`, `put::<K>(&obj)` (stores status too, bumps the
@@ -349,11 +349,6 @@ impl FakeApiServer {
         for resource in crd::load(file) {
             define(&mut resources, resource);
         }
-    }
-
-    /// `http://127.0.0.1:PORT`
-    pub fn url(&self) -> String {
-        format!("http://{}", self.shared.address)
     }
 
     /// A kubeconfig whose current context points at this server (namespace `default`, a dummy bearer token).

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -429,11 +429,6 @@ pub async fn run_clock_until<T>(
             quiet_since = Instant::now();
         }
     }
-}
-
-/// A counter shared between a test and the closures it polls with.
-pub fn counter() -> Arc<AtomicU64> {
-    Arc::new(AtomicU64::new(0))
 }
 
 /// The run's first metric result, once it has one.

@@ -127,16 +127,7 @@ pub type Deployed = (
 );
 
 /// A cluster with the Services, the template and `rollout`, and a ReplicaSet controller.
-pub async fn deployed_with(
-    crds: CrdSet,
-    answer: Answer,
-    rollout: &Rollout,
-) -> (
-    FakeApiServer,
-    kube::Client,
-    FakePrometheus,
-    fake_apiserver::ReplicaSetController,
-) {
+pub async fn deployed_with(crds: CrdSet, answer: Answer, rollout: &Rollout) -> Deployed {
     let (server, client, prom) = harness::cluster(crds, answer).await;
     let controller = server.replica_set_controller(POD_START);
     create_service(&client, "web-canary").await;
