@@ -6,12 +6,13 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 use std::time::Instant;
 
-use support::{Analyze, Prometheus, Scenario, steady};
+use canaryd_testkit::cli::Canaryd;
+use canaryd_testkit::prometheus;
+use canaryd_testkit::prometheus::{Analyze, Prometheus, Scenario, steady};
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 /// CPU seconds (user + system) of a process from /proc/PID/stat, or of this process' waited-for children.
 fn cpu_seconds(pid: Option<u32>) -> f64 {
@@ -77,11 +78,12 @@ fn print_cpu(ours: (f64, f64), prometheus: Option<f64>) {
 /// 168 hourly `canaryd rehearse` starts (`--every 1h`) of tests/fixtures/bench/rehearse-hourly.yaml, a
 /// one-hour Rollout with two metrics measured every minute, in one process.
 fn hourly_rehearsals(prometheus: &Prometheus, pid: Option<u32>) {
-    let (from, until) = (support::at(5), support::at(5 + 167 * 60));
+    let (from, until) = (prometheus::at(5), prometheus::at(5 + 167 * 60));
     let queries = prometheus.queries_served();
     let (prom_before, ours_before) = (pid.map(|p| cpu_seconds(Some(p))), cpu_split(None));
     let started = Instant::now();
-    let out = support::cli::canaryd()
+    let out = CANARYD
+        .command()
         .args([
             "rehearse",
             "-f",
@@ -136,7 +138,7 @@ fn main() {
     let queries = prometheus.queries_served();
     let (prom_before, ours_before) = (pid.map(|p| cpu_seconds(Some(p))), cpu_split(None));
     let started = Instant::now();
-    let run = Analyze::fixture("../bench/success-rate-indefinite.yaml")
+    let run = Analyze::fixture(CANARYD, "../bench/success-rate-indefinite.yaml")
         .arg("service", "checkout")
         .prometheus(&prometheus)
         .minutes(3, 3 + 24 * 60)

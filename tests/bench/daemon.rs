@@ -21,22 +21,18 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
 
-#[path = "child_daemon.rs"]
-mod child_daemon;
-#[path = "../support/cli.rs"]
-mod cli;
-#[path = "../support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "../support/daemon.rs"]
-mod harness;
-
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use canaryd::api::{AnalysisPhase, AnalysisRun};
-use child_daemon::{env, percentile};
+use canaryd_testkit::child_daemon::{self, env, percentile};
+use canaryd_testkit::cli::Canaryd;
+use canaryd_testkit::fake_apiserver;
+use canaryd_testkit::harness;
 use kube::api::{Api, PostParams};
 use serde_json::json;
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 /// The fakes stand in for an API server and a Prometheus that would run on machines of their own; here they
 /// share two cores with the daemon, so they use the daemon's allocator too, to take as little of the
@@ -94,7 +90,7 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         format!("--prometheus-share-window={}s", flags.share_window),
         format!("--prometheus-max-concurrency={}", flags.max_concurrency),
     ];
-    let (daemon, metrics_addr) = child_daemon::spawn(&server, &args, &log);
+    let (daemon, metrics_addr) = child_daemon::spawn(CANARYD, &server, &args, &log);
     let cpu_before = daemon.cpu_seconds();
     let fakes_cpu_before = child_daemon::cpu_seconds(std::process::id());
     let wall = Instant::now();

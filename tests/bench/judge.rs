@@ -3,21 +3,16 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
 
-#[path = "../judge_support/distribution.rs"]
-mod distribution_sim;
-#[path = "../judge_support/error_rate.rs"]
-mod error_rate_sim;
-#[path = "../judge_support/rng.rs"]
-mod rng;
-
 use std::time::Instant;
 
 use canaryd::engine::judge::{
     DistributionParams, ErrorRateParams, ErrorRateTest, Look, judge_distribution, judge_error_rate,
 };
-use distribution_sim::{DistributionScenario, normal, simulate_distribution};
-use error_rate_sim::{Binomial, ErrorRateScenario, simulate_error_rate};
-use rng::Rng;
+use canaryd_testkit::judge_sim::distribution::{
+    DistributionScenario, normal, simulate_distribution,
+};
+use canaryd_testkit::judge_sim::error_rate::{Binomial, ErrorRateScenario, simulate_error_rate};
+use canaryd_testkit::judge_sim::rng::Rng;
 
 const RUNS: usize = 10_000;
 

@@ -3,7 +3,7 @@
 //! `setWeight: 20, pause: {duration: 10s}, analysis, setWeight: 60, pause: {duration: 10s}` to promotion by the
 //! real `canaryd run --rollouts` binary in a child process, against the fake API server (with its simulated
 //! ReplicaSet controller: new pods available 200 ms after they are asked for) and a fake Prometheus (wiremock)
-//! served by this process. The analysis is `rollout_cluster::template`: one query a second, twice.
+//! served by this process. The analysis is `rollout::cluster::template`: one query a second, twice.
 //!
 //! **Step latency** is the time from the moment a step is due to complete, as the cluster shows it, to the
 //! commit at the fake API server of the first Rollout status whose `currentStepIndex` is past that step. Due:
@@ -25,37 +25,28 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
 
-#[path = "child_daemon.rs"]
-mod child_daemon;
-#[path = "../support/cli.rs"]
-mod cli;
-#[path = "../support/fake_apiserver.rs"]
-mod fake_apiserver;
-#[path = "../support/daemon.rs"]
-mod harness;
-#[path = "../support/rollout_cluster.rs"]
-mod rollout_cluster;
-#[path = "../support/router_objects.rs"]
-mod router_objects;
-
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use canaryd::api::{AnalysisRun, Rollout};
 use canaryd::routers::objects::VirtualService;
-use child_daemon::{env, percentile};
-use fake_apiserver::{CrdSet, FakeApiServer};
-use futures::{StreamExt, stream};
-use harness::{Answer, FakePrometheus};
-use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::ReplicaSet;
-use kube::api::PatchParams;
-use rollout_cluster::{
+use canaryd_testkit::child_daemon::{self, env, percentile};
+use canaryd_testkit::cli::Canaryd;
+use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
+use canaryd_testkit::harness::{Answer, FakePrometheus};
+use canaryd_testkit::rollout::cluster::{
     POD_START, create_rollout, create_service_of, create_template, healthy_at, named,
     rollout_writes, routed_through, set_image_of,
 };
+use canaryd_testkit::router_objects;
+use futures::{StreamExt, stream};
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use kube::api::PatchParams;
 use serde_json::{Value, json};
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
 /// The fakes stand in for an API server and a Prometheus on machines of their own; here they share two cores
 /// with the daemon, so they use the daemon's allocator too, to take as little of the machine from it as they can.
@@ -181,7 +172,7 @@ async fn bench(n: usize) {
 
     let log = tempfile::NamedTempFile::new().expect("a file for the daemon's log");
     let (daemon, metrics_addr) =
-        child_daemon::spawn(&server, &["--rollouts=true".to_string()], &log);
+        child_daemon::spawn(CANARYD, &server, &["--rollouts=true".to_string()], &log);
     let deployed = Instant::now();
     let healthy = until_all(limit, created, || {
         server

@@ -1,0 +1,126 @@
+//! What the benches that run `canaryd run` in a child process share (tests/bench/daemon.rs, rollouts.rs): the
+//! daemon started against the fake API server and stopped as Kubernetes stops a pod, its CPU time and peak
+//! resident memory read from /proc, the benches' settings read from the environment, and percentiles.
+//! BENCH FIXTURE ONLY.
+
+#![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::cli::Canaryd;
+use crate::fake_apiserver::FakeApiServer;
+
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// The setting `name` from the environment, or `default` when absent or not a number.
+pub fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The `p` quantile (0..=1) of `sorted` by nearest rank; NaN when empty.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// The daemon's process; killed if the bench ends without [`DaemonProcess::stop`] (a panic), so it never
+/// outlives the bench.
+pub struct DaemonProcess(Child);
+
+/// `canaryd run ARGS` (the binary cargo built for the bench) against `server`, without leader election,
+/// logging JSON at info to `log`, serving /metrics on a free loopback port, which it returns.
+pub fn spawn(
+    canaryd: Canaryd,
+    server: &FakeApiServer,
+    args: &[String],
+    log: &tempfile::NamedTempFile,
+) -> (DaemonProcess, SocketAddr) {
+    let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port");
+    let child = canaryd
+        .command()
+        .args(["run", "--leader-elect", "false", "--metrics-addr"])
+        .arg(metrics_addr.to_string())
+        .args(args)
+        .env("KUBECONFIG", server.kubeconfig_path())
+        .args(["--log-format", "json"])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log.reopen().expect("the daemon's log file"))
+        .spawn()
+        .expect("canaryd run starts");
+    (DaemonProcess(child), metrics_addr)
+}
+
+impl DaemonProcess {
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// utime + stime so far, in seconds.
+    pub fn cpu_seconds(&self) -> f64 {
+        cpu_seconds(self.id())
+    }
+
+    /// VmHWM: the peak resident memory so far, as /proc prints it (`153544 kB`).
+    pub fn peak_rss(&self) -> String {
+        proc_field(&format!("/proc/{}/status", self.id()), "VmHWM:")
+    }
+
+    /// SIGTERM, as Kubernetes stops a pod, then wait for the graceful stop: 30 s at most, as Kubernetes'
+    /// default grace period, after which it is killed (and that said).
+    pub fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.id().to_string()])
+            .status();
+        let start = Instant::now();
+        while start.elapsed() < STOP_GRACE {
+            if !matches!(self.0.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        println!("  the daemon did not stop within {STOP_GRACE:?} of SIGTERM: killed");
+    }
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn proc_field(file: &str, key: &str) -> String {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .map(|l| l[key.len()..].trim().to_string())
+        .unwrap_or_default()
+}
+
+/// utime + stime of process `pid`, in seconds (clock ticks of 100 Hz, Linux' USER_HZ).
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of stat; here indexes 11 and 12 after "pid (comm)".
+    (tick(11) + tick(12)) / 100.0
+}

@@ -1,0 +1,6 @@
+//! Seeded simulations of the judges (`canaryd::engine::judge`), shared by their tests, which assert bounds on
+//! the false-alarm rate and power, and by `tests/bench/judge.rs`, which prints the figures with more runs.
+
+pub mod distribution;
+pub mod error_rate;
+pub mod rng;

@@ -1,0 +1,143 @@
+//! Seeded simulations of the error-rate judge: exact binomial counts per look for canary and baseline,
+//! shared by its tests (`judge_error_rate`) and the bench (which runs more of them). Runs are fully determined
+//! by their seed.
+
+use canaryd::engine::judge::{ErrorRateParams, ErrorRateTest, Look, Verdict};
+
+use super::rng::Rng;
+
+/// Exact Binomial(n, p) sampling by inversion of a precomputed CDF table (n and p are fixed per scenario).
+pub struct Binomial {
+    cdf: Vec<f64>,
+}
+
+impl Binomial {
+    pub fn new(n: u64, p: f64) -> Binomial {
+        // log pmf by the recurrence pmf(k+1)/pmf(k) = (n-k)/(k+1) · p/(1-p), normalised at the end.
+        let mut log_pmf = Vec::with_capacity(n as usize + 1);
+        let mut current = n as f64 * (1.0 - p).ln();
+        for k in 0..=n {
+            log_pmf.push(current);
+            current += ((n - k) as f64 / (k + 1) as f64).ln() + (p / (1.0 - p)).ln();
+        }
+        let max = log_pmf.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let mut total = 0.0;
+        let mut cdf: Vec<f64> = log_pmf
+            .iter()
+            .map(|l| {
+                total += (l - max).exp();
+                total
+            })
+            .collect();
+        for c in &mut cdf {
+            *c /= total;
+        }
+        Binomial { cdf }
+    }
+
+    pub fn sample(&self, rng: &mut Rng) -> u64 {
+        let u = rng.uniform();
+        self.cdf.partition_point(|&c| c <= u) as u64
+    }
+}
+
+/// Canary and baseline each serve `requests_per_look` requests between looks at fixed error rates.
+#[derive(Debug, Clone)]
+pub struct ErrorRateScenario {
+    pub runs: usize,
+    pub looks: usize,
+    pub requests_per_look: u64,
+    pub baseline_rate: f64,
+    pub canary_rate: f64,
+    pub params: ErrorRateParams,
+}
+
+impl ErrorRateScenario {
+    pub fn new(
+        runs: usize,
+        looks: usize,
+        baseline_rate: f64,
+        canary_rate: f64,
+    ) -> ErrorRateScenario {
+        ErrorRateScenario {
+            runs,
+            looks,
+            requests_per_look: 1000,
+            baseline_rate,
+            canary_rate,
+            params: ErrorRateParams::default(),
+        }
+    }
+
+    /// The canary exactly at the null's boundary `baseline × (1 + r) + a`.
+    pub fn at_margin(
+        runs: usize,
+        looks: usize,
+        baseline_rate: f64,
+        params: ErrorRateParams,
+    ) -> ErrorRateScenario {
+        let canary =
+            baseline_rate * (1.0 + params.max_relative_increase) + params.max_absolute_increase;
+        ErrorRateScenario {
+            params,
+            ..ErrorRateScenario::new(runs, looks, baseline_rate, canary)
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorRateSummary {
+    /// Runs that said `fail` at some look / `pass` at some look.
+    pub fail_fraction: f64,
+    pub pass_fraction: f64,
+    /// Median over runs of the first look saying `fail` (`pass`); `None` when fewer than half the runs did.
+    pub median_looks_to_fail: Option<usize>,
+    pub median_looks_to_pass: Option<usize>,
+}
+
+pub fn simulate_error_rate(s: &ErrorRateScenario, seed: u64) -> ErrorRateSummary {
+    let mut rng = Rng::new(seed);
+    let canary = Binomial::new(s.requests_per_look, s.canary_rate);
+    let baseline = Binomial::new(s.requests_per_look, s.baseline_rate);
+    let mut first_fail = Vec::with_capacity(s.runs);
+    let mut first_pass = Vec::with_capacity(s.runs);
+    for _ in 0..s.runs {
+        let Ok(mut test) = ErrorRateTest::new(&s.params) else {
+            break;
+        };
+        let mut look = Look::default();
+        let (mut fail_at, mut pass_at) = (None, None);
+        for number in 1..=s.looks {
+            look.canary_requests += s.requests_per_look;
+            look.baseline_requests += s.requests_per_look;
+            look.canary_errors += canary.sample(&mut rng);
+            look.baseline_errors += baseline.sample(&mut rng);
+            match test.observe(&look) {
+                Ok(Verdict::Fail) => fail_at = fail_at.or(Some(number)),
+                Ok(Verdict::Pass) => pass_at = pass_at.or(Some(number)),
+                _ => {}
+            }
+            if fail_at.is_some() {
+                break; // `fail` is final: later looks cannot change the run's outcome.
+            }
+        }
+        first_fail.push(fail_at);
+        first_pass.push(pass_at);
+    }
+    ErrorRateSummary {
+        fail_fraction: fraction(&first_fail),
+        pass_fraction: fraction(&first_pass),
+        median_looks_to_fail: median_first(&first_fail),
+        median_looks_to_pass: median_first(&first_pass),
+    }
+}
+
+fn fraction(firsts: &[Option<usize>]) -> f64 {
+    firsts.iter().filter(|f| f.is_some()).count() as f64 / firsts.len().max(1) as f64
+}
+
+fn median_first(firsts: &[Option<usize>]) -> Option<usize> {
+    let mut v: Vec<usize> = firsts.iter().map(|f| f.unwrap_or(usize::MAX)).collect();
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().filter(|&m| m != usize::MAX)
+}

@@ -1,0 +1,71 @@
+//! The traffic routers' objects as a user would have written them before a Rollout first points at them: an
+//! Istio VirtualService (`web-vsvc` in the tests) by host or by subset with its DestinationRule, an NGINX
+//! stable Ingress `web` and a Gateway API HTTPRoute `web` with an extra backend, each sending everything to the
+//! stable side. TEST FIXTURE ONLY: no assertions about canaryd.
+
+use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
+use k8s_openapi::api::networking::v1::Ingress;
+use serde_json::json;
+
+/// The VirtualService `name` for host `app`: one route, all to `APP-stable`, none to `APP-canary`.
+pub fn virtual_service(namespace: &str, name: &str, app: &str) -> VirtualService {
+    serde_json::from_value(json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"hosts": [app], "http": [{"name": "primary", "route": [
+            {"destination": {"host": format!("{app}-stable")}, "weight": 100},
+            {"destination": {"host": format!("{app}-canary")}, "weight": 0}
+        ]}]}
+    }))
+    .expect("a VirtualService")
+}
+
+/// The VirtualService `name` for host `app` split by subsets: all to `stable`, none to `canary`.
+pub fn subset_virtual_service(namespace: &str, name: &str, app: &str) -> VirtualService {
+    serde_json::from_value(json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"hosts": [app], "http": [{"name": "primary", "route": [
+            {"destination": {"host": app, "subset": "stable"}, "weight": 100},
+            {"destination": {"host": app, "subset": "canary"}, "weight": 0}
+        ]}]}
+    }))
+    .expect("a VirtualService")
+}
+
+/// The DestinationRule `name` for host `app` with `canary` and `stable` subsets selecting every pod of `app`.
+pub fn destination_rule(namespace: &str, name: &str, app: &str) -> DestinationRule {
+    serde_json::from_value(json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"host": app, "subsets": [{"name": "canary", "labels": {"app": app}},
+                                          {"name": "stable", "labels": {"app": app}}]}
+    }))
+    .expect("a DestinationRule")
+}
+
+pub fn stable_ingress(namespace: &str) -> Ingress {
+    serde_json::from_value(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {"ingressClassName": "nginx", "rules": [{"host": "web.example.com", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix",
+             "backend": {"service": {"name": "web-stable", "port": {"number": 80}}}}
+        ]}}]}
+    }))
+    .expect("an Ingress")
+}
+
+/// `web-stable` at 100, `web-canary` at 0 and `extra` with no weight, which canaryd must leave alone.
+pub fn http_route(namespace: &str) -> HttpRoute {
+    serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [
+            {"name": "web-stable", "port": 80, "weight": 100},
+            {"name": "web-canary", "port": 80, "weight": 0},
+            {"name": "extra", "port": 80}
+        ]}]}
+    }))
+    .expect("an HTTPRoute")
+}

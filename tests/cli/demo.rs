@@ -1,0 +1,174 @@
+//! `canaryd demo`, the README's first command: the Rollout progresses and rolls back with its reason (or
+//! promotes with `--scenario healthy`); `--analysis-only` still runs the analysis alone.
+
+use crate::CANARYD;
+
+fn demo(args: &[&str]) -> (i32, String) {
+    let ran = CANARYD.run(&[&["demo"], args].concat());
+    (ran.code.unwrap_or(-1), ran.stdout)
+}
+
+#[test]
+fn the_analysis_alone_fails_the_degrading_canary_with_the_reason() {
+    let (code, out) = demo(&["--analysis-only"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("Analysis success-rate: Failed — Metric \"success-rate\" assessed Failed due to failed (2) > failureLimit (1)"),
+        "{out}"
+    );
+    assert!(
+        out.trim_end()
+            .ends_with("Decision: roll back: abort the rollout"),
+        "{out}"
+    );
+    // The first failure comes after the canary degrades at minute 8.
+    assert!(
+        out.contains("2026-01-01T00:08:00Z  success-rate         [0.99"),
+        "{out}"
+    );
+    assert!(
+        out.contains("2026-01-01T00:09:00Z  success-rate         [0.935"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_analysis_alone_passes_the_healthy_canary() {
+    let (code, out) = demo(&["--analysis-only", "--scenario", "healthy"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("10 measurement(s): 10 successful, 0 failed"),
+        "{out}"
+    );
+    assert!(
+        out.trim_end()
+            .ends_with("Decision: promote: the canary may take the next step"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_analysis_alone_prints_the_final_status_as_json() {
+    let (code, out) = demo(&["--analysis-only", "--output", "json"]);
+    assert_eq!(code, 1);
+    let status: serde_json::Value =
+        serde_json::from_str(&out).expect("stdout is one JSON document");
+    assert_eq!(status["phase"], "Failed");
+    assert_eq!(status["metricResults"][0]["failed"], 2);
+    assert_eq!(
+        status["metricResults"][0]["measurements"]
+            .as_array()
+            .map(Vec::len),
+        Some(9)
+    );
+}
+
+#[test]
+fn the_rollout_shifts_traffic_step_by_step_and_rolls_back_when_the_canary_degrades() {
+    let (code, out) = demo(&[]);
+    assert_eq!(code, 1, "{out}");
+    let has = |line: &str| out.lines().any(|l| l.contains(line));
+    assert!(
+        has(
+            "00:02:00Z  step 1/7  setWeight: 20    canary weight 0  VirtualService/checkout: checkout-stable 100, checkout-canary 0"
+        ),
+        "no traffic goes to a canary without an available pod: {out}"
+    );
+    assert!(
+        has(
+            "00:02:00Z  step 2/7  pause: 5m        canary weight 20  VirtualService/checkout: checkout-stable 80, checkout-canary 20"
+        ),
+        "setWeight: 20 completes once the VirtualService has it: {out}"
+    );
+    assert!(
+        has("00:02:00Z  RolloutPaused: Rollout is paused (CanaryPauseStep)"),
+        "{out}"
+    );
+    assert!(has("00:07:00Z  step 3/7  analysis"), "{out}");
+    assert!(
+        has("00:10:00Z  success-rate         [0.88]         Failed"),
+        "{out}"
+    );
+    assert!(
+        has(
+            "00:10:00Z  warning RolloutAborted: Rollout aborted update to revision 2: Step-based analysis phase \
+             error/failed: Metric \"success-rate\" assessed Failed due to failed (2) > failureLimit (1)"
+        ),
+        "{out}"
+    );
+    assert!(
+        has(
+            "00:10:00Z  step 1/7  aborted          canary weight 0  VirtualService/checkout: checkout-stable 100, checkout-canary 0"
+        ),
+        "the canary's traffic is taken back: {out}"
+    );
+    assert!(
+        out.trim_end()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .starts_with(
+                "Outcome: aborted at step 3/7 after 8m (metric success-rate): RolloutAborted:"
+            ),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_healthy_rollout_is_promoted_through_every_step() {
+    let (code, out) = demo(&["--scenario", "healthy"]);
+    assert_eq!(code, 0, "{out}");
+    for weight in [
+        "checkout-stable 50, checkout-canary 50",
+        "checkout-stable 20, checkout-canary 80",
+        "checkout-stable 0, checkout-canary 100",
+    ] {
+        assert!(out.contains(weight), "{weight}: {out}");
+    }
+    assert!(
+        out.contains("RolloutCompleted: Rollout completed update to revision 2"),
+        "{out}"
+    );
+    assert!(
+        out.trim_end()
+            .ends_with("Outcome: promoted after 24m: the new revision is stable"),
+        "{out}"
+    );
+}
+
+#[test]
+fn json_output_is_one_object_per_line_ending_with_the_rollout_status() {
+    let (code, out) = demo(&["--output", "json"]);
+    assert_eq!(code, 1);
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every stdout line is JSON"))
+        .collect();
+    let last = lines.last().expect("an outcome line");
+    assert_eq!(last["type"], "outcome");
+    assert_eq!(last["outcome"], "aborted");
+    assert_eq!(last["status"]["phase"], "Degraded");
+    assert_eq!(last["status"]["abort"], true);
+    let failed = lines
+        .iter()
+        .filter(|l| l["type"] == "measurement" && l["measurement"]["phase"] == "Failed")
+        .count();
+    assert_eq!(failed, 2);
+}
+
+/// `canaryd demo | head`: once the reader has gone, the command stops with exit code 4, quietly, instead of
+/// panicking on its next line (the reader here is gone before the first).
+#[test]
+fn a_reader_that_stops_reading_ends_the_demo_quietly() {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = CANARYD
+        .command()
+        .arg("demo")
+        .stdout(writer)
+        .output()
+        .expect("the canaryd binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

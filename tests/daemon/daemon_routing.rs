@@ -1,0 +1,424 @@
+//! `canaryd run --rollouts` with each traffic router, against the fake API server: the same Rollout pointed at
+//! an Istio VirtualService (split by host, or by subset with a DestinationRule), an NGINX stable Ingress or a
+//! Gateway API HTTPRoute gets each `setWeight` into the
+//! router before the step counts as done, all traffic to the canary after the last step then back to the new
+//! stable on promotion, and weight 0 at once on an abort while the canary's pods wait out
+//! `abortScaleDownDelaySeconds`. A router object that is missing holds the Rollout where it is with a
+//! `TrafficRoutingError` Event instead of a status claiming a weight nobody applied. The weights are read from
+//! a watch on the router object, so every weight canaryd wrote is seen, in order.
+
+#![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
+
+use std::sync::{Arc, Mutex};
+
+use canaryd::api::Rollout;
+use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
+use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
+use canaryd_testkit::harness::{self, Answer, eventually};
+use canaryd_testkit::rollout::cluster::*;
+use canaryd_testkit::router_objects;
+use futures::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, Debug)]
+enum Router {
+    Istio,
+    /// Istio's subset mode: the VirtualService's routes name subsets of one host, a DestinationRule's.
+    IstioSubsets,
+    Nginx,
+    GatewayApi,
+}
+
+use Router::*;
+
+impl Router {
+    /// `spec.strategy.canary.trafficRouting`, as a user of Argo Rollouts writes it.
+    fn config(self) -> Value {
+        match self {
+            Istio => json!({"istio": {"virtualService": {"name": "web-vsvc"}}}),
+            IstioSubsets => json!({"istio": {
+                "virtualService": {"name": "web-vsvc"},
+                "destinationRule": {"name": "web-destrule", "canarySubsetName": "canary", "stableSubsetName": "stable"}
+            }}),
+            Nginx => json!({"nginx": {"stableIngress": "web"}}),
+            GatewayApi => json!({"plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}),
+        }
+    }
+
+    /// The user's router object, there before the Rollout points at it; its resourceVersion as stored.
+    fn install(self, server: &FakeApiServer) -> Option<String> {
+        match self {
+            Istio => server
+                .put(&router_objects::virtual_service(
+                    "default", "web-vsvc", "web",
+                ))
+                .resource_version(),
+            IstioSubsets => {
+                server.put(&router_objects::destination_rule(
+                    "default",
+                    "web-destrule",
+                    "web",
+                ));
+                server
+                    .put(&router_objects::subset_virtual_service(
+                        "default", "web-vsvc", "web",
+                    ))
+                    .resource_version()
+            }
+            Nginx => server
+                .put(&router_objects::stable_ingress("default"))
+                .resource_version(),
+            GatewayApi => server
+                .put(&router_objects::http_route("default"))
+                .resource_version(),
+        }
+    }
+
+    /// The canary's weight in the object canaryd writes (for NGINX the canary Ingress it creates).
+    fn canary_weight(self, object: &Value) -> Option<i64> {
+        let backend = |list: &Value, key: &str| {
+            list.as_array()?
+                .iter()
+                .find(|b| b.pointer(key) == Some(&json!("web-canary")))
+                .map(|b| b["weight"].as_i64().unwrap_or(0))
+        };
+        match self {
+            Istio => backend(&object["spec"]["http"][0]["route"], "/destination/host"),
+            IstioSubsets => object["spec"]["http"][0]["route"]
+                .as_array()?
+                .iter()
+                .find(|d| d.pointer("/destination/subset") == Some(&json!("canary")))
+                .map(|d| d["weight"].as_i64().unwrap_or(0)),
+            Nginx => object["metadata"]["annotations"]["nginx.ingress.kubernetes.io/canary-weight"]
+                .as_str()?
+                .parse()
+                .ok(),
+            GatewayApi => backend(&object["spec"]["rules"][0]["backendRefs"], "/name"),
+        }
+    }
+
+    /// Every canary weight the router object shows from now on, in order, repeats folded.
+    fn record(self, client: &kube::Client) -> Weights {
+        match self {
+            Istio | IstioSubsets => Weights::watch::<VirtualService>(client, "web-vsvc", self),
+            Nginx => Weights::watch::<Ingress>(client, "web-web-canary", self),
+            GatewayApi => Weights::watch::<HttpRoute>(client, "web", self),
+        }
+    }
+}
+
+/// The weights a watch on one router object saw; the watch ends with it.
+struct Weights {
+    seen: Arc<Mutex<Vec<i64>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Weights {
+    fn watch<K>(client: &kube::Client, name: &'static str, router: Router) -> Self
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+        K: Clone + DeserializeOwned + serde::Serialize,
+        K: std::fmt::Debug + Send + 'static,
+    {
+        let api: Api<K> = Api::namespaced(client.clone(), "default");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let into = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = events.next().await {
+                let (Ok(Event::Apply(o)) | Ok(Event::InitApply(o))) = event else {
+                    continue;
+                };
+                if o.name_any() != name {
+                    continue;
+                }
+                let value = serde_json::to_value(&o).expect("a router object serialises");
+                let Some(weight) = router.canary_weight(&value) else {
+                    continue;
+                };
+                let mut seen = into.lock().expect("weights lock");
+                if seen.last() != Some(&weight) {
+                    seen.push(weight);
+                }
+            }
+        });
+        Weights { seen, task }
+    }
+
+    fn now(&self) -> Vec<i64> {
+        self.seen.lock().expect("weights lock").clone()
+    }
+
+    async fn until(&self, what: &str, wanted: &[i64]) {
+        eventually(WAIT, what, || async {
+            (self.now() == wanted).then_some(())
+        })
+        .await;
+    }
+}
+
+impl Drop for Weights {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// `web` behind `router`: `setWeight: 20`, then an indefinite pause; an aborted canary keeps its pods 2 s.
+fn routed(router: Router) -> Rollout {
+    let mut rollout = routed_through(
+        with_steps("web:1", json!([{"setWeight": 20}, {"pause": {}}])),
+        router.config(),
+    );
+    if let Some(canary) = rollout
+        .spec
+        .strategy
+        .as_mut()
+        .and_then(|s| s.canary.as_mut())
+    {
+        canary.abort_scale_down_delay_seconds = Some(2);
+    }
+    rollout
+}
+
+/// `routed(router)` deployed (Healthy at revision 1) behind the user's router object, the daemon running,
+/// and a watch on the router's weights.
+struct Routed {
+    router: Router,
+    server: FakeApiServer,
+    client: kube::Client,
+    daemon: harness::Running,
+    weights: Weights,
+    /// The resourceVersion of the user's router object as installed.
+    installed: Option<String>,
+    _prometheus: harness::FakePrometheus,
+    _replica_sets: fake_apiserver::ReplicaSetController,
+}
+
+async fn deployed_behind(router: Router) -> Routed {
+    let (server, client, _prometheus, _replica_sets) =
+        deployed_with(CrdSet::Argo, Answer::Scalar(1.0), &routed(router)).await;
+    let installed = router.install(&server);
+    let weights = router.record(&client);
+    let daemon = harness::spawn(client.clone(), config()).await;
+    until(&server, "the first deploy to be Healthy", |s| {
+        healthy_at(s, None) && s.available_replicas == 5
+    })
+    .await;
+    weights
+        .until("a first deploy moving no traffic", &[0])
+        .await;
+    Routed {
+        router,
+        server,
+        client,
+        daemon,
+        weights,
+        installed,
+        _prometheus,
+        _replica_sets,
+    }
+}
+
+/// The update to `web:2`, paused after its `setWeight: 20`.
+async fn updated_to_twenty(r: &Routed) -> String {
+    let (server, client, weights) = (&r.server, &r.client, &r.weights);
+    set_image(client, "web:2").await;
+    let s = until(server, "the pause after setWeight: 20", |s| {
+        s.current_step_index == Some(1) && !s.pause_conditions.is_empty()
+    })
+    .await;
+    assert_eq!(
+        weights.now(),
+        [0, 20],
+        "the weight was in the router before the step completed"
+    );
+    let applied = s.canary.weights.as_ref().map(|w| w.canary.weight);
+    assert_eq!(
+        applied,
+        Some(20),
+        "status.canary.weights says what was applied"
+    );
+    assert_eq!(
+        replicas_of(server, &s.current_pod_hash),
+        Some(1),
+        "the canary gets ceil(20% of 5) pods"
+    );
+    assert_eq!(
+        replicas_of(server, &s.stable_rs),
+        Some(5),
+        "the stable keeps every pod"
+    );
+    if let IstioSubsets = r.router {
+        assert_eq!(
+            subset_hashes(server),
+            [s.current_pod_hash.clone(), s.stable_rs.clone()],
+            "the subsets select the canary's and the stable's pods"
+        );
+    }
+    s.current_pod_hash
+}
+
+async fn promotion_sends_all_traffic_to_the_canary_then_to_the_new_stable(router: Router) {
+    let r = deployed_behind(router).await;
+    let canary = updated_to_twenty(&r).await;
+    let (server, client, weights) = (&r.server, &r.client, &r.weights);
+    patch_status(client, json!({"status": {"pauseConditions": null}})).await;
+    until(server, "the promotion", |s| healthy_at(s, Some(&canary))).await;
+    weights
+        .until(
+            "100 after the last step, then 0 on the new stable",
+            &[0, 20, 100, 0],
+        )
+        .await;
+    assert_eq!(service_hash(server, "web-stable"), canary);
+    assert_eq!(service_hash(server, "web-canary"), canary);
+    if let IstioSubsets = router {
+        eventually(WAIT, "both subsets on the new hash", || async {
+            (subset_hashes(server) == [canary.clone(), canary.clone()]).then_some(())
+        })
+        .await;
+    }
+    r.daemon.stop().await;
+}
+
+/// The `rollouts-pod-template-hash` each subset of the DestinationRule selects (canary, stable).
+fn subset_hashes(server: &FakeApiServer) -> Vec<String> {
+    let dr = server
+        .get_json::<DestinationRule>("default", "web-destrule")
+        .unwrap_or_default();
+    ["canary", "stable"]
+        .iter()
+        .map(|name| {
+            dr["spec"]["subsets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|s| s["name"] == *name)
+                .and_then(|s| s["labels"]["rollouts-pod-template-hash"].as_str())
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
+
+async fn an_abort_returns_all_traffic_to_the_stable_at_once(router: Router) {
+    let r = deployed_behind(router).await;
+    let canary = updated_to_twenty(&r).await;
+    let (server, client, weights) = (&r.server, &r.client, &r.weights);
+    patch_status(client, json!({"status": {"abort": true}})).await;
+    let aborted = until(server, "the abort", |s| s.phase == "Degraded").await;
+    weights.until("weight 0 on the abort", &[0, 20, 0]).await;
+    assert_eq!(
+        aborted.canary.weights.as_ref().map(|w| w.canary.weight),
+        Some(0)
+    );
+    let deadline = |server: &FakeApiServer| {
+        server
+            .get::<k8s_openapi::api::apps::v1::ReplicaSet>("default", &format!("web-{canary}"))
+            .and_then(|rs| rs.metadata.annotations)
+            .and_then(|a| a.get("scale-down-deadline").cloned())
+    };
+    eventually(
+        WAIT,
+        "the canary scaled to 0 once its delay is over",
+        || async { (replicas_of(server, &canary) == Some(0)).then_some(()) },
+    )
+    .await;
+    assert!(
+        deadline(server).is_some(),
+        "the canary waited for a scale-down deadline before losing its pods"
+    );
+    assert_eq!(
+        weights.now(),
+        [0, 20, 0],
+        "no traffic went back to the canary"
+    );
+    r.daemon.stop().await;
+}
+
+macro_rules! with_each_router {
+    ($flow:ident) => {
+        mod $flow {
+            use super::*;
+            #[tokio::test]
+            async fn istio() {
+                $flow(Istio).await
+            }
+            #[tokio::test]
+            async fn istio_subsets() {
+                $flow(IstioSubsets).await
+            }
+            #[tokio::test]
+            async fn nginx() {
+                $flow(Nginx).await
+            }
+            #[tokio::test]
+            async fn gateway_api() {
+                $flow(GatewayApi).await
+            }
+        }
+    };
+}
+
+with_each_router!(promotion_sends_all_traffic_to_the_canary_then_to_the_new_stable);
+with_each_router!(an_abort_returns_all_traffic_to_the_stable_at_once);
+
+#[tokio::test]
+async fn the_stable_ingress_and_the_other_backends_are_left_alone() {
+    let r = deployed_behind(Nginx).await;
+    updated_to_twenty(&r).await;
+    r.daemon.stop().await;
+    let stable = r.server.get::<Ingress>("default", "web");
+    assert_eq!(
+        stable.and_then(|i| i.metadata.resource_version),
+        r.installed,
+        "the stable Ingress is never written"
+    );
+
+    let r = deployed_behind(GatewayApi).await;
+    updated_to_twenty(&r).await;
+    r.daemon.stop().await;
+    let route = r.server.get_json::<HttpRoute>("default", "web").unwrap();
+    let refs = &route["spec"]["rules"][0]["backendRefs"];
+    assert_eq!(
+        (refs[0]["weight"].as_i64(), refs[1]["weight"].as_i64()),
+        (Some(80), Some(20))
+    );
+    assert_eq!(refs[2], json!({"name": "extra", "port": 80}), "{route}");
+}
+
+#[tokio::test]
+async fn a_missing_virtual_service_holds_the_rollout_with_a_traffic_routing_error() {
+    let (server, client, _prom, _rsc) =
+        deployed_with(CrdSet::Argo, Answer::Scalar(1.0), &routed(Istio)).await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    eventually(
+        WAIT,
+        "a TrafficRoutingError Event naming the VirtualService",
+        || {
+            let client = client.clone();
+            async move {
+                let found = events(&client).await.iter().any(|(reason, note)| {
+                    reason == "TrafficRoutingError"
+                        && note == "VirtualService default/web-vsvc not found"
+                });
+                found.then_some(())
+            }
+        },
+    )
+    .await;
+    daemon.stop().await;
+    let s = status(&server);
+    assert!(
+        s.canary
+            .weights
+            .as_ref()
+            .is_none_or(|w| w.canary.weight == 0),
+        "no weight is claimed while the router is missing: {s:?}"
+    );
+}

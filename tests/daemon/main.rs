@@ -1,0 +1,16 @@
+//! The daemon: `canaryd run` in-process against the fake API server and a scripted Prometheus
+//! (`canaryd_testkit::harness`), on real time or on a manual clock, most tests under both canaryd's and Argo's
+//! CRDs. One test binary, a module per area.
+
+mod daemon_clock;
+mod daemon_decode;
+mod daemon_gate;
+mod daemon_ha;
+mod daemon_jobs;
+mod daemon_restart;
+mod daemon_rollout_errors;
+mod daemon_rollout_writes;
+mod daemon_rollouts;
+mod daemon_rollouts_kubectl;
+mod daemon_routing;
+mod daemon_runs;

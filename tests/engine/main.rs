@@ -1,0 +1,19 @@
+//! The engine: canaryd's pure parts, no sockets and no clock (files read from `tests/fixtures/` and the
+//! repository at most): the object model, the condition language, the judges, the analysis state machine,
+//! the Rollout planner on the in-memory cluster, the traffic-router builders, the ApplicationSet engine and
+//! the document loader. One test binary, a module per area.
+
+mod analysis_machine;
+mod api;
+mod conditions;
+mod conditions_props;
+mod judge_distribution;
+mod judge_error_rate;
+mod load_truncated;
+mod progressive_engine;
+mod rollout_act;
+mod rollout_analysis;
+mod rollout_planner;
+mod rollout_scenarios;
+mod rollout_traffic;
+mod routing_golden;

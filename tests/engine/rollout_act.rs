@@ -1,0 +1,222 @@
+//! The reconcile loop every driver shares (`engine::rollout::act`), on the in-memory cluster with faults a
+//! real API server and router can give: a write that meets a change is planned again after a fresh read; one
+//! that always does gives up after three reads; a router that cannot be written stops the plan at the route;
+//! and the daemon's coalescing of status-only plans ends where one reconcile per plan ends, with fewer
+//! status writes.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+
+use canaryd::api::Rollout;
+use canaryd::api::reasons::rollout::TRAFFIC_ROUTING_ERROR;
+use canaryd::api::rollout::RolloutStatus;
+use canaryd::engine::rollout::act::{self, ATTEMPTS, Made, Reconciled, Snapshot, Stored};
+use canaryd::engine::rollout::sim::Cluster;
+use canaryd::engine::rollout::{Event, Route, Write};
+use canaryd_testkit::rollout::sim::*;
+use jiff::Timestamp;
+use serde_json::json;
+
+/// The in-memory cluster with scripted faults, counting what the loop asked of it. `COALESCE` as the daemon
+/// (true) or a rehearsal (false) runs the loop.
+struct Faulty<const COALESCE: bool> {
+    sim: Cluster,
+    /// Writes still to be answered "changed since the read" (and not made).
+    conflicts: usize,
+    /// What the router answers, when it fails.
+    router_down: Option<String>,
+    observed: usize,
+    made: usize,
+    stored: usize,
+}
+
+impl<const COALESCE: bool> Faulty<COALESCE> {
+    fn new(sim: Cluster) -> Self {
+        Faulty {
+            sim,
+            conflicts: 0,
+            router_down: None,
+            observed: 0,
+            made: 0,
+            stored: 0,
+        }
+    }
+
+    /// One reconcile at `now`.
+    fn reconcile(&mut self, now: Timestamp) -> Reconciled {
+        self.sim.set_now(now);
+        match futures::executor::block_on(act::reconcile(self)) {
+            Ok(reconciled) => reconciled,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Reconciles at `now` until a plan writes nothing (pods available at once), as `rollout::sim::run`.
+    fn settle(&mut self, now: Timestamp) {
+        for _ in 0..30 {
+            let became_available = self.sim.make_available();
+            match self.reconcile(now) {
+                Reconciled::Planned { changed: false, .. } if !became_available => return,
+                Reconciled::Planned { .. } => {}
+                other => panic!("the reconcile did not carry out its plan: {other:?}"),
+            }
+        }
+        panic!("the planner did not settle: {:#?}", self.sim.status());
+    }
+}
+
+impl<const COALESCE: bool> act::Cluster for Faulty<COALESCE> {
+    type Error = Infallible;
+    const COALESCE: bool = COALESCE;
+
+    fn instance_id(&self) -> Option<&str> {
+        act::Cluster::instance_id(&self.sim)
+    }
+
+    async fn observe(&mut self) -> Result<Option<Snapshot>, Infallible> {
+        self.observed += 1;
+        self.sim.observe().await
+    }
+
+    async fn make(&mut self, seen: &Snapshot, write: &Write) -> Result<Made, Infallible> {
+        if self.conflicts > 0 {
+            self.conflicts -= 1;
+            return Ok(Made::Changed);
+        }
+        self.made += 1;
+        self.sim.make(seen, write).await
+    }
+
+    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<(), String> {
+        match &self.router_down {
+            Some(message) => Err(message.clone()),
+            None => self.sim.route(seen, route).await,
+        }
+    }
+
+    async fn store_status(
+        &mut self,
+        seen: &Snapshot,
+        status: &RolloutStatus,
+    ) -> Result<Stored, Infallible> {
+        self.stored += 1;
+        self.sim.store_status(seen, status).await
+    }
+
+    fn publish(&mut self, rollout: &Rollout, events: &[Event]) {
+        self.sim.publish(rollout, events);
+    }
+
+    fn release(&mut self, seen: Snapshot) {
+        self.sim.release(seen);
+    }
+}
+
+fn routed() -> Cluster {
+    let canary = json!({
+        "canaryService": "web-canary", "stableService": "web-stable",
+        "trafficRouting": {"istio": {"virtualService": {"name": "web-vsvc"}}},
+        "steps": [{"setWeight": 50}, {"pause": {"duration": "30s"}}, {"setWeight": 100}],
+        "scaleDownDelaySeconds": 0,
+    });
+    let mut c = Cluster::new(rollout(4, canary));
+    let selector = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    c.add_service("web-canary", selector.clone());
+    c.add_service("web-stable", selector);
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    c
+}
+
+#[test]
+fn a_write_that_meets_a_change_is_planned_again_after_a_fresh_read() {
+    let mut c: Faulty<true> = Faulty::new(routed());
+    c.conflicts = 1;
+    let Reconciled::Planned { plan, changed } = c.reconcile(at(10)) else {
+        panic!("not carried out");
+    };
+    assert!(changed);
+    assert_eq!(c.observed, 2, "read again after the change");
+    assert_eq!(
+        c.made,
+        plan.writes.len(),
+        "the second plan's writes, all made"
+    );
+    assert_eq!(replicas(&c.sim).len(), 2, "the new ReplicaSet was created");
+}
+
+#[test]
+fn writes_that_always_meet_a_change_give_up_after_three_reads_having_made_nothing() {
+    let mut c: Faulty<true> = Faulty::new(routed());
+    c.conflicts = usize::MAX;
+    let before = c.sim.status();
+    assert!(matches!(c.reconcile(at(10)), Reconciled::Contended));
+    assert_eq!(c.observed, ATTEMPTS);
+    assert_eq!((c.made, c.stored), (0, 0));
+    assert_eq!(replicas(&c.sim).len(), 1);
+    assert_eq!(c.sim.status(), before);
+}
+
+#[test]
+fn a_router_that_cannot_be_written_stops_the_plan_at_the_route_and_says_why() {
+    let mut c: Faulty<true> = Faulty::new(routed());
+    c.router_down = Some("VirtualService prod/web-vsvc not found".to_string());
+    // The first plan with a route: it points the routers at the new pods, still at weight 0.
+    let (plan, error) = loop {
+        c.sim.make_available();
+        let (status, events, made) = (c.sim.status(), c.sim.events.len(), c.made);
+        match c.reconcile(at(10)) {
+            Reconciled::Unrouted { plan, error } => {
+                assert_eq!(c.made - made, plan.route_after, "nothing after the route");
+                assert_eq!(
+                    c.sim.status(),
+                    status,
+                    "a status saying the weight is applied"
+                );
+                assert_eq!(c.sim.events.len(), events + 1, "only the failure's Event");
+                break (plan, error);
+            }
+            Reconciled::Planned { changed: true, .. } => {}
+            other => panic!("the weight was never moved: {other:?}"),
+        }
+    };
+    assert_eq!(plan.route.as_ref().map(|r| r.weight), Some(0));
+    assert!(
+        plan.route_after < plan.writes.len(),
+        "writes were held back: {plan:#?}"
+    );
+    let told = c.sim.events.last().expect("an Event");
+    assert_eq!(
+        (told.reason.as_str(), told.message.as_str(), told.warning),
+        (TRAFFIC_ROUTING_ERROR, error.as_str(), true)
+    );
+    assert_eq!(error, "VirtualService prod/web-vsvc not found");
+
+    // Once the router can be written, the same plan is carried out.
+    c.router_down = None;
+    c.settle(at(11));
+    assert_eq!(
+        c.sim.status().canary.weights.map(|w| w.canary.weight),
+        Some(50)
+    );
+}
+
+#[test]
+fn coalesced_status_plans_end_where_one_reconcile_per_plan_ends_with_fewer_status_writes() {
+    let mut daemon: Faulty<true> = Faulty::new(routed());
+    let mut rehearsal: Faulty<false> = Faulty::new(routed());
+    for now in [at(10), at(40), at(41)] {
+        daemon.settle(now);
+        rehearsal.settle(now);
+    }
+    assert_eq!(phase(&rehearsal.sim).0, "Healthy", "promoted");
+    assert_eq!(daemon.sim.status(), rehearsal.sim.status());
+    assert_eq!(daemon.sim.events, rehearsal.sim.events);
+    assert_eq!(daemon.sim.replica_sets, rehearsal.sim.replica_sets);
+    assert!(
+        daemon.stored < rehearsal.stored,
+        "{} status writes coalesced, {} one per plan",
+        daemon.stored,
+        rehearsal.stored
+    );
+}
