@@ -8,7 +8,7 @@
 //! Every rule about steps, weights, pauses, aborts and analysis is the planner's or the analysis engine's;
 //! nothing here decides one.
 
-mod runs;
+pub mod runs;
 
 use std::collections::BTreeMap;
 

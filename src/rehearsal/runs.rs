@@ -23,7 +23,7 @@ struct Driven {
 }
 
 /// The runs of one rehearsal, by name.
-pub(super) struct Runs<'a> {
+pub struct Runs<'a> {
     /// `--arg` values: they win over the values the Rollout gives.
     supplied: BTreeMap<String, String>,
     prometheus: Option<&'a str>,

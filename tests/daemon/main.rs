@@ -14,3 +14,4 @@ mod daemon_rollouts;
 mod daemon_rollouts_kubectl;
 mod daemon_routing;
 mod daemon_runs;
+mod run_parity;

@@ -7,5 +7,6 @@ mod providers_parse;
 mod providers_prometheus;
 mod providers_web;
 mod rollout_crd;
+mod rollout_writes_parity;
 mod routers_api;
 mod status_writes;
