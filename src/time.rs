@@ -298,7 +298,7 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!sleeper.is_finished());
         assert_eq!(m.advance_to_next(), Some(at("2026-01-01T00:10:00Z")));
-        tokio::time::timeout(Duration::from_secs(5), sleeper)
+        real_timeout(Duration::from_secs(5), sleeper)
             .await
             .expect("the sleeper wakes")
             .expect("the sleeper ends");
