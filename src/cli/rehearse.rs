@@ -17,7 +17,7 @@ use super::located::Located;
 use super::validate::validate_documents;
 use super::{Exit, OutputFormat};
 use crate::api::{self, AnalysisTemplateRef, Rollout};
-use crate::engine::rollout::act::{Templates, template_key};
+use crate::engine::rollout::reconcile_loop::{Templates, template_key};
 use crate::engine::routing::memory::Routers;
 use crate::engine::template::{Finding, Severity};
 use crate::measure::Providers;

@@ -1,4 +1,4 @@
-//! The Rollout controller (`canaryd run --rollouts`): each reconcile of a Rollout is `engine::rollout::act`'s
+//! The Rollout controller (`canaryd run --rollouts`): each reconcile of a Rollout is `engine::rollout::reconcile_loop`'s
 //! loop run on the API server. `ApiCluster` reads the Rollout afresh with what it controls (ReplicaSets,
 //! AnalysisRuns, and its pods while a `restartAt` is due) and names (Services, analysis templates), makes the
 //! plan's writes (`k8s::rollout_writes`) and the routers' (`routers::ApiRouter`), writes the status through
@@ -26,8 +26,8 @@ use super::watch::{self, Undecodable};
 use crate::api::reasons::rollout as reasons;
 use crate::api::rollout::RolloutStatus;
 use crate::api::{AnalysisRun, INSTANCE_LABEL, Rollout};
-use crate::engine::rollout::act::{self, Made, Snapshot, Stored};
 use crate::engine::rollout::hash::HASH_LABEL;
+use crate::engine::rollout::reconcile_loop::{self, Made, Snapshot, Stored};
 use crate::engine::rollout::{self, Route, Write};
 use crate::k8s::events::{self, Happened};
 use crate::k8s::rollout_writes;
@@ -96,7 +96,7 @@ fn owned(rollout: &Rollout, instance_id: Option<&str>) -> bool {
     rollout.labels().get(INSTANCE_LABEL).map(String::as_str) == instance_id
 }
 
-/// One reconcile of one Rollout (`engine::rollout::act`'s loop on the API server). Public so tests and benches
+/// One reconcile of one Rollout (`engine::rollout::reconcile_loop`'s loop on the API server). Public so tests and benches
 /// can drive it.
 pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, ReconcileError> {
     let mut cluster = ApiCluster {
@@ -105,16 +105,18 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
         name: obj.name_any(),
         rv: String::new(),
     };
-    Ok(match act::reconcile(&mut cluster).await? {
-        act::Reconciled::Gone => Next::Change,
-        act::Reconciled::Planned { changed: true, .. } => Next::After(AGAIN),
-        act::Reconciled::Planned { plan, .. } => requeue_at(plan.wake_at, ctx.clock.now()),
-        act::Reconciled::Unrouted { .. } => {
+    Ok(match reconcile_loop::reconcile(&mut cluster).await? {
+        reconcile_loop::Reconciliation::Gone => Next::Change,
+        reconcile_loop::Reconciliation::Planned { changed: true, .. } => Next::After(AGAIN),
+        reconcile_loop::Reconciliation::Planned { plan, .. } => {
+            requeue_at(plan.wake_at, ctx.clock.now())
+        }
+        reconcile_loop::Reconciliation::Unrouted { .. } => {
             ctx.metrics.reconcile_error("traffic_routing");
             Next::After(ROUTER_RETRY)
         }
         // Something keeps changing under the plans: let it settle rather than spin.
-        act::Reconciled::Contended => Next::After(CONTENDED),
+        reconcile_loop::Reconciliation::Contended => Next::After(CONTENDED),
     })
 }
 
@@ -127,7 +129,7 @@ struct ApiCluster<'a> {
     rv: String,
 }
 
-impl act::Cluster for ApiCluster<'_> {
+impl reconcile_loop::Cluster for ApiCluster<'_> {
     type Error = ReconcileError;
     const COALESCE: bool = true;
 
@@ -244,7 +246,7 @@ async fn report_refused_create(
     };
     let name = rs.metadata.name.as_deref().unwrap_or_default();
     let (status, message) =
-        rollout::status::create_refused(rollout, name, &said, ctx.clock.stamp());
+        rollout::conditions::create_refused(rollout, name, &said, ctx.clock.stamp());
     let old = rollout.status.clone().unwrap_or_default();
     if status != old {
         let written = rollout_writes::patch_status(&ctx.statuses, rollout, rv, &old, &status).await;

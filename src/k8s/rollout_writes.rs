@@ -26,9 +26,9 @@ use crate::api::{
     Rollout,
 };
 use crate::engine::merge_patch;
-use crate::engine::rollout::act::{Snapshot, Templates, template_key};
 use crate::engine::rollout::change::{Change, Created, Kind};
 use crate::engine::rollout::hash::HASH_LABEL;
+use crate::engine::rollout::reconcile_loop::{Snapshot, Templates, template_key};
 use crate::engine::rollout::{Write, restart_due};
 
 fn api_error(e: kube::Error) -> WriteError {

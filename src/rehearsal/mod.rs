@@ -1,4 +1,4 @@
-//! A rehearsal: a Rollout's canary steps played on the in-memory cluster (`engine::rollout::sim`) on a
+//! A rehearsal: a Rollout's canary steps played on the in-memory cluster (`engine::rollout::memory`) on a
 //! virtual clock, by the daemon's planner, with its step and background analyses measured by the daemon's
 //! measuring loop at the virtual time (against Prometheus history for `canaryd rehearse`, against a scenario
 //! for `canaryd demo`). It reports a timeline ([`Entry`]) and how the rollout ended ([`Ending`]).
@@ -19,8 +19,8 @@ use serde::Serialize;
 use crate::api::reasons::rollout::{CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
 use crate::api::rollout::RolloutStatus;
 use crate::api::{Measurement, MetricResult, Rollout};
-use crate::engine::rollout::act::{Reconciled, Templates};
-use crate::engine::rollout::sim::Cluster;
+use crate::engine::rollout::memory::MemoryCluster;
+use crate::engine::rollout::reconcile_loop::{Reconciliation, Templates};
 use crate::engine::rollout::{Plan, steps};
 use crate::engine::routing::memory::{RouterWeights, Routers};
 use crate::measure::Providers;
@@ -189,7 +189,7 @@ pub async fn play(
     on: &mut dyn FnMut(&Entry),
 ) -> Result<Ending, RehearsalError> {
     let clock = Clock::virtual_at(opts.from);
-    let mut cluster = Cluster::new(setup.rollout.clone());
+    let mut cluster = MemoryCluster::new(setup.rollout.clone());
     cluster.templates = setup.templates.clone();
     cluster.services = setup.services.clone();
     cluster.routers = setup.routers.clone();
@@ -341,7 +341,10 @@ pub async fn play(
 
 /// The revision running before the rehearsal: deployed and fully available at `at` (a first deploy goes
 /// straight to full, as Argo's does).
-fn deploy_running_version(cluster: &mut Cluster, at: Timestamp) -> Result<(), RehearsalError> {
+fn deploy_running_version(
+    cluster: &mut MemoryCluster,
+    at: Timestamp,
+) -> Result<(), RehearsalError> {
     for _ in 0..SETTLE_LIMIT {
         let became_available = cluster.make_available();
         let before = cluster.rollout.status.clone();
@@ -363,14 +366,14 @@ fn deploy_running_version(cluster: &mut Cluster, at: Timestamp) -> Result<(), Re
 
 /// One reconcile of the rehearsed Rollout at `now`: its plan, or why the routers could not be brought to it
 /// (a router object among the files that does not fit the Rollout).
-fn reconcile(cluster: &mut Cluster, now: Timestamp) -> Result<Plan, RehearsalError> {
+fn reconcile(cluster: &mut MemoryCluster, now: Timestamp) -> Result<Plan, RehearsalError> {
     match cluster.reconciled(now) {
-        Reconciled::Planned { plan, .. } => Ok(plan),
-        Reconciled::Unrouted { error, .. } => {
+        Reconciliation::Planned { plan, .. } => Ok(plan),
+        Reconciliation::Unrouted { error, .. } => {
             Err(RehearsalError(format!("traffic routing: {error}")))
         }
         // Memory holds its Rollout and refuses no write.
-        Reconciled::Gone | Reconciled::Contended => Ok(cluster.plan(now)),
+        Reconciliation::Gone | Reconciliation::Contended => Ok(cluster.plan(now)),
     }
 }
 
@@ -413,7 +416,7 @@ fn promote(status: &mut RolloutStatus, steps: usize) {
 }
 
 /// Pods were asked for that are not available yet.
-fn needs_pods(cluster: &Cluster) -> bool {
+fn needs_pods(cluster: &MemoryCluster) -> bool {
     cluster.replica_sets.iter().any(|rs| {
         let wanted = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
         let available = rs
@@ -450,7 +453,7 @@ fn waiting_for_a_person(
 
 /// Reports the step and weight when either changed, with what the routers show for a new weight.
 fn show_step(
-    cluster: &Cluster,
+    cluster: &MemoryCluster,
     plan: &Plan,
     at_step: &mut Option<(usize, i32)>,
     steps: usize,

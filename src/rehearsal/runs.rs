@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use super::Entry;
 use crate::api::{AnalysisPhase, AnalysisRun, SecretKeyRef};
 use crate::engine::compose::RunSpec;
-use crate::engine::rollout::sim::Cluster;
+use crate::engine::rollout::memory::MemoryCluster;
 use crate::measure::Providers;
 use crate::providers::provider::RunRef;
 use crate::runner::{self, PrepareError, PreparedRun};
@@ -51,7 +51,7 @@ impl<'a> Runs<'a> {
     /// terminated, any other measures what is due.
     pub async fn measure_due(
         &mut self,
-        cluster: &mut Cluster,
+        cluster: &mut MemoryCluster,
         providers: &Providers,
         clock: &Clock,
         on: &mut dyn FnMut(&Entry),
@@ -112,7 +112,7 @@ impl<'a> Runs<'a> {
     }
 
     /// When the next measurement of a run still going is due; `now` for a run not measured yet.
-    pub fn next_due(&self, cluster: &Cluster, now: Timestamp) -> Option<Timestamp> {
+    pub fn next_due(&self, cluster: &MemoryCluster, now: Timestamp) -> Option<Timestamp> {
         cluster
             .analysis_runs
             .iter()
@@ -133,7 +133,7 @@ fn completed(run: &AnalysisRun) -> bool {
 }
 
 /// The metric that ended a run badly (Failed, Error or Inconclusive), latest run first.
-pub(super) fn deciding_metric(cluster: &Cluster) -> Option<String> {
+pub(super) fn deciding_metric(cluster: &MemoryCluster) -> Option<String> {
     cluster.analysis_runs.iter().rev().find_map(|run| {
         let status = run.status.as_ref()?;
         status

@@ -9,19 +9,19 @@
 use std::sync::Arc;
 
 use canaryd::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus};
-use canaryd::engine::rollout::sim::Cluster;
+use canaryd::engine::rollout::memory::MemoryCluster;
 use canaryd::measure::Providers;
 use canaryd::rehearsal::runs::Runs;
 use canaryd::time::Clock;
 use canaryd_testkit::fake_apiserver::CrdSet;
 use canaryd_testkit::harness::{self, Answer, create, run};
-use canaryd_testkit::rollout::sim::rollout;
+use canaryd_testkit::rollout::memory::rollout;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
 /// The status a rehearsal leaves on `run`, stepped from `start` on a virtual clock until it completes.
 async fn by_a_rehearsal(run: &AnalysisRun, start: Timestamp) -> AnalysisRunStatus {
-    let mut memory = Cluster::new(rollout(1, json!({"steps": []})));
+    let mut memory = MemoryCluster::new(rollout(1, json!({"steps": []})));
     memory.analysis_runs.push(run.clone());
     let clock = Arc::new(Clock::virtual_at(start));
     let providers = Providers::new(None);

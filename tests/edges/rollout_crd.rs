@@ -7,9 +7,9 @@ use std::path::Path;
 
 use canaryd::api::AnalysisPhase;
 use canaryd::cli::load::parse_documents;
-use canaryd::engine::rollout::sim::Cluster;
+use canaryd::engine::rollout::memory::MemoryCluster;
 use canaryd_testkit::fake_apiserver::schema;
-use canaryd_testkit::rollout::sim::*;
+use canaryd_testkit::rollout::memory::*;
 use serde_json::Value;
 
 fn schema(file: &str) -> Value {
@@ -69,8 +69,8 @@ fn the_schema_checker_rejects_wrong_types_formats_and_missing_fields_and_prunes_
 fn every_status_the_planner_writes_through_an_update_abort_and_promotion_is_valid() {
     let rollout_schema = schema("argo-rollouts-rollout-crd.yaml");
     let run_schema = schema("argo-rollouts-analysis-run-crd.yaml");
-    let mut c: Cluster = analysis_rollout();
-    let check = |c: &Cluster, step: &str| {
+    let mut c: MemoryCluster = analysis_rollout();
+    let check = |c: &MemoryCluster, step: &str| {
         let rollout = serde_json::to_value(&c.rollout).unwrap();
         assert_valid(
             &rollout_schema,

@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 
 use canaryd::api::Rollout;
-use canaryd::engine::rollout::sim::Cluster;
+use canaryd::engine::rollout::memory::MemoryCluster;
 use canaryd::engine::rollout::{Plan, Write};
 use canaryd::k8s::rollout_writes::{apply, read};
 use canaryd_testkit::fake_apiserver::FakeApiServer;
-use canaryd_testkit::rollout::sim::{at, rollout, set_image};
+use canaryd_testkit::rollout::memory::{at, rollout, set_image};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Service;
@@ -64,7 +64,7 @@ fn by_name<T: Serialize>(objects: &[T]) -> BTreeMap<String, Value> {
 
 /// The Rollout on the server and memory alike, with its Services.
 struct Both {
-    memory: Cluster,
+    memory: MemoryCluster,
     client: kube::Client,
     server: FakeApiServer,
     /// Every kind of write the plans made, by name.
@@ -97,7 +97,7 @@ impl Both {
             .create(&PostParams::default(), &rollout)
             .await
             .expect("the Rollout is created");
-        let mut memory = Cluster::new(created);
+        let mut memory = MemoryCluster::new(created);
         let services: Api<Service> = Api::namespaced(client.clone(), "prod");
         for name in ["web-canary", "web-stable"] {
             let selector = BTreeMap::from([("app".to_string(), "web".to_string())]);

@@ -1,4 +1,4 @@
-//! The reconcile loop every driver shares (`engine::rollout::act`), on the in-memory cluster with faults a
+//! The reconcile loop every driver shares (`engine::rollout::reconcile_loop`), on the in-memory cluster with faults a
 //! real API server and router can give: a write that meets a change is planned again after a fresh read; one
 //! that always does gives up after three reads; a router that cannot be written stops the plan at the route;
 //! and the daemon's coalescing of status-only plans ends where one reconcile per plan ends, with fewer
@@ -10,17 +10,19 @@ use std::convert::Infallible;
 use canaryd::api::Rollout;
 use canaryd::api::reasons::rollout::TRAFFIC_ROUTING_ERROR;
 use canaryd::api::rollout::RolloutStatus;
-use canaryd::engine::rollout::act::{self, ATTEMPTS, Made, Reconciled, Snapshot, Stored};
-use canaryd::engine::rollout::sim::Cluster;
+use canaryd::engine::rollout::memory::MemoryCluster;
+use canaryd::engine::rollout::reconcile_loop::{
+    self, ATTEMPTS, Made, Reconciliation, Snapshot, Stored,
+};
 use canaryd::engine::rollout::{Event, Route, Write};
-use canaryd_testkit::rollout::sim::*;
+use canaryd_testkit::rollout::memory::*;
 use jiff::Timestamp;
 use serde_json::json;
 
 /// The in-memory cluster with scripted faults, counting what the loop asked of it. `COALESCE` as the daemon
 /// (true) or a rehearsal (false) runs the loop.
 struct Faulty<const COALESCE: bool> {
-    sim: Cluster,
+    sim: MemoryCluster,
     /// Writes still to be answered "changed since the read" (and not made).
     conflicts: usize,
     /// What the router answers, when it fails.
@@ -31,7 +33,7 @@ struct Faulty<const COALESCE: bool> {
 }
 
 impl<const COALESCE: bool> Faulty<COALESCE> {
-    fn new(sim: Cluster) -> Self {
+    fn new(sim: MemoryCluster) -> Self {
         Faulty {
             sim,
             conflicts: 0,
@@ -43,21 +45,21 @@ impl<const COALESCE: bool> Faulty<COALESCE> {
     }
 
     /// One reconcile at `now`.
-    fn reconcile(&mut self, now: Timestamp) -> Reconciled {
+    fn reconcile(&mut self, now: Timestamp) -> Reconciliation {
         self.sim.set_now(now);
-        match futures::executor::block_on(act::reconcile(self)) {
+        match futures::executor::block_on(reconcile_loop::reconcile(self)) {
             Ok(reconciled) => reconciled,
             Err(never) => match never {},
         }
     }
 
-    /// Reconciles at `now` until a plan writes nothing (pods available at once), as `rollout::sim::run`.
+    /// Reconciles at `now` until a plan writes nothing (pods available at once), as `rollout::memory::run`.
     fn settle(&mut self, now: Timestamp) {
         for _ in 0..30 {
             let became_available = self.sim.make_available();
             match self.reconcile(now) {
-                Reconciled::Planned { changed: false, .. } if !became_available => return,
-                Reconciled::Planned { .. } => {}
+                Reconciliation::Planned { changed: false, .. } if !became_available => return,
+                Reconciliation::Planned { .. } => {}
                 other => panic!("the reconcile did not carry out its plan: {other:?}"),
             }
         }
@@ -65,12 +67,12 @@ impl<const COALESCE: bool> Faulty<COALESCE> {
     }
 }
 
-impl<const COALESCE: bool> act::Cluster for Faulty<COALESCE> {
+impl<const COALESCE: bool> reconcile_loop::Cluster for Faulty<COALESCE> {
     type Error = Infallible;
     const COALESCE: bool = COALESCE;
 
     fn instance_id(&self) -> Option<&str> {
-        act::Cluster::instance_id(&self.sim)
+        reconcile_loop::Cluster::instance_id(&self.sim)
     }
 
     async fn observe(&mut self) -> Result<Option<Snapshot>, Infallible> {
@@ -112,14 +114,14 @@ impl<const COALESCE: bool> act::Cluster for Faulty<COALESCE> {
     }
 }
 
-fn routed() -> Cluster {
+fn routed() -> MemoryCluster {
     let canary = json!({
         "canaryService": "web-canary", "stableService": "web-stable",
         "trafficRouting": {"istio": {"virtualService": {"name": "web-vsvc"}}},
         "steps": [{"setWeight": 50}, {"pause": {"duration": "30s"}}, {"setWeight": 100}],
         "scaleDownDelaySeconds": 0,
     });
-    let mut c = Cluster::new(rollout(4, canary));
+    let mut c = MemoryCluster::new(rollout(4, canary));
     let selector = BTreeMap::from([("app".to_string(), "web".to_string())]);
     c.add_service("web-canary", selector.clone());
     c.add_service("web-stable", selector);
@@ -132,7 +134,7 @@ fn routed() -> Cluster {
 fn a_write_that_meets_a_change_is_planned_again_after_a_fresh_read() {
     let mut c: Faulty<true> = Faulty::new(routed());
     c.conflicts = 1;
-    let Reconciled::Planned { plan, changed } = c.reconcile(at(10)) else {
+    let Reconciliation::Planned { plan, changed } = c.reconcile(at(10)) else {
         panic!("not carried out");
     };
     assert!(changed);
@@ -150,7 +152,7 @@ fn writes_that_always_meet_a_change_give_up_after_three_reads_having_made_nothin
     let mut c: Faulty<true> = Faulty::new(routed());
     c.conflicts = usize::MAX;
     let before = c.sim.status();
-    assert!(matches!(c.reconcile(at(10)), Reconciled::Contended));
+    assert!(matches!(c.reconcile(at(10)), Reconciliation::Contended));
     assert_eq!(c.observed, ATTEMPTS);
     assert_eq!((c.made, c.stored), (0, 0));
     assert_eq!(replicas(&c.sim).len(), 1);
@@ -166,7 +168,7 @@ fn a_router_that_cannot_be_written_stops_the_plan_at_the_route_and_says_why() {
         c.sim.make_available();
         let (status, events, made) = (c.sim.status(), c.sim.events.len(), c.made);
         match c.reconcile(at(10)) {
-            Reconciled::Unrouted { plan, error } => {
+            Reconciliation::Unrouted { plan, error } => {
                 assert_eq!(c.made - made, plan.route_after, "nothing after the route");
                 assert_eq!(
                     c.sim.status(),
@@ -176,7 +178,7 @@ fn a_router_that_cannot_be_written_stops_the_plan_at_the_route_and_says_why() {
                 assert_eq!(c.sim.events.len(), events + 1, "only the failure's Event");
                 break (plan, error);
             }
-            Reconciled::Planned { changed: true, .. } => {}
+            Reconciliation::Planned { changed: true, .. } => {}
             other => panic!("the weight was never moved: {other:?}"),
         }
     };

@@ -4,8 +4,8 @@
 
 use canaryd::api::AnalysisPhase;
 use canaryd::engine::rollout::Write;
-use canaryd::engine::rollout::sim::Cluster;
-use canaryd_testkit::rollout::sim::*;
+use canaryd::engine::rollout::memory::MemoryCluster;
+use canaryd_testkit::rollout::memory::*;
 use serde_json::json;
 
 #[test]
@@ -136,7 +136,7 @@ fn promote_full_skips_a_running_analysis_and_terminates_it() {
 
 #[test]
 fn background_analysis_starts_at_its_step_and_an_inconclusive_run_pauses_the_rollout() {
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         2,
         json!({"analysis": {"templates": [{"templateName": "bg"}], "startingStep": 1},
                "steps": [{"setWeight": 50}, {"setWeight": 75}, {"pause": {}}]}),
@@ -271,7 +271,7 @@ fn a_restart_that_lost_the_status_write_creates_no_second_replica_set_or_run() {
 #[test]
 fn promote_skips_a_pause_and_a_running_analysis_and_promote_full_ends_an_aborted_update() {
     // Argo's TestCanaryPromoteFull: pause 24h, analysis, pause{}, analysis; background from step 4.
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         2,
         json!({
             "analysis": {"templates": [{"templateName": "bg"}], "startingStep": 4},

@@ -5,15 +5,15 @@
 use std::collections::BTreeMap;
 
 use canaryd::api::rollout::{CanaryStep, RolloutStatus};
-use canaryd::engine::rollout::sim::Cluster;
-use canaryd::engine::rollout::status;
-use canaryd_testkit::rollout::sim::*;
+use canaryd::engine::rollout::conditions;
+use canaryd::engine::rollout::memory::MemoryCluster;
+use canaryd_testkit::rollout::memory::*;
 use serde_json::json;
 
 #[test]
 fn abort_retry_promote_replays_argos_event_sequence() {
     // Argo's TestRolloutAbortRetryPromote: 1 replica, setWeight 50 then pause 3s.
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         1,
         json!({"steps": [{"setWeight": 50}, {"pause": {"duration": "3s"}}]}),
     ));
@@ -117,7 +117,7 @@ fn abort_retry_promote_replays_argos_event_sequence() {
 
 #[test]
 fn a_first_deploy_goes_straight_to_full_with_the_stable_hash_recorded_at_once() {
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         3,
         json!({"steps": [{"setWeight": 20}, {"pause": {}}]}),
     ));
@@ -171,7 +171,7 @@ fn a_first_deploy_goes_straight_to_full_with_the_stable_hash_recorded_at_once() 
 #[test]
 fn set_weight_steps_scale_by_argos_approximation_and_wait_for_availability() {
     // 10 replicas, default 25% surge (3) and unavailable (2); setWeight 20 → canary 2, stable 8.
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         10,
         json!({"steps": [{"setWeight": 20}, {"pause": {}}]}),
     ));
@@ -198,7 +198,7 @@ fn set_weight_steps_scale_by_argos_approximation_and_wait_for_availability() {
 #[test]
 fn scaling_while_paused_keeps_the_weight_as_argo_does() {
     // Argo's TestRolloutScalingWhenPaused: setWeight 25, pause{} at 1 replica → 1/1; scale to 8 → 2/6.
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         1,
         json!({"steps": [{"setWeight": 25}, {"pause": {}}]}),
     ));
@@ -222,7 +222,7 @@ fn scaling_while_paused_keeps_the_weight_as_argo_does() {
 
 #[test]
 fn spec_paused_holds_every_replica_set_and_reads_manually_paused() {
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         2,
         json!({"steps": [{"setWeight": 50}, {"pause": {}}]}),
     ));
@@ -246,7 +246,7 @@ fn spec_paused_holds_every_replica_set_and_reads_manually_paused() {
 fn a_progress_deadline_degrades_the_rollout_and_progress_recovers_it() {
     let mut r = rollout(1, json!({"steps": [{"setWeight": 50}, {"pause": {}}]}));
     r.spec.progress_deadline_seconds = Some(30);
-    let mut c = Cluster::new(r);
+    let mut c = MemoryCluster::new(r);
     run(&mut c, at(0));
     set_image(&mut c, "web:2");
     c.reconcile(at(10));
@@ -279,7 +279,7 @@ fn progress_deadline_abort_aborts_a_stuck_update() {
     let mut r = rollout(1, json!({"steps": [{"setWeight": 50}, {"pause": {}}]}));
     r.spec.progress_deadline_seconds = Some(30);
     r.spec.progress_deadline_abort = Some(true);
-    let mut c = Cluster::new(r);
+    let mut c = MemoryCluster::new(r);
     run(&mut c, at(0));
     set_image(&mut c, "web:2");
     c.reconcile(at(10));
@@ -303,7 +303,7 @@ fn progress_deadline_abort_aborts_a_stuck_update() {
 fn unsupported_strategies_and_missing_templates_are_invalid_spec_never_a_crash() {
     let mut r = rollout(1, json!({"steps": [{"setHeaderRoute": {"name": "h"}}]}));
     r.spec.strategy.as_mut().unwrap().blue_green = Some(json!({"activeService": "a"}));
-    let mut c = Cluster::new(r);
+    let mut c = MemoryCluster::new(r);
     let plan = c.reconcile(at(0));
     assert!(plan.writes.is_empty());
     assert_eq!(
@@ -317,7 +317,7 @@ fn unsupported_strategies_and_missing_templates_are_invalid_spec_never_a_crash()
         "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.blueGreen: not supported by canaryd: it runs the canary strategy only"
     );
 
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         1,
         json!({"analysis": {"templates": [{"templateName": "later"}]}}),
     ));
@@ -340,7 +340,7 @@ fn unsupported_strategies_and_missing_templates_are_invalid_spec_never_a_crash()
         .args = None;
     run(&mut c, at(1));
     assert_eq!(c.status().phase, "Healthy");
-    assert!(status::get(&c.status(), "InvalidSpec").is_none());
+    assert!(conditions::get(&c.status(), "InvalidSpec").is_none());
 }
 
 #[test]
@@ -361,7 +361,7 @@ fn a_rollout_started_by_argo_is_adopted_without_a_new_replica_set_or_a_step_rest
         observed_generation: "1".into(),
         ..Default::default()
     });
-    let mut c = Cluster::new(r);
+    let mut c = MemoryCluster::new(r);
     c.replica_sets.push(serde_json::from_value(json!({
         "metadata": {"name": format!("web-{argo_hash}"), "creationTimestamp": "2026-01-01T00:00:00Z",
                      "labels": {"app": "web", "rollouts-pod-template-hash": argo_hash},
@@ -397,7 +397,7 @@ fn a_rollout_started_by_argo_is_adopted_without_a_new_replica_set_or_a_step_rest
 fn old_replica_sets_beyond_the_history_limit_are_deleted() {
     let mut r = rollout(1, json!({"steps": [{"setWeight": 50}]}));
     r.spec.revision_history_limit = Some(1);
-    let mut c = Cluster::new(r);
+    let mut c = MemoryCluster::new(r);
     run(&mut c, at(0));
     for (i, image) in ["web:2", "web:3", "web:4"].into_iter().enumerate() {
         set_image(&mut c, image);
@@ -431,14 +431,14 @@ fn hostile_numbers_and_shapes_in_the_spec_are_refused_or_planned_never_a_panic()
         "rollout.argoproj.io/revision".into(),
         i64::MAX.to_string(),
     )]));
-    let mut c = Cluster::new(r);
+    let mut c = MemoryCluster::new(r);
     for second in 0..5 {
         c.reconcile(at(second));
         c.make_available();
     }
     assert!(!c.status().phase.is_empty());
 
-    let mut c = Cluster::new(rollout(1, json!({"steps": [{"setWeight": 50}]})));
+    let mut c = MemoryCluster::new(rollout(1, json!({"steps": [{"setWeight": 50}]})));
     c.edit_spec(|s| s.template = Some(json!({"metadata": {"labels": {"app": "web"}}, "spec": []})));
     let plan = c.reconcile(at(0));
     assert!(plan.writes.is_empty());
@@ -454,7 +454,7 @@ fn hostile_numbers_and_shapes_in_the_spec_are_refused_or_planned_never_a_panic()
 #[test]
 fn an_update_in_the_middle_of_a_rollout_drains_the_intermediate_revision() {
     // Argo's TestCanaryWithPausedRollout: paused at rev 2, then rev 3 → rev1=3, rev2=0, rev3=1.
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         3,
         json!({"steps": [{"setWeight": 10}, {"pause": {}}]}),
     ));

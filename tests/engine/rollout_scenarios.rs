@@ -4,14 +4,14 @@
 
 use canaryd::api::AnalysisPhase;
 use canaryd::engine::rollout::Write;
-use canaryd::engine::rollout::sim::Cluster;
-use canaryd_testkit::rollout::sim::*;
+use canaryd::engine::rollout::memory::MemoryCluster;
+use canaryd_testkit::rollout::memory::*;
 use serde_json::json;
 
 #[test]
 fn a_template_and_replica_change_at_once_scales_first_then_runs_the_steps() {
     // Argo's TestSpecAndReplicaChangeSameTime.
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         2,
         json!({"steps": [{"setWeight": 10}, {"pause": {"duration": "10s"}},
                          {"setWeight": 20}, {"pause": {"duration": "5s"}}]}),
@@ -98,7 +98,7 @@ fn scaling_while_paused_scales_alone_and_leaves_steps_and_analysis_for_the_next_
 
 /// Updates the analysis Rollout to `image` and ends its step run with `phase`; a Successful update is
 /// then promoted past its last pause to Healthy, a failed one is left aborted.
-fn update_with_run(c: &mut Cluster, image: &str, phase: AnalysisPhase, second: i64) {
+fn update_with_run(c: &mut MemoryCluster, image: &str, phase: AnalysisPhase, second: i64) {
     set_image(c, image);
     run(c, at(second));
     let hash = c.status().current_pod_hash;
@@ -119,7 +119,7 @@ fn update_with_run(c: &mut Cluster, image: &str, phase: AnalysisPhase, second: i
     }
 }
 
-fn run_revisions(c: &Cluster) -> Vec<String> {
+fn run_revisions(c: &MemoryCluster) -> Vec<String> {
     let mut out: Vec<String> = c
         .analysis_runs
         .iter()
@@ -192,7 +192,7 @@ fn an_old_replica_set_past_the_history_limit_is_deleted_with_its_analysis_runs()
 }
 
 /// Argo's rollback-window Rollout: 2 replicas, `setWeight: 50` then a step analysis, window of 2.
-fn window_rollout() -> Cluster {
+fn window_rollout() -> MemoryCluster {
     let mut c = analysis_rollout();
     c.edit_spec(|s| {
         s.replicas = Some(2);
@@ -210,7 +210,7 @@ fn window_rollout() -> Cluster {
 }
 
 /// Updates to `image` and lets it go Healthy, every step run ending Successful.
-fn update_to_healthy(c: &mut Cluster, image: &str, from: i64) {
+fn update_to_healthy(c: &mut MemoryCluster, image: &str, from: i64) {
     set_image(c, image);
     for second in from..from + 30 {
         run(c, at(second));
@@ -278,7 +278,7 @@ fn a_rollback_outside_the_window_runs_the_steps_again() {
     }));
 }
 
-fn pod_labels(c: &Cluster, revision: &str) -> (Vec<String>, Option<String>) {
+fn pod_labels(c: &MemoryCluster, revision: &str) -> (Vec<String>, Option<String>) {
     let rs = c
         .replica_sets
         .iter()
@@ -322,7 +322,7 @@ fn pod_labels(c: &Cluster, revision: &str) -> (Vec<String>, Option<String>) {
 
 #[test]
 fn canary_and_stable_metadata_follow_the_replica_sets_roles() {
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         2,
         json!({"canaryMetadata": {"labels": {"role": "canary"}, "annotations": {"tier": "canary"}},
                "stableMetadata": {"labels": {"role": "stable"}},
@@ -385,7 +385,7 @@ fn canary_and_stable_metadata_follow_the_replica_sets_roles() {
     assert_eq!(pod_labels(&c, "2"), (vec!["app=web".into()], None));
 }
 
-fn restart_at(c: &mut Cluster, second: i64) {
+fn restart_at(c: &mut MemoryCluster, second: i64) {
     c.edit_spec(|s| {
         s.restart_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(
             second,
@@ -403,7 +403,7 @@ fn evictions(plan: &canaryd::engine::rollout::Plan) -> usize {
 #[test]
 fn a_restart_evicts_as_many_old_pods_as_max_unavailable_allows_while_paused() {
     // Argo's TestRolloutRestart: 4 replicas, maxUnavailable 75%, paused at setWeight 25 → (4,4,1,1,1).
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         4,
         json!({"maxUnavailable": "75%", "steps": [{"setWeight": 25}, {"pause": {}}]}),
     ));
@@ -443,7 +443,7 @@ fn a_restart_evicts_as_many_old_pods_as_max_unavailable_allows_while_paused() {
 
 #[test]
 fn a_restart_of_a_healthy_rollout_goes_one_pod_at_a_time_and_reads_restarting() {
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         4,
         json!({"steps": [{"setWeight": 25}, {"pause": {}}]}),
     ));
@@ -509,7 +509,7 @@ fn every_unsupported_part_is_invalid_spec_naming_its_field_never_a_crash() {
                 canary.steps = serde_json::from_value(json!([{step: {"name": "x"}}])).unwrap();
             }
         }
-        let mut c = Cluster::new(r);
+        let mut c = MemoryCluster::new(r);
         let plan = c.reconcile(at(0));
         assert!(plan.writes.is_empty(), "{part}: {:?}", plan.writes);
         assert!(

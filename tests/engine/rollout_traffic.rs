@@ -7,29 +7,29 @@
 use std::collections::BTreeMap;
 
 use canaryd::api::rollout::TrafficWeights;
-use canaryd::engine::rollout::sim::Cluster;
+use canaryd::engine::rollout::memory::MemoryCluster;
 use canaryd::engine::rollout::{Route, Write};
-use canaryd_testkit::rollout::sim::*;
+use canaryd_testkit::rollout::memory::*;
 use serde_json::{Value, json};
 
 const DEADLINE: &str = "scale-down-deadline";
 
-fn routed(replicas: i32, mut canary: Value) -> Cluster {
+fn routed(replicas: i32, mut canary: Value) -> MemoryCluster {
     canary["canaryService"] = json!("web-canary");
     canary["stableService"] = json!("web-stable");
     canary["trafficRouting"] = json!({"istio": {"virtualService": {"name": "web-vsvc"}}});
-    let mut c = Cluster::new(rollout(replicas, canary));
+    let mut c = MemoryCluster::new(rollout(replicas, canary));
     let selector = BTreeMap::from([("app".to_string(), "web".to_string())]);
     c.add_service("web-canary", selector.clone());
     c.add_service("web-stable", selector);
     c
 }
 
-fn weights(c: &Cluster) -> TrafficWeights {
+fn weights(c: &MemoryCluster) -> TrafficWeights {
     c.status().canary.weights.expect("status.canary.weights")
 }
 
-fn messages_since(c: &Cluster, from: usize, reason: &str) -> Vec<String> {
+fn messages_since(c: &MemoryCluster, from: usize, reason: &str) -> Vec<String> {
     c.events[from..]
         .iter()
         .filter(|e| e.reason == reason)
@@ -37,7 +37,7 @@ fn messages_since(c: &Cluster, from: usize, reason: &str) -> Vec<String> {
         .collect()
 }
 
-fn deadline_of(c: &Cluster, revision: usize) -> Option<String> {
+fn deadline_of(c: &MemoryCluster, revision: usize) -> Option<String> {
     let mut sets: Vec<_> = c.replica_sets.iter().collect();
     sets.sort_by_key(|r| {
         r.metadata.annotations.as_ref().unwrap()["rollout.argoproj.io/revision"].clone()
@@ -51,7 +51,7 @@ fn deadline_of(c: &Cluster, revision: usize) -> Option<String> {
 }
 
 /// Every plan of `c` at `now` until it settles, one reconcile each (pods made available between them).
-fn plans(c: &mut Cluster, now: jiff::Timestamp) -> Vec<canaryd::engine::rollout::Plan> {
+fn plans(c: &mut MemoryCluster, now: jiff::Timestamp) -> Vec<canaryd::engine::rollout::Plan> {
     let mut out = Vec::new();
     for _ in 0..30 {
         let became_available = c.make_available();
@@ -406,7 +406,7 @@ fn routers_canaryd_does_not_drive_and_set_canary_scale_without_one_are_invalid_s
     );
     assert!(plan.route.is_none());
 
-    let mut c = Cluster::new(rollout(
+    let mut c = MemoryCluster::new(rollout(
         1,
         json!({"steps": [{"setCanaryScale": {"replicas": 1}}]}),
     ));
@@ -417,7 +417,7 @@ fn routers_canaryd_does_not_drive_and_set_canary_scale_without_one_are_invalid_s
         plan.status.message
     );
 
-    let mut c = Cluster::new(rollout(1, json!({"scaleDownDelaySeconds": 30})));
+    let mut c = MemoryCluster::new(rollout(1, json!({"scaleDownDelaySeconds": 30})));
     let plan = c.reconcile(at(0));
     assert!(
         plan.status.message.ends_with("spec.strategy.canary.scaleDownDelaySeconds: Canary scaleDownDelaySeconds can only be used with traffic routing"),
@@ -426,7 +426,7 @@ fn routers_canaryd_does_not_drive_and_set_canary_scale_without_one_are_invalid_s
     );
 }
 
-fn with_max_traffic_weight(c: &mut Cluster, max: i32) {
+fn with_max_traffic_weight(c: &mut MemoryCluster, max: i32) {
     let canary = c.rollout.spec.strategy.as_mut().unwrap().canary.as_mut();
     let routing = canary.unwrap().traffic_routing.as_mut().unwrap();
     routing.max_traffic_weight = Some(max);

@@ -2,7 +2,7 @@
 //! measurements, measurements become phases and decisions, a Rollout's state becomes a plan of writes. Every
 //! rule takes `now` as an argument and is handed what it reads: no clients, sockets, files, runtime or wall
 //! clock, so backtests, rehearsals and restarts are exact. One part is async: the Rollout reconcile loop
-//! (`rollout::act`) awaits the cluster it is given, so the daemon's API-server cluster and the in-memory one
+//! (`rollout::reconcile_loop`) awaits the cluster it is given, so the daemon's API-server cluster and the in-memory one
 //! share it; it needs no runtime (the in-memory cluster drives it with a plain executor).
 //!
 //! Enforced by the compiler rather than by review: this crate's Cargo.toml admits no runtime, client or socket

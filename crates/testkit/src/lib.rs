@@ -6,7 +6,7 @@
 //! - [`fake_apiserver`]: a stateful fake Kubernetes API server over plain HTTP.
 //! - [`harness`]: `canaryd run` in-process against it, on the wall clock or a manual one, with a scripted
 //!   Prometheus.
-//! - [`rollout`]: the Rollout fixture, on the in-memory cluster ([`rollout::sim`]) and on the fake API server
+//! - [`rollout`]: the Rollout fixture, on the in-memory cluster ([`rollout::memory`]) and on the fake API server
 //!   ([`rollout::cluster`]); [`router_objects`]: the traffic routers' objects.
 //! - [`cli`]: the one launcher of the `canaryd` binary ([`canaryd!`]); [`child_daemon`]: `canaryd run` as a
 //!   child process, for the benches.

@@ -1,6 +1,6 @@
 //! What each [`Write`] of a plan changes, said once as data: the object it creates, or the merge patch (RFC
 //! 7386) it sends to a named object, or the object it deletes or evicts. The API edge (`k8s::rollout_writes`)
-//! sends the [`Change`] as it is; the in-memory cluster ([`super::sim`]) applies the same patch with the same
+//! sends the [`Change`] as it is; the in-memory cluster ([`super::memory`]) applies the same patch with the same
 //! merge rules ([`crate::merge_patch::apply`]). So every annotation, label and field a write sets is set here
 //! and nowhere else, and a rehearsal cannot drift from the daemon.
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 
 use super::Write;
-use super::reconcile::Reconcile;
+use super::context::Reconcile;
 use crate::api::rollout::PodTemplateMetadata;
 
 pub const EPHEMERAL_METADATA_ANNOTATION: &str = "rollout.argoproj.io/ephemeral-metadata";

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use super::Write;
+use super::context::Reconcile;
 use super::hash::HASH_LABEL;
-use super::reconcile::Reconcile;
 use crate::api::{AnalysisPhase, AnalysisRun};
 
 /// Argo's defaults for both run history limits.

@@ -2,31 +2,31 @@
 //! it returns one reconcile's [`Plan`] (the writes to make in order, the new status, the Events and when to
 //! look again) following Argo Rollouts' canary controller rule for rule, so status, conditions, Events,
 //! names, labels and annotations are Argo's. Pure and synchronous: the daemon, `rehearse` and `demo` run the
-//! same planner in the same reconcile loop ([`act`]); only the [`act::Cluster`] under them differs (the API
-//! server, or [`sim`]'s memory).
+//! same planner in the same reconcile loop ([`reconcile_loop`]); only the [`reconcile_loop::Cluster`] under them differs (the API
+//! server, or [`memory`]'s [`memory::MemoryCluster`]).
 //!
 //! Traffic routing is a seam: the planner decides the weight ([`Plan::route`]) and `status.canary.weights`;
 //! the routers (`crate::routers`) apply it.
 
-pub mod act;
 pub mod analysis;
 pub mod change;
+pub mod conditions;
+mod context;
 mod ephemeral;
 pub mod hash;
 mod history;
+pub mod memory;
 mod pause;
 mod persist;
 mod plan;
-mod reconcile;
+pub mod reconcile_loop;
 pub mod replicas;
 mod replicasets;
 mod restart;
 mod rollback;
 mod runs;
 mod scaling;
-pub mod sim;
 pub mod spec;
-pub mod status;
 pub mod steps;
 pub mod traffic;
 

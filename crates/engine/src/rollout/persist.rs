@@ -3,8 +3,8 @@
 //! conditions, the phase, and the Events that announce a change. Owns the status fields' rules; the
 //! decisions that feed them (steps, analysis, scaling) are `plan`'s.
 
-use super::reconcile::{Reconcile, Rs};
-use super::status::{self as cond};
+use super::conditions::{self as cond};
+use super::context::{Reconcile, Rs};
 use crate::api::rollout::RolloutStatus;
 
 impl Reconcile<'_, '_> {

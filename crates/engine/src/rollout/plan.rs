@@ -6,9 +6,9 @@
 use jiff::Timestamp;
 
 use super::analysis;
+use super::conditions::{self as cond, CANARY_PAUSE_STEP};
+use super::context::Reconcile;
 use super::hash;
-use super::reconcile::Reconcile;
-use super::status::{self as cond, CANARY_PAUSE_STEP};
 use super::steps::{self, pause_seconds};
 use super::{Observed, Plan, replicas, spec};
 use crate::api::AnalysisPhase;

@@ -10,11 +10,11 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde_json::Value;
 
+use super::conditions::{self as cond};
+use super::context::{Reconcile, Rs};
 use super::ephemeral::{self, EPHEMERAL_METADATA_ANNOTATION};
 use super::hash::{self, HASH_LABEL};
-use super::reconcile::{Reconcile, Rs};
 use super::replicas::{self, Pods};
-use super::status::{self as cond};
 use super::{
     DESIRED_REPLICAS_ANNOTATION, MANAGED_BY_ANNOTATION, REVISION_ANNOTATION,
     REVISION_HISTORY_ANNOTATION, Write, steps,

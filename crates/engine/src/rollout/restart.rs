@@ -6,7 +6,7 @@
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
 
-use super::reconcile::Reconcile;
+use super::context::Reconcile;
 use super::{Write, replicas};
 use crate::api::Controlled;
 use crate::api::Rollout;

@@ -2,7 +2,7 @@
 //! template, or to a ReplicaSet at most `spec.rollbackWindow.revisions` older than the stable one, skips
 //! the steps and the analysis. Owns the detection; what is skipped is decided where the steps and runs are.
 
-use super::reconcile::Reconcile;
+use super::context::Reconcile;
 
 impl Reconcile<'_, '_> {
     /// The new ReplicaSet was created before the stable one, and fewer than `rollbackWindow.revisions`

@@ -3,9 +3,9 @@
 //! pause (Inconclusive) or an abort (Failed, Error). The runs' names, labels and specs are `analysis`'s.
 
 use super::analysis::{self, RunContext, RunKind};
-use super::reconcile::{Reconcile, RunState};
-use super::status::{CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
-use super::{Write, status as cond};
+use super::conditions::{CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
+use super::context::{Reconcile, RunState};
+use super::{Write, conditions as cond};
 use crate::api::rollout::RolloutAnalysisRunStatus;
 use crate::api::{AnalysisPhase, AnalysisRun};
 

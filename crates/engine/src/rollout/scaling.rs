@@ -4,7 +4,7 @@
 //! keeps its step, pause and analysis as they were, so scaling a paused Rollout neither restarts nor
 //! advances its steps. Owns that detection and that short reconcile; the counts are `replicasets`'s.
 
-use super::reconcile::Reconcile;
+use super::context::Reconcile;
 
 impl Reconcile<'_, '_> {
     /// A new or stable ReplicaSet with pods records another spec.replicas than the Rollout's.

@@ -7,8 +7,8 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::reconcile::Reconcile;
-use super::status as cond;
+use super::conditions as cond;
+use super::context::Reconcile;
 use super::steps::CanaryScale;
 use super::{Route, SCALE_DOWN_DEADLINE_ANNOTATION, Write, steps};
 use crate::api::rollout::{CanaryStep, RolloutStatus, TrafficWeights, WeightDestination};

@@ -1,4 +1,4 @@
-//! The traffic routers in memory, for the in-memory cluster (`engine::rollout::sim`) that `rehearse` and `demo`
+//! The traffic routers in memory, for the in-memory cluster (`engine::rollout::memory`) that `rehearse` and `demo`
 //! play a Rollout on: the router objects found among the files (an Istio VirtualService, a Gateway API
 //! HTTPRoute) are brought to each route by the same targets and builders the daemon's routers write through
 //! the API server (`crate::routers`), so the weights a rehearsal shows are those the daemon would write; a

@@ -1,7 +1,7 @@
 //! One reconcile of one Rollout, whatever cluster it acts on: read afresh, plan, make the plan's writes in
 //! Argo's order with the traffic routers brought to the plan's weight between them, store the status when it
 //! changed, publish the Events. The daemon acts on the API server (`controller::rollout`), `rehearse`, `demo`
-//! and the planner's tests on memory ([`super::sim`]): both are a [`Cluster`], and this loop is the only one,
+//! and the planner's tests on memory ([`super::memory`]): both are a [`Cluster`], and this loop is the only one,
 //! so a rehearsal makes the daemon's moves by construction.
 //!
 //! A write or status store that meets a change made since the read (a 409, an object gone) reads and plans
@@ -149,7 +149,7 @@ pub trait Cluster {
 
 /// How a reconcile ended.
 #[derive(Debug, Clone)]
-pub enum Reconciled {
+pub enum Reconciliation {
     /// The Rollout is gone, or not this instance's.
     Gone,
     /// The plan was carried out; `changed` when it wrote anything (look again at once, as the status write's
@@ -163,11 +163,11 @@ pub enum Reconciled {
 }
 
 /// One reconcile of the Rollout `cluster` holds.
-pub async fn reconcile<C: Cluster + Send>(cluster: &mut C) -> Result<Reconciled, C::Error> {
+pub async fn reconcile<C: Cluster + Send>(cluster: &mut C) -> Result<Reconciliation, C::Error> {
     let mut restart = true;
     for _ in 0..ATTEMPTS {
         let Some(seen) = cluster.observe().await? else {
-            return Ok(Reconciled::Gone);
+            return Ok(Reconciliation::Gone);
         };
         let stepped = step(cluster, &seen, restart).await;
         cluster.release(seen);
@@ -179,12 +179,12 @@ pub async fn reconcile<C: Cluster + Send>(cluster: &mut C) -> Result<Reconciled,
             Stepped::Refused => restart = false,
         }
     }
-    Ok(Reconciled::Contended)
+    Ok(Reconciliation::Contended)
 }
 
 /// How one read, plan and write ended.
 enum Stepped {
-    Done(Box<Reconciled>),
+    Done(Box<Reconciliation>),
     Changed,
     /// A PodDisruptionBudget refused every eviction of the plan.
     Refused,
@@ -229,7 +229,7 @@ async fn step<C: Cluster + Send>(
             warning: true,
         };
         cluster.publish(&seen.rollout, &[failed]);
-        return Ok(Stepped::Done(Box::new(Reconciled::Unrouted {
+        return Ok(Stepped::Done(Box::new(Reconciliation::Unrouted {
             plan,
             error,
         })));
@@ -245,11 +245,11 @@ async fn step<C: Cluster + Send>(
         match cluster.store_status(seen, &plan.status).await? {
             Stored::Written => {}
             Stored::Changed => return Ok(Stepped::Changed),
-            Stored::Gone => return Ok(Stepped::Done(Box::new(Reconciled::Gone))),
+            Stored::Gone => return Ok(Stepped::Done(Box::new(Reconciliation::Gone))),
         }
     }
     cluster.publish(&seen.rollout, &plan.events);
-    Ok(Stepped::Done(Box::new(Reconciled::Planned {
+    Ok(Stepped::Done(Box::new(Reconciliation::Planned {
         changed: changed || !plan.writes.is_empty(),
         plan,
     })))

@@ -1,7 +1,7 @@
 //! An in-memory cluster for the planner: it holds one Rollout and what it owns, applies a [`Plan`]'s writes
 //! the way the API server and the built-in controllers would (a created ReplicaSet starts with no pods, a
 //! scale-down removes pods at once, pods become available only when told), and records the Events. It is an
-//! [`act::Cluster`], so [`Cluster::reconcile`] runs the daemon's own loop. Tests drive Argo's scenarios with
+//! [`reconcile_loop::Cluster`], so [`MemoryCluster::reconcile`] runs the daemon's own loop. Tests drive Argo's scenarios with
 //! it; `rehearse` and `demo` run a Rollout on it with a virtual clock. Pure: time is whatever the caller
 //! passes.
 
@@ -15,7 +15,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::act::{self, Made, Reconciled, Snapshot, Stored, Templates, template_key};
+use super::reconcile_loop::{
+    self, Made, Reconciliation, Snapshot, Stored, Templates, template_key,
+};
 use super::{Event, Observed, Plan, Route, Write, plan};
 use crate::api::Controlled;
 use crate::api::rollout::{RolloutSpec, RolloutStatus};
@@ -32,7 +34,7 @@ const MAX_PODS_PER_REPLICA_SET: usize = 1000;
 
 /// One Rollout and everything the planner reads about it.
 #[derive(Debug, Clone)]
-pub struct Cluster {
+pub struct MemoryCluster {
     pub rollout: Rollout,
     pub replica_sets: Vec<ReplicaSet>,
     pub analysis_runs: Vec<AnalysisRun>,
@@ -44,7 +46,7 @@ pub struct Cluster {
     pub pods: Vec<Pod>,
     /// The traffic routers, brought to each plan's route (by default none: nothing is routed).
     pub routers: Routers,
-    /// The `now` of the next reconcile ([`Cluster::set_now`]): when pods made since were created.
+    /// The `now` of the next reconcile ([`MemoryCluster::set_now`]): when pods made since were created.
     clock: Timestamp,
     /// Numbers pods' names.
     pods_made: usize,
@@ -52,15 +54,15 @@ pub struct Cluster {
     pending: Vec<Write>,
 }
 
-impl Cluster {
+impl MemoryCluster {
     /// A cluster holding `rollout` as just created (generation 1, a uid).
-    pub fn new(mut rollout: Rollout) -> Cluster {
+    pub fn new(mut rollout: Rollout) -> MemoryCluster {
         rollout.metadata.generation = Some(1);
         rollout
             .metadata
             .uid
             .get_or_insert_with(|| "rollout-uid".to_string());
-        Cluster {
+        MemoryCluster {
             rollout,
             replica_sets: Vec::new(),
             analysis_runs: Vec::new(),
@@ -91,11 +93,11 @@ impl Cluster {
         });
     }
 
-    /// One reconcile at `now`, through the loop the daemon runs ([`act::reconcile`]): how it ended.
-    pub fn reconciled(&mut self, now: Timestamp) -> Reconciled {
+    /// One reconcile at `now`, through the loop the daemon runs ([`reconcile_loop::reconcile`]): how it ended.
+    pub fn reconciled(&mut self, now: Timestamp) -> Reconciliation {
         self.set_now(now);
         // Memory answers at once, so the loop's future is ready when first polled.
-        match futures_executor::block_on(act::reconcile(self)) {
+        match futures_executor::block_on(reconcile_loop::reconcile(self)) {
             Ok(reconciled) => reconciled,
             Err(never) => match never {},
         }
@@ -105,8 +107,8 @@ impl Cluster {
     /// loop ends with a plan carried out, or stopped at routers whose objects do not fit them.
     pub fn reconcile(&mut self, now: Timestamp) -> Plan {
         match self.reconciled(now) {
-            Reconciled::Planned { plan, .. } | Reconciled::Unrouted { plan, .. } => plan,
-            Reconciled::Gone | Reconciled::Contended => self.plan(now),
+            Reconciliation::Planned { plan, .. } | Reconciliation::Unrouted { plan, .. } => plan,
+            Reconciliation::Gone | Reconciliation::Contended => self.plan(now),
         }
     }
 
@@ -439,11 +441,11 @@ fn merge_into<T: Serialize + DeserializeOwned>(object: &mut T, patch: &Value) {
 }
 
 /// The cluster in memory answers at once and refuses nothing: a write is made as the API server and the
-/// built-in controllers would make it ([`Cluster::apply_writes`]'s rules), a route is applied to the router
+/// built-in controllers would make it ([`MemoryCluster::apply_writes`]'s rules), a route is applied to the router
 /// objects in memory ([`Routers`]). Its objects are lent to the loop rather than copied (a rehearsal runs
 /// thousands of reconciles over runs whose measurements keep growing): the writes are made, in order, when the
 /// loop gives them back.
-impl act::Cluster for Cluster {
+impl reconcile_loop::Cluster for MemoryCluster {
     type Error = std::convert::Infallible;
     /// A rehearsal shows every step the planner passes through, each plan's own.
     const COALESCE: bool = false;

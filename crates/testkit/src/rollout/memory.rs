@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use canaryd::api::rollout::RolloutStatus;
 use canaryd::api::{AnalysisTemplateSpec, Rollout};
-use canaryd::engine::rollout::sim::Cluster;
-use canaryd::engine::rollout::status;
+use canaryd::engine::rollout::conditions;
+use canaryd::engine::rollout::memory::MemoryCluster;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -20,7 +20,7 @@ pub fn rollout(replicas: i32, canary: Value) -> Rollout {
 }
 
 /// Reconciles at `now`, every pod becoming available at once, until nothing changes.
-pub fn run(c: &mut Cluster, now: Timestamp) {
+pub fn run(c: &mut MemoryCluster, now: Timestamp) {
     for _ in 0..30 {
         let became_available = c.make_available();
         let before = c.rollout.status.clone();
@@ -32,7 +32,7 @@ pub fn run(c: &mut Cluster, now: Timestamp) {
     panic!("the planner did not settle: {:#?}", c.status());
 }
 
-pub fn set_image(c: &mut Cluster, image: &str) {
+pub fn set_image(c: &mut MemoryCluster, image: &str) {
     c.edit_spec(|s| {
         if let Some(t) = s.template.as_mut() {
             t["spec"]["containers"][0]["image"] = json!(image);
@@ -41,24 +41,24 @@ pub fn set_image(c: &mut Cluster, image: &str) {
 }
 
 /// The reasons of the Events recorded since `from`.
-pub fn reasons_since(c: &Cluster, from: usize) -> Vec<String> {
+pub fn reasons_since(c: &MemoryCluster, from: usize) -> Vec<String> {
     c.events[from..].iter().map(|e| e.reason.clone()).collect()
 }
 
-pub fn replicas(c: &Cluster) -> Vec<i32> {
+pub fn replicas(c: &MemoryCluster) -> Vec<i32> {
     c.replicas_by_revision()
         .into_iter()
         .map(|(_, n)| n)
         .collect()
 }
 
-pub fn phase(c: &Cluster) -> (String, String) {
+pub fn phase(c: &MemoryCluster) -> (String, String) {
     let s = c.status();
     (s.phase, s.message)
 }
 
 pub fn condition<'a>(s: &'a RolloutStatus, type_: &str) -> (&'a str, &'a str) {
-    let c = status::get(s, type_).unwrap_or_else(|| panic!("no {type_} condition: {s:#?}"));
+    let c = conditions::get(s, type_).unwrap_or_else(|| panic!("no {type_} condition: {s:#?}"));
     (c.status.as_str(), c.reason.as_str())
 }
 
@@ -66,13 +66,13 @@ pub fn template(metrics: Value) -> AnalysisTemplateSpec {
     serde_json::from_value(json!({"args": [{"name": "service"}], "metrics": metrics})).unwrap()
 }
 
-pub fn with_analysis_template(c: &mut Cluster, name: &str, metrics: Value) {
+pub fn with_analysis_template(c: &mut MemoryCluster, name: &str, metrics: Value) {
     c.templates
         .insert((false, name.to_string()), template(metrics));
 }
 
-pub fn analysis_rollout() -> Cluster {
-    let mut c = Cluster::new(rollout(
+pub fn analysis_rollout() -> MemoryCluster {
+    let mut c = MemoryCluster::new(rollout(
         4,
         json!({
             "canaryService": "web-canary", "stableService": "web-stable",
@@ -102,7 +102,7 @@ pub fn analysis_rollout() -> Cluster {
 }
 
 /// The pod-template hash the Service `name` selects; empty when it selects none.
-pub fn service_hash(c: &Cluster, name: &str) -> String {
+pub fn service_hash(c: &MemoryCluster, name: &str) -> String {
     let svc = c
         .services
         .iter()
@@ -113,7 +113,7 @@ pub fn service_hash(c: &Cluster, name: &str) -> String {
 
 /// Runs the Rollout second by second from `from` (pods available at once) until its phase is `phase`;
 /// returns the second it got there.
-pub fn run_until(c: &mut Cluster, from: i64, phase: &str) -> i64 {
+pub fn run_until(c: &mut MemoryCluster, from: i64, phase: &str) -> i64 {
     for second in from..from + 120 {
         run(c, at(second));
         if c.status().phase == phase {
@@ -124,7 +124,7 @@ pub fn run_until(c: &mut Cluster, from: i64, phase: &str) -> i64 {
 }
 
 /// The counts `kubectl argo rollouts get` shows: desired, current, updated, ready, available.
-pub fn counts(c: &Cluster) -> (i32, i32, i32, i32, i32) {
+pub fn counts(c: &MemoryCluster) -> (i32, i32, i32, i32, i32) {
     let s = c.status();
     (
         c.rollout.spec.replicas.unwrap_or(1),
