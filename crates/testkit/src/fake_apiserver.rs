@@ -77,6 +77,7 @@ mod error;
 mod jobs;
 mod object;
 mod replicasets;
+mod requests;
 mod resources;
 mod routes;
 pub mod schema;
@@ -111,71 +112,14 @@ use error::ApiError;
 pub use jobs::JobController;
 pub use object::merge_patch;
 pub use replicasets::ReplicaSetController;
+use requests::{Control, Fault, FaultAction};
+pub use requests::{RecordedRequest, RequestPattern};
 pub use resources::ResourceDef;
 use resources::define;
 use routes::{Call, failure, injected_failure, route};
 use store::Store;
 
 type Body = BoxBody<Bytes, io::Error>;
-
-/// Which requests a fault or a count applies to: a method ("*" for any), a path substring, a query substring.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RequestPattern {
-    method: String,
-    path_contains: String,
-    query_contains: String,
-}
-
-impl RequestPattern {
-    pub fn new(method: &str, path_contains: &str) -> Self {
-        RequestPattern {
-            method: method.to_uppercase(),
-            path_contains: path_contains.into(),
-            query_contains: String::new(),
-        }
-    }
-
-    pub fn query(mut self, query_contains: &str) -> Self {
-        self.query_contains = query_contains.into();
-        self
-    }
-
-    fn matches(&self, request: &RecordedRequest) -> bool {
-        (self.method == "*" || self.method == request.method)
-            && request.path.contains(&self.path_contains)
-            && request.query.contains(&self.query_contains)
-    }
-}
-
-/// A request as the fake received it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordedRequest {
-    pub method: String,
-    pub path: String,
-    /// The raw query string, percent-encoded as sent.
-    pub query: String,
-    /// When it arrived.
-    pub at: jiff::Timestamp,
-}
-
-#[derive(Clone, Debug)]
-enum FaultAction {
-    Status(u16),
-    Delay(Duration),
-}
-
-#[derive(Clone, Debug)]
-struct Fault {
-    pattern: RequestPattern,
-    remaining: usize,
-    action: FaultAction,
-}
-
-#[derive(Default)]
-struct Control {
-    faults: Vec<Fault>,
-    requests: Vec<RecordedRequest>,
-}
 
 /// State shared by the accept loop, connection tasks, watch tasks and the test's handle.
 struct Shared {
