@@ -189,16 +189,7 @@ pub async fn play(
     on: &mut dyn FnMut(&Entry),
 ) -> Result<Ending, RehearsalError> {
     let clock = Clock::virtual_at(opts.from);
-    let mut cluster = MemoryCluster::new(setup.rollout.clone());
-    cluster.templates = setup.templates.clone();
-    cluster.services = setup.services.clone();
-    cluster.routers = setup.routers.clone();
-    deploy_running_version(&mut cluster, opts.from)?;
-    cluster.edit_spec(|spec| {
-        if let Some(template) = spec.template.as_mut() {
-            mark_revision(template);
-        }
-    });
+    let mut cluster = rehearsed_cluster(setup, opts.from)?;
     let steps = steps::steps(&cluster.rollout).len();
     let mut runs = runs::Runs::new(&setup.args, setup.prometheus.as_deref());
     let mut available_at: Option<Timestamp> = None;
@@ -212,131 +203,228 @@ pub async fn play(
             available_at = None;
         }
         runs.measure_due(&mut cluster, providers, &clock, on).await;
-        let mut wake = None;
-        for _ in 0..SETTLE_LIMIT {
-            let before = cluster.rollout.status.clone();
-            let plan = reconcile(&mut cluster, now)?;
-            for e in &plan.events {
-                on(&Entry::Event {
-                    time: now,
-                    reason: e.reason.clone(),
-                    message: e.message.clone(),
-                    warning: e.warning,
-                });
-            }
-            let mut became_available = false;
-            if needs_pods(&cluster) && available_at.is_none() {
-                if opts.ready_after.is_zero() {
-                    became_available = cluster.make_available();
-                } else {
-                    available_at = Some(later(now, opts.ready_after));
-                }
-            }
-            show_step(&cluster, &plan, &mut at_step, steps, now, on);
-            wake = plan.wake_at;
-            if plan.writes.is_empty() && cluster.rollout.status == before && !became_available {
-                break;
-            }
-        }
+        let wake = settle(
+            &mut cluster,
+            now,
+            opts.ready_after,
+            &mut available_at,
+            &mut at_step,
+            steps,
+            on,
+        )?;
         let status = cluster.status();
         if !status.abort {
             progressing_step = status.current_step_index.unwrap_or(0).max(0) as usize + 1;
         }
         let end = |outcome, reason: String, metric| {
-            Ok(Ending {
+            Ok(ending(
+                opts,
+                now,
+                progressing_step,
+                &status,
                 outcome,
-                started: shown(opts.from),
-                ended: shown(now),
-                seconds: now.duration_since(opts.from).as_secs(),
-                step: (outcome != Outcome::Promoted).then_some(progressing_step),
-                metric,
                 reason,
-                status: status.clone(),
-            })
+                metric,
+            ))
         };
-        if status.abort {
-            return end(
-                Outcome::Aborted,
-                status.message.clone(),
-                runs::deciding_metric(&cluster),
-            );
+        if let Some((outcome, reason, metric)) = finished(&cluster, &status) {
+            return end(outcome, reason, metric);
         }
-        if status.phase == "Healthy" && status.stable_rs == status.current_pod_hash {
-            return end(Outcome::Promoted, "the new revision is stable".into(), None);
-        }
-        let mut promote_at = None;
-        if let Some((since, reason)) = waiting_for_a_person(&cluster.rollout, &status) {
-            let metric = (reason == INCONCLUSIVE_ANALYSIS)
-                .then(|| runs::deciding_metric(&cluster))
-                .flatten();
-            match opts.promote_after {
-                None => {
-                    return end(
-                        Outcome::Waiting,
-                        format!("paused ({reason}): waiting for a person to promote or abort"),
-                        metric,
-                    );
-                }
-                Some(_)
-                    if promoted_at.get(&progressing_step).copied().unwrap_or(0)
-                        >= PROMOTE_LIMIT =>
-                {
-                    return end(
-                        Outcome::Waiting,
-                        format!(
-                            "paused ({reason}) again after {PROMOTE_LIMIT} promotions at this step: waiting for a \
-                             person to abort"
-                        ),
-                        metric,
-                    );
-                }
-                Some(after) if later(since, after) <= now => {
-                    *promoted_at.entry(progressing_step).or_default() += 1;
-                    cluster.patch_status(|s| promote(s, steps));
-                    on(&Entry::Promote {
-                        time: now,
-                        reason: format!("promoted {after:#} after the pause ({reason}) began"),
-                    });
-                    continue;
-                }
-                Some(after) => promote_at = Some(later(since, after)),
+        let promotions = promoted_at.get(&progressing_step).copied().unwrap_or(0);
+        let promote_at = match person(&cluster, &status, opts.promote_after, promotions, now) {
+            Person::Away(promote_at) => promote_at,
+            Person::Leaves(reason, metric) => return end(Outcome::Waiting, reason, metric),
+            Person::Promotes(reason) => {
+                *promoted_at.entry(progressing_step).or_default() += 1;
+                cluster.patch_status(|s| promote(s, steps));
+                on(&Entry::Promote { time: now, reason });
+                continue;
             }
-        }
-        let next = [wake, available_at, promote_at, runs.next_due(&cluster, now)]
+        };
+        let due = [wake, available_at, promote_at, runs.next_due(&cluster, now)]
             .into_iter()
             .flatten()
             .min();
-        if next == Some(now) {
+        match next_instant(due, now, opts.to, &status) {
+            Err(reason) => return end(Outcome::Waiting, reason, None),
             // A run created just now is measured at once, as the daemon's controller picks it up.
-            continue;
+            Ok(next) if next == now => continue,
+            Ok(next) => clock.sleep_until(next).await,
         }
-        let Some(next) = next else {
-            return end(
-                Outcome::Waiting,
-                format!("stuck: {} ({})", status.phase, status.message),
-                None,
-            );
-        };
-        let next = next.max(later(now, SignedDuration::from_secs(1)));
-        // Nothing is played at the last instant a timestamp holds: what falls there (or past it) never comes.
-        let horizon = opts.to.unwrap_or(Timestamp::MAX);
-        if next > horizon || next == Timestamp::MAX {
-            return end(
-                Outcome::Waiting,
-                format!(
-                    "not finished by {} ({}: {})",
-                    shown(horizon),
-                    status.phase,
-                    status.message
-                ),
-                None,
-            );
-        }
-        clock.sleep_until(next).await;
     }
     Err(RehearsalError(format!(
         "the rehearsal did not end within {ROUND_LIMIT} reconciles"
     )))
+}
+
+/// The in-memory cluster a rehearsal starts from: the user's Rollout, templates, Services and routers, its
+/// running version deployed at `from`, and its pod template marked as the revision to rehearse.
+fn rehearsed_cluster(setup: &Setup, from: Timestamp) -> Result<MemoryCluster, RehearsalError> {
+    let mut cluster = MemoryCluster::new(setup.rollout.clone());
+    cluster.templates = setup.templates.clone();
+    cluster.services = setup.services.clone();
+    cluster.routers = setup.routers.clone();
+    deploy_running_version(&mut cluster, from)?;
+    cluster.edit_spec(|spec| {
+        if let Some(template) = spec.template.as_mut() {
+            mark_revision(template);
+        }
+    });
+    Ok(cluster)
+}
+
+/// Reconciles at `now` until the planner settles (at most `SETTLE_LIMIT` times), reporting its Events and
+/// new steps and asking for pods (available at once, or `ready_after` later); returns when it wakes next.
+fn settle(
+    cluster: &mut MemoryCluster,
+    now: Timestamp,
+    ready_after: SignedDuration,
+    available_at: &mut Option<Timestamp>,
+    at_step: &mut Option<(usize, i32)>,
+    steps: usize,
+    on: &mut dyn FnMut(&Entry),
+) -> Result<Option<Timestamp>, RehearsalError> {
+    let mut wake = None;
+    for _ in 0..SETTLE_LIMIT {
+        let before = cluster.rollout.status.clone();
+        let plan = reconcile(cluster, now)?;
+        for e in &plan.events {
+            on(&Entry::Event {
+                time: now,
+                reason: e.reason.clone(),
+                message: e.message.clone(),
+                warning: e.warning,
+            });
+        }
+        let mut became_available = false;
+        if needs_pods(cluster) && available_at.is_none() {
+            if ready_after.is_zero() {
+                became_available = cluster.make_available();
+            } else {
+                *available_at = Some(later(now, ready_after));
+            }
+        }
+        show_step(cluster, &plan, at_step, steps, now, on);
+        wake = plan.wake_at;
+        if plan.writes.is_empty() && cluster.rollout.status == before && !became_available {
+            break;
+        }
+    }
+    Ok(wake)
+}
+
+/// How a rehearsal that ended at `now` ended: its outcome, reason and deciding metric with the times, the
+/// step it was at (`step`, unless it was promoted) and the Rollout's `status`.
+fn ending(
+    opts: &Options,
+    now: Timestamp,
+    step: usize,
+    status: &RolloutStatus,
+    outcome: Outcome,
+    reason: String,
+    metric: Option<String>,
+) -> Ending {
+    Ending {
+        outcome,
+        started: shown(opts.from),
+        ended: shown(now),
+        seconds: now.duration_since(opts.from).as_secs(),
+        step: (outcome != Outcome::Promoted).then_some(step),
+        metric,
+        reason,
+        status: status.clone(),
+    }
+}
+
+/// Whether the rollout is over on its own: aborted (with the metric that decided it) or promoted.
+fn finished(
+    cluster: &MemoryCluster,
+    status: &RolloutStatus,
+) -> Option<(Outcome, String, Option<String>)> {
+    if status.abort {
+        return Some((
+            Outcome::Aborted,
+            status.message.clone(),
+            runs::deciding_metric(cluster),
+        ));
+    }
+    if status.phase == "Healthy" && status.stable_rs == status.current_pod_hash {
+        return Some((Outcome::Promoted, "the new revision is stable".into(), None));
+    }
+    None
+}
+
+/// What the person `--promote-after` stands for does at an instant.
+enum Person {
+    /// Nothing yet: no pause waits for them, or they promote the one that does at this time.
+    Away(Option<Timestamp>),
+    /// They promote the pause now, for this reason.
+    Promotes(String),
+    /// Nobody promotes the pause: the rehearsal ends waiting, for this reason (and metric).
+    Leaves(String, Option<String>),
+}
+
+/// What the person does at `now` about a pause only a person ends, given `promotions` already made at this
+/// step: nobody promotes it without `promote_after`, nor one that keeps coming back after `PROMOTE_LIMIT`.
+fn person(
+    cluster: &MemoryCluster,
+    status: &RolloutStatus,
+    promote_after: Option<SignedDuration>,
+    promotions: usize,
+    now: Timestamp,
+) -> Person {
+    let Some((since, reason)) = waiting_for_a_person(&cluster.rollout, status) else {
+        return Person::Away(None);
+    };
+    let metric = (reason == INCONCLUSIVE_ANALYSIS)
+        .then(|| runs::deciding_metric(cluster))
+        .flatten();
+    match promote_after {
+        None => Person::Leaves(
+            format!("paused ({reason}): waiting for a person to promote or abort"),
+            metric,
+        ),
+        Some(_) if promotions >= PROMOTE_LIMIT => Person::Leaves(
+            format!(
+                "paused ({reason}) again after {PROMOTE_LIMIT} promotions at this step: waiting for a \
+                 person to abort"
+            ),
+            metric,
+        ),
+        Some(after) if later(since, after) <= now => Person::Promotes(format!(
+            "promoted {after:#} after the pause ({reason}) began"
+        )),
+        Some(after) => Person::Away(Some(later(since, after))),
+    }
+}
+
+/// The next instant to play after `now`, given the earliest one anything is `due` at (`now` itself: at
+/// once; otherwise at least a second on); or why the rehearsal ends waiting: nothing is due (stuck), or
+/// not before `to`.
+fn next_instant(
+    due: Option<Timestamp>,
+    now: Timestamp,
+    to: Option<Timestamp>,
+    status: &RolloutStatus,
+) -> Result<Timestamp, String> {
+    if due == Some(now) {
+        return Ok(now);
+    }
+    let Some(next) = due else {
+        return Err(format!("stuck: {} ({})", status.phase, status.message));
+    };
+    let next = next.max(later(now, SignedDuration::from_secs(1)));
+    // Nothing is played at the last instant a timestamp holds: what falls there (or past it) never comes.
+    let horizon = to.unwrap_or(Timestamp::MAX);
+    if next > horizon || next == Timestamp::MAX {
+        return Err(format!(
+            "not finished by {} ({}: {})",
+            shown(horizon),
+            status.phase,
+            status.message
+        ));
+    }
+    Ok(next)
 }
 
 /// The revision running before the rehearsal: deployed and fully available at `at` (a first deploy goes
