@@ -81,6 +81,37 @@ pub fn setup_from_docs(
     args: &[(String, String)],
     prometheus: Option<&str>,
 ) -> Result<Setup, BadInput> {
+    refuse_invalid(docs)?;
+    let Decoded {
+        templates,
+        template_docs,
+        rollouts,
+        mut services,
+        router_objects,
+    } = decode_documents(docs)?;
+    let (doc, rollout) = choose_rollout(rollouts, wanted)?;
+    let named = named_templates(doc, &rollout, &templates)?;
+    refuse_jobs(&named, &templates, &template_docs)?;
+    let at = |f: Finding| BadInput(Located::at(doc, f).to_string());
+    let routers = Routers::new(&rollout, router_objects).map_err(|e| match e {
+        crate::engine::routing::RoutingError::Config { field, message } => {
+            at(Finding::error(field, message))
+        }
+        other => BadInput(other.to_string()),
+    })?;
+    add_named_services(&rollout, &mut services);
+    Ok(Setup {
+        rollout,
+        templates,
+        services,
+        routers,
+        args: args.to_vec(),
+        prometheus: prometheus.map(str::to_string),
+    })
+}
+
+/// The errors `validate` finds in the documents, if any, as one bad input.
+fn refuse_invalid(docs: &[SourceDoc]) -> Result<(), BadInput> {
     let (findings, _, _) = validate_documents(docs);
     let errors: Vec<String> = findings
         .iter()
@@ -90,6 +121,23 @@ pub fn setup_from_docs(
     if !errors.is_empty() {
         return Err(BadInput(errors.join("\n")));
     }
+    Ok(())
+}
+
+/// What the documents hold that a rehearsal uses, decoded.
+struct Decoded<'a> {
+    templates: Templates,
+    /// The document each of `templates` was read from, by the same key.
+    template_docs: BTreeMap<(bool, String), &'a SourceDoc>,
+    rollouts: Vec<(&'a SourceDoc, Rollout)>,
+    services: Vec<Service>,
+    /// The VirtualServices and HTTPRoutes, each with where it was read (file:line).
+    router_objects: Vec<(String, serde_json::Value)>,
+}
+
+/// Decodes the templates, Rollouts, Services and router objects among the documents; the first that does
+/// not decode is a bad input, located at its document and field.
+fn decode_documents(docs: &[SourceDoc]) -> Result<Decoded<'_>, BadInput> {
     let mut templates = Templates::new();
     let mut template_docs: BTreeMap<(bool, String), &SourceDoc> = BTreeMap::new();
     let mut rollouts: Vec<(&SourceDoc, Rollout)> = Vec::new();
@@ -129,6 +177,20 @@ pub fn setup_from_docs(
             BadInput(Located::at(doc, Finding::error(e.path, e.message)).to_string())
         })?;
     }
+    Ok(Decoded {
+        templates,
+        template_docs,
+        rollouts,
+        services,
+        router_objects,
+    })
+}
+
+/// The Rollout to rehearse, with its document: the one `--rollout` names, or the only one the files hold.
+fn choose_rollout<'a>(
+    mut rollouts: Vec<(&'a SourceDoc, Rollout)>,
+    wanted: Option<&str>,
+) -> Result<(&'a SourceDoc, Rollout), BadInput> {
     let names: Vec<String> = rollouts
         .iter()
         .map(|(_, r)| r.metadata.name.clone().unwrap_or_default())
@@ -158,8 +220,16 @@ pub fn setup_from_docs(
             )));
         }
     };
-    let (doc, rollout) = chosen;
-    let at = |f: Finding| BadInput(Located::at(doc, f).to_string());
+    Ok(chosen)
+}
+
+/// The keys of the templates the Rollout (read from `doc`) names; a named template the files lack is a bad
+/// input, located at the Rollout.
+fn named_templates(
+    doc: &SourceDoc,
+    rollout: &Rollout,
+    templates: &Templates,
+) -> Result<BTreeSet<(bool, String)>, BadInput> {
     let named = std::cell::RefCell::new(BTreeSet::new());
     let lookup = |r: &AnalysisTemplateRef| {
         let key = template_key(r);
@@ -168,7 +238,7 @@ pub fn setup_from_docs(
         found
     };
     let missing: Vec<String> =
-        crate::engine::rollout::analysis::template_findings(&rollout, &lookup, Severity::Error)
+        crate::engine::rollout::analysis::template_findings(rollout, &lookup, Severity::Error)
             .into_iter()
             .filter(|f| f.severity == Severity::Error)
             .map(|f| Located::at(doc, f).to_string())
@@ -176,9 +246,17 @@ pub fn setup_from_docs(
     if !missing.is_empty() {
         return Err(BadInput(missing.join("\n")));
     }
+    Ok(named.into_inner())
+}
+
+/// Refuses the `named` templates' Job metrics, each located at its template's document.
+fn refuse_jobs(
+    named: &BTreeSet<(bool, String)>,
+    templates: &Templates,
+    template_docs: &BTreeMap<(bool, String), &SourceDoc>,
+) -> Result<(), BadInput> {
     // A Job cannot run in the past: measured, it would be an Error and the rehearsal a made-up abort.
     let jobs: Vec<String> = named
-        .into_inner()
         .iter()
         .filter_map(|key| Some((templates.get(key)?, template_docs.get(key)?)))
         .flat_map(|(spec, template_doc)| {
@@ -200,21 +278,7 @@ pub fn setup_from_docs(
     if !jobs.is_empty() {
         return Err(BadInput(jobs.join("\n")));
     }
-    let routers = Routers::new(&rollout, router_objects).map_err(|e| match e {
-        crate::engine::routing::RoutingError::Config { field, message } => {
-            at(Finding::error(field, message))
-        }
-        other => BadInput(other.to_string()),
-    })?;
-    add_named_services(&rollout, &mut services);
-    Ok(Setup {
-        rollout,
-        templates,
-        services,
-        routers,
-        args: args.to_vec(),
-        prometheus: prometheus.map(str::to_string),
-    })
+    Ok(())
 }
 
 /// The canary and stable Services the Rollout names and the files lack, selecting the Rollout's pods as a
