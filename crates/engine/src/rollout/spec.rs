@@ -6,7 +6,7 @@
 use super::replicas;
 use super::steps::pause_seconds;
 use crate::api::Rollout;
-use crate::api::rollout::{CanaryStrategy, RolloutAnalysis};
+use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutAnalysis};
 use crate::routing::RoutingError;
 use crate::template::{Finding, Severity};
 
@@ -176,9 +176,51 @@ pub fn check(rollout: &Rollout) -> Vec<Finding> {
     out
 }
 
+/// The canary strategy's checks: what canaryd does not run, the surge and unavailability bounds, distinct
+/// Services, each step and the background analysis.
 fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) {
     let path = "spec.strategy.canary";
     unsupported(canary, out);
+    check_surge(canary, replicas, out);
+    if let (Some(c), Some(s)) = (&canary.canary_service, &canary.stable_service)
+        && c == s
+    {
+        out.push(error(
+            format!("{path}.stableService"),
+            "This rollout uses the same service for the stable and canary services, but two different services are required.",
+        ));
+    }
+    let steps = canary.steps.as_deref().unwrap_or_default();
+    // Argo's weightutil.MaxTrafficWeight: a setWeight is out of maxTrafficWeight with a router.
+    let max_weight = canary
+        .traffic_routing
+        .as_ref()
+        .and_then(|t| t.max_traffic_weight)
+        .unwrap_or(replicas::MAX_WEIGHT);
+    for (i, step) in steps.iter().enumerate() {
+        let at = format!("{path}.steps[{i}]");
+        check_step_actions(step, &at, out);
+        check_step(step, &at, canary.traffic_routing.is_some(), max_weight, out);
+    }
+    if let Some(background) = &canary.analysis {
+        check_analysis(&background.analysis, &format!("{path}.analysis"), out);
+        if let Some(start) = background.starting_step
+            && (start < 0 || start as usize > steps.len())
+        {
+            out.push(error(
+                format!("{path}.analysis.startingStep"),
+                format!(
+                    "StartingStep {start} is outside the steps (0 to {})",
+                    steps.len()
+                ),
+            ));
+        }
+    }
+}
+
+/// maxSurge and maxUnavailable: valid for `replicas`, and not both zero.
+fn check_surge(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) {
+    let path = "spec.strategy.canary";
     match replicas::fenceposts(
         canary.max_surge.as_ref(),
         canary.max_unavailable.as_ref(),
@@ -200,117 +242,95 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
             }
         }
     }
-    if let (Some(c), Some(s)) = (&canary.canary_service, &canary.stable_service)
-        && c == s
+}
+
+/// Which actions the step at `at` sets: at most one of the exclusive ones, at least one known one, and none
+/// that canaryd does not run yet.
+fn check_step_actions(step: &CanaryStep, at: &str, out: &mut Vec<Finding>) {
+    // Argo allows one of setWeight, pause, experiment and analysis per step; the others may combine.
+    let exclusive: Vec<&str> = [
+        (step.set_weight.is_some(), "setWeight"),
+        (step.pause.is_some(), "pause"),
+        (step.experiment.is_some(), "experiment"),
+        (step.analysis.is_some(), "analysis"),
+    ]
+    .into_iter()
+    .filter_map(|(set, name)| set.then_some(name))
+    .collect();
+    let others: Vec<&str> = [
+        (step.set_canary_scale.is_some(), "setCanaryScale"),
+        (step.set_header_route.is_some(), "setHeaderRoute"),
+        (step.set_mirror_route.is_some(), "setMirrorRoute"),
+        (step.plugin.is_some(), "plugin"),
+    ]
+    .into_iter()
+    .filter_map(|(set, name)| set.then_some(name))
+    .collect();
+    let unknown: Vec<&String> = step.rest.keys().collect();
+    if exclusive.len() > 1 {
+        out.push(error(
+            at,
+            format!(
+                "Step must have only one action set, found {}",
+                exclusive.join(", ")
+            ),
+        ));
+    } else if exclusive.is_empty() && others.is_empty() {
+        match unknown.first() {
+            Some(key) => out.push(error(format!("{at}.{key}"), format!("unknown step {key:?}"))),
+            None => out.push(error(
+                at,
+                "Step must have one of the following set: experiment, setWeight, setCanaryScale, plugin or pause",
+            )),
+        }
+    }
+    for name in exclusive.iter().chain(&others) {
+        if matches!(
+            *name,
+            "experiment" | "setHeaderRoute" | "setMirrorRoute" | "plugin"
+        ) {
+            out.push(error(
+                format!("{at}.{name}"),
+                "this step is not supported by canaryd yet",
+            ));
+        }
+    }
+}
+
+/// The values of the step at `at`: setCanaryScale (which needs a router, `routed`), setWeight (up to
+/// `max_weight`), the pause's duration and the step analysis.
+fn check_step(step: &CanaryStep, at: &str, routed: bool, max_weight: i32, out: &mut Vec<Finding>) {
+    if let Some(scale) = &step.set_canary_scale {
+        if !routed {
+            out.push(error(
+                format!("{at}.setCanaryScale"),
+                "SetCanaryScale requires TrafficRouting to be set",
+            ));
+        }
+        if let Err(e) = super::steps::CanaryScale::read(scale) {
+            out.push(error(format!("{at}.setCanaryScale"), e));
+        }
+    }
+    if let Some(w) = step.set_weight
+        && !(0..=max_weight).contains(&w)
     {
         out.push(error(
-            format!("{path}.stableService"),
-            "This rollout uses the same service for the stable and canary services, but two different services are required.",
+            format!("{at}.setWeight"),
+            format!("SetWeight must be between 0 and {max_weight}"),
         ));
     }
-    let steps = canary.steps.as_deref().unwrap_or_default();
-    // Argo's weightutil.MaxTrafficWeight: a setWeight is out of maxTrafficWeight with a router.
-    let max_weight = canary
-        .traffic_routing
-        .as_ref()
-        .and_then(|t| t.max_traffic_weight)
-        .unwrap_or(replicas::MAX_WEIGHT);
-    for (i, step) in steps.iter().enumerate() {
-        let at = format!("{path}.steps[{i}]");
-        // Argo allows one of setWeight, pause, experiment and analysis per step; the others may combine.
-        let exclusive: Vec<&str> = [
-            (step.set_weight.is_some(), "setWeight"),
-            (step.pause.is_some(), "pause"),
-            (step.experiment.is_some(), "experiment"),
-            (step.analysis.is_some(), "analysis"),
-        ]
-        .into_iter()
-        .filter_map(|(set, name)| set.then_some(name))
-        .collect();
-        let others: Vec<&str> = [
-            (step.set_canary_scale.is_some(), "setCanaryScale"),
-            (step.set_header_route.is_some(), "setHeaderRoute"),
-            (step.set_mirror_route.is_some(), "setMirrorRoute"),
-            (step.plugin.is_some(), "plugin"),
-        ]
-        .into_iter()
-        .filter_map(|(set, name)| set.then_some(name))
-        .collect();
-        let unknown: Vec<&String> = step.rest.keys().collect();
-        if exclusive.len() > 1 {
-            out.push(error(
-                at.as_str(),
-                format!(
-                    "Step must have only one action set, found {}",
-                    exclusive.join(", ")
-                ),
-            ));
-        } else if exclusive.is_empty() && others.is_empty() {
-            match unknown.first() {
-                Some(key) => out.push(error(format!("{at}.{key}"), format!("unknown step {key:?}"))),
-                None => out.push(error(
-                    at.as_str(),
-                    "Step must have one of the following set: experiment, setWeight, setCanaryScale, plugin or pause",
-                )),
-            }
-        }
-        for name in exclusive.iter().chain(&others) {
-            if matches!(
-                *name,
-                "experiment" | "setHeaderRoute" | "setMirrorRoute" | "plugin"
-            ) {
-                out.push(error(
-                    format!("{at}.{name}"),
-                    "this step is not supported by canaryd yet",
-                ));
-            }
-        }
-        if let Some(scale) = &step.set_canary_scale {
-            if canary.traffic_routing.is_none() {
-                out.push(error(
-                    format!("{at}.setCanaryScale"),
-                    "SetCanaryScale requires TrafficRouting to be set",
-                ));
-            }
-            if let Err(e) = super::steps::CanaryScale::read(scale) {
-                out.push(error(format!("{at}.setCanaryScale"), e));
-            }
-        }
-        if let Some(w) = step.set_weight
-            && !(0..=max_weight).contains(&w)
-        {
-            out.push(error(
-                format!("{at}.setWeight"),
-                format!("SetWeight must be between 0 and {max_weight}"),
-            ));
-        }
-        if let Some(pause) = &step.pause {
-            match pause_seconds(pause.duration.as_ref()) {
-                Err(e) => out.push(error(format!("{at}.pause.duration"), e)),
-                Ok(Some(s)) if s < 0 => out.push(error(
-                    format!("{at}.pause.duration"),
-                    "Pause duration must be >= 0",
-                )),
-                Ok(_) => {}
-            }
-        }
-        if let Some(analysis) = &step.analysis {
-            check_analysis(analysis, &format!("{at}.analysis"), out);
+    if let Some(pause) = &step.pause {
+        match pause_seconds(pause.duration.as_ref()) {
+            Err(e) => out.push(error(format!("{at}.pause.duration"), e)),
+            Ok(Some(s)) if s < 0 => out.push(error(
+                format!("{at}.pause.duration"),
+                "Pause duration must be >= 0",
+            )),
+            Ok(_) => {}
         }
     }
-    if let Some(background) = &canary.analysis {
-        check_analysis(&background.analysis, &format!("{path}.analysis"), out);
-        if let Some(start) = background.starting_step
-            && (start < 0 || start as usize > steps.len())
-        {
-            out.push(error(
-                format!("{path}.analysis.startingStep"),
-                format!(
-                    "StartingStep {start} is outside the steps (0 to {})",
-                    steps.len()
-                ),
-            ));
-        }
+    if let Some(analysis) = &step.analysis {
+        check_analysis(analysis, &format!("{at}.analysis"), out);
     }
 }
 
