@@ -133,11 +133,20 @@ impl Reconcile<'_, '_> {
         self.warning(cond::ROLLOUT_ABORTED, message);
     }
 
-    /// Argo's calculateRolloutConditions.
+    /// Argo's calculateRolloutConditions: Healthy, Progressing, Available and Completed, in that order.
     fn conditions(&mut self, new: &mut RolloutStatus) {
-        let now = self.o.now;
         let paused = !new.pause_conditions.is_empty() || self.spec_paused();
         let aborted = self.pause.aborted(&self.prev);
+        let became_unhealthy = self.healthy_condition(new, paused);
+        self.progressing_condition(new, aborted, became_unhealthy);
+        self.available_condition(new);
+        self.completed_condition(new);
+    }
+
+    /// The Healthy condition: True when healthy and not `paused`, else False once it was set; whether it
+    /// just became False.
+    fn healthy_condition(&self, new: &mut RolloutStatus, paused: bool) -> bool {
+        let now = self.o.now;
         let mut became_unhealthy = false;
         if !paused && self.healthy(new) {
             cond::set(
@@ -162,6 +171,19 @@ impl Reconcile<'_, '_> {
                 ),
             );
         }
+        became_unhealthy
+    }
+
+    /// The Progressing condition: False when `aborted` (with a warning the first time), True when the new
+    /// ReplicaSet has progressed or is progressing (or not available, when the stable one `became_unhealthy`),
+    /// False when it timed out.
+    fn progressing_condition(
+        &mut self,
+        new: &mut RolloutStatus,
+        aborted: bool,
+        became_unhealthy: bool,
+    ) {
+        let now = self.o.now;
         if aborted {
             let mut message = format!(
                 "Rollout aborted update to revision {}",
@@ -225,6 +247,11 @@ impl Reconcile<'_, '_> {
                 cond::condition(cond::PROGRESSING, "False", cond::TIMED_OUT, &message, now),
             );
         }
+    }
+
+    /// The Available condition: whether the available pods reach the Rollout's replicas.
+    fn available_condition(&self, new: &mut RolloutStatus) {
+        let now = self.o.now;
         let available = new.available_replicas >= self.replicas;
         let (status, message) = if available {
             ("True", cond::AVAILABLE_MESSAGE)
@@ -241,6 +268,11 @@ impl Reconcile<'_, '_> {
                 now,
             ),
         );
+    }
+
+    /// The Completed condition, with an Event when it turns False (an update started).
+    fn completed_condition(&mut self, new: &mut RolloutStatus) {
+        let now = self.o.now;
         let done = cond::completed(new);
         let c = cond::condition(
             cond::COMPLETED,
