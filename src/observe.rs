@@ -88,46 +88,45 @@ impl Metrics {
         durations: &BTreeMap<&'static str, Histogram>,
     ) -> String {
         let mut out = String::new();
+        self.write_process(&mut out);
+        write_runs(&mut out, runs);
+        self.write_counters(&mut out);
+        write_durations(&mut out, durations);
+        out
+    }
+
+    /// The process's own families: its version and whether it holds the leader Lease.
+    fn write_process(&self, out: &mut String) {
         family(
-            &mut out,
+            out,
             "canaryd_build_info",
             "gauge",
             "canaryd's version; always 1.",
         );
         sample(
-            &mut out,
+            out,
             "canaryd_build_info",
             &[("version", env!("CARGO_PKG_VERSION"))],
             1.0,
         );
         family(
-            &mut out,
+            out,
             "canaryd_leader",
             "gauge",
             "1 while this process holds the leader Lease and reconciles.",
         );
         sample(
-            &mut out,
+            out,
             "canaryd_leader",
             &[],
             if self.is_leader() { 1.0 } else { 0.0 },
         );
+    }
+
+    /// The counters: measurements by phase and provider, and reconcile errors by reason.
+    fn write_counters(&self, out: &mut String) {
         family(
-            &mut out,
-            "canaryd_analysis_runs",
-            "gauge",
-            "AnalysisRuns this process watches, by phase.",
-        );
-        for (phase, n) in runs {
-            sample(
-                &mut out,
-                "canaryd_analysis_runs",
-                &[("phase", phase)],
-                *n as f64,
-            );
-        }
-        family(
-            &mut out,
+            out,
             "canaryd_measurements_total",
             "counter",
             "Measurements recorded in AnalysisRun status, by measurement phase and provider.",
@@ -139,14 +138,14 @@ impl Metrics {
             .clone();
         for ((phase, provider), n) in &measurements {
             sample(
-                &mut out,
+                out,
                 "canaryd_measurements_total",
                 &[("phase", phase), ("provider", provider)],
                 *n as f64,
             );
         }
         family(
-            &mut out,
+            out,
             "canaryd_reconcile_errors_total",
             "counter",
             "Reconciles that failed and were retried, by reason.",
@@ -158,50 +157,66 @@ impl Metrics {
             .clone();
         for (reason, n) in &errors {
             sample(
-                &mut out,
+                out,
                 "canaryd_reconcile_errors_total",
                 &[("reason", reason)],
                 *n as f64,
             );
         }
-        let name = "canaryd_provider_query_duration_seconds";
-        family(
-            &mut out,
-            name,
-            "histogram",
-            "Time taken by queries actually sent to a provider (shared answers count once).",
-        );
-        for (provider, h) in durations {
-            let mut cumulative = 0;
-            for (i, bound) in DURATION_BUCKETS.iter().enumerate() {
-                cumulative += h.counts.get(i).copied().unwrap_or(0);
-                sample(
-                    &mut out,
-                    &format!("{name}_bucket"),
-                    &[("provider", provider), ("le", &bound.to_string())],
-                    cumulative as f64,
-                );
-            }
+    }
+}
+
+/// The runs gauge: the number of runs per phase.
+fn write_runs(out: &mut String, runs: &BTreeMap<String, u64>) {
+    family(
+        out,
+        "canaryd_analysis_runs",
+        "gauge",
+        "AnalysisRuns this process watches, by phase.",
+    );
+    for (phase, n) in runs {
+        sample(out, "canaryd_analysis_runs", &[("phase", phase)], *n as f64);
+    }
+}
+
+/// The query-duration histograms, one per provider: cumulative buckets, sum and count.
+fn write_durations(out: &mut String, durations: &BTreeMap<&'static str, Histogram>) {
+    let name = "canaryd_provider_query_duration_seconds";
+    family(
+        out,
+        name,
+        "histogram",
+        "Time taken by queries actually sent to a provider (shared answers count once).",
+    );
+    for (provider, h) in durations {
+        let mut cumulative = 0;
+        for (i, bound) in DURATION_BUCKETS.iter().enumerate() {
+            cumulative += h.counts.get(i).copied().unwrap_or(0);
             sample(
-                &mut out,
+                out,
                 &format!("{name}_bucket"),
-                &[("provider", provider), ("le", "+Inf")],
-                h.count as f64,
-            );
-            sample(
-                &mut out,
-                &format!("{name}_sum"),
-                &[("provider", provider)],
-                h.sum,
-            );
-            sample(
-                &mut out,
-                &format!("{name}_count"),
-                &[("provider", provider)],
-                h.count as f64,
+                &[("provider", provider), ("le", &bound.to_string())],
+                cumulative as f64,
             );
         }
-        out
+        sample(
+            out,
+            &format!("{name}_bucket"),
+            &[("provider", provider), ("le", "+Inf")],
+            h.count as f64,
+        );
+        sample(
+            out,
+            &format!("{name}_sum"),
+            &[("provider", provider)],
+            h.sum,
+        );
+        sample(
+            out,
+            &format!("{name}_count"),
+            &[("provider", provider)],
+            h.count as f64,
+        );
     }
 }
 
