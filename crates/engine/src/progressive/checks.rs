@@ -180,6 +180,20 @@ pub fn inventory_checks(
         ));
         return out;
     }
+    selection_checks(steps, apps, assignment, &mut out);
+    coverage_checks(steps, apps, assignment, &mut out);
+    name_checks(apps, &mut out);
+    out
+}
+
+/// Each step's selection against the Applications: a label key no Application has, a step that selects
+/// none.
+fn selection_checks(
+    steps: &[RollingSyncStep],
+    apps: &[App],
+    assignment: &Assignment,
+    out: &mut Vec<Finding>,
+) {
     let keys: BTreeSet<&str> = apps
         .iter()
         .flat_map(|a| a.labels.keys().map(String::as_str))
@@ -230,6 +244,15 @@ pub fn inventory_checks(
             ));
         }
     }
+}
+
+/// Each Application selected by one step: one that no step selects (never synced), one that several do.
+fn coverage_checks(
+    steps: &[RollingSyncStep],
+    apps: &[App],
+    assignment: &Assignment,
+    out: &mut Vec<Finding>,
+) {
     let name = |i: usize| format!("{:?}", apps[i].name.shown());
     let unmatched: Vec<String> = (0..apps.len())
         .filter(|i| assignment.first[*i].is_none() && !assignment.uncertain[*i])
@@ -264,6 +287,10 @@ pub fn inventory_checks(
             ));
         }
     }
+}
+
+/// An Application name the template generates twice (among the Applications whose name is known).
+fn name_checks(apps: &[App], out: &mut Vec<Finding>) {
     let mut seen = BTreeSet::new();
     for app in apps.iter().filter(|a| !a.partial) {
         if let Some(n) = app.name.known()
@@ -278,7 +305,6 @@ pub fn inventory_checks(
             ));
         }
     }
-    out
 }
 
 /// Fields written where Argo CD has none (a misspelt `maxUpdate` silently means "unlimited"), at the levels
