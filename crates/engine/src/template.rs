@@ -103,6 +103,36 @@ pub fn check(
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
 
+    let (nested_metrics, nested_args) = check_nested(view, lookup, &mut findings);
+
+    if view.metrics.is_empty() && view.templates.is_empty() {
+        findings.push(Finding::error(
+            "spec.metrics",
+            "at least one metric is required",
+        ));
+    }
+
+    let declared = check_args(view, &mut findings);
+    let sample_args = sample_args(view, &declared, &nested_args);
+    let names = check_metrics(
+        view,
+        &nested_metrics,
+        &sample_args,
+        providers,
+        &mut findings,
+    );
+    let all_names: Vec<&str> = names.keys().copied().collect();
+    check_metric_rules(view, &all_names, &mut findings);
+    findings
+}
+
+/// The metrics (name, where it is) and arg names of the templates `spec.templates[]` nests, each reference
+/// checked on the way.
+fn check_nested(
+    view: SpecView<'_>,
+    lookup: &Lookup<'_>,
+    findings: &mut Vec<Finding>,
+) -> (Vec<(String, String)>, BTreeSet<String>) {
     let mut nested_metrics = Vec::new();
     let mut nested_args = BTreeSet::new();
     for (i, reference) in view.templates.iter().enumerate() {
@@ -115,17 +145,14 @@ pub fn check(
             &mut seen,
             &mut nested_metrics,
             &mut nested_args,
-            &mut findings,
+            findings,
         );
     }
+    (nested_metrics, nested_args)
+}
 
-    if view.metrics.is_empty() && view.templates.is_empty() {
-        findings.push(Finding::error(
-            "spec.metrics",
-            "at least one metric is required",
-        ));
-    }
-
+/// Checks each declared arg (named, once); returns the declared names, each with whether it has a value.
+fn check_args<'a>(view: SpecView<'a>, findings: &mut Vec<Finding>) -> BTreeMap<&'a str, bool> {
     let mut declared: BTreeMap<&str, bool> = BTreeMap::new();
     for (i, arg) in view.args.iter().enumerate() {
         let path = format!("spec.args[{i}]");
@@ -142,10 +169,18 @@ pub fn check(
                 format!("arg {:?} is declared twice", arg.name),
             ));
         }
-        check_arg(arg, &path, view.is_run, &mut findings);
+        check_arg(arg, &path, view.is_run, findings);
     }
-    // For compiling conditions that use args: each declared arg's default, or a number where it has none.
-    let sample_args: BTreeMap<String, Option<String>> = declared
+    declared
+}
+
+/// For compiling conditions that use args: each declared arg's default, or a number where it has none.
+fn sample_args(
+    view: SpecView<'_>,
+    declared: &BTreeMap<&str, bool>,
+    nested_args: &BTreeSet<String>,
+) -> BTreeMap<String, Option<String>> {
+    declared
         .keys()
         .map(|n| n.to_string())
         .chain(nested_args.iter().cloned())
@@ -157,10 +192,20 @@ pub fn check(
                 .and_then(|a| a.value.clone());
             (name, Some(default.unwrap_or_else(|| "0".to_string())))
         })
-        .collect();
+        .collect()
+}
 
+/// Checks each metric (named, uniquely across the nested templates' `nested_metrics`); returns every
+/// metric name with where it was first found.
+fn check_metrics<'a>(
+    view: SpecView<'a>,
+    nested_metrics: &'a [(String, String)],
+    sample_args: &BTreeMap<String, Option<String>>,
+    providers: &dyn ProviderRules,
+    findings: &mut Vec<Finding>,
+) -> BTreeMap<&'a str, String> {
     let mut names: BTreeMap<&str, String> = BTreeMap::new();
-    for (name, origin) in &nested_metrics {
+    for (name, origin) in nested_metrics {
         names.entry(name.as_str()).or_insert_with(|| origin.clone());
     }
     for (i, metric) in view.metrics.iter().enumerate() {
@@ -175,16 +220,20 @@ pub fn check(
         } else {
             names.insert(&metric.name, path.clone());
         }
-        check_metric(metric, &path, &sample_args, providers, &mut findings);
+        check_metric(metric, &path, sample_args, providers, findings);
     }
+    names
+}
 
-    let all_names: Vec<&str> = names.keys().copied().collect();
+/// The rules that name metrics by regex, dryRun and measurementRetention, against `all_names`; and each
+/// retention's limit.
+fn check_metric_rules(view: SpecView<'_>, all_names: &[&str], findings: &mut Vec<Finding>) {
     for (i, rule) in view.dry_run.iter().enumerate() {
         check_name_regex(
             &rule.metric_name,
             &format!("spec.dryRun[{i}].metricName"),
-            &all_names,
-            &mut findings,
+            all_names,
+            findings,
         );
     }
     for (i, rule) in view.measurement_retention.iter().enumerate() {
@@ -192,8 +241,8 @@ pub fn check(
         check_name_regex(
             &rule.metric_name,
             &format!("{path}.metricName"),
-            &all_names,
-            &mut findings,
+            all_names,
+            findings,
         );
         if rule.limit <= 0 {
             findings.push(Finding::error(
@@ -205,7 +254,6 @@ pub fn check(
             ));
         }
     }
-    findings
 }
 
 fn collect_nested(
