@@ -63,77 +63,12 @@ pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
             skipped += 1;
             continue;
         };
-        let place = |path: &str, severity, message: String| Located {
-            file: doc.file.display().to_string(),
-            line: doc.line_of(path),
-            kind: Some(kind.to_string()),
-            name: doc.name().map(str::to_string),
-            path: path.to_string(),
-            severity,
-            message,
-        };
-        if let Some(message) = doc.wrong_api_version() {
-            findings.push(place("apiVersion", Severity::Error, message));
-            continue;
-        }
-        // A missing metadata is reported as a missing name, below, rather than as a decoding failure.
-        let mut value = doc.value.clone();
-        if let Some(map) = value.as_object_mut() {
-            map.entry("metadata")
-                .or_insert_with(|| serde_json::json!({}));
-        }
-        let args = value.pointer("/spec/args").and_then(|a| a.as_array());
-        for (i, arg) in args.into_iter().flatten().enumerate() {
-            if let Some(v) = arg.get("value").filter(|v| v.is_number() || v.is_boolean()) {
-                findings.push(place(
-                    &format!("spec.args[{i}].value"),
-                    Severity::Warning,
-                    format!(
-                        "{v} is not a string; canaryd reads it as \"{v}\", but the Kubernetes API server \
-                         rejects it: quote it"
-                    ),
-                ));
-            }
-        }
-        let result =
-            match kind {
-                "AnalysisTemplate" => crate::api::decode::decode(&value)
-                    .map(|(o, u)| (Object::Template(Box::new(o)), u)),
-                "ClusterAnalysisTemplate" => crate::api::decode::decode(&value)
-                    .map(|(o, u)| (Object::ClusterTemplate(Box::new(o)), u)),
-                "Rollout" => crate::api::decode::decode(&value)
-                    .map(|(o, u)| (Object::Rollout(Box::new(o)), u)),
-                _ => crate::api::decode::decode(&value).map(|(o, u)| (Object::Run(Box::new(o)), u)),
-            };
-        match result {
-            Err(e) => findings.push(place(&e.path, Severity::Error, e.message)),
-            Ok((object, unknown)) => {
-                for u in unknown {
-                    findings.push(place(&u.path, Severity::Error, u.message));
-                }
-                decoded.push((doc, object));
-            }
+        if let Some(object) = decode_document(doc, kind, &mut findings) {
+            decoded.push((doc, object));
         }
     }
 
-    let mut templates: BTreeMap<(bool, &str), &AnalysisTemplateSpec> = BTreeMap::new();
-    for (_, object) in &decoded {
-        match object {
-            Object::Template(t) => {
-                templates.insert(
-                    (false, t.metadata.name.as_deref().unwrap_or_default()),
-                    &t.spec,
-                );
-            }
-            Object::ClusterTemplate(t) => {
-                templates.insert(
-                    (true, t.metadata.name.as_deref().unwrap_or_default()),
-                    &t.spec.0,
-                );
-            }
-            Object::Run(_) | Object::Rollout(_) => {}
-        }
-    }
+    let templates = templates_by_key(&decoded);
     let lookup = |r: &AnalysisTemplateRef| {
         let name = r.template_name.as_deref().unwrap_or_default();
         templates
@@ -155,6 +90,92 @@ pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
         findings.extend(object_findings.into_iter().map(|f| Located::at(doc, f)));
     }
     (findings, decoded.len(), skipped)
+}
+
+/// Decodes one document of `kind` (one of [`KINDS`]); what stops it (a wrong apiVersion, a field that does
+/// not decode) and what it carries that canaryd ignores or the API server rejects (unknown fields, unquoted
+/// arg values) go to `findings`, placed on their lines.
+fn decode_document(doc: &SourceDoc, kind: &str, findings: &mut Vec<Located>) -> Option<Object> {
+    let place = |path: &str, severity, message: String| Located {
+        file: doc.file.display().to_string(),
+        line: doc.line_of(path),
+        kind: Some(kind.to_string()),
+        name: doc.name().map(str::to_string),
+        path: path.to_string(),
+        severity,
+        message,
+    };
+    if let Some(message) = doc.wrong_api_version() {
+        findings.push(place("apiVersion", Severity::Error, message));
+        return None;
+    }
+    // A missing metadata is reported as a missing name, below, rather than as a decoding failure.
+    let mut value = doc.value.clone();
+    if let Some(map) = value.as_object_mut() {
+        map.entry("metadata")
+            .or_insert_with(|| serde_json::json!({}));
+    }
+    let args = value.pointer("/spec/args").and_then(|a| a.as_array());
+    for (i, arg) in args.into_iter().flatten().enumerate() {
+        if let Some(v) = arg.get("value").filter(|v| v.is_number() || v.is_boolean()) {
+            findings.push(place(
+                &format!("spec.args[{i}].value"),
+                Severity::Warning,
+                format!(
+                    "{v} is not a string; canaryd reads it as \"{v}\", but the Kubernetes API server \
+                     rejects it: quote it"
+                ),
+            ));
+        }
+    }
+    let result = match kind {
+        "AnalysisTemplate" => {
+            crate::api::decode::decode(&value).map(|(o, u)| (Object::Template(Box::new(o)), u))
+        }
+        "ClusterAnalysisTemplate" => crate::api::decode::decode(&value)
+            .map(|(o, u)| (Object::ClusterTemplate(Box::new(o)), u)),
+        "Rollout" => {
+            crate::api::decode::decode(&value).map(|(o, u)| (Object::Rollout(Box::new(o)), u))
+        }
+        _ => crate::api::decode::decode(&value).map(|(o, u)| (Object::Run(Box::new(o)), u)),
+    };
+    match result {
+        Err(e) => {
+            findings.push(place(&e.path, Severity::Error, e.message));
+            None
+        }
+        Ok((object, unknown)) => {
+            for u in unknown {
+                findings.push(place(&u.path, Severity::Error, u.message));
+            }
+            Some(object)
+        }
+    }
+}
+
+/// The decoded templates and cluster templates, by (cluster-scoped, name), for nested references.
+fn templates_by_key<'a>(
+    decoded: &'a [(&SourceDoc, Object)],
+) -> BTreeMap<(bool, &'a str), &'a AnalysisTemplateSpec> {
+    let mut templates: BTreeMap<(bool, &str), &AnalysisTemplateSpec> = BTreeMap::new();
+    for (_, object) in decoded {
+        match object {
+            Object::Template(t) => {
+                templates.insert(
+                    (false, t.metadata.name.as_deref().unwrap_or_default()),
+                    &t.spec,
+                );
+            }
+            Object::ClusterTemplate(t) => {
+                templates.insert(
+                    (true, t.metadata.name.as_deref().unwrap_or_default()),
+                    &t.spec.0,
+                );
+            }
+            Object::Run(_) | Object::Rollout(_) => {}
+        }
+    }
+    templates
 }
 
 /// The findings of an analysis object: a name (or, for a run, a generateName), then `engine::template`'s.
