@@ -247,83 +247,11 @@ fn native<'a>(
     {
         return Ok(Val::Scalar(v));
     }
-    let a_text = arg_texts.first().map_or("", |t| t.as_ref());
-    let b_text = arg_texts.get(1).map_or("", |t| t.as_ref());
-    let sym = op.kind.symbol();
-    let (av, bv) = match (op.kind, a, b) {
-        // Two scalars of one kind: `equality::decide` took every other pair.
-        (NativeKind::Eq | NativeKind::Ne, l, Some(r)) => (l, Some(r)),
-        (
-            NativeKind::Add | NativeKind::Lt | NativeKind::Le | NativeKind::Gt | NativeKind::Ge,
-            l,
-            Some(r),
-        ) if matches!(
-            (l, r),
-            (Val::Scalar(Value::Float(_)), Val::Scalar(Value::Float(_)))
-                | (Val::Scalar(Value::String(_)), Val::Scalar(Value::String(_)))
-        ) =>
-        {
-            (l, Some(r))
-        }
-        (
-            NativeKind::Add
-            | NativeKind::Sub
-            | NativeKind::Mul
-            | NativeKind::Div
-            | NativeKind::Mod
-            | NativeKind::Pow
-            | NativeKind::Lt
-            | NativeKind::Le
-            | NativeKind::Gt
-            | NativeKind::Ge,
-            l,
-            Some(r),
-        ) => match (number(l), number(r)) {
-            (Some(x), Some(y)) if op.kind == NativeKind::Mod => {
-                if x.fract() != 0.0 || y.fract() != 0.0 || !x.is_finite() || !y.is_finite() {
-                    return err(format!(
-                        "`%` needs whole numbers, but `{text}` has {} and {}",
-                        describe(l),
-                        describe(r)
-                    ));
-                }
-                if y == 0.0 {
-                    return err(format!("`{text}` divides by zero"));
-                }
-                (l, Some(r))
-            }
-            (Some(_), Some(_)) => (l, Some(r)),
-            _ => return err(operand_error(sym, l, r, text, a_text, b_text)),
-        },
-        (NativeKind::Not, Val::Scalar(Value::Boolean(_)), None) => (a, None),
-        (NativeKind::Not, v, None) => {
-            return err(format!(
-                "`!`/`not` needs true or false, but {a_text} is {}",
-                describe(v)
-            ));
-        }
-        (_, Val::Scalar(Value::Float(_)), None) => (a, None),
-        (_, v, None) => {
-            let hint = if array_len(v).is_some() {
-                format!(
-                    " — pick one element, e.g. {sym}({a_text}[0]), or check every one with all({a_text}, {sym}(#))"
-                )
-            } else {
-                String::new()
-            };
-            let what = if op.kind == NativeKind::Neg {
-                "unary `-`".to_string()
-            } else {
-                format!("{sym}()")
-            };
-            return err(format!(
-                "{what} needs a number, but {a_text} is {}{hint}",
-                describe(v)
-            ));
-        }
-        (_, _, Some(_)) => return err(format!("`{text}` has too many operands")),
-    };
-    let (Val::Scalar(a), b) = (av, bv) else {
+    match b {
+        Some(r) => check_binary(op.kind, a, r, text, arg_texts)?,
+        None => check_unary(op.kind, a, arg_texts)?,
+    }
+    let (Val::Scalar(a), b) = (a, b) else {
         return err(format!("`{text}` cannot be computed"));
     };
     let b = match b {
@@ -335,6 +263,94 @@ fn native<'a>(
         .eval_with_context(&Operands { a, b })
         .map(Val::Scalar)
         .map_err(|e| EvalError::new(format!("`{text}` cannot be computed: {e}")))
+}
+
+/// Whether the operator `kind` takes the two operands `l` and `r`: two scalars of one kind for `==` and
+/// `!=`, two numbers or two strings for `+` and the comparisons, numbers for the arithmetic (whole ones and
+/// a divisor other than zero for `%`); an operator of one operand has too many.
+fn check_binary(
+    kind: NativeKind,
+    l: &Val<'_>,
+    r: &Val<'_>,
+    text: &str,
+    arg_texts: &[Box<str>],
+) -> Result<(), EvalError> {
+    let a_text = arg_texts.first().map_or("", |t| t.as_ref());
+    let b_text = arg_texts.get(1).map_or("", |t| t.as_ref());
+    let sym = kind.symbol();
+    match kind {
+        // Two scalars of one kind: `equality::decide` took every other pair.
+        NativeKind::Eq | NativeKind::Ne => Ok(()),
+        NativeKind::Add | NativeKind::Lt | NativeKind::Le | NativeKind::Gt | NativeKind::Ge
+            if matches!(
+                (l, r),
+                (Val::Scalar(Value::Float(_)), Val::Scalar(Value::Float(_)))
+                    | (Val::Scalar(Value::String(_)), Val::Scalar(Value::String(_)))
+            ) =>
+        {
+            Ok(())
+        }
+        NativeKind::Add
+        | NativeKind::Sub
+        | NativeKind::Mul
+        | NativeKind::Div
+        | NativeKind::Mod
+        | NativeKind::Pow
+        | NativeKind::Lt
+        | NativeKind::Le
+        | NativeKind::Gt
+        | NativeKind::Ge => match (number(l), number(r)) {
+            (Some(x), Some(y)) if kind == NativeKind::Mod => {
+                if x.fract() != 0.0 || y.fract() != 0.0 || !x.is_finite() || !y.is_finite() {
+                    return err(format!(
+                        "`%` needs whole numbers, but `{text}` has {} and {}",
+                        describe(l),
+                        describe(r)
+                    ));
+                }
+                if y == 0.0 {
+                    return err(format!("`{text}` divides by zero"));
+                }
+                Ok(())
+            }
+            (Some(_), Some(_)) => Ok(()),
+            _ => err(operand_error(sym, l, r, text, a_text, b_text)),
+        },
+        _ => err(format!("`{text}` has too many operands")),
+    }
+}
+
+/// Whether the operator `kind` takes the one operand `a`: true or false for `!`/`not`, a number for the
+/// others (unary `-` and the functions evalexpr computes).
+fn check_unary(kind: NativeKind, a: &Val<'_>, arg_texts: &[Box<str>]) -> Result<(), EvalError> {
+    let a_text = arg_texts.first().map_or("", |t| t.as_ref());
+    let sym = kind.symbol();
+    match (kind, a) {
+        (NativeKind::Not, Val::Scalar(Value::Boolean(_))) => Ok(()),
+        (NativeKind::Not, v) => err(format!(
+            "`!`/`not` needs true or false, but {a_text} is {}",
+            describe(v)
+        )),
+        (_, Val::Scalar(Value::Float(_))) => Ok(()),
+        (_, v) => {
+            let hint = if array_len(v).is_some() {
+                format!(
+                    " — pick one element, e.g. {sym}({a_text}[0]), or check every one with all({a_text}, {sym}(#))"
+                )
+            } else {
+                String::new()
+            };
+            let what = if kind == NativeKind::Neg {
+                "unary `-`".to_string()
+            } else {
+                format!("{sym}()")
+            };
+            err(format!(
+                "{what} needs a number, but {a_text} is {}{hint}",
+                describe(v)
+            ))
+        }
+    }
 }
 
 fn operand_error(
