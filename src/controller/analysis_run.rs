@@ -326,19 +326,7 @@ async fn write(
         }),
     );
     if let Some(phase) = transition {
-        if phase.is_completed() {
-            info!(run = %this.shown, phase = %phase, reason = message.as_deref().unwrap_or(""), "AnalysisRun completed");
-        }
-        if let Some(event) = runs::transition_event(
-            &ctx.reporter,
-            &written,
-            phase,
-            message.as_deref(),
-            &secrets,
-            ctx.clock.now(),
-        ) {
-            ctx.events.push(event);
-        }
+        announce(this, ctx, &written, phase, message.as_deref(), &secrets);
     }
     if let (Some(phase), Some(status)) = (completed, judged) {
         let judged = AnalysisRun {
@@ -348,6 +336,30 @@ async fn write(
         return expire(api, &judged, &this.shown, phase, ctx.clock.now()).await;
     }
     Ok(requeue_before(wakeup, ctx.clock.now()))
+}
+
+/// A phase change just written: logged when it completes the run, and its Event queued.
+fn announce(
+    this: &This<'_>,
+    ctx: &Context,
+    written: &AnalysisRun,
+    phase: AnalysisPhase,
+    message: Option<&str>,
+    secrets: &[String],
+) {
+    if phase.is_completed() {
+        info!(run = %this.shown, phase = %phase, reason = message.unwrap_or(""), "AnalysisRun completed");
+    }
+    if let Some(event) = runs::transition_event(
+        &ctx.reporter,
+        written,
+        phase,
+        message,
+        secrets,
+        ctx.clock.now(),
+    ) {
+        ctx.events.push(event);
+    }
 }
 
 /// A run that does not decode can never be measured: it ends Error, its message naming the field, once (a

@@ -1,6 +1,6 @@
 //! The state one reconcile of a Rollout carries between its parts (Argo's rolloutContext): what was
 //! observed, the ReplicaSets as the planner reads them, the status so far, and the writes, Events and
-//! wake-up gathered on the way. `plan`, `replicasets`, `runs` and `persist` each add their rules to it in
+//! wake-up gathered on the way. `plan`, `workloads`, `runs` and `persist` each add their rules to it in
 //! their own `impl`; this module owns only the shared state and its small accessors, so they depend on it
 //! and not on each other.
 
@@ -8,9 +8,9 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 
 use super::Route;
+use super::basic_canary::Pods;
 use super::hash::HASH_LABEL;
 use super::pause::PauseContext;
-use super::replicas::Pods;
 use super::{
     DESIRED_REPLICAS_ANNOTATION, Event, Observed, REVISION_ANNOTATION,
     SCALE_DOWN_DEADLINE_ANNOTATION, Write, steps,

@@ -9,6 +9,7 @@
 //! the routers (`crate::routers`) apply it.
 
 pub mod analysis;
+pub mod basic_canary;
 pub mod change;
 pub mod conditions;
 mod context;
@@ -20,15 +21,14 @@ mod pause;
 mod persist;
 mod plan;
 pub mod reconcile_loop;
-pub mod replicas;
-mod replicasets;
 mod restart;
 mod rollback;
 mod runs;
-mod scaling;
+mod scaling_only;
 pub mod spec;
 pub mod steps;
 pub mod traffic;
+mod workloads;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;

@@ -10,7 +10,7 @@ use super::conditions::{self as cond, CANARY_PAUSE_STEP};
 use super::context::Reconcile;
 use super::hash;
 use super::steps::{self, pause_seconds};
-use super::{Observed, Plan, replicas, spec};
+use super::{Observed, Plan, basic_canary, spec};
 use crate::api::AnalysisPhase;
 use crate::api::rollout::RolloutStatus;
 use crate::template::Severity;
@@ -245,7 +245,7 @@ impl Reconcile<'_, '_> {
             || status.stable_rs.is_empty()
             || status.current_pod_hash == status.stable_rs
         {
-            return replicas::MAX_WEIGHT;
+            return basic_canary::MAX_WEIGHT;
         }
         let (_, index) = steps::current(self.steps, status);
         steps::set_weight(self.steps, index, status.abort)

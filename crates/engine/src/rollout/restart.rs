@@ -7,7 +7,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::context::Reconcile;
-use super::{Write, replicas};
+use super::{Write, basic_canary};
 use crate::api::Controlled;
 use crate::api::Rollout;
 
@@ -85,7 +85,7 @@ impl Reconcile<'_, '_> {
         let min_ready = i64::from(self.o.rollout.spec.min_ready_seconds.unwrap_or(0));
         let total = self.sum(|r| r.pods.spec);
         let canary = self.canary.cloned().unwrap_or_default();
-        let max_unavailable = replicas::fenceposts(
+        let max_unavailable = basic_canary::fenceposts(
             canary.max_surge.as_ref(),
             canary.max_unavailable.as_ref(),
             self.replicas,

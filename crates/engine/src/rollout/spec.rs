@@ -3,7 +3,7 @@
 //! condition; `canaryd validate` reports them all with file and line. Template-dependent checks (missing
 //! templates, args, finite counts) are `analysis`'s; this module sees the Rollout alone.
 
-use super::replicas;
+use super::basic_canary;
 use super::steps::pause_seconds;
 use crate::api::Rollout;
 use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutAnalysis};
@@ -196,7 +196,7 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
         .traffic_routing
         .as_ref()
         .and_then(|t| t.max_traffic_weight)
-        .unwrap_or(replicas::MAX_WEIGHT);
+        .unwrap_or(basic_canary::MAX_WEIGHT);
     for (i, step) in steps.iter().enumerate() {
         let at = format!("{path}.steps[{i}]");
         check_step_actions(step, &at, out);
@@ -221,7 +221,7 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
 /// maxSurge and maxUnavailable: valid for `replicas`, and not both zero.
 fn check_surge(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) {
     let path = "spec.strategy.canary";
-    match replicas::fenceposts(
+    match basic_canary::fenceposts(
         canary.max_surge.as_ref(),
         canary.max_unavailable.as_ref(),
         replicas,

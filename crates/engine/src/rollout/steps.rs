@@ -4,7 +4,7 @@
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::replicas::MAX_WEIGHT;
+use super::basic_canary::MAX_WEIGHT;
 use crate::api::duration::parse_duration;
 use serde_json::Value;
 

@@ -81,7 +81,7 @@ impl Reconcile<'_, '_> {
         self.canary
             .and_then(|c| c.traffic_routing.as_ref())
             .and_then(|t| t.max_traffic_weight)
-            .unwrap_or(super::replicas::MAX_WEIGHT)
+            .unwrap_or(super::basic_canary::MAX_WEIGHT)
     }
 
     /// `abortScaleDownDelaySeconds` as Argo reads it: `None` for 0 (the canary is never scaled down).

@@ -2,7 +2,7 @@
 //! nothing else needs doing, the new and stable ReplicaSets' `rollout.argoproj.io/desired-replicas`
 //! annotation no longer matches it. Then only the ReplicaSets are scaled to the new count and the status
 //! keeps its step, pause and analysis as they were, so scaling a paused Rollout neither restarts nor
-//! advances its steps. Owns that detection and that short reconcile; the counts are `replicasets`'s.
+//! advances its steps. Owns that detection and that short reconcile; the counts are `workloads`'s.
 
 use super::context::Reconcile;
 

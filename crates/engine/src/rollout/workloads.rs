@@ -1,7 +1,7 @@
 //! The Rollout's ReplicaSets and Services in one reconcile: which ReplicaSet is new, stable or old, creating
 //! the new one (Argo's name, labels, annotations and ownerReference), bumping the revision of a re-used
 //! one, scaling stable, new and old in Argo's order, pruning past revisionHistoryLimit, and pointing the
-//! canary and stable Services at their hashes. Counts come from `replicas`; this module owns the objects.
+//! canary and stable Services at their hashes. Counts come from `basic_canary` and `traffic`; this module owns the objects.
 
 use std::collections::BTreeMap;
 
@@ -10,11 +10,11 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde_json::Value;
 
+use super::basic_canary::{self, Pods};
 use super::conditions::{self as cond};
 use super::context::{Reconcile, Rs};
 use super::ephemeral::{self, EPHEMERAL_METADATA_ANNOTATION};
 use super::hash::{self, HASH_LABEL};
-use super::replicas::{self, Pods};
 use super::{
     DESIRED_REPLICAS_ANNOTATION, MANAGED_BY_ANNOTATION, REVISION_ANNOTATION,
     REVISION_HISTORY_ANNOTATION, Write, steps,
@@ -240,12 +240,12 @@ impl Reconcile<'_, '_> {
 
     fn basic_counts(&self) -> (i32, i32) {
         let canary = self.canary.cloned().unwrap_or_default();
-        let limits = replicas::fenceposts(
+        let limits = basic_canary::fenceposts(
             canary.max_surge.as_ref(),
             canary.max_unavailable.as_ref(),
             self.replicas,
         )
-        .unwrap_or(replicas::Fenceposts {
+        .unwrap_or(basic_canary::Fenceposts {
             surge: 0,
             unavailable: 1,
         });
@@ -254,7 +254,7 @@ impl Reconcile<'_, '_> {
             .filter(|i| self.is_other(*i))
             .map(|i| self.rss[i].pods.spec)
             .fold(0, i32::saturating_add);
-        replicas::basic_canary_counts(
+        basic_canary::basic_canary_counts(
             self.replicas,
             weight,
             limits,
@@ -267,7 +267,7 @@ impl Reconcile<'_, '_> {
     fn basic_weight(&self) -> i32 {
         let p = &self.prev;
         if p.promote_full || p.stable_rs.is_empty() || p.current_pod_hash == p.stable_rs {
-            return replicas::MAX_WEIGHT;
+            return basic_canary::MAX_WEIGHT;
         }
         let (_, index) = steps::current(self.steps, p);
         steps::set_weight(self.steps, index, p.abort)
@@ -367,7 +367,7 @@ impl Reconcile<'_, '_> {
             }
         }
         let canary = self.canary.cloned().unwrap_or_default();
-        let unavailable = replicas::fenceposts(
+        let unavailable = basic_canary::fenceposts(
             canary.max_surge.as_ref(),
             canary.max_unavailable.as_ref(),
             self.replicas,
