@@ -39,7 +39,7 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/chart/requirements.txt
 log "chart checks"
 cargo build --locked --quiet --bin canaryd
-.venv/bin/python tests/chart/verify.py --canaryd target/debug/canaryd
+.venv/bin/python tests/chart/verify.py --canaryd "${CARGO_TARGET_DIR:-target}/debug/canaryd"
 # --- end of Helm chart checks -----------------------------------------------------------------------------
 
 log "tests"
