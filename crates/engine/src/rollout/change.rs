@@ -24,18 +24,6 @@ pub enum Kind {
     Pod,
 }
 
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Rollout => "Rollout",
-            Kind::ReplicaSet => "ReplicaSet",
-            Kind::Service => "Service",
-            Kind::AnalysisRun => "AnalysisRun",
-            Kind::Pod => "Pod",
-        }
-    }
-}
-
 /// An object a write creates, controlled by the Rollout.
 #[derive(Debug, Clone, Copy)]
 pub enum Created<'a> {
@@ -67,24 +55,6 @@ pub enum Change<'a> {
     },
     /// Evicts the named pod through the Eviction API, so PodDisruptionBudgets hold.
     Evict { name: &'a str },
-}
-
-impl Change<'_> {
-    /// The kind and name of the object changed.
-    pub fn target(&self) -> (Kind, &str) {
-        match self {
-            Change::Create(Created::ReplicaSet(rs)) => (
-                Kind::ReplicaSet,
-                rs.metadata.name.as_deref().unwrap_or_default(),
-            ),
-            Change::Create(Created::AnalysisRun(run)) => (
-                Kind::AnalysisRun,
-                run.metadata.name.as_deref().unwrap_or_default(),
-            ),
-            Change::Patch { kind, name, .. } | Change::Delete { kind, name, .. } => (*kind, name),
-            Change::Evict { name } => (Kind::Pod, name),
-        }
-    }
 }
 
 impl Write {
