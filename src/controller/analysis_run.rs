@@ -310,9 +310,8 @@ async fn write(
     for (phase, provider) in uncounted.drain(..) {
         ctx.metrics.measured(phase, provider);
     }
-    let phase_before = server.and_then(|s| s.phase);
-    let transition = new_status.phase.filter(|p| phase_before != Some(*p));
-    let message = transition.and(new_status.message.clone());
+    let announced = analysis::announcement(server.and_then(|s| s.phase), &new_status);
+    let message = announced.as_ref().and(new_status.message.clone());
     // A completed run's status is still needed to expire it; any other moves into `Ahead` uncopied.
     let judged = completed.map(|_| new_status.clone());
     state.remember(
@@ -325,8 +324,15 @@ async fn write(
             wakeup,
         }),
     );
-    if let Some(phase) = transition {
-        announce(this, ctx, &written, phase, message.as_deref(), &secrets);
+    if let Some(announced) = announced {
+        announce(
+            this,
+            ctx,
+            &written,
+            &announced,
+            message.as_deref(),
+            &secrets,
+        );
     }
     if let (Some(phase), Some(status)) = (completed, judged) {
         let judged = AnalysisRun {
@@ -338,28 +344,22 @@ async fn write(
     Ok(requeue_before(wakeup, ctx.clock.now()))
 }
 
-/// A phase change just written: logged when it completes the run, and its Event queued.
+/// A phase change just written: logged when it completes the run (with the run's `message`), and its Event
+/// queued.
 fn announce(
     this: &This<'_>,
     ctx: &Context,
     written: &AnalysisRun,
-    phase: AnalysisPhase,
+    announced: &analysis::Announcement,
     message: Option<&str>,
     secrets: &[String],
 ) {
+    let phase = announced.phase;
     if phase.is_completed() {
         info!(run = %this.shown, phase = %phase, reason = message.unwrap_or(""), "AnalysisRun completed");
     }
-    if let Some(event) = runs::transition_event(
-        &ctx.reporter,
-        written,
-        phase,
-        message,
-        secrets,
-        ctx.clock.now(),
-    ) {
-        ctx.events.push(event);
-    }
+    let event = runs::transition_event(&ctx.reporter, written, announced, secrets, ctx.clock.now());
+    ctx.events.push(event);
 }
 
 /// A run that does not decode can never be measured: it ends Error, its message naming the field, once (a
@@ -405,15 +405,9 @@ async fn report_undecodable(
         metadata: *metadata,
         ..run
     };
-    let phase = AnalysisPhase::Error;
-    if let Some(event) = runs::transition_event(
-        &ctx.reporter,
-        &written,
-        phase,
-        Some(&message),
-        &[],
-        ctx.clock.now(),
-    ) {
+    if let Some(announced) = analysis::announcement(None, &status) {
+        let event =
+            runs::transition_event(&ctx.reporter, &written, &announced, &[], ctx.clock.now());
         ctx.events.push(event);
     }
     Ok(Next::Change)

@@ -13,15 +13,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::events::Reporter;
 use kube::{Resource, ResourceExt};
-use serde_json::Value;
 
 use super::is_status;
 use super::status::StatusWriter;
 pub use super::status::WriteError;
-use crate::api::reasons;
 use crate::api::{
     AnalysisPhase, AnalysisRun, AnalysisRunStatus, Argument, MetricResult, RunSummary, SecretKeyRef,
 };
+use crate::engine::analysis::Announcement;
 
 /// The values of every `valueFrom.secretKeyRef` an arg without a value names, read from `namespace`. A
 /// Secret or key that does not exist is kept as the reason (the run then ends Error); any other API error
@@ -191,44 +190,22 @@ pub async fn delete_run(api: &Api<AnalysisRun>, run: &AnalysisRun) -> Result<(),
     }
 }
 
-/// The Event reason of a run entering `phase`, as Argo Rollouts names them. A run's own Events start at Running: none for Pending.
-pub fn event_reason(phase: AnalysisPhase) -> Option<&'static str> {
-    (phase != AnalysisPhase::Pending).then(|| reasons::analysis_run(phase))
-}
-
-/// The events.k8s.io/v1 Event of a run entering `phase` at `now`, with the run's message (scrubbed) as the
-/// note; `None` for a phase without one.
+/// The events.k8s.io/v1 Event on `run` at `now` of what the step announced
+/// ([`analysis::announcement`](crate::engine::analysis::announcement)), secret values hidden in its note.
 pub fn transition_event(
     reporter: &Reporter,
     run: &AnalysisRun,
-    phase: AnalysisPhase,
-    message: Option<&str>,
+    announced: &Announcement,
     secrets: &[String],
     now: Timestamp,
-) -> Option<Event> {
-    let reason = event_reason(phase)?;
-    let mut note = Value::String(match message {
-        Some(m) => format!("AnalysisRun {phase}: {m}"),
-        None => format!("AnalysisRun {phase}"),
-    });
-    crate::scrub::json(&mut note, secrets);
-    let warning = !matches!(
-        phase,
-        AnalysisPhase::Running | AnalysisPhase::Successful | AnalysisPhase::Pending
-    );
+) -> Event {
     let what = super::events::Happened {
         action: "Analyze",
-        reason,
-        note: note.as_str().map(str::to_string).unwrap_or_default(),
-        warning,
+        reason: announced.reason,
+        note: crate::scrub::text(announced.note.clone(), secrets),
+        warning: announced.warning,
     };
-    Some(super::events::about(
-        reporter,
-        run.object_ref(&()),
-        what,
-        now,
-        0,
-    ))
+    super::events::about(reporter, run.object_ref(&()), what, now, 0)
 }
 
 #[cfg(test)]

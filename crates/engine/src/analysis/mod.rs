@@ -6,6 +6,7 @@
 //! It must not evaluate conditions, substitute args, call providers or read a clock: measurements arrive with
 //! their phase already assessed and `now` is always an argument.
 
+mod announce;
 mod plan;
 
 use jiff::Timestamp;
@@ -13,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{AnalysisPhase, AnalysisRunStatus, Measurement, MetricResult, RunSummary};
 
+pub use announce::{Announcement, announcement};
 pub use plan::{
     AnalysisPlan, DEFAULT_CONSECUTIVE_ERROR_LIMIT, DEFAULT_MEASUREMENT_RETENTION, LimitRule,
     MetricPlan, PlanError, Written, WrittenLimits, limit_rules,
