@@ -1,5 +1,5 @@
 //! ApplicationSets on the command line, shared by `validate` and `plan`: the inventory flags
-//! (`--clusters PATH...`, `--argocd-config FILE`), reading cluster Secrets and the controller's flag from
+//! (`--clusters PATH`, repeatable, `--argocd-config FILE`), reading cluster Secrets and the controller's flag from
 //! files, decoding each ApplicationSet document and placing `engine::progressive`'s findings on their lines.
 //! The checks themselves are the engine's.
 
@@ -18,8 +18,9 @@ const FLAG_KEY: &str = "applicationsetcontroller.enable.progressive.syncs";
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct InventoryArgs {
-    /// Argo CD cluster Secrets (files or folders): what the ApplicationSets' clusters generators select.
-    #[arg(long, num_args = 1.., value_name = "PATH")]
+    /// Argo CD cluster Secrets (a file or folder; repeat the flag for several): what the ApplicationSets'
+    /// clusters generators select.
+    #[arg(long, value_name = "PATH")]
     pub clusters: Vec<PathBuf>,
     /// Argo CD's `argocd-cmd-params-cm` ConfigMap: whether the controller's Progressive Sync flag is on.
     #[arg(long, value_name = "FILE")]

@@ -1,4 +1,4 @@
-//! `canaryd plan APPSET.yaml --clusters PATH...`: prints the rollout of each ApplicationSet in the file as
+//! `canaryd plan APPSET.yaml --clusters PATH`: prints the rollout of each ApplicationSet in the file as
 //! Argo CD's RollingSync will perform it (each step, its Applications in order, the batches `maxUpdate`
 //! makes), then `validate`'s findings for it; `--max-batch N` adds a warning for every batch that syncs
 //! more than N Applications at once. Exit 1 when validate would fail. The plan is `engine::progressive`'s.
@@ -165,7 +165,10 @@ fn text(p: &Planned) -> String {
             "step {}: {expressions}; maxUpdate {}\n",
             step.step, step.max_update
         );
-        if step.applications.is_empty() {
+        if step.applications.is_empty() && !plan.undecided.is_empty() {
+            s += "  no Application known: what this step syncs depends on values canaryd did not evaluate \
+                  (see the warnings)\n";
+        } else if step.applications.is_empty() {
             s += "  no Application: the step completes at once\n";
         } else if step.held {
             s += &format!(
