@@ -42,7 +42,8 @@ pub struct Args {
     /// Backtest end (RFC 3339): the run is terminated when the virtual clock passes it.
     #[arg(long, requires = "from")]
     pub to: Option<Timestamp>,
-    /// `text`: a line per measurement and a verdict; `json`: only the final AnalysisRun status on stdout.
+    /// `text`: a line per measurement and a verdict; `json`: only the final AnalysisRun status on stdout, as
+    /// one line.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
 }
@@ -158,6 +159,7 @@ pub fn prepare_docs(
     };
     let spec = spec.map_err(|e| BadInput(format!("{name}: {e}")))?;
     let supplied: BTreeMap<String, String> = supplied.iter().cloned().collect();
+    unset_args(&spec, &supplied).map_err(|e| BadInput(format!("{name}: {e}")))?;
     let secret_help = |s: &api::SecretKeyRef| {
         Err(format!(
             "canaryd analyze reads no Secrets (key {}): pass --arg NAME=VALUE",
@@ -168,6 +170,32 @@ pub fn prepare_docs(
     let prepared = PreparedRun::prepare(&spec, &supplied, &secret_help, prometheus, &rules)
         .map_err(|e| BadInput(format!("{name}: {e}")))?;
     Ok((name, prepared))
+}
+
+/// Every arg that would have no value, named at once with the flag that gives it: on the command line
+/// nothing else can supply one (Argo resolves an arg without value or `valueFrom` to an error).
+fn unset_args(spec: &RunSpec, supplied: &BTreeMap<String, String>) -> Result<(), String> {
+    let unset: Vec<&str> = spec
+        .args
+        .iter()
+        .filter(|a| a.value.is_none() && a.value_from.is_none())
+        .filter(|a| !supplied.contains_key(&a.name))
+        .map(|a| a.name.as_str())
+        .collect();
+    if unset.is_empty() {
+        return Ok(());
+    }
+    let quoted: Vec<String> = unset.iter().map(|n| format!("{n:?}")).collect();
+    let flags: Vec<String> = unset.iter().map(|n| format!("--arg {n}=VALUE")).collect();
+    let (noun, verb, pronoun) = match unset.len() {
+        1 => ("arg", "has", "it"),
+        _ => ("args", "have", "them"),
+    };
+    Err(format!(
+        "{noun} {} {verb} no value: give {pronoun} with {}",
+        quoted.join(", "),
+        flags.join(" ")
+    ))
 }
 
 /// What an Argo Rollout does with a run that ended in `phase`.
@@ -302,7 +330,7 @@ pub async fn execute(
     }
     match output {
         OutputFormat::Text => say!("{}", summary(name, &status, &assessment)),
-        OutputFormat::Json => match serde_json::to_string_pretty(&status) {
+        OutputFormat::Json => match serde_json::to_string(&status) {
             Ok(json) => say!("{json}"),
             Err(e) => {
                 eprintln!("canaryd: cannot encode the status: {e}");

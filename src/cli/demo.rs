@@ -22,6 +22,8 @@ pub struct Args {
     /// Write the scenario's series as OpenMetrics (for `promtool tsdb create-blocks-from openmetrics`) and exit.
     #[arg(long, value_name = "FILE")]
     pub write_openmetrics: Option<PathBuf>,
+    /// `text`: the timeline and the outcome; `json`: one JSON object per line (with `--analysis-only`, one
+    /// line: the run's final status).
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
 }

@@ -45,7 +45,8 @@ pub struct ErrorRateArgs {
     /// Requests each side must have served before a verdict other than inconclusive.
     #[arg(long, default_value_t = 500)]
     pub min_requests: u64,
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    /// `text`: a verdict line per look; `json`: one JSON object per line.
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
 }
 
@@ -68,7 +69,8 @@ pub struct DistributionArgs {
     /// Samples each side needs before a verdict other than inconclusive.
     #[arg(long, default_value_t = 20)]
     pub min_samples: usize,
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    /// `text`: the verdict and the estimates; `json`: the same as one JSON object.
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
 }
 

@@ -108,11 +108,12 @@ pub enum LogFormat {
 #[command(
     name = "canaryd",
     version,
-    about = "Canary analysis for Kubernetes with Argo Rollouts-compatible AnalysisTemplates",
-    long_about = "canaryd reads Argo Rollouts AnalysisTemplate, ClusterAnalysisTemplate and AnalysisRun objects, \
-measures them against Prometheus or web endpoints with Argo's exact semantics, and compares canary against \
-baseline. The same engine runs in the cluster (`canaryd run`) and from the command line, so a template can be \
-validated, tried and back-tested before a rollout depends on it.\n\n\
+    about = "Canary analysis and Rollouts for Kubernetes, compatible with Argo Rollouts' objects",
+    long_about = "canaryd reads Argo Rollouts AnalysisTemplate, ClusterAnalysisTemplate, AnalysisRun and Rollout objects, \
+measures them against Prometheus or web endpoints with Argo's exact semantics, compares canary against \
+baseline, and (with `canaryd run --rollouts`) progresses Rollouts step by step through Istio, NGINX or Gateway \
+API. The same engine runs in the cluster (`canaryd run`) and from the command line, so a template or a Rollout \
+can be validated, tried and rehearsed before a rollout depends on it.\n\n\
 Exit codes: 0 success, 1 negative verdict, 2 bad input or usage, 3 inconclusive, 4 error."
 )]
 pub struct Cli {
@@ -128,8 +129,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Check AnalysisTemplate, ClusterAnalysisTemplate, AnalysisRun and ApplicationSet files before a rollout
-    /// depends on them.
+    /// Check AnalysisTemplate, ClusterAnalysisTemplate, AnalysisRun, Rollout and ApplicationSet files before a
+    /// rollout depends on them.
     Validate(validate::Args),
     /// Show the order in which Argo CD's RollingSync will sync an ApplicationSet's Applications, step by step
     /// and batch by batch (exit 1 when validate would fail).
@@ -142,7 +143,8 @@ pub enum Command {
     /// See canaryd work with no cluster and no Prometheus: a built-in Rollout whose canary degrades, played
     /// step by step and rolled back in seconds (--scenario healthy promotes; --analysis-only runs the analysis alone).
     Demo(demo::Args),
-    /// The in-cluster daemon: executes AnalysisRuns and writes their status.
+    /// The in-cluster daemon: executes AnalysisRuns and writes their status; with --rollouts it also progresses
+    /// Rollouts (ReplicaSets, traffic weights, steps, analyses, aborts).
     Run(run::Args),
     /// Print the CustomResourceDefinitions canaryd generates from its types.
     Crds(crds::Args),

@@ -82,8 +82,8 @@ impl Args {
         }
         if self.prometheus_share_window < Duration::from_secs(1) {
             return Err(format!(
-                "--prometheus-share-window ({:?}) must be at least 1s: answers are always shared within a second",
-                self.prometheus_share_window
+                "--prometheus-share-window ({}s) must be at least 1s: answers are always shared within a second",
+                self.prometheus_share_window.as_secs_f64()
             ));
         }
         if self.namespaces.iter().any(|n| n.trim().is_empty()) {

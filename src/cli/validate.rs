@@ -19,7 +19,8 @@ use crate::providers::registry::Providers;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Files or folders (folders are searched recursively for *.yaml and *.yml).
+    /// Files or folders holding AnalysisTemplates, ClusterAnalysisTemplates, AnalysisRuns, Rollouts and
+    /// ApplicationSets (folders are searched recursively for *.yaml and *.yml; other kinds are skipped).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// `text`: one line per problem; `json`: one JSON document with every finding.

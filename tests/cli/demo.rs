@@ -51,6 +51,11 @@ fn the_analysis_alone_passes_the_healthy_canary() {
 fn the_analysis_alone_prints_the_final_status_as_json() {
     let (code, out) = demo(&["--analysis-only", "--output", "json"]);
     assert_eq!(code, 1);
+    assert_eq!(
+        out.lines().count(),
+        1,
+        "one JSON line, as the whole demo prints: {out}"
+    );
     let status: serde_json::Value =
         serde_json::from_str(&out).expect("stdout is one JSON document");
     assert_eq!(status["phase"], "Failed");

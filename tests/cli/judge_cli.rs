@@ -155,7 +155,7 @@ fn latencies(median: f64, shift: f64) -> String {
 }
 
 #[test]
-fn distribution_prints_the_documented_json_fields_and_fails_a_slower_canary() {
+fn distribution_prints_the_documented_json_fields_with_short_o_and_fails_a_slower_canary() {
     let dir = tempfile::tempdir().expect("temp dir");
     let canary = file(
         &dir,
@@ -170,7 +170,7 @@ fn distribution_prints_the_documented_json_fields_and_fails_a_slower_canary() {
         &canary,
         "--baseline",
         &baseline,
-        "--output",
+        "-o",
         "json",
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

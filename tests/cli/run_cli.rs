@@ -28,7 +28,7 @@ fn a_share_window_under_a_second_is_refused_naming_the_flag() {
     let (code, stderr) = check(&["--prometheus-share-window", "500ms"]);
     assert_eq!(code, Some(2));
     assert!(
-        stderr.contains("--prometheus-share-window") && stderr.contains("at least 1s"),
+        stderr.contains("--prometheus-share-window (0.5s) must be at least 1s"),
         "{stderr}"
     );
 }
