@@ -218,7 +218,7 @@ pub fn check(config: &serde_json::Value, path: &str, findings: &mut Vec<Finding>
             return;
         }
     };
-    if let Some(address) = &spec.address {
+    if let Some(address) = spec.address.as_deref().filter(|a| !a.trim().is_empty()) {
         check_url(address, &format!("{path}.address"), findings);
     }
     let mut required = |field: &str, text: &str| {

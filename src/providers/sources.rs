@@ -58,7 +58,8 @@ impl MetricProvider for PrometheusProvider {
         if prom.query.as_deref().is_none_or(|q| q.trim().is_empty()) {
             findings.push(Finding::error(format!("{p}.query"), "required"));
         }
-        if let Some(address) = &prom.address {
+        // An empty address names none: the configured default applies, as in Argo's provider.
+        if let Some(address) = prom.address.as_deref().filter(|a| !a.trim().is_empty()) {
             check_url(address, &format!("{p}.address"), findings);
         }
         if let Some(t) = prom.timeout

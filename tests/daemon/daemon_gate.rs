@@ -16,8 +16,9 @@ use jiff::SignedDuration;
 
 const WAIT: Duration = Duration::from_secs(40);
 
-/// The gate as an AnalysisRun named per revision, with `soak_looks` looks a second apart.
-fn gate_run(name: &str, prometheus: &str, soak_looks: u32) -> AnalysisRun {
+/// The gate as an AnalysisRun named per revision, with `soak_looks` looks a second apart. It gives no
+/// `prometheus-address`: the shipped template names none, so the daemon's configured address applies.
+fn gate_run(name: &str, soak_looks: u32) -> AnalysisRun {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("analysis-templates/progressive-sync-gate.yaml");
     let (docs, error) = canaryd::cli::load::load_file(&path);
@@ -33,7 +34,6 @@ fn gate_run(name: &str, prometheus: &str, soak_looks: u32) -> AnalysisRun {
         ("cluster", "prod-east"),
         ("soak-looks", &soak_looks.to_string()),
         ("interval", "1s"),
-        ("prometheus-address", prometheus),
     ]
     .map(|(k, v)| (k.to_string(), v.to_string()));
     let args: Vec<Argument> = template
@@ -59,6 +59,14 @@ fn gate_run(name: &str, prometheus: &str, soak_looks: u32) -> AnalysisRun {
     .expect("an AnalysisRun")
 }
 
+/// The daemon with `prom` as its default Prometheus (`--prometheus`, the chart's `prometheus.address`).
+fn configured_with(prom: &harness::FakePrometheus) -> canaryd::controller::Config {
+    canaryd::controller::Config {
+        prometheus: Some(prom.uri()),
+        ..harness::config()
+    }
+}
+
 fn phase(run: &AnalysisRun) -> Option<AnalysisPhase> {
     run.status.as_ref().and_then(|s| s.phase)
 }
@@ -69,8 +77,8 @@ fn started(run: &AnalysisRun) -> Option<jiff::Timestamp> {
 
 async fn a_healthy_gate_is_successful_after_the_soak_and_never_before(crds: CrdSet) {
     let (server, client, prom) = harness::cluster(crds, Answer::Vector(0.001)).await;
-    let daemon = harness::spawn(client.clone(), harness::config()).await;
-    create(&client, &gate_run("checkout-gate-v2", &prom.uri(), 5)).await;
+    let daemon = harness::spawn(client.clone(), configured_with(&prom)).await;
+    create(&client, &gate_run("checkout-gate-v2", 5)).await;
     // Watch every state the API server holds until the run completes.
     let began = Instant::now();
     let mut seen = Vec::new();
@@ -111,8 +119,8 @@ async fn a_healthy_gate_is_successful_after_the_soak_and_never_before(crds: CrdS
 
 async fn an_error_rate_that_rises_during_the_soak_fails_the_gate(crds: CrdSet) {
     let (server, client, prom) = harness::cluster(crds, Answer::Vector(0.001)).await;
-    let daemon = harness::spawn(client.clone(), harness::config()).await;
-    create(&client, &gate_run("checkout-gate-v3", &prom.uri(), 10)).await;
+    let daemon = harness::spawn(client.clone(), configured_with(&prom)).await;
+    create(&client, &gate_run("checkout-gate-v3", 10)).await;
     eventually(WAIT, "two healthy looks", || async {
         let run = server.get::<AnalysisRun>("default", "checkout-gate-v3")?;
         let results = run.status?.metric_results?;

@@ -10,6 +10,7 @@ use crate::cli::Canaryd;
 pub struct Analyze {
     canaryd: Canaryd,
     args: Vec<String>,
+    env: Vec<(&'static str, String)>,
 }
 
 impl Analyze {
@@ -20,6 +21,7 @@ impl Analyze {
             args: ["analyze", "-f", path, "--output", "json"]
                 .map(String::from)
                 .to_vec(),
+            env: Vec::new(),
         }
     }
 
@@ -52,6 +54,14 @@ impl Analyze {
         self
     }
 
+    /// The server as the configured default (`CANARYD_PROMETHEUS_ADDRESS`, what the chart's
+    /// `prometheus.address` sets), which applies to metrics whose template names no address.
+    pub fn default_prometheus(mut self, server: &Prometheus) -> Self {
+        self.env
+            .push(("CANARYD_PROMETHEUS_ADDRESS", server.url().to_string()));
+        self
+    }
+
     /// Backtest from minute `from` to minute `to` after [`T0`].
     pub fn minutes(mut self, from: i64, to: i64) -> Self {
         self.args.push("--from".into());
@@ -67,6 +77,7 @@ impl Analyze {
             .canaryd
             .command()
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .output()
             .expect("the canaryd binary runs");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
