@@ -399,6 +399,13 @@ pub fn run(args: Args) -> Exit {
                 }
             },
         };
+        if window.is_some() {
+            let metrics = prepared.metrics.iter().map(|m| &m.metric);
+            if let Err(message) = providers.check_prometheus(metrics, None).await {
+                eprintln!("canaryd analyze: {message} (nothing was measured)");
+                return Exit::Usage;
+            }
+        }
         execute(&name, &prepared, &providers, window, args.output).await
     })
 }

@@ -333,6 +333,60 @@ fn load(args: &Args) -> Result<Setup, BadInput> {
     )
 }
 
+/// The metrics of every template the Rollout's analyses name, with their Prometheus address resolved as far
+/// as the files tell before anything runs: the template's default, the Rollout's literal value, `--arg`
+/// (in that order of precedence, as a run resolves them). An address that needs what only a run knows stays
+/// templated, and the preflight leaves it to the run.
+fn known_metrics(setup: &Setup) -> Vec<api::Metric> {
+    let supplied: BTreeMap<&str, &str> = setup
+        .args
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let mut metrics = Vec::new();
+    for named in setup
+        .rollout
+        .spec
+        .canary()
+        .into_iter()
+        .flat_map(|c| c.analyses())
+    {
+        let given = named.analysis.args.iter().flatten();
+        for reference in named.analysis.templates.iter().flatten() {
+            let Some(template) = setup.templates.get(&template_key(reference)) else {
+                continue;
+            };
+            let mut values: BTreeMap<String, Option<String>> = template
+                .args
+                .iter()
+                .flatten()
+                .map(|a| (a.name.clone(), a.value.clone()))
+                .collect();
+            for arg in given.clone().filter(|a| a.value.is_some()) {
+                values.insert(arg.name.clone(), arg.value.clone());
+            }
+            for (name, value) in &supplied {
+                values.insert((*name).to_string(), Some((*value).to_string()));
+            }
+            for metric in template.metrics.iter().flatten() {
+                let mut metric = metric.clone();
+                if let Some(address) = metric
+                    .provider
+                    .prometheus
+                    .as_mut()
+                    .and_then(|p| p.address.as_mut())
+                    && let Ok(resolved) =
+                        crate::engine::args::substitute(address, &values, &|_| None)
+                {
+                    *address = resolved;
+                }
+                metrics.push(metric);
+            }
+        }
+    }
+    metrics
+}
+
 pub fn run(args: Args) -> Exit {
     let setup = match load(&args) {
         Ok(s) => s,
@@ -368,16 +422,32 @@ pub fn run(args: Args) -> Exit {
             return Exit::Error;
         }
     };
-    match (args.every, args.until) {
-        (Some(every), Some(until)) => runtime.block_on(super::rehearse_many::run(
+    let starts = match (args.every, args.until) {
+        (Some(every), Some(until)) => match super::rehearse_many::starts(args.from, every, until) {
+            Ok(starts) => Some(starts),
+            Err(message) => {
+                eprintln!("canaryd rehearse: {message}");
+                return Exit::Usage;
+            }
+        },
+        _ => None,
+    };
+    let metrics = known_metrics(&setup);
+    let checked =
+        runtime.block_on(providers.check_prometheus(&metrics, setup.prometheus.as_deref()));
+    if let Err(message) = checked {
+        eprintln!("canaryd rehearse: {message} (nothing was rehearsed)");
+        return Exit::Usage;
+    }
+    match starts {
+        Some(starts) => runtime.block_on(super::rehearse_many::run(
             &setup,
             &providers,
             &opts,
-            every,
-            until,
+            &starts,
             args.output,
         )),
-        _ => runtime.block_on(super::rehearse_report::show(
+        None => runtime.block_on(super::rehearse_report::show(
             &setup,
             &providers,
             &opts,

@@ -137,49 +137,46 @@ impl Tally {
     }
 }
 
-/// The starts: `from`, then every `every`, up to and including `until`.
-pub fn starts(from: Timestamp, every: SignedDuration, until: Timestamp) -> Vec<Timestamp> {
+/// The starts: `from`, then every `every`, up to and including `until`; bad input when there are none or
+/// more than a tally holds (checked before anything is asked of Prometheus).
+pub fn starts(
+    from: Timestamp,
+    every: SignedDuration,
+    until: Timestamp,
+) -> Result<Vec<Timestamp>, String> {
+    if !every.is_positive() {
+        return Err("--every must be longer than zero".to_string());
+    }
+    if until < from {
+        return Err(format!("--until {until} is before --from {from}"));
+    }
+    let count = until.duration_since(from).as_nanos() / every.as_nanos() + 1;
+    if count > MAX_STARTS {
+        return Err(format!(
+            "--every {every:#} from {from} until {until} is {count} starts, more than {MAX_STARTS}: \
+             choose a longer --every or a nearer --until"
+        ));
+    }
     let mut out = Vec::new();
     let mut t = from;
-    while t <= until && every.is_positive() {
+    while t <= until {
         out.push(t);
         match t.checked_add(every) {
             Ok(next) => t = next,
             Err(_) => break,
         }
     }
-    out
+    Ok(out)
 }
 
+/// Plays the Rollout from each of `starts` and prints the tally.
 pub async fn run(
     setup: &Setup,
     providers: &Providers,
     opts: &Options,
-    every: SignedDuration,
-    until: Timestamp,
+    starts: &[Timestamp],
     output: OutputFormat,
 ) -> Exit {
-    if !every.is_positive() {
-        eprintln!("canaryd rehearse: --every must be longer than zero");
-        return Exit::Usage;
-    }
-    if until < opts.from {
-        eprintln!(
-            "canaryd rehearse: --until {until} is before --from {}",
-            opts.from
-        );
-        return Exit::Usage;
-    }
-    let count = until.duration_since(opts.from).as_nanos() / every.as_nanos() + 1;
-    if count > MAX_STARTS {
-        eprintln!(
-            "canaryd rehearse: --every {every:#} from {} until {until} is {count} starts, more than {MAX_STARTS}: \
-             choose a longer --every or a nearer --until",
-            opts.from
-        );
-        return Exit::Usage;
-    }
-    let starts = starts(opts.from, every, until);
     let steps = crate::engine::rollout::steps::steps(&setup.rollout).len();
     let progress = std::io::stderr().is_terminal();
     let mut plays = futures::stream::iter(starts.iter().map(|&from| async move {

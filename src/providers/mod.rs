@@ -13,6 +13,7 @@ pub mod gate;
 pub mod http;
 pub mod job;
 pub mod jsonpath;
+pub mod preflight;
 pub mod prometheus;
 pub mod provider;
 pub mod registry;

@@ -88,6 +88,16 @@ impl Providers {
         self.with_prometheus(batched)
     }
 
+    /// The address for Prometheus metrics whose template names none.
+    pub fn default_prometheus(&self) -> Option<&str> {
+        self.prometheus.default_address.as_deref()
+    }
+
+    /// The Prometheus client itself, without a stand-in, gate or batching (for the preflight's probe).
+    pub(super) fn plain_prometheus(&self) -> &Prometheus {
+        &self.prometheus.prometheus
+    }
+
     /// The provider `metric` names, or why there is none.
     pub fn of(&self, metric: &Metric) -> Result<&dyn MetricProvider, ProviderError> {
         let provider = &metric.provider;

@@ -14,5 +14,6 @@ mod flags_and_help;
 mod judge_cli;
 mod progressive_cli;
 mod run_cli;
+mod unreachable_prometheus;
 mod validate;
 mod validate_rollout;

@@ -324,6 +324,8 @@ fn a_router_object_that_does_not_fit_the_rollout_is_bad_input_named_by_file_line
         &file,
         "-f",
         "analysis-templates/success-rate.yaml",
+        "--prometheus",
+        prometheus().url(),
         "--from",
         "2026-01-01T00:10:00Z",
     ]);
@@ -336,10 +338,28 @@ fn a_router_object_that_does_not_fit_the_rollout_is_bad_input_named_by_file_line
     );
 }
 
+/// A server that answers every request `503 Service Unavailable`: a Prometheus that is there (so the
+/// rehearsal starts) but fails every query (so each measurement is an Error).
+fn erroring_prometheus() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let address = format!("http://{}", listener.local_addr().expect("its address"));
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = stream
+                .write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    address
+}
+
 #[test]
 fn a_rehearsal_that_would_run_past_the_last_representable_instant_ends_waiting() {
     // Timestamps end at 9999-12-30T22:00:00Z: a retry 10 s after an Error, or pods ready 2 h later, fall
-    // past it. No Prometheus answers here, so the analysis only errors.
+    // past it. The Prometheus here answers every query with 503, so the analysis only errors.
+    let erroring = erroring_prometheus();
     for late in [
         &["--from", "9999-12-30T21:59:59Z"][..],
         &["--from", "9999-12-30T21:00:00Z", "--ready-after", "2h"][..],
@@ -351,7 +371,7 @@ fn a_rehearsal_that_would_run_past_the_last_representable_instant_ends_waiting()
             "-f",
             "analysis-templates/success-rate.yaml",
             "--prometheus",
-            "http://127.0.0.1:1",
+            &erroring,
             "--output",
             "json",
         ];
