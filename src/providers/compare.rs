@@ -10,6 +10,7 @@ use jiff::Timestamp;
 
 use super::provider::{Answer, MeasureAt, MetricProvider, Progress};
 use super::sources::PrometheusProvider;
+use super::sources::check_promql;
 use super::{ProviderError, ProviderResult};
 use crate::api::compare::{COMPARE_PLUGIN, CompareSpec, DistributionCompare, ErrorRateCompare};
 use crate::api::duration::parse_step;
@@ -224,6 +225,8 @@ pub fn check(config: &serde_json::Value, path: &str, findings: &mut Vec<Finding>
     let mut required = |field: &str, text: &str| {
         if text.trim().is_empty() {
             findings.push(Finding::error(format!("{path}.{field}"), "required"));
+        } else {
+            check_promql(text, &format!("{path}.{field}"), findings);
         }
     };
     let mut probabilities = Vec::new();

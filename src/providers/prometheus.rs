@@ -595,5 +595,7 @@ impl<'de> Deserialize<'de> for CowStr<'de> {
     }
 }
 
+pub mod promql;
+
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use super::gate::Gate;
+use super::prometheus::promql;
 use super::provider::{Answer, MeasureAt, MetricProvider, Progress};
 use super::{Prometheus, PrometheusRequest, ProviderError, ProviderResult, Web, WebRequest};
 use crate::api::duration::parse_step;
@@ -55,8 +56,9 @@ impl MetricProvider for PrometheusProvider {
             return;
         };
         let p = format!("{path}.prometheus");
-        if prom.query.as_deref().is_none_or(|q| q.trim().is_empty()) {
-            findings.push(Finding::error(format!("{p}.query"), "required"));
+        match prom.query.as_deref().filter(|q| !q.trim().is_empty()) {
+            None => findings.push(Finding::error(format!("{p}.query"), "required")),
+            Some(query) => check_promql(query, &format!("{p}.query"), findings),
         }
         // An empty address names none: the configured default applies, as in Argo's provider.
         if let Some(address) = prom.address.as_deref().filter(|a| !a.trim().is_empty()) {
@@ -195,5 +197,12 @@ impl MetricProvider for WebProvider {
                 verdict: None,
             }))
         })
+    }
+}
+
+/// A query Prometheus would refuse to parse is an error at `path`, with the parser's reason.
+pub fn check_promql(query: &str, path: &str, findings: &mut Vec<Finding>) {
+    if let Some(e) = promql::syntax_error(query) {
+        findings.push(Finding::error(path, format!("not valid PromQL: {e}")));
     }
 }

@@ -41,6 +41,35 @@ fn a_misspelled_field_is_named_with_a_suggestion() {
 }
 
 #[test]
+fn a_promql_syntax_error_is_reported_on_its_line_and_one_an_arg_makes_is_refused_by_analyze() {
+    assert_one_problem(
+        "promql-syntax.yaml",
+        "16: AnalysisTemplate/unclosed: spec.metrics[0].provider.prometheus.query: not valid PromQL: unclosed \
+         left parenthesis (checked with each {{...}} replaced by a placeholder)",
+    );
+    // With the args known the query itself is checked, before anything is measured: here an arg breaks a
+    // template that is valid on its own.
+    let stderr = CANARYD.refused(&[
+        "analyze",
+        "-f",
+        "analysis-templates/success-rate.yaml",
+        "--arg",
+        "service=checkout",
+        "--arg",
+        "namespace=shop",
+        "--arg",
+        "window=2m]",
+        "--prometheus",
+        "http://127.0.0.1:1",
+    ]);
+    assert!(
+        stderr.contains("provider.prometheus.query: not valid PromQL: ")
+            && !stderr.contains("placeholder"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_bad_duration_is_reported_on_its_line() {
     assert_one_problem(
         "bad-duration.yaml",
