@@ -1,6 +1,8 @@
 //! What kube-apiserver does to one object's JSON on the way into storage: merge patches, server-set metadata and
-//! type fields, the generation rule, defaulting (Secrets' `stringData`, pod templates, ReplicaSets, Jobs, Pods),
-//! generated names, and admission against the kind's CRD schema. Pure functions of the object and its kind; `store.rs` decides when each applies.
+//! type fields, what a write to the object or to its status keeps of the stored one, the generation rule,
+//! defaulting (Secrets' `stringData`, pod templates, ReplicaSets, Jobs, Pods), generated names, and admission
+//! against the kind's CRD schema. Pure functions of the object and its kind; `store.rs` decides when each
+//! applies.
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
@@ -89,6 +91,58 @@ pub fn same_spec(res: &ResourceDef, a: &Value, b: &Value) -> bool {
         }
         _ => a == b,
     }
+}
+
+/// A write to `/status`: everything but the status as stored (without copying the stored status only to replace
+/// it), the status as sent.
+pub fn with_status_of(old: &Value, mut candidate: Value) -> Value {
+    let mut new: Value = old
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter(|(field, _)| *field != "status")
+                .map(|(field, value)| (field.clone(), value.clone()))
+                .collect::<Map<String, Value>>()
+        })
+        .unwrap_or_default()
+        .into();
+    let status = candidate.as_object_mut().and_then(|o| o.remove("status"));
+    set_field(&mut new, "status", status);
+    new
+}
+
+/// A write to the object: as sent, but with the server-set metadata kept, the stored status where status is a
+/// subresource, and the kind's type fields and defaults.
+pub fn with_spec_of(res: &ResourceDef, old: &Value, mut new: Value) -> Result<Value, ApiError> {
+    if !new.is_object() {
+        return Err(ApiError::bad_request("the object is not a JSON object"));
+    }
+    let old_meta = old
+        .get("metadata")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let metadata =
+        metadata_of(&mut new).ok_or_else(|| ApiError::bad_request("the object has no metadata"))?;
+    for field in [
+        "name",
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "generation",
+        "deletionTimestamp",
+    ] {
+        match old_meta.get(field) {
+            Some(value) => metadata.insert(field.into(), value.clone()),
+            None => metadata.remove(field),
+        };
+    }
+    if res.status_subresource {
+        set_field(&mut new, "status", old.get("status").cloned());
+    }
+    fill_type_meta(res, &mut new);
+    normalize(res, &mut new);
+    Ok(new)
 }
 
 /// What kube-apiserver does with a custom resource's CRD schema before storing it: unknown fields pruned, the
