@@ -6,6 +6,7 @@ mod daemon_clock;
 mod daemon_decode;
 mod daemon_gate;
 mod daemon_ha;
+mod daemon_handover;
 mod daemon_jobs;
 mod daemon_restart;
 mod daemon_rollout_errors;

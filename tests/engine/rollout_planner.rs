@@ -343,11 +343,18 @@ fn unsupported_strategies_and_missing_templates_are_invalid_spec_never_a_crash()
     assert!(conditions::get(&c.status(), "InvalidSpec").is_none());
 }
 
-#[test]
-fn a_rollout_started_by_argo_is_adopted_without_a_new_replica_set_or_a_step_restart() {
+/// A Healthy Rollout Argo Rollouts left, with `extra` in its canary strategy, and Argo's ReplicaSet, whose pod
+/// template (as the API server returns it) carries `injected` labels recorded in `rollout.argoproj.io/ephemeral-metadata`,
+/// after one reconcile.
+fn handed_over_from_argo(extra: serde_json::Value, injected: serde_json::Value) -> MemoryCluster {
     let steps: Vec<CanaryStep> =
         serde_json::from_value(json!([{"setWeight": 20}, {"pause": {}}])).unwrap();
-    let mut r = rollout(2, json!({"steps": steps}));
+    let mut canary = json!({"steps": steps});
+    canary
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    let mut r = rollout(2, canary);
     r.metadata.annotations = Some(BTreeMap::from([(
         "rollout.argoproj.io/revision".into(),
         "1".into(),
@@ -361,13 +368,23 @@ fn a_rollout_started_by_argo_is_adopted_without_a_new_replica_set_or_a_step_rest
         observed_generation: "1".into(),
         ..Default::default()
     });
+    let mut labels = json!({"app": "web", "rollouts-pod-template-hash": argo_hash});
+    labels
+        .as_object_mut()
+        .unwrap()
+        .extend(injected.as_object().unwrap().clone());
+    let mut annotations = json!({"rollout.argoproj.io/revision": "1"});
+    if !injected.as_object().unwrap().is_empty() {
+        annotations["rollout.argoproj.io/ephemeral-metadata"] =
+            json!(json!({"labels": injected}).to_string());
+    }
     let mut c = MemoryCluster::new(r);
     c.replica_sets.push(serde_json::from_value(json!({
         "metadata": {"name": format!("web-{argo_hash}"), "creationTimestamp": "2026-01-01T00:00:00Z",
                      "labels": {"app": "web", "rollouts-pod-template-hash": argo_hash},
-                     "annotations": {"rollout.argoproj.io/revision": "1"}},
+                     "annotations": annotations},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web", "rollouts-pod-template-hash": argo_hash}},
-                 "template": {"metadata": {"creationTimestamp": null, "labels": {"app": "web", "rollouts-pod-template-hash": argo_hash}},
+                 "template": {"metadata": {"creationTimestamp": null, "labels": labels},
                               "spec": {"containers": [{"name": "web", "image": "web:1", "resources": {},
                                         "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
                                         "imagePullPolicy": "IfNotPresent"}],
@@ -376,6 +393,10 @@ fn a_rollout_started_by_argo_is_adopted_without_a_new_replica_set_or_a_step_rest
         "status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2}
     })).unwrap());
     run(&mut c, at(0));
+    c
+}
+
+fn assert_adopted(c: &MemoryCluster) {
     assert_eq!(
         c.replica_sets.len(),
         1,
@@ -388,9 +409,25 @@ fn a_rollout_started_by_argo_is_adopted_without_a_new_replica_set_or_a_step_rest
             s.current_pod_hash.as_str(),
             s.current_step_index
         ),
-        ("Healthy", argo_hash, Some(2))
+        ("Healthy", "674d8cf959", Some(2))
     );
     assert!(!c.events.iter().any(|e| e.reason == "NewReplicaSetCreated"));
+}
+
+#[test]
+fn a_rollout_started_by_argo_is_adopted_without_a_new_replica_set_or_a_step_restart() {
+    assert_adopted(&handed_over_from_argo(json!({}), json!({})));
+}
+
+/// Argo's `FindNewReplicaSet` takes the ephemeral metadata it injected out of a ReplicaSet's template before
+/// comparing it with the Rollout's.
+#[test]
+fn find_new_replica_set_ignores_the_stable_metadata_argo_injected() {
+    let c = handed_over_from_argo(
+        json!({"stableMetadata": {"labels": {"role": "stable"}}}),
+        json!({"role": "stable"}),
+    );
+    assert_adopted(&c);
 }
 
 #[test]

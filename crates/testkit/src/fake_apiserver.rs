@@ -55,6 +55,9 @@
 //! for what is checked): a wrong type is 422 Invalid naming the field, as kube-apiserver words it. Every write bumps one global
 //! resourceVersion; no-op writes do not. Server-set metadata: uid, creationTimestamp, resourceVersion,
 //! namespace, generation (custom resources and apps/v1 kinds; bumped on changes outside metadata and status).
+//! Built-in workloads are defaulted as kube-apiserver defaults them (`fake_apiserver/object.rs` `normalize`):
+//! the pod templates of ReplicaSets and Jobs and Pods (`canaryd::engine::pod_defaults`), ReplicaSets' and Jobs'
+//! own fields; custom resources, a Rollout's template included, never are.
 //!
 //! # Documented simplifications
 //!
@@ -64,7 +67,8 @@
 //! - `limit`/`continue` are ignored (one page holds everything, which the API allows); list `resourceVersion`
 //!   and `resourceVersionMatch` parameters are ignored (lists are always current).
 //! - core/v1 Events and events.k8s.io/v1 Events are stored separately; built-in kinds are not validated; no
-//!   admission webhooks, no defaulting from CRD schemas, no `scale` subresource.
+//!   admission webhooks or plugins (no service account token volume, priority or default tolerations on Pods),
+//!   no defaulting from CRD schemas, quantities not canonicalised, no `scale` subresource.
 //! - ReplicaSets (apps/v1), Services and Pods (core/v1) are served with their status subresource and
 //!   `metadata.generation` (ReplicaSets); only the simulated ReplicaSet controller makes pods and moves a
 //!   ReplicaSet's status, and only when a test starts it. Pods are deleted at once (no grace period, no

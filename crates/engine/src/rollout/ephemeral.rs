@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use serde_json::Value;
 
 use super::Write;
 use super::context::Reconcile;
@@ -128,6 +129,28 @@ fn injected(rs: &ReplicaSet) -> Option<PodTemplateMetadata> {
         .as_ref()?
         .get(EPHEMERAL_METADATA_ANNOTATION)?;
     serde_json::from_str(text).ok()
+}
+
+/// A ReplicaSet's pod template without the ephemeral metadata its annotation says was injected, as Argo's
+/// `FindNewReplicaSet` takes it out (`SyncReplicaSetEphemeralPodMetadata(rs, nil)`) before comparing templates.
+pub(super) fn template_without_injected(rs: &ReplicaSet) -> Option<Value> {
+    let mut template = serde_json::to_value(rs.spec.as_ref()?.template.as_ref()?).ok()?;
+    let (labels, annotations) = template_metadata(rs);
+    let removal = patch(&labels, &annotations, injected(rs).as_ref(), None);
+    for (field, keys) in [
+        ("labels", &removal.labels),
+        ("annotations", &removal.annotations),
+    ] {
+        let map = template
+            .pointer_mut(&format!("/metadata/{field}"))
+            .and_then(Value::as_object_mut);
+        if let Some(map) = map {
+            for key in keys.keys() {
+                map.remove(key);
+            }
+        }
+    }
+    Some(template)
 }
 
 impl Reconcile<'_, '_> {

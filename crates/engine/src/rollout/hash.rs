@@ -1,12 +1,13 @@
 //! Pod-template and step hashes, and deciding which existing ReplicaSet runs the Rollout's template.
 //! canaryd's hash is FNV-32a over the template's canonical JSON (keys sorted), encoded with Kubernetes'
 //! safe alphabet as Argo's is; it does not reproduce Argo's bytes (those depend on Go struct order), so a
-//! ReplicaSet created by Argo Rollouts is recognised by comparing templates instead, ignoring the hash label
-//! and the fields the API server fills in. Owns identity only: it never decides what to do with a match.
+//! ReplicaSet created by Argo Rollouts is recognised by comparing templates instead, as Argo does: the hash
+//! label ignored and the Rollout's template defaulted as the API server defaults the ReplicaSet's. Owns identity only: it never decides what to do with a match.
 
 use serde_json::Value;
 
 use crate::api::rollout::CanaryStep;
+use crate::pod_defaults;
 
 /// The label that carries a ReplicaSet's pod-template hash, on the ReplicaSet, its selector and its pods.
 pub const HASH_LABEL: &str = "rollouts-pod-template-hash";
@@ -84,98 +85,39 @@ pub fn step_hash(steps: Option<&Vec<CanaryStep>>) -> String {
     safe_encode(&fnv32a(&bytes).to_string())
 }
 
-/// Fields the API server adds to a pod template when the user left them out. A ReplicaSet's template has
-/// them; a Rollout's (a custom resource, never defaulted) does not.
-const POD_DEFAULTS: &[&str] = &[
-    "restartPolicy",
-    "dnsPolicy",
-    "schedulerName",
-    "securityContext",
-    "terminationGracePeriodSeconds",
-    "enableServiceLinks",
-    "preemptionPolicy",
-    "priority",
-];
-const CONTAINER_DEFAULTS: &[&str] = &[
-    "terminationMessagePath",
-    "terminationMessagePolicy",
-    "imagePullPolicy",
-];
-
-/// True when a ReplicaSet's pod template is the Rollout's, ignoring the hash label and fields the API
-/// server defaulted where the Rollout left them out.
+/// Argo's `PodTemplateEqualIgnoreHash`: a ReplicaSet's pod template (as the API server returns it, defaults
+/// filled in) is the Rollout's when they are equal once the hash label is dropped from both, the Rollout's
+/// template is defaulted as the API server would default it, and the deprecated `serviceAccount` is ignored.
 pub fn same_template(rollout_template: &Value, rs_template: &Value) -> bool {
-    let mut rs = rs_template.clone();
-    if let Some(labels) = rs
-        .pointer_mut("/metadata/labels")
-        .and_then(Value::as_object_mut)
-    {
-        labels.remove(HASH_LABEL);
-    }
-    strip_defaults(rollout_template, &mut rs);
-    normalise(rollout_template) == normalise(&rs)
-}
-
-/// Removes from `rs` the defaulted fields `wanted` does not set.
-fn strip_defaults(wanted: &Value, rs: &mut Value) {
-    if let Some(meta) = rs.get_mut("metadata").and_then(Value::as_object_mut) {
-        if meta.get("creationTimestamp").is_some_and(Value::is_null) {
-            meta.remove("creationTimestamp");
+    let comparable = |template: &Value| {
+        let mut template = template.clone();
+        if let Some(labels) = template
+            .pointer_mut("/metadata/labels")
+            .and_then(Value::as_object_mut)
+        {
+            labels.remove(HASH_LABEL);
         }
-        if meta.is_empty() && wanted.get("metadata").is_none() {
-            rs.as_object_mut().map(|o| o.remove("metadata"));
+        pod_defaults::default_template(&mut template);
+        if let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.remove("serviceAccount");
         }
-    }
-    let wanted_spec = wanted.get("spec");
-    let Some(spec) = rs.get_mut("spec").and_then(Value::as_object_mut) else {
-        return;
+        normalise(&template)
     };
-    for key in POD_DEFAULTS {
-        if wanted_spec.and_then(|s| s.get(*key)).is_none() {
-            spec.remove(*key);
-        }
-    }
-    for list in ["containers", "initContainers"] {
-        let wanted_list = wanted_spec
-            .and_then(|s| s.get(list))
-            .and_then(Value::as_array);
-        let Some(items) = spec.get_mut(list).and_then(Value::as_array_mut) else {
-            continue;
-        };
-        for (i, container) in items.iter_mut().enumerate() {
-            let wanted_container = wanted_list.and_then(|l| l.get(i));
-            let Some(c) = container.as_object_mut() else {
-                continue;
-            };
-            for key in CONTAINER_DEFAULTS {
-                let defaulted_empty =
-                    *key != "resources" || c.get(*key) == Some(&Value::Object(Default::default()));
-                if defaulted_empty && wanted_container.and_then(|w| w.get(*key)).is_none() {
-                    c.remove(*key);
-                }
-            }
-            if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
-                for (j, port) in ports.iter_mut().enumerate() {
-                    let written = wanted_container
-                        .and_then(|w| w.pointer(&format!("/ports/{j}/protocol")))
-                        .is_some();
-                    if !written && let Some(p) = port.as_object_mut() {
-                        p.remove("protocol");
-                    }
-                }
-            }
-        }
-    }
+    comparable(rollout_template) == comparable(rs_template)
 }
 
-/// Drops empty objects and nulls, which Kubernetes treats as absent.
+/// Drops nulls, empty objects and empty lists, which Kubernetes' semantic equality takes as absent.
 fn normalise(value: &Value) -> Value {
+    let empty = |v: &Value| match v {
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        other => other.is_null(),
+    };
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
-                .filter(|(_, v)| !v.is_null())
                 .map(|(k, v)| (k.clone(), normalise(v)))
-                .filter(|(_, v)| !matches!(v, Value::Object(m) if m.is_empty()))
+                .filter(|(_, v)| !empty(v))
                 .collect(),
         ),
         Value::Array(items) => Value::Array(items.iter().map(normalise).collect()),

@@ -39,16 +39,15 @@ impl Reconcile<'_, '_> {
     }
 
     /// Sorts the owned ReplicaSets into new (runs the template: by canaryd's hash, else by comparing
-    /// templates, which adopts one Argo Rollouts created), stable (`status.stableRS`) and the others.
+    /// templates without the ephemeral metadata injected in them, as Argo's `FindNewReplicaSet` does, which
+    /// adopts one Argo Rollouts created), stable (`status.stableRS`) and the others.
     pub(super) fn find_replica_sets(&mut self) -> Result<(), String> {
         self.rss = self.o.replica_sets.iter().map(Rs::read).collect();
         let wanted = self.pod_hash();
         let template = self.template();
         self.new_rs = self.rss.iter().position(|r| r.hash == wanted).or_else(|| {
             self.o.replica_sets.iter().position(|rs| {
-                let theirs = rs.spec.as_ref().and_then(|s| s.template.as_ref());
-                theirs
-                    .and_then(|t| serde_json::to_value(t).ok())
+                ephemeral::template_without_injected(rs)
                     .is_some_and(|t| hash::same_template(&template, &t))
             })
         });

@@ -39,26 +39,31 @@ impl Call<'_> {
     }
 }
 
+fn not_found() -> ApiError {
+    ApiError::new(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
+}
+
+fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+    )
+}
+
 pub fn route(shared: &Arc<Shared>, call: Call<'_>) -> Result<Response<Body>, ApiError> {
     let segments: Vec<&str> = call.path.split('/').filter(|s| !s.is_empty()).collect();
-    let not_found = || {
-        ApiError::new(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-        )
-    };
     if call.method != Method::GET
         && matches!(
             segments.as_slice(),
             ["version"] | ["api"] | ["apis"] | ["api", _] | ["apis", _, _]
         )
     {
-        return Err(ApiError::new(
-            405,
-            "MethodNotAllowed",
-            "the server does not allow this method on the requested resource",
-        ));
+        return Err(method_not_allowed());
     }
     match segments.as_slice() {
         ["version"] => Ok(ok(StatusCode::OK, &version())),
@@ -84,6 +89,51 @@ pub fn route(shared: &Arc<Shared>, call: Call<'_>) -> Result<Response<Body>, Api
     }
 }
 
+/// What a resource path names: `[namespaces/NS/]PLURAL[/NAME[/SUBRESOURCE]]` of a kind the fake serves.
+struct ResourcePath<'a> {
+    resource: ResourceDef,
+    namespace: Option<&'a str>,
+    name: Option<&'a str>,
+    subresource: Option<&'a str>,
+}
+
+impl<'a> ResourcePath<'a> {
+    fn parse(
+        shared: &Shared,
+        group: &str,
+        version: &str,
+        rest: &[&'a str],
+    ) -> Result<Self, ApiError> {
+        let (namespace, rest) = match rest {
+            ["namespaces", namespace, rest @ ..] if !rest.is_empty() => (Some(*namespace), rest),
+            _ => (None, rest),
+        };
+        let (plural, name, subresource) = match rest {
+            [plural] => (*plural, None, None),
+            [plural, name] => (*plural, Some(*name), None),
+            [plural, name, sub] => (*plural, Some(*name), Some(*sub)),
+            _ => return Err(not_found()),
+        };
+        let resource = shared
+            .resource(group, version, plural)
+            .ok_or_else(not_found)?;
+        if resource.namespaced != namespace.is_some() && (name.is_some() || !resource.namespaced) {
+            return Err(not_found());
+        }
+        Ok(ResourcePath {
+            resource,
+            namespace,
+            name,
+            subresource,
+        })
+    }
+
+    fn key(&self, name: &str) -> Key {
+        let namespace = self.namespace.unwrap_or_default().to_owned();
+        (self.resource.id(), namespace, name.to_owned())
+    }
+}
+
 fn serve_resource(
     shared: &Arc<Shared>,
     call: &Call<'_>,
@@ -91,140 +141,139 @@ fn serve_resource(
     version: &str,
     rest: &[&str],
 ) -> Result<Response<Body>, ApiError> {
-    let not_found = || {
-        ApiError::new(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-        )
-    };
-    let (namespace, rest) = match rest {
-        ["namespaces", namespace, rest @ ..] if !rest.is_empty() => (Some(*namespace), rest),
-        _ => (None, rest),
-    };
-    let (plural, name, subresource) = match rest {
-        [plural] => (*plural, None, None),
-        [plural, name] => (*plural, Some(*name), None),
-        [plural, name, sub] => (*plural, Some(*name), Some(*sub)),
-        _ => return Err(not_found()),
-    };
-    let resource = shared
-        .resource(group, version, plural)
-        .ok_or_else(not_found)?;
-    if resource.namespaced != namespace.is_some() && (name.is_some() || !resource.namespaced) {
-        return Err(not_found());
-    }
-    let namespace_text = namespace.unwrap_or_default().to_owned();
-    let target = match subresource {
+    let path = ResourcePath::parse(shared, group, version, rest)?;
+    let target = match path.subresource {
         None => Target::Main,
-        Some("status") if resource.status_subresource => Target::Status,
-        Some("eviction") if resource.is_pods() => {
-            let key = (
-                resource.id(),
-                namespace_text,
-                name.unwrap_or_default().to_owned(),
-            );
-            return evict(shared, call, &resource, &key);
+        Some("status") if path.resource.status_subresource => Target::Status,
+        Some("eviction") if path.resource.is_pods() => {
+            let key = path.key(path.name.unwrap_or_default());
+            return evict(shared, call, &path.resource, &key);
         }
         Some(_) => return Err(not_found()),
     };
-    let Some(name) = name else {
-        return match call.method {
-            Method::GET if matches!(call.param("watch"), Some("true" | "1")) => {
-                watch(shared, call, resource, namespace)
-            }
-            Method::GET => list(shared, call, &resource, namespace),
-            Method::POST if namespace.is_some() || !resource.namespaced => {
-                let object = shared
-                    .write(|store| store.create(&resource, &namespace_text, call.json_body()?))?;
-                Ok(stored(StatusCode::CREATED, &object))
-            }
-            _ => Err(ApiError::new(
-                405,
-                "MethodNotAllowed",
-                "the server does not allow this method on the requested resource",
-            )),
+    match path.name {
+        None => serve_collection(shared, call, path),
+        Some(name) => serve_object(shared, call, &path.resource, &path.key(name), target),
+    }
+}
+
+/// List, watch or create, on a kind's collection (in a namespace, or across all for list and watch).
+fn serve_collection(
+    shared: &Arc<Shared>,
+    call: &Call<'_>,
+    path: ResourcePath<'_>,
+) -> Result<Response<Body>, ApiError> {
+    let ResourcePath {
+        resource,
+        namespace,
+        ..
+    } = path;
+    match call.method {
+        Method::GET if matches!(call.param("watch"), Some("true" | "1")) => {
+            watch(shared, call, resource, namespace)
+        }
+        Method::GET => list(shared, call, &resource, namespace),
+        Method::POST if namespace.is_some() || !resource.namespaced => {
+            let namespace = namespace.unwrap_or_default();
+            let object =
+                shared.write(|store| store.create(&resource, namespace, call.json_body()?))?;
+            Ok(stored(StatusCode::CREATED, &object))
+        }
+        _ => Err(method_not_allowed()),
+    }
+}
+
+/// Get, replace, patch or delete one object (or its status).
+fn serve_object(
+    shared: &Arc<Shared>,
+    call: &Call<'_>,
+    resource: &ResourceDef,
+    key: &Key,
+    target: Target,
+) -> Result<Response<Body>, ApiError> {
+    let written = |(object, created): (Arc<Stored>, bool)| {
+        let status = if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
         };
+        stored(status, &object)
     };
-    let key = (resource.id(), namespace_text, name.to_owned());
     match call.method {
         Method::GET => {
-            let object = shared.lock_store().get(&key).cloned();
+            let object = shared.lock_store().get(key).cloned();
             object
                 .map(|o| stored(StatusCode::OK, &o))
-                .ok_or_else(|| ApiError::not_found(&resource, name))
+                .ok_or_else(|| ApiError::not_found(resource, &key.2))
         }
         Method::PUT => {
             let body = call.json_body()?;
-            let (object, created) =
-                shared.write(|store| store.replace(&resource, &key, target, body))?;
-            Ok(stored(
-                if created {
-                    StatusCode::CREATED
-                } else {
-                    StatusCode::OK
-                },
-                &object,
-            ))
+            shared
+                .write(|store| store.replace(resource, key, target, body))
+                .map(written)
         }
         Method::PATCH => {
-            let kind = match call.content_type.as_str() {
-                "application/merge-patch+json" => PatchKind::Merge,
-                "application/json-patch+json" => PatchKind::Json,
-                "application/strategic-merge-patch+json" => PatchKind::Strategic,
-                "application/apply-patch+yaml" => PatchKind::Apply,
-                other => {
-                    let message = format!(
-                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {other:?})"
-                    );
-                    return Err(ApiError::new(415, "UnsupportedMediaType", message));
-                }
-            };
-            if kind == PatchKind::Apply && call.param("fieldManager").is_none() {
-                return Err(ApiError::bad_request(
-                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-                ));
-            }
+            let kind = patch_kind(call)?;
             let patch = call.json_body()?;
-            let (object, created) =
-                shared.write(|store| store.patch(&resource, &key, target, kind, patch))?;
-            Ok(stored(
-                if created {
-                    StatusCode::CREATED
-                } else {
-                    StatusCode::OK
-                },
-                &object,
-            ))
+            shared
+                .write(|store| store.patch(resource, key, target, kind, patch))
+                .map(written)
         }
-        Method::DELETE if target == Target::Main => {
-            let options = if call.body.is_empty() {
-                json!({})
-            } else {
-                call.json_body()?
-            };
-            let preconditions = options.get("preconditions").cloned().unwrap_or(json!({}));
-            match shared.write(|store| store.delete(&resource, &key, &preconditions))? {
-                Deletion::Pending(object) => Ok(stored(StatusCode::OK, &object)),
-                // kube-apiserver's custom resource storage and pod storage return the deleted object; most
-                // built-in kinds (Secrets, ConfigMaps, Events, Leases) return a Success Status instead.
-                Deletion::Gone(object) if resource.custom || resource.is_pods() => {
-                    Ok(stored(StatusCode::OK, &object))
-                }
-                Deletion::Gone(object) => Ok(ok(
-                    StatusCode::OK,
-                    &json!({
-                        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                        "details": { "name": name, "group": resource.group, "kind": resource.plural,
-                                     "uid": object.pointer("/metadata/uid") },
-                    }),
-                )),
-            }
+        Method::DELETE if target == Target::Main => delete(shared, call, resource, key),
+        _ => Err(method_not_allowed()),
+    }
+}
+
+/// The patch flavour the Content-Type names (415 for any other), and server-side apply's required
+/// `fieldManager`.
+fn patch_kind(call: &Call<'_>) -> Result<PatchKind, ApiError> {
+    let kind = match call.content_type.as_str() {
+        "application/merge-patch+json" => PatchKind::Merge,
+        "application/json-patch+json" => PatchKind::Json,
+        "application/strategic-merge-patch+json" => PatchKind::Strategic,
+        "application/apply-patch+yaml" => PatchKind::Apply,
+        other => {
+            let message = format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {other:?})"
+            );
+            return Err(ApiError::new(415, "UnsupportedMediaType", message));
         }
-        _ => Err(ApiError::new(
-            405,
-            "MethodNotAllowed",
-            "the server does not allow this method on the requested resource",
+    };
+    if kind == PatchKind::Apply && call.param("fieldManager").is_none() {
+        return Err(ApiError::bad_request(
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+        ));
+    }
+    Ok(kind)
+}
+
+/// DELETE with the body's `preconditions`, answered as kube-apiserver answers for the kind.
+fn delete(
+    shared: &Arc<Shared>,
+    call: &Call<'_>,
+    resource: &ResourceDef,
+    key: &Key,
+) -> Result<Response<Body>, ApiError> {
+    let options = if call.body.is_empty() {
+        json!({})
+    } else {
+        call.json_body()?
+    };
+    let preconditions = options.get("preconditions").cloned().unwrap_or(json!({}));
+    match shared.write(|store| store.delete(resource, key, &preconditions))? {
+        Deletion::Pending(object) => Ok(stored(StatusCode::OK, &object)),
+        // kube-apiserver's custom resource storage and pod storage return the deleted object; most
+        // built-in kinds (Secrets, ConfigMaps, Events, Leases) return a Success Status instead.
+        Deletion::Gone(object) if resource.custom || resource.is_pods() => {
+            Ok(stored(StatusCode::OK, &object))
+        }
+        Deletion::Gone(object) => Ok(ok(
+            StatusCode::OK,
+            &json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": { "name": key.2, "group": resource.group, "kind": resource.plural,
+                             "uid": object.pointer("/metadata/uid") },
+            }),
         )),
     }
 }
@@ -239,11 +288,7 @@ fn evict(
     key: &Key,
 ) -> Result<Response<Body>, ApiError> {
     if call.method != Method::POST {
-        return Err(ApiError::new(
-            405,
-            "MethodNotAllowed",
-            "the server does not allow this method on the requested resource",
-        ));
+        return Err(method_not_allowed());
     }
     let body = call.json_body()?;
     // Absent type fields default to the endpoint's kind, as kube-apiserver decodes them (kube-rs sends none).

@@ -8,13 +8,13 @@ use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
 
 use hyper::body::Bytes;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::ResourceDef;
 use super::error::ApiError;
 use super::object::{
     admit, fill_type_meta, merge_patch, metadata_of, normalize, now, random_suffix, same_spec,
-    set_field, set_meta,
+    set_meta, with_spec_of, with_status_of,
 };
 
 /// (resource id such as `argoproj.io/v1alpha1/analysisruns`, namespace or "" when cluster-scoped, name).
@@ -299,97 +299,22 @@ impl Store {
         res: &ResourceDef,
         key: &Key,
         target: Target,
-        mut candidate: Value,
+        candidate: Value,
     ) -> Result<Arc<Stored>, ApiError> {
         let old = self
             .objects
             .get(key)
             .cloned()
             .ok_or_else(|| ApiError::not_found(res, &key.2))?;
-        if let Some(at) = self.conflicts.iter().position(|k| k == key) {
-            self.conflicts.remove(at);
-            return Err(ApiError::conflict(
-                res,
-                &key.2,
-                "the object has been modified; please apply your changes to the latest version and try again",
-            ));
-        }
+        self.check_preconditions(res, key, &old, &candidate)?;
+        let mut new = match target {
+            Target::Status => with_status_of(&old, candidate),
+            Target::Main => with_spec_of(res, &old, candidate)?,
+        };
         let old_rv = old
             .pointer("/metadata/resourceVersion")
             .cloned()
             .unwrap_or(Value::Null);
-        let sent_rv = candidate
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if !sent_rv.is_empty() && Some(sent_rv) != old_rv.as_str() {
-            return Err(ApiError::conflict(
-                res,
-                &key.2,
-                "the object has been modified; please apply your changes to the latest version and try again",
-            ));
-        }
-        for (field, expected) in [("name", &key.2), ("namespace", &key.1)] {
-            let sent = candidate
-                .pointer(&format!("/metadata/{field}"))
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            if !sent.is_empty() && sent != expected {
-                return Err(ApiError::bad_request(format!(
-                    "the {field} of the object ({sent}) does not match the {field} on the URL ({expected})"
-                )));
-            }
-        }
-        let mut new = match target {
-            Target::Status => {
-                // Everything but the status as stored, without copying the stored status only to replace it.
-                let mut new: Value = old
-                    .as_object()
-                    .map(|o| {
-                        o.iter()
-                            .filter(|(field, _)| *field != "status")
-                            .map(|(field, value)| (field.clone(), value.clone()))
-                            .collect::<Map<String, Value>>()
-                    })
-                    .unwrap_or_default()
-                    .into();
-                let status = candidate.as_object_mut().and_then(|o| o.remove("status"));
-                set_field(&mut new, "status", status);
-                new
-            }
-            Target::Main => {
-                let mut new = candidate;
-                if !new.is_object() {
-                    return Err(ApiError::bad_request("the object is not a JSON object"));
-                }
-                let old_meta = old
-                    .get("metadata")
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default();
-                let metadata = metadata_of(&mut new)
-                    .ok_or_else(|| ApiError::bad_request("the object has no metadata"))?;
-                for field in [
-                    "name",
-                    "namespace",
-                    "uid",
-                    "creationTimestamp",
-                    "generation",
-                    "deletionTimestamp",
-                ] {
-                    match old_meta.get(field) {
-                        Some(value) => metadata.insert(field.into(), value.clone()),
-                        None => metadata.remove(field),
-                    };
-                }
-                if res.status_subresource {
-                    set_field(&mut new, "status", old.get("status").cloned());
-                }
-                fill_type_meta(res, &mut new);
-                normalize(res, &mut new);
-                new
-            }
-        };
         set_meta(&mut new, "resourceVersion", old_rv);
         let pruned = admit(res, &key.2, &mut new)?;
         self.note_pruned(res, &key.2, pruned);
@@ -422,6 +347,52 @@ impl Store {
         } else {
             Ok(self.commit(ChangeKind::Modified, key.clone(), Some(old), new))
         }
+    }
+
+    /// 409 Conflict for an injected conflict or a stale resourceVersion; 400 for a name or namespace other than
+    /// the URL's.
+    fn check_preconditions(
+        &mut self,
+        res: &ResourceDef,
+        key: &Key,
+        old: &Stored,
+        candidate: &Value,
+    ) -> Result<(), ApiError> {
+        let conflict = || {
+            ApiError::conflict(
+                res,
+                &key.2,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            )
+        };
+        if let Some(at) = self.conflicts.iter().position(|k| k == key) {
+            self.conflicts.remove(at);
+            return Err(conflict());
+        }
+        let sent_rv = candidate
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !sent_rv.is_empty()
+            && Some(sent_rv)
+                != old
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+        {
+            return Err(conflict());
+        }
+        for (field, expected) in [("name", &key.2), ("namespace", &key.1)] {
+            let sent = candidate
+                .pointer(&format!("/metadata/{field}"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if !sent.is_empty() && sent != expected {
+                return Err(ApiError::bad_request(format!(
+                    "the {field} of the object ({sent}) does not match the {field} on the URL ({expected})"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// PATCH semantics. Returns the object and whether it was created (server-side apply of an absent object).

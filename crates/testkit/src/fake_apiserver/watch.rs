@@ -124,6 +124,47 @@ impl Drop for OpenWatch {
     }
 }
 
+/// Where a new watch starts: its cursor, the watch epoch it belongs to and the initial events to send (the
+/// current state as ADDED, for a watch from no resourceVersion); or the 410 message for a resourceVersion out of
+/// the history window.
+fn start(shared: &Shared, request: &WatchRequest) -> Result<(u64, u64, Vec<u8>), String> {
+    let mut store = shared.lock_store();
+    let refused = request
+        .from
+        .and_then(|rv| Some((rv, store.refuse_watch_from(rv)?)));
+    match (request.from, refused) {
+        (_, Some((rv, oldest))) => Err(format!("too old resource version: {rv} ({oldest})")),
+        (Some(rv), None) => Ok((rv, store.watch_epoch, Vec::new())),
+        (None, None) => {
+            let res_id = request.resource.id();
+            let mut events = Vec::new();
+            for object in store.list(&res_id, request.namespace.as_deref()) {
+                if request.selects(object) {
+                    event_line(&mut events, "ADDED", object.json());
+                }
+            }
+            if request.initial_events {
+                events.extend(request.bookmark(store.rv, true));
+            }
+            Ok((store.rv, store.watch_epoch, events))
+        }
+    }
+}
+
+/// What the watch at `cursor` does next, moving the cursor past the changes it takes.
+fn next_step(shared: &Shared, epoch: u64, cursor: &mut u64) -> Step {
+    let store = shared.lock_store();
+    if store.watch_epoch != epoch {
+        Step::Cut
+    } else if *cursor < store.compacted_rv {
+        Step::Expired(*cursor)
+    } else {
+        let changes: Vec<Change> = store.changes_after(*cursor).cloned().collect();
+        *cursor = store.rv;
+        Step::Send(changes)
+    }
+}
+
 async fn run(
     shared: Arc<Shared>,
     request: WatchRequest,
@@ -142,30 +183,7 @@ async fn run(
     let deadline = request.timeout.map_or(far, |t| Instant::now() + t);
     let interval = shared.bookmark_interval;
 
-    let start = {
-        let mut store = shared.lock_store();
-        let refused = request
-            .from
-            .and_then(|rv| Some((rv, store.refuse_watch_from(rv)?)));
-        match (request.from, refused) {
-            (_, Some((rv, oldest))) => Err(format!("too old resource version: {rv} ({oldest})")),
-            (Some(rv), None) => Ok((rv, store.watch_epoch, Vec::new())),
-            (None, None) => {
-                let res_id = request.resource.id();
-                let mut events = Vec::new();
-                for object in store.list(&res_id, request.namespace.as_deref()) {
-                    if request.selects(object) {
-                        event_line(&mut events, "ADDED", object.json());
-                    }
-                }
-                if request.initial_events {
-                    events.extend(request.bookmark(store.rv, true));
-                }
-                Ok((store.rv, store.watch_epoch, events))
-            }
-        }
-    };
-    let (mut cursor, epoch, initial) = match start {
+    let (mut cursor, epoch, initial) = match start(&shared, &request) {
         Ok(start) => start,
         Err(message) => {
             send(error_line(&ApiError::new(410, "Expired", message))).await;
@@ -179,19 +197,7 @@ async fn run(
     let mut next_bookmark = Instant::now() + interval;
     let mut bookmark_due = false;
     loop {
-        let step = {
-            let store = shared.lock_store();
-            if store.watch_epoch != epoch {
-                Step::Cut
-            } else if cursor < store.compacted_rv {
-                Step::Expired(cursor)
-            } else {
-                let changes: Vec<Change> = store.changes_after(cursor).cloned().collect();
-                cursor = store.rv;
-                Step::Send(changes)
-            }
-        };
-        match step {
+        match next_step(&shared, epoch, &mut cursor) {
             Step::Cut => {
                 let _ = tx
                     .send(Err(io::Error::new(

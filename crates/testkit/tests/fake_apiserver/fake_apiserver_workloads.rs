@@ -268,3 +268,110 @@ async fn the_simulated_controller_makes_labelled_owned_pods_and_replaces_evicted
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// kube-apiserver's defaults (`pkg/apis/core/v1/defaults.go`, apps/v1's and batch/v1's) are filled into the
+/// built-in kinds' pod templates on write, and Pods get `SetDefaults_Pod`'s too; a custom resource's template
+/// (a Rollout's) is stored as sent.
+#[tokio::test]
+async fn built_in_workloads_read_back_with_the_api_servers_defaults_and_a_rollout_as_sent() {
+    let server = FakeApiServer::start().await;
+    let client = server.client().await;
+    let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let mut rs = replica_set("web-a", "a", 1);
+    rs.spec.as_mut().expect("a spec").replicas = None;
+    rs_api
+        .create(&PostParams::default(), &rs)
+        .await
+        .expect("created");
+    let stored = server
+        .get_json::<ReplicaSet>("default", "web-a")
+        .expect("stored");
+    assert_eq!(stored["spec"]["replicas"], json!(1));
+    assert_eq!(
+        stored["spec"]["template"]["metadata"]["creationTimestamp"],
+        json!(null)
+    );
+    let spec = &stored["spec"]["template"]["spec"];
+    assert_eq!(
+        (
+            &spec["restartPolicy"],
+            &spec["dnsPolicy"],
+            &spec["schedulerName"],
+            &spec["terminationGracePeriodSeconds"],
+            &spec["containers"][0]["imagePullPolicy"],
+            &spec["containers"][0]["terminationMessagePath"],
+        ),
+        (
+            &json!("Always"),
+            &json!("ClusterFirst"),
+            &json!("default-scheduler"),
+            &json!(30),
+            &json!("IfNotPresent"),
+            &json!("/dev/termination-log"),
+        )
+    );
+    assert_eq!(spec.get("enableServiceLinks"), None, "a Pod's default only");
+
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "c"}]},
+    }))
+    .expect("a Pod");
+    let pod = pod_api
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("created");
+    let spec = pod.spec.expect("a spec");
+    assert_eq!(spec.enable_service_links, Some(true));
+    assert_eq!(
+        spec.containers[0].image_pull_policy.as_deref(),
+        Some("Always")
+    );
+
+    let job_api: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), "default");
+    let job = serde_json::from_value(json!({
+        "metadata": {"name": "j"},
+        "spec": {"template": {"metadata": {"labels": {"job": "j"}},
+                              "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "c:1"}]}}},
+    }))
+    .expect("a Job");
+    let job = job_api
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("created");
+    let spec = job.spec.expect("a spec");
+    assert_eq!(
+        (spec.backoff_limit, spec.completions, spec.parallelism),
+        (Some(6), Some(1), Some(1))
+    );
+    let template = spec.template.spec.expect("a pod spec");
+    assert_eq!(
+        (
+            template.restart_policy.as_deref(),
+            template.dns_policy.as_deref()
+        ),
+        (Some("Never"), Some("ClusterFirst"))
+    );
+
+    let rollout_api: Api<canaryd::api::Rollout> = Api::namespaced(client, "default");
+    let rollout: canaryd::api::Rollout = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "web:1"}]}},
+                 "strategy": {"canary": {}}},
+    }))
+    .expect("a Rollout");
+    rollout_api
+        .create(&PostParams::default(), &rollout)
+        .await
+        .expect("created");
+    let stored = server
+        .get_json::<canaryd::api::Rollout>("default", "web")
+        .expect("stored");
+    assert_eq!(
+        stored["spec"]["template"],
+        json!({"metadata": {"labels": {"app": "web"}},
+               "spec": {"containers": [{"name": "web", "image": "web:1"}]}})
+    );
+}
