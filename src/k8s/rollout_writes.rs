@@ -301,8 +301,8 @@ pub fn describe(rollout: &Rollout, write: &Write) -> String {
         Write::CreateReplicaSet(rs) => {
             format!("creating {}", at("ReplicaSet", &named(&rs.metadata)))
         }
-        Write::ReviseReplicaSet { name, revision, .. } => format!(
-            "setting the revision of {} to {revision}",
+        Write::ReviseReplicaSet { name, .. } => format!(
+            "syncing the revision, annotations and minReadySeconds of {}",
             at("ReplicaSet", name)
         ),
         Write::ScaleReplicaSet { name, replicas, .. } => {

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::hash::HASH_LABEL;
 use super::{
     DESIRED_REPLICAS_ANNOTATION, EPHEMERAL_METADATA_ANNOTATION, MANAGED_BY_ANNOTATION,
-    MetadataPatch, REVISION_ANNOTATION, REVISION_HISTORY_ANNOTATION, Write,
+    MetadataPatch, REVISION_ANNOTATION, SCALE_DOWN_DEADLINE_ANNOTATION, Write,
 };
 use crate::api::AnalysisRun;
 
@@ -75,31 +75,31 @@ impl Write {
             Write::CreateReplicaSet(rs) => Change::Create(Created::ReplicaSet(rs)),
             Write::ReviseReplicaSet {
                 name,
-                revision,
-                history,
+                annotations,
+                min_ready_seconds,
             } => {
-                let mut annotations = json!({REVISION_ANNOTATION: revision});
-                if !history.is_empty() {
-                    annotations[REVISION_HISTORY_ANNOTATION] = json!(history);
+                let mut body = json!({"metadata": {"annotations": annotations}});
+                if let Some(seconds) = min_ready_seconds {
+                    body["spec"] = json!({"minReadySeconds": seconds});
                 }
-                patch(
-                    Kind::ReplicaSet,
-                    name,
-                    json!({"metadata": {"annotations": annotations}}),
-                )
+                patch(Kind::ReplicaSet, name, body)
             }
             Write::ScaleReplicaSet {
                 name,
                 replicas,
                 desired,
-            } => patch(
-                Kind::ReplicaSet,
-                name,
-                json!({
-                    "metadata": {"annotations": {DESIRED_REPLICAS_ANNOTATION: desired.to_string()}},
-                    "spec": {"replicas": replicas},
-                }),
-            ),
+                clear_scale_down_deadline,
+            } => {
+                let mut annotations = json!({DESIRED_REPLICAS_ANNOTATION: desired.to_string()});
+                if *clear_scale_down_deadline {
+                    annotations[SCALE_DOWN_DEADLINE_ANNOTATION] = Value::Null;
+                }
+                patch(
+                    Kind::ReplicaSet,
+                    name,
+                    json!({"metadata": {"annotations": annotations}, "spec": {"replicas": replicas}}),
+                )
+            }
             Write::SwitchService {
                 name,
                 hash,

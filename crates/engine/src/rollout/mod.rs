@@ -30,6 +30,8 @@ pub mod steps;
 pub mod traffic;
 mod workloads;
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -74,18 +76,21 @@ pub enum Write {
         revision: String,
     },
     CreateReplicaSet(Box<ReplicaSet>),
-    /// An older ReplicaSet runs the template again (an undo): it becomes the newest revision, and its old
-    /// revision is appended to `rollout.argoproj.io/revision-history`.
+    /// Brings the existing new ReplicaSet in line with the Rollout: `annotations` to set (the Rollout's
+    /// copied ones; on an undo, the newest revision with the old one appended to
+    /// `rollout.argoproj.io/revision-history`) and `spec.minReadySeconds` when it is to change.
     ReviseReplicaSet {
         name: String,
-        revision: String,
-        history: String,
+        annotations: BTreeMap<String, String>,
+        min_ready_seconds: Option<i32>,
     },
-    /// Sets `spec.replicas` and the `rollout.argoproj.io/desired-replicas` annotation (`desired`).
+    /// Sets `spec.replicas` and the `rollout.argoproj.io/desired-replicas` annotation (`desired`);
+    /// `clear_scale_down_deadline`: a full scale-down also removes `scale-down-deadline`, whose wait is over.
     ScaleReplicaSet {
         name: String,
         replicas: i32,
         desired: i32,
+        clear_scale_down_deadline: bool,
     },
     /// Points a Service's `rollouts-pod-template-hash` selector at `hash` and marks it managed by `rollout`.
     SwitchService {
