@@ -82,6 +82,8 @@ fn kind_of(write: &Write) -> &'static str {
         Write::TerminateAnalysisRun { .. } => "TerminateAnalysisRun",
         Write::DeleteReplicaSet { .. } => "DeleteReplicaSet",
         Write::SyncPodMetadata { .. } => "SyncPodMetadata",
+        Write::RelabelPod { .. } => "RelabelPod",
+        Write::RolloutReplicas { .. } => "RolloutReplicas",
         Write::EvictPod { .. } => "EvictPod",
         Write::DeleteAnalysisRun { .. } => "DeleteAnalysisRun",
         Write::AnnotateReplicaSet { .. } => "AnnotateReplicaSet",

@@ -171,3 +171,99 @@ fn the_new_replica_set_follows_the_rollouts_min_ready_seconds_and_annotations_as
         "once in line, nothing more is written"
     );
 }
+
+/// The labels of the running pods of the ReplicaSet of `revision`, without the pod-template hash, one string
+/// per pod.
+fn running_pod_labels(c: &MemoryCluster, revision: &str) -> Vec<String> {
+    let rs = c
+        .replica_sets
+        .iter()
+        .find(|r| {
+            r.metadata.annotations.as_ref().unwrap()["rollout.argoproj.io/revision"] == revision
+        })
+        .unwrap();
+    let name = rs.metadata.name.clone().unwrap();
+    c.pods
+        .iter()
+        .filter(|p| p.metadata.owner_references.as_ref().unwrap()[0].name == name)
+        .map(|p| {
+            let labels = p.metadata.labels.iter().flatten();
+            let shown: Vec<String> = labels
+                .filter(|(k, _)| *k != "rollouts-pod-template-hash")
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            shown.join(",")
+        })
+        .collect()
+}
+
+/// Issue item 4, second part; Argo's e2e TestEphemeralMetadata (canary). Scenario: canaryMetadata `role:
+/// canary`, stableMetadata `role: stable`; revision 2 runs as the canary, its canaryMetadata changes to `role2:
+/// canary2`, then it is promoted. Argo (syncEphemeralMetadata, updatePodMetadataWithRetry): the running pods
+/// follow at each step, so after the promotion revision 2's pods read `role=stable`. canaryd before: only the
+/// ReplicaSets' pod templates changed, and the running pods kept `role=canary`.
+#[test]
+fn running_pods_change_role_with_their_replica_set_as_argos_sync_ephemeral_metadata() {
+    let mut c = MemoryCluster::new(rollout(
+        2,
+        json!({"canaryMetadata": {"labels": {"role": "canary"}},
+               "stableMetadata": {"labels": {"role": "stable"}},
+               "steps": [{"setWeight": 50}, {"pause": {}}]}),
+    ));
+    run(&mut c, at(0));
+    assert_eq!(running_pod_labels(&c, "1"), ["app=web,role=stable"; 2]);
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert_eq!(phase(&c).0, "Paused");
+    assert_eq!(running_pod_labels(&c, "2"), ["app=web,role=canary"]);
+    assert_eq!(running_pod_labels(&c, "1"), ["app=web,role=stable"]);
+
+    c.edit_spec(|s| {
+        let canary = s.strategy.as_mut().unwrap().canary.as_mut().unwrap();
+        canary.canary_metadata =
+            serde_json::from_value(json!({"labels": {"role2": "canary2"}})).ok();
+    });
+    run(&mut c, at(20));
+    assert_eq!(
+        running_pod_labels(&c, "2"),
+        ["app=web,role2=canary2"],
+        "the old canary label is taken off the running pod"
+    );
+
+    let before = c.pods.len();
+    c.patch_status(|s| s.pause_conditions.clear());
+    run(&mut c, at(30));
+    assert_eq!(phase(&c).0, "Healthy");
+    assert_eq!(running_pod_labels(&c, "2"), ["app=web,role=stable"; 2]);
+    assert!(
+        c.pods.len() <= before + 1,
+        "relabelled, not replaced: {} pods",
+        c.pods.len()
+    );
+    assert!(c.plan(at(31)).writes.is_empty(), "settled");
+}
+
+/// Issue item 4, third part. Scenario: a Rollout without `spec.replicas`. Argo (syncHandler): the default, 1,
+/// is written into the spec before anything else (an HPA scaling the Rollout reads it there), then the Rollout
+/// is reconciled as usual. canaryd before: 1 was used but never written.
+#[test]
+fn a_missing_spec_replicas_is_written_as_one_first_as_argos_sync_handler() {
+    let mut r = rollout(1, json!({"steps": [{"setWeight": 50}, {"pause": {}}]}));
+    r.spec.replicas = None;
+    let mut c = MemoryCluster::new(r);
+    let plan = c.reconcile(at(0));
+    assert!(
+        matches!(
+            plan.writes.as_slice(),
+            [canaryd::engine::rollout::Write::RolloutReplicas { replicas: 1 }]
+        ),
+        "{:?}",
+        plan.writes
+    );
+    assert!(c.replica_sets.is_empty(), "nothing else this reconcile");
+    assert_eq!(c.rollout.spec.replicas, Some(1));
+    assert_eq!(c.rollout.metadata.generation, Some(2), "a spec change");
+    run(&mut c, at(1));
+    assert_eq!(phase(&c).0, "Healthy");
+    assert_eq!(replicas(&c), [1]);
+}

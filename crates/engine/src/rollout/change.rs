@@ -129,6 +129,22 @@ impl Write {
                 patch: metadata,
                 ephemeral,
             } => patch(Kind::ReplicaSet, name, pod_metadata(metadata, ephemeral)),
+            // Unversioned: it sets or removes only the keys it names, on the pod as it is now; a pod gone since
+            // has nothing left to change (Argo's updatePodMetadataWithRetry).
+            Write::RelabelPod {
+                name,
+                patch: metadata,
+            } => Change::Patch {
+                kind: Kind::Pod,
+                name,
+                patch: json!({"metadata": {
+                    "labels": metadata.labels, "annotations": metadata.annotations,
+                }}),
+                versioned: false,
+            },
+            Write::RolloutReplicas { replicas } => {
+                patch(Kind::Rollout, "", json!({"spec": {"replicas": replicas}}))
+            }
             Write::EvictPod { name } => Change::Evict { name },
             Write::DeleteAnalysisRun { name } => Change::Delete {
                 kind: Kind::AnalysisRun,

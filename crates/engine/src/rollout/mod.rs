@@ -47,7 +47,7 @@ pub const REVISION_ANNOTATION: &str = analysis::REVISION_ANNOTATION;
 pub const REVISION_HISTORY_ANNOTATION: &str = "rollout.argoproj.io/revision-history";
 pub const DESIRED_REPLICAS_ANNOTATION: &str = "rollout.argoproj.io/desired-replicas";
 pub const SCALE_DOWN_DEADLINE_ANNOTATION: &str = "scale-down-deadline";
-pub use ephemeral::{EPHEMERAL_METADATA_ANNOTATION, MetadataPatch};
+pub use ephemeral::{EPHEMERAL_METADATA_ANNOTATION, MetadataPatch, ephemeral_metadata_configured};
 pub const MANAGED_BY_ANNOTATION: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
 
 /// Everything one reconcile reads. `replica_sets` and `analysis_runs` are those the Rollout controls
@@ -57,8 +57,9 @@ pub struct Observed<'a> {
     pub replica_sets: &'a [ReplicaSet],
     pub analysis_runs: &'a [AnalysisRun],
     pub services: &'a [Service],
-    /// The pods of those ReplicaSets (controller ownerReference to one of them), read to restart them;
-    /// `None` when they were not read: a `restartAt` then waits, "rollout is restarting", and evicts nothing.
+    /// The pods of those ReplicaSets (controller ownerReference to one of them), read to restart them and to
+    /// relabel them with canaryMetadata/stableMetadata; `None` when they were not read: a `restartAt` then
+    /// waits, "rollout is restarting", and evicts nothing, and no pod is relabelled.
     pub pods: Option<&'a [Pod]>,
     /// Resolves `templates[]` references of step and background analyses (and their nested templates).
     pub templates: &'a Lookup<'a>,
@@ -113,6 +114,17 @@ pub enum Write {
         name: String,
         patch: MetadataPatch,
         ephemeral: Option<String>,
+    },
+    /// Brings canaryMetadata/stableMetadata onto a running pod (`patch` of its labels and annotations), so
+    /// pods that already run change role with their ReplicaSet.
+    RelabelPod {
+        name: String,
+        patch: MetadataPatch,
+    },
+    /// Sets the Rollout's `spec.replicas`: Argo writes the default there when it is missing, as an HPA
+    /// scaling the Rollout reads it.
+    RolloutReplicas {
+        replicas: i32,
     },
     /// Evicts a pod (Eviction API, so PodDisruptionBudgets hold; a refusal is retried next time).
     EvictPod {
