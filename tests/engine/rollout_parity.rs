@@ -267,3 +267,52 @@ fn a_missing_spec_replicas_is_written_as_one_first_as_argos_sync_handler() {
     assert_eq!(phase(&c).0, "Healthy");
     assert_eq!(replicas(&c), [1]);
 }
+
+/// Argo's e2e TestCanaryScaleDownDelay, with scaleDownDelayRevisionLimit 1 and no steps: revision 1 waits with a
+/// deadline after revision 2's promotion; at revision 3 only revision 2 may wait, so revision 1 is scaled to 0
+/// and, by Argo's scaleReplicaSet, loses its deadline; going back to revision 2's template re-uses its
+/// ReplicaSet as revision 4, whose deadline removeScaleDownDeadlines takes off, while revision 3 waits.
+#[test]
+fn the_scale_down_deadline_follows_argos_e2e_scale_down_delay_across_revisions() {
+    let mut c = routed(1, json!({"scaleDownDelayRevisionLimit": 1}));
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert_eq!(phase(&c).0, "Healthy");
+    assert_eq!(replicas(&c), [1, 1]);
+    assert!(rs_annotation(&c, "1", DEADLINE).is_some());
+
+    set_image(&mut c, "web:3");
+    run(&mut c, at(20));
+    assert_eq!(phase(&c).0, "Healthy");
+    assert_eq!(replicas(&c), [0, 1, 1]);
+    assert_eq!(rs_annotation(&c, "1", DEADLINE), None);
+    assert!(rs_annotation(&c, "2", DEADLINE).is_some());
+
+    set_image(&mut c, "web:2");
+    run(&mut c, at(30));
+    assert_eq!(phase(&c).0, "Healthy");
+    assert_eq!(rs_annotation(&c, "1", DEADLINE), None);
+    assert_eq!(rs_annotation(&c, "4", DEADLINE), None, "the stable again");
+    assert!(rs_annotation(&c, "3", DEADLINE).is_some());
+    assert_eq!(replicas(&c), [0, 1, 1], "revisions 1, 3 and 4");
+}
+
+/// Argo's e2e TestCanaryScaleDownDelayWithProgressDeadline: while the old stable waits out its
+/// scaleDownDelaySeconds (30 s) past a progressDeadlineSeconds of 5, the promoted Rollout stays Healthy
+/// (isWaitingForReplicaSetScaleDown; a completed update is never timed out).
+#[test]
+fn a_pending_scale_down_past_the_progress_deadline_leaves_the_rollout_healthy_as_in_argos_e2e() {
+    let mut c = routed(1, json!({}));
+    c.edit_spec(|s| s.progress_deadline_seconds = Some(5));
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert!(rs_annotation(&c, "1", DEADLINE).is_some());
+    run(&mut c, at(25));
+    assert_eq!(phase(&c), ("Healthy".into(), String::new()));
+    assert_eq!(replicas(&c), [1, 1], "still waiting");
+    run(&mut c, at(41));
+    assert_eq!(phase(&c).0, "Healthy");
+    assert_eq!(replicas(&c), [0, 1]);
+}
