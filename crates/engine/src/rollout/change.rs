@@ -137,9 +137,7 @@ impl Write {
             } => Change::Patch {
                 kind: Kind::Pod,
                 name,
-                patch: json!({"metadata": {
-                    "labels": metadata.labels, "annotations": metadata.annotations,
-                }}),
+                patch: json!({"metadata": labels_and_annotations(metadata)}),
                 versioned: false,
             },
             Write::RolloutReplicas { replicas } => {
@@ -166,8 +164,11 @@ impl Write {
 fn pod_metadata(metadata: &MetadataPatch, ephemeral: &Option<String>) -> Value {
     json!({
         "metadata": {"annotations": {EPHEMERAL_METADATA_ANNOTATION: ephemeral}},
-        "spec": {"template": {"metadata": {
-            "labels": metadata.labels, "annotations": metadata.annotations,
-        }}},
+        "spec": {"template": {"metadata": labels_and_annotations(metadata)}},
     })
+}
+
+/// The labels and annotations part of an object's metadata that `metadata` sets (`null` removes a key).
+fn labels_and_annotations(metadata: &MetadataPatch) -> Value {
+    json!({"labels": metadata.labels, "annotations": metadata.annotations})
 }
