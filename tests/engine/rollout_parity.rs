@@ -241,6 +241,15 @@ fn running_pods_change_role_with_their_replica_set_as_argos_sync_ephemeral_metad
         c.pods.len()
     );
     assert!(c.plan(at(31)).writes.is_empty(), "settled");
+
+    // The e2e's last step: a new stableMetadata reaches the stable's running pods.
+    c.edit_spec(|s| {
+        let canary = s.strategy.as_mut().unwrap().canary.as_mut().unwrap();
+        canary.stable_metadata =
+            serde_json::from_value(json!({"labels": {"role2": "stable2"}})).ok();
+    });
+    run(&mut c, at(40));
+    assert_eq!(running_pod_labels(&c, "2"), ["app=web,role2=stable2"; 2]);
 }
 
 /// Issue item 4, third part. Scenario: a Rollout without `spec.replicas`. Argo (syncHandler): the default, 1,
@@ -315,4 +324,63 @@ fn a_pending_scale_down_past_the_progress_deadline_leaves_the_rollout_healthy_as
     run(&mut c, at(41));
     assert_eq!(phase(&c).0, "Healthy");
     assert_eq!(replicas(&c), [0, 1]);
+}
+
+/// Reconciles second by second from `from` to `to` (inclusive), each pod Ready `ready_after` seconds after it
+/// was created (a readiness probe's initial delay).
+fn run_with_slow_pods(c: &mut MemoryCluster, from: i64, to: i64, ready_after: i64) {
+    for second in from..=to {
+        for _ in 0..5 {
+            c.make_available();
+            for rs in c.replica_sets.iter_mut() {
+                let name = rs.metadata.name.clone();
+                let ready = c
+                    .pods
+                    .iter()
+                    .filter(|p| {
+                        p.metadata.owner_references.as_ref().unwrap()[0].name
+                            == *name.as_ref().unwrap()
+                    })
+                    .filter(|p| {
+                        p.metadata.creation_timestamp.as_ref().unwrap().0
+                            <= at(second - ready_after)
+                    })
+                    .count() as i32;
+                let status = rs.status.get_or_insert_with(Default::default);
+                status.ready_replicas = Some(ready);
+                status.available_replicas = Some(ready);
+            }
+            c.reconcile(at(second));
+        }
+    }
+}
+
+/// Argo's e2e TestCanaryProgressDeadlineExceededWithPause: progressDeadlineSeconds 5, each pod ready 10 s after it
+/// was created. The first deploy, the update and the promotion (surging one pod at a time) each go Degraded
+/// (ProgressDeadlineExceeded, Argo's calculateRolloutConditions) and recover once the pods are ready: Healthy,
+/// then Paused with 1 canary and 3 stable pods, then Healthy.
+#[test]
+fn each_slow_stage_exceeds_the_progress_deadline_and_recovers_as_argos_e2e_with_pause() {
+    let mut r = rollout(3, json!({"steps": [{"setWeight": 20}, {"pause": {}}]}));
+    r.spec.progress_deadline_seconds = Some(5);
+    let mut c = MemoryCluster::new(r);
+    let mut phases = Vec::new();
+    let mut stage = |c: &mut MemoryCluster, from: i64| {
+        run_with_slow_pods(c, from, from + 8, 10);
+        phases.push(phase(c).0);
+        run_with_slow_pods(c, from + 9, from + 35, 10);
+        phases.push(phase(c).0);
+    };
+    stage(&mut c, 0);
+    set_image(&mut c, "web:2");
+    stage(&mut c, 40);
+    assert_eq!(replicas(&c), [3, 1], "ExpectCanaryStablePodCount(1, 3)");
+    c.patch_status(|s| s.pause_conditions.clear());
+    stage(&mut c, 80);
+    assert_eq!(
+        phases,
+        [
+            "Degraded", "Healthy", "Degraded", "Paused", "Degraded", "Healthy"
+        ]
+    );
 }
