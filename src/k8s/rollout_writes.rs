@@ -29,7 +29,7 @@ use crate::engine::merge_patch;
 use crate::engine::rollout::change::{Change, Created, Kind};
 use crate::engine::rollout::hash::HASH_LABEL;
 use crate::engine::rollout::reconcile_loop::{Snapshot, Templates, template_key};
-use crate::engine::rollout::{Write, restart_due};
+use crate::engine::rollout::{Write, ephemeral_metadata_configured, restart_due};
 
 fn api_error(e: kube::Error) -> WriteError {
     if is_status(&e, 409) {
@@ -71,9 +71,9 @@ pub async fn read(
     let run_api: Api<AnalysisRun> = Api::namespaced(client.clone(), &namespace);
     let mut analysis_runs = run_api.list(&params).await?.items;
     analysis_runs.retain(|run| run.metadata.controlled_by(&uid));
-    // Listed directly, as Argo's pod restarter does (no pod informer): only a restart needs them. The planner
-    // keeps those a ReplicaSet of the Rollout controls.
-    let pods = if restart_due(&rollout, now) {
+    // Listed directly, as Argo's pod restarter and ephemeral metadata do (no pod informer): only a restart and
+    // canaryMetadata/stableMetadata need them. The planner keeps those a ReplicaSet of the Rollout controls.
+    let pods = if restart_due(&rollout, now) || ephemeral_metadata_configured(&rollout) {
         let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
         Some(pod_api.list(&params).await?.items)
     } else {
@@ -301,8 +301,8 @@ pub fn describe(rollout: &Rollout, write: &Write) -> String {
         Write::CreateReplicaSet(rs) => {
             format!("creating {}", at("ReplicaSet", &named(&rs.metadata)))
         }
-        Write::ReviseReplicaSet { name, revision, .. } => format!(
-            "setting the revision of {} to {revision}",
+        Write::ReviseReplicaSet { name, .. } => format!(
+            "syncing the revision, annotations and minReadySeconds of {}",
             at("ReplicaSet", name)
         ),
         Write::ScaleReplicaSet { name, replicas, .. } => {
@@ -319,6 +319,14 @@ pub fn describe(rollout: &Rollout, write: &Write) -> String {
         Write::SyncPodMetadata { name, .. } => format!(
             "writing canaryMetadata/stableMetadata into the pod template of {}",
             at("ReplicaSet", name)
+        ),
+        Write::RelabelPod { name, .. } => format!(
+            "writing canaryMetadata/stableMetadata onto {}",
+            at("Pod", name)
+        ),
+        Write::RolloutReplicas { replicas } => format!(
+            "setting spec.replicas of {} to {replicas}",
+            at("Rollout", &rollout.name_any())
         ),
         Write::EvictPod { name } => format!("evicting {}", at("Pod", name)),
         Write::DeleteAnalysisRun { name } => format!("deleting {}", at("AnalysisRun", name)),

@@ -153,7 +153,7 @@ WATCH_RULES = {
 }
 SECRET_RULE = {("", "secrets"): {"get"}}
 # With rollouts.enabled: the Rollouts, their status, the ReplicaSets and AnalysisRuns canaryd creates for them,
-# the Services they name, and their pods (listed and evicted for spec.restartAt). Merged into WATCH_RULES by
+# the Services they name, and their pods (listed and evicted for spec.restartAt, patched for ephemeral metadata). Merged into WATCH_RULES by
 # resource (analysisruns gains create).
 ROLLOUT_RULES = {
     ("argoproj.io", "rollouts"): {"get", "list", "watch", "patch", "update"},
@@ -161,7 +161,7 @@ ROLLOUT_RULES = {
     ("argoproj.io", "analysisruns"): {"create"},
     ("apps", "replicasets"): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("", "services"): {"get", "list", "watch", "patch"},
-    ("", "pods"): {"list"},
+    ("", "pods"): {"list", "patch"},
     ("", "pods/eviction"): {"create"},
 }
 

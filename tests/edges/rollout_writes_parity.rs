@@ -28,6 +28,7 @@ fn touched<T: Serialize>(object: &T) -> Value {
         "annotations": v["metadata"]["annotations"],
         "labels": v["metadata"]["labels"],
         "replicas": v["spec"]["replicas"],
+        "minReadySeconds": v["spec"]["minReadySeconds"],
         "selector": v["spec"]["selector"],
         "podMetadata": v["spec"]["template"]["metadata"],
         "terminate": v["spec"]["terminate"],
@@ -82,6 +83,8 @@ fn kind_of(write: &Write) -> &'static str {
         Write::TerminateAnalysisRun { .. } => "TerminateAnalysisRun",
         Write::DeleteReplicaSet { .. } => "DeleteReplicaSet",
         Write::SyncPodMetadata { .. } => "SyncPodMetadata",
+        Write::RelabelPod { .. } => "RelabelPod",
+        Write::RolloutReplicas { .. } => "RolloutReplicas",
         Write::EvictPod { .. } => "EvictPod",
         Write::DeleteAnalysisRun { .. } => "DeleteAnalysisRun",
         Write::AnnotateReplicaSet { .. } => "AnnotateReplicaSet",
@@ -202,6 +205,10 @@ async fn the_same_plans_leave_the_same_objects_through_the_api_server_and_in_mem
         let t = at(600 * (i as i64 + 1));
         set_image(&mut both.memory, image);
         both.settle(t).await;
+        // The running canary follows the Rollout's minReadySeconds (Argo's syncReplicaSetRevision).
+        both.memory
+            .edit_spec(|s| s.min_ready_seconds = Some(5 + i as i32));
+        both.settle(t).await;
         both.memory.patch_status(|s| s.promote_full = true);
         both.settle(t).await;
     }
@@ -212,6 +219,7 @@ async fn the_same_plans_leave_the_same_objects_through_the_api_server_and_in_mem
         "ScaleReplicaSet",
         "SwitchService",
         "SyncPodMetadata",
+        "ReviseReplicaSet",
         "DeleteReplicaSet",
     ] {
         assert!(

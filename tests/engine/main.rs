@@ -13,6 +13,7 @@ mod load_truncated;
 mod progressive_engine;
 mod rollout_act;
 mod rollout_analysis;
+mod rollout_parity;
 mod rollout_planner;
 mod rollout_scenarios;
 mod rollout_traffic;

@@ -64,7 +64,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   verbs: ["create", "get", "list", "watch", "delete"]
 {{- if .Values.rollouts.enabled }}
 # --rollouts: the Rollouts canaryd owns, the ReplicaSets and AnalysisRuns it creates for them, the Services they
-# name (their selectors are pointed at the canary and stable ReplicaSets), and their pods (for restartAt).
+# name (their selectors are pointed at the canary and stable ReplicaSets), and their pods (for restartAt and
+# canaryMetadata/stableMetadata).
 - apiGroups: ["argoproj.io"]
   resources: ["rollouts"]
   verbs: ["get", "list", "watch", "patch", "update"]
@@ -80,10 +81,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["get", "list", "watch", "patch"]
-# spec.restartAt: the Rollout's pods are listed (with its selector) while a restart is due, and evicted.
+# spec.restartAt: the Rollout's pods are listed (with its selector) while a restart is due, and evicted;
+# canaryMetadata/stableMetadata: they are listed and their labels and annotations patched as their role changes.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list"]
+  verbs: ["list", "patch"]
 - apiGroups: [""]
   resources: ["pods/eviction"]
   verbs: ["create"]

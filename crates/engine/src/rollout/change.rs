@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::hash::HASH_LABEL;
 use super::{
     DESIRED_REPLICAS_ANNOTATION, EPHEMERAL_METADATA_ANNOTATION, MANAGED_BY_ANNOTATION,
-    MetadataPatch, REVISION_ANNOTATION, REVISION_HISTORY_ANNOTATION, Write,
+    MetadataPatch, REVISION_ANNOTATION, SCALE_DOWN_DEADLINE_ANNOTATION, Write,
 };
 use crate::api::AnalysisRun;
 
@@ -75,31 +75,31 @@ impl Write {
             Write::CreateReplicaSet(rs) => Change::Create(Created::ReplicaSet(rs)),
             Write::ReviseReplicaSet {
                 name,
-                revision,
-                history,
+                annotations,
+                min_ready_seconds,
             } => {
-                let mut annotations = json!({REVISION_ANNOTATION: revision});
-                if !history.is_empty() {
-                    annotations[REVISION_HISTORY_ANNOTATION] = json!(history);
+                let mut body = json!({"metadata": {"annotations": annotations}});
+                if let Some(seconds) = min_ready_seconds {
+                    body["spec"] = json!({"minReadySeconds": seconds});
                 }
-                patch(
-                    Kind::ReplicaSet,
-                    name,
-                    json!({"metadata": {"annotations": annotations}}),
-                )
+                patch(Kind::ReplicaSet, name, body)
             }
             Write::ScaleReplicaSet {
                 name,
                 replicas,
                 desired,
-            } => patch(
-                Kind::ReplicaSet,
-                name,
-                json!({
-                    "metadata": {"annotations": {DESIRED_REPLICAS_ANNOTATION: desired.to_string()}},
-                    "spec": {"replicas": replicas},
-                }),
-            ),
+                clear_scale_down_deadline,
+            } => {
+                let mut annotations = json!({DESIRED_REPLICAS_ANNOTATION: desired.to_string()});
+                if *clear_scale_down_deadline {
+                    annotations[SCALE_DOWN_DEADLINE_ANNOTATION] = Value::Null;
+                }
+                patch(
+                    Kind::ReplicaSet,
+                    name,
+                    json!({"metadata": {"annotations": annotations}, "spec": {"replicas": replicas}}),
+                )
+            }
             Write::SwitchService {
                 name,
                 hash,
@@ -129,6 +129,20 @@ impl Write {
                 patch: metadata,
                 ephemeral,
             } => patch(Kind::ReplicaSet, name, pod_metadata(metadata, ephemeral)),
+            // Unversioned: it sets or removes only the keys it names, on the pod as it is now; a pod gone since
+            // has nothing left to change (Argo's updatePodMetadataWithRetry).
+            Write::RelabelPod {
+                name,
+                patch: metadata,
+            } => Change::Patch {
+                kind: Kind::Pod,
+                name,
+                patch: json!({"metadata": labels_and_annotations(metadata)}),
+                versioned: false,
+            },
+            Write::RolloutReplicas { replicas } => {
+                patch(Kind::Rollout, "", json!({"spec": {"replicas": replicas}}))
+            }
             Write::EvictPod { name } => Change::Evict { name },
             Write::DeleteAnalysisRun { name } => Change::Delete {
                 kind: Kind::AnalysisRun,
@@ -150,8 +164,11 @@ impl Write {
 fn pod_metadata(metadata: &MetadataPatch, ephemeral: &Option<String>) -> Value {
     json!({
         "metadata": {"annotations": {EPHEMERAL_METADATA_ANNOTATION: ephemeral}},
-        "spec": {"template": {"metadata": {
-            "labels": metadata.labels, "annotations": metadata.annotations,
-        }}},
+        "spec": {"template": {"metadata": labels_and_annotations(metadata)}},
     })
+}
+
+/// The labels and annotations part of an object's metadata that `metadata` sets (`null` removes a key).
+fn labels_and_annotations(metadata: &MetadataPatch) -> Value {
+    json!({"labels": metadata.labels, "annotations": metadata.annotations})
 }

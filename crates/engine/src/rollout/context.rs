@@ -51,6 +51,13 @@ impl<'r, 'a> Reconcile<'r, 'a> {
     pub fn new(o: &'r Observed<'a>) -> Reconcile<'r, 'a> {
         let meta = &o.rollout.metadata;
         let canary = o.rollout.spec.canary();
+        let prev = o.rollout.status.clone().unwrap_or_default();
+        // Argo's newRolloutContext: an abort of a fully promoted Rollout (stable is the current template)
+        // has nothing to abort and is cleared (pauseContext.RemoveAbort), so it stays Healthy.
+        let pause = PauseContext {
+            remove_abort: prev.abort && prev.stable_rs == prev.current_pod_hash,
+            ..PauseContext::default()
+        };
         Reconcile {
             o,
             name: meta.name.clone().unwrap_or_default(),
@@ -58,7 +65,7 @@ impl<'r, 'a> Reconcile<'r, 'a> {
             replicas: o.rollout.spec.replicas.unwrap_or(1),
             steps: steps::steps(o.rollout),
             canary,
-            prev: o.rollout.status.clone().unwrap_or_default(),
+            prev,
             // restartedAt carries over unless a restart completes or the steps restart (Argo's newStatus).
             new: RolloutStatus {
                 restarted_at: o
@@ -68,7 +75,7 @@ impl<'r, 'a> Reconcile<'r, 'a> {
                     .and_then(|s| s.restarted_at.clone()),
                 ..Default::default()
             },
-            pause: PauseContext::default(),
+            pause,
             rss: Vec::new(),
             new_rs: None,
             stable_rs: None,

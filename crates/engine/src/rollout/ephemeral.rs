@@ -2,16 +2,19 @@
 //! canary ReplicaSet, or of the stable one, carry only while it is that. They are written into the
 //! ReplicaSet's pod template, and what was injected is remembered in the ReplicaSet's
 //! `rollout.argoproj.io/ephemeral-metadata` annotation so it can be taken out again without touching
-//! metadata others put there. Owns that injection; relabelling pods that already run is the edge's.
+//! metadata others put there. The pods that already run are relabelled the same way (when the Rollout has
+//! either metadata, as in Argo, and its pods were read). Owns that injection.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
 use super::Write;
 use super::context::Reconcile;
 use crate::api::rollout::PodTemplateMetadata;
+use crate::api::{Controlled, Rollout};
 
 pub const EPHEMERAL_METADATA_ANNOTATION: &str = "rollout.argoproj.io/ephemeral-metadata";
 
@@ -82,6 +85,14 @@ fn patch(
         }
     }
     out
+}
+
+/// Argo's hasEphemeralMetadataConfigured: only then are running pods relabelled (and so read).
+pub fn ephemeral_metadata_configured(rollout: &Rollout) -> bool {
+    rollout
+        .spec
+        .canary()
+        .is_some_and(|c| c.canary_metadata.is_some() || c.stable_metadata.is_some())
 }
 
 /// The annotation recording `desired` (Argo writes it only when something was injected).
@@ -181,15 +192,46 @@ impl Reconcile<'_, '_> {
                 continue;
             };
             let (labels, annotations) = template_metadata(rs);
-            let p = patch(&labels, &annotations, injected(rs).as_ref(), desired);
-            if p.is_empty() {
-                continue;
+            let existing = injected(rs);
+            let p = patch(&labels, &annotations, existing.as_ref(), desired);
+            if !p.is_empty() {
+                self.writes.push(Write::SyncPodMetadata {
+                    name: rs.metadata.name.clone().unwrap_or_default(),
+                    patch: p,
+                    ephemeral: record(desired),
+                });
             }
-            self.writes.push(Write::SyncPodMetadata {
-                name: rs.metadata.name.clone().unwrap_or_default(),
-                patch: p,
-                ephemeral: record(desired),
-            });
+            self.relabel_pods(rs, existing.as_ref(), desired);
+        }
+    }
+
+    /// Argo's syncEphemeralMetadata, its second half: every running pod of `rs` gets `desired` and loses what
+    /// was injected before (`existing`) and is no longer desired, whether or not the ReplicaSet changed (a
+    /// pod missed last time is caught up). A ReplicaSet scaled to 0 is left alone.
+    fn relabel_pods(
+        &mut self,
+        rs: &ReplicaSet,
+        existing: Option<&PodTemplateMetadata>,
+        desired: Option<&PodTemplateMetadata>,
+    ) {
+        let scaled_to_zero = rs.spec.as_ref().and_then(|s| s.replicas) == Some(0);
+        let Some(pods) = self.o.pods else { return };
+        if scaled_to_zero || !ephemeral_metadata_configured(self.o.rollout) {
+            return;
+        }
+        let of_rs = |pod: &&Pod| {
+            pod.metadata
+                .controller()
+                .is_some_and(|o| Some(&o.name) == rs.metadata.name.as_ref())
+        };
+        for pod in pods.iter().filter(of_rs) {
+            let meta = &pod.metadata;
+            let labels = meta.labels.clone().unwrap_or_default();
+            let annotations = meta.annotations.clone().unwrap_or_default();
+            let p = patch(&labels, &annotations, existing, desired);
+            if let (false, Some(name)) = (p.is_empty(), meta.name.clone()) {
+                self.writes.push(Write::RelabelPod { name, patch: p });
+            }
         }
     }
 }

@@ -209,11 +209,20 @@ impl MemoryCluster {
         want
     }
 
+    /// A pod of the ReplicaSet `rs` with its pod template's labels and annotations, as its controller makes it.
     fn add_pod(&mut self, rs: &str) {
         self.pods_made += 1;
+        let template = self
+            .replica_set(rs)
+            .and_then(|r| r.spec.as_ref())
+            .and_then(|s| s.template.as_ref())
+            .and_then(|t| t.metadata.clone())
+            .unwrap_or_default();
         self.pods.push(Pod {
             metadata: ObjectMeta {
                 name: Some(format!("{rs}-{}", self.pods_made)),
+                labels: template.labels,
+                annotations: template.annotations,
                 creation_timestamp: Some(Time(self.clock)),
                 owner_references: Some(vec![OwnerReference {
                     api_version: "apps/v1".into(),
@@ -395,7 +404,15 @@ impl MemoryCluster {
     fn patch(&mut self, kind: Kind, name: &str, patch: &Value) {
         let named = |meta: &ObjectMeta| meta.name.as_deref() == Some(name);
         match kind {
-            Kind::Rollout => merge_into(&mut self.rollout, patch),
+            Kind::Rollout => {
+                let spec_before = self.rollout.spec.clone();
+                merge_into(&mut self.rollout, patch);
+                // The API server: a change of the spec is a new generation.
+                if self.rollout.spec != spec_before {
+                    let generation = self.rollout.metadata.generation.unwrap_or(0);
+                    self.rollout.metadata.generation = Some(generation.saturating_add(1));
+                }
+            }
             Kind::Service => {
                 if let Some(svc) = self.services.iter_mut().find(|o| named(&o.metadata)) {
                     merge_into(svc, patch);

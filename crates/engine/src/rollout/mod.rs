@@ -30,6 +30,8 @@ pub mod steps;
 pub mod traffic;
 mod workloads;
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -45,7 +47,7 @@ pub const REVISION_ANNOTATION: &str = analysis::REVISION_ANNOTATION;
 pub const REVISION_HISTORY_ANNOTATION: &str = "rollout.argoproj.io/revision-history";
 pub const DESIRED_REPLICAS_ANNOTATION: &str = "rollout.argoproj.io/desired-replicas";
 pub const SCALE_DOWN_DEADLINE_ANNOTATION: &str = "scale-down-deadline";
-pub use ephemeral::{EPHEMERAL_METADATA_ANNOTATION, MetadataPatch};
+pub use ephemeral::{EPHEMERAL_METADATA_ANNOTATION, MetadataPatch, ephemeral_metadata_configured};
 pub const MANAGED_BY_ANNOTATION: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
 
 /// Everything one reconcile reads. `replica_sets` and `analysis_runs` are those the Rollout controls
@@ -55,8 +57,9 @@ pub struct Observed<'a> {
     pub replica_sets: &'a [ReplicaSet],
     pub analysis_runs: &'a [AnalysisRun],
     pub services: &'a [Service],
-    /// The pods of those ReplicaSets (controller ownerReference to one of them), read to restart them;
-    /// `None` when they were not read: a `restartAt` then waits, "rollout is restarting", and evicts nothing.
+    /// The pods of those ReplicaSets (controller ownerReference to one of them), read to restart them and to
+    /// relabel them with canaryMetadata/stableMetadata; `None` when they were not read: a `restartAt` then
+    /// waits, "rollout is restarting", and evicts nothing, and no pod is relabelled.
     pub pods: Option<&'a [Pod]>,
     /// Resolves `templates[]` references of step and background analyses (and their nested templates).
     pub templates: &'a Lookup<'a>,
@@ -74,18 +77,21 @@ pub enum Write {
         revision: String,
     },
     CreateReplicaSet(Box<ReplicaSet>),
-    /// An older ReplicaSet runs the template again (an undo): it becomes the newest revision, and its old
-    /// revision is appended to `rollout.argoproj.io/revision-history`.
+    /// Brings the existing new ReplicaSet in line with the Rollout: `annotations` to set (the Rollout's
+    /// copied ones; on an undo, the newest revision with the old one appended to
+    /// `rollout.argoproj.io/revision-history`) and `spec.minReadySeconds` when it is to change.
     ReviseReplicaSet {
         name: String,
-        revision: String,
-        history: String,
+        annotations: BTreeMap<String, String>,
+        min_ready_seconds: Option<i32>,
     },
-    /// Sets `spec.replicas` and the `rollout.argoproj.io/desired-replicas` annotation (`desired`).
+    /// Sets `spec.replicas` and the `rollout.argoproj.io/desired-replicas` annotation (`desired`);
+    /// `clear_scale_down_deadline`: a full scale-down also removes `scale-down-deadline`, whose wait is over.
     ScaleReplicaSet {
         name: String,
         replicas: i32,
         desired: i32,
+        clear_scale_down_deadline: bool,
     },
     /// Points a Service's `rollouts-pod-template-hash` selector at `hash` and marks it managed by `rollout`.
     SwitchService {
@@ -108,6 +114,17 @@ pub enum Write {
         name: String,
         patch: MetadataPatch,
         ephemeral: Option<String>,
+    },
+    /// Brings canaryMetadata/stableMetadata onto a running pod (`patch` of its labels and annotations), so
+    /// pods that already run change role with their ReplicaSet.
+    RelabelPod {
+        name: String,
+        patch: MetadataPatch,
+    },
+    /// Sets the Rollout's `spec.replicas`: Argo writes the default there when it is missing, as an HPA
+    /// scaling the Rollout reads it.
+    RolloutReplicas {
+        replicas: i32,
     },
     /// Evicts a pod (Eviction API, so PodDisruptionBudgets hold; a refusal is retried next time).
     EvictPod {

@@ -10,7 +10,7 @@ use super::conditions::{self as cond, CANARY_PAUSE_STEP};
 use super::context::Reconcile;
 use super::hash;
 use super::steps::{self, pause_seconds};
-use super::{Observed, Plan, basic_canary, spec};
+use super::{Observed, Plan, Write, basic_canary, spec};
 use crate::api::AnalysisPhase;
 use crate::api::rollout::RolloutStatus;
 use crate::template::Severity;
@@ -33,6 +33,13 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
 
 impl Reconcile<'_, '_> {
     fn run(&mut self) {
+        // Argo's syncHandler: a missing spec.replicas is written as its default, and nothing else this time.
+        if self.o.rollout.spec.replicas.is_none() {
+            self.writes.push(Write::RolloutReplicas {
+                replicas: self.replicas,
+            });
+            return;
+        }
         if self.check_paused_conditions() {
             return;
         }

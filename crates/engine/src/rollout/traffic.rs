@@ -222,7 +222,7 @@ impl Reconcile<'_, '_> {
 
     /// Argo's shouldDelayScaleDownOnAbort: an aborted, routed canary waits for its deadline, unless
     /// `abortScaleDownDelaySeconds: 0` leaves it up for good.
-    fn delays_scale_down_on_abort(&self) -> bool {
+    pub(super) fn delays_scale_down_on_abort(&self) -> bool {
         self.routed()
             && self.pause.aborted(&self.prev)
             && self.stable_rs.is_some()

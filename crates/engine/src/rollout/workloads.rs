@@ -108,16 +108,7 @@ impl Reconcile<'_, '_> {
         inject.apply(&mut pod_labels, &mut pod_annotations);
         meta.labels = Some(pod_labels);
         meta.annotations = (!pod_annotations.is_empty()).then_some(pod_annotations);
-        let mut annotations: BTreeMap<String, String> = self
-            .o
-            .rollout
-            .metadata
-            .annotations
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(k, _)| !NOT_COPIED.contains(&k.as_str()))
-            .collect();
+        let mut annotations = self.copied_annotations();
         annotations.insert(REVISION_ANNOTATION.into(), revision.clone());
         if let Some(recorded) = recorded {
             annotations.insert(EPHEMERAL_METADATA_ANNOTATION.into(), recorded);
@@ -179,30 +170,61 @@ impl Reconcile<'_, '_> {
         Ok(true)
     }
 
-    /// Argo's syncReplicaSetRevision: a re-used ReplicaSet becomes the newest revision; the Rollout's
+    /// The Rollout's annotations its new ReplicaSet carries (Argo's copyRolloutAnnotationsToReplicaSet).
+    fn copied_annotations(&self) -> BTreeMap<String, String> {
+        let annotations = self.o.rollout.metadata.annotations.iter().flatten();
+        annotations
+            .filter(|(k, _)| !NOT_COPIED.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Argo's syncReplicaSetRevision: the existing new ReplicaSet gets the Rollout's annotations and
+    /// minReadySeconds as they are now, and becomes the newest revision when it is re-used; the Rollout's
     /// revision annotation follows its new ReplicaSet.
     pub(super) fn sync_revision(&mut self) {
         let Some(i) = self.new_rs else { return };
+        let existing = self
+            .o
+            .replica_sets
+            .get(i)
+            .and_then(|r| r.metadata.annotations.clone())
+            .unwrap_or_default();
+        let mut annotations: BTreeMap<String, String> = self
+            .copied_annotations()
+            .into_iter()
+            .filter(|(k, v)| existing.get(k) != Some(v))
+            .collect();
         let next = self.max_revision(Some(i)).saturating_add(1);
-        if self.rss[i].revision < next {
-            let old = self.rss[i].revision;
-            let rs = self.o.replica_sets.get(i);
-            let previous_history = rs
-                .and_then(|r| r.metadata.annotations.as_ref())
-                .and_then(|a| a.get(REVISION_HISTORY_ANNOTATION))
-                .cloned()
-                .unwrap_or_default();
-            let history = match (previous_history.is_empty(), old) {
-                (_, 0) => previous_history,
-                (true, _) => old.to_string(),
-                (false, _) => format!("{previous_history},{old}"),
+        let old = self.rss[i].revision;
+        if old < next {
+            annotations.insert(REVISION_ANNOTATION.into(), next.to_string());
+            self.rss[i].revision = next;
+        }
+        // SetNewReplicaSetAnnotations: any change to a ReplicaSet that had a revision records that revision
+        // in its history.
+        if !annotations.is_empty() && old != 0 {
+            let history = match existing.get(REVISION_HISTORY_ANNOTATION) {
+                Some(h) if !h.is_empty() => format!("{h},{old}"),
+                _ => old.to_string(),
             };
+            annotations.insert(REVISION_HISTORY_ANNOTATION.into(), history);
+        }
+        let wanted_min_ready = self.o.rollout.spec.min_ready_seconds.unwrap_or(0);
+        let min_ready = self
+            .o
+            .replica_sets
+            .get(i)
+            .and_then(|r| r.spec.as_ref())
+            .and_then(|s| s.min_ready_seconds)
+            .unwrap_or(0);
+        let min_ready_seconds = (min_ready != wanted_min_ready).then_some(wanted_min_ready);
+        if !annotations.is_empty() || min_ready_seconds.is_some() {
             self.writes.push(Write::ReviseReplicaSet {
                 name: self.rss[i].name.clone(),
-                revision: next.to_string(),
-                history,
+                annotations,
+                min_ready_seconds,
             });
-            self.rss[i].revision = next;
         }
         self.set_rollout_revision(self.rss[i].revision.to_string());
         if cond::get(&self.prev, cond::PROGRESSING).is_none() {
@@ -289,36 +311,40 @@ impl Reconcile<'_, '_> {
     }
 
     /// Scales a ReplicaSet (true when its size changed). A ReplicaSet of the right size whose
-    /// desired-replicas annotation is stale gets the annotation alone, as Argo keeps it current.
+    /// desired-replicas annotation is stale gets the annotation alone, as Argo keeps it current. Either write
+    /// to 0 also drops the ReplicaSet's `scale-down-deadline` (Argo's scaleReplicaSet), unless an aborted
+    /// canary's own deadline is running, so a ReplicaSet that has gone is no longer waited for.
     pub(super) fn scale_to(&mut self, i: usize, replicas: i32) -> bool {
-        let rs = &self.rss[i];
-        if rs.pods.spec == replicas {
-            if rs.desired_annotation != Some(self.replicas) {
-                self.writes.push(Write::ScaleReplicaSet {
-                    name: rs.name.clone(),
-                    replicas,
-                    desired: self.replicas,
-                });
-                self.rss[i].desired_annotation = Some(self.replicas);
-            }
+        let resized = self.rss[i].pods.spec != replicas;
+        if !resized && self.rss[i].desired_annotation == Some(self.replicas) {
             return false;
         }
-        let direction = if replicas > rs.pods.spec {
-            "up"
-        } else {
-            "down"
-        };
-        let message = format!(
-            "Scaled {direction} ReplicaSet {} (revision {}) from {} to {replicas}",
-            rs.name, rs.revision, rs.pods.spec
-        );
-        self.writes.push(Write::ScaleReplicaSet {
+        let clear_scale_down_deadline = replicas == 0
+            && !self.delays_scale_down_on_abort()
+            && self.rss[i].scale_down_deadline.take().is_some();
+        let rs = &self.rss[i];
+        let write = Write::ScaleReplicaSet {
             name: rs.name.clone(),
             replicas,
             desired: self.replicas,
-        });
-        self.event(cond::SCALING_REPLICA_SET, message);
-        true
+            clear_scale_down_deadline,
+        };
+        if resized {
+            let direction = if replicas > rs.pods.spec {
+                "up"
+            } else {
+                "down"
+            };
+            let message = format!(
+                "Scaled {direction} ReplicaSet {} (revision {}) from {} to {replicas}",
+                rs.name, rs.revision, rs.pods.spec
+            );
+            self.event(cond::SCALING_REPLICA_SET, message);
+        } else {
+            self.rss[i].desired_annotation = Some(self.replicas);
+        }
+        self.writes.push(write);
+        resized
     }
 
     /// Argo's reconcileCanaryReplicaSets: stable first, then new, then the old ones; true when something
