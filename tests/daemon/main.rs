@@ -9,6 +9,7 @@ mod daemon_ha;
 mod daemon_jobs;
 mod daemon_restart;
 mod daemon_rollout_errors;
+mod daemon_rollout_invalid;
 mod daemon_rollout_writes;
 mod daemon_rollouts;
 mod daemon_rollouts_kubectl;

@@ -206,25 +206,11 @@ impl Reconcile<'_, '_> {
         }
     }
 
-    /// The InvalidSpec condition (replaced when the reason changes), phase Degraded; nothing else moves.
-    /// Looked at again in 20 s, as Argo does: a missing template or Service may have appeared.
+    /// The InvalidSpec condition (`conditions::invalid_spec`), phase Degraded; nothing else moves. Looked at
+    /// again in 20 s, as Argo does: a missing template or Service may have appeared.
     fn invalid(&mut self, message: String) {
-        let text = format!("The Rollout {:?} is invalid: {message}", self.name);
-        let mut status = self.prev.clone();
-        if cond::get(&status, cond::INVALID_SPEC).is_some_and(|c| c.message != text) {
-            cond::remove(&mut status, cond::INVALID_SPEC);
-        }
-        cond::set(
-            &mut status,
-            cond::condition(
-                cond::INVALID_SPEC,
-                "True",
-                cond::INVALID_SPEC,
-                &text,
-                self.o.now,
-            ),
-        );
-        self.finish_status_only(status);
+        let status = cond::invalid_spec(self.o.rollout, self.prev.clone(), &message, self.o.now);
+        self.status = Some(status);
         if let Ok(at) = self.o.now.checked_add(jiff::SignedDuration::from_secs(20)) {
             self.wake_at(at);
         }

@@ -99,7 +99,13 @@ pub fn check(rollout: &Rollout) -> Vec<Finding> {
         .selector
         .as_ref()
         .is_some_and(|s| s.match_expressions.as_ref().is_some_and(|e| !e.is_empty()));
-    if selector_labels.is_none_or(|l| l.is_empty())
+    if spec.selector.is_none() && spec.workload_ref.is_none() {
+        // Argo's ValidateRolloutSpec: field.Required.
+        out.push(error(
+            "spec.selector",
+            "Required value: Rollout has missing field '.spec.selector'",
+        ));
+    } else if selector_labels.is_none_or(|l| l.is_empty())
         && !has_expressions
         && spec.workload_ref.is_none()
     {
