@@ -2,7 +2,8 @@
 //! a value its field cannot hold, which the CRD's schema lets
 //! through) and one without a selector are reported on themselves (the
 //! InvalidSpec condition naming the field, phase Degraded), while the healthy one still progresses; each
-//! recovers once fixed.
+//! recovers once fixed. So is one whose Service selects a label its pods lack, before anything is created for
+//! it.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server and the harness wait on real time.
 
@@ -12,6 +13,7 @@ use canaryd_testkit::harness::{self, Answer, eventually};
 use canaryd_testkit::rollout::cluster::*;
 use canaryd_testkit::rollout::object;
 use canaryd_testkit::with_each_crd_set;
+use k8s_openapi::api::core::v1::Service;
 use serde_json::{Value, json};
 
 /// A Rollout as the API server may store it, whatever its fields hold.
@@ -140,6 +142,70 @@ async fn rollouts_it_cannot_read_are_invalid_spec_and_the_others_progress(crds: 
     daemon.stop().await;
 }
 
+async fn a_misconfigured_service_is_invalid_spec_before_anything_is_created_and_blocks_no_other_rollout(
+    crds: CrdSet,
+) {
+    let (server, client, _prom, _rsc) =
+        deployed_with(crds, Answer::Scalar(1.0), &with_steps("web:1", json!([]))).await;
+    // `other`'s stable Service selects a label its pods lack (Argo's ValidateService).
+    create_service_of(&client, "other-canary", "other").await;
+    let services: kube::Api<Service> = kube::Api::namespaced(client.clone(), "default");
+    let stable: Service = serde_json::from_value(json!({
+        "metadata": {"name": "other-stable"},
+        "spec": {"selector": {"app": "other", "tier": "front"}},
+    }))
+    .expect("a Service");
+    services
+        .create(&Default::default(), &stable)
+        .await
+        .expect("the Service is created");
+    create_rollout(&client, &named("other", 1, "web:1", json!([]))).await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    let s = until_status(&server, "other", "InvalidSpec", |s| {
+        condition(s, "InvalidSpec").0 == "True"
+    })
+    .await;
+    assert_eq!(
+        condition(&s, "InvalidSpec").2,
+        "The Rollout \"other\" is invalid: spec.strategy.canary.stableService: Invalid value: \"other-stable\": Service \"other-stable\" has unmatch label \"tier\" in rollout"
+    );
+    assert_eq!(s.phase, "Degraded");
+    // The other Rollout deploys and updates meanwhile.
+    until(&server, "web to be Healthy", |s| healthy_at(s, None)).await;
+    set_image(&client, "web:2").await;
+    let first = status(&server).stable_rs;
+    until(&server, "web's update to be Healthy", |s| {
+        healthy_at(s, None) && s.stable_rs != first
+    })
+    .await;
+    let created: Vec<String> = replica_sets(&server)
+        .into_iter()
+        .filter_map(|rs| rs.metadata.name)
+        .filter(|n| n.starts_with("other-"))
+        .collect();
+    assert_eq!(
+        created,
+        Vec::<String>::new(),
+        "nothing is created for `other`"
+    );
+
+    // Fixed, it deploys on its next look (every 20 s while invalid, as Argo).
+    let fix = json!({"spec": {"selector": {"tier": null}}});
+    services
+        .patch(
+            "other-stable",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&fix),
+        )
+        .await
+        .expect("the Service is fixed");
+    until_status(&server, "other", "Healthy once its Service is fixed", |s| {
+        healthy_at(s, None) && condition(s, "InvalidSpec").0.is_empty()
+    })
+    .await;
+    daemon.stop().await;
+}
+
 /// The Warning Events about the Rollout `name`, as (reason, note).
 async fn events_of(client: &kube::Client, name: &str) -> Vec<(String, String)> {
     let api: kube::Api<k8s_openapi::api::events::v1::Event> =
@@ -154,4 +220,7 @@ async fn events_of(client: &kube::Client, name: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-with_each_crd_set!(rollouts_it_cannot_read_are_invalid_spec_and_the_others_progress);
+with_each_crd_set!(
+    rollouts_it_cannot_read_are_invalid_spec_and_the_others_progress,
+    a_misconfigured_service_is_invalid_spec_before_anything_is_created_and_blocks_no_other_rollout
+);

@@ -14,6 +14,7 @@ mod progressive_engine;
 mod rollout_act;
 mod rollout_analysis;
 mod rollout_planner;
+mod rollout_references;
 mod rollout_scenarios;
 mod rollout_traffic;
 mod routing_golden;

@@ -21,6 +21,7 @@ mod pause;
 mod persist;
 mod plan;
 pub mod reconcile_loop;
+pub mod references;
 mod restart;
 mod rollback;
 mod runs;

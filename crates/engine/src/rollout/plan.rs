@@ -10,7 +10,7 @@ use super::conditions::{self as cond, CANARY_PAUSE_STEP};
 use super::context::Reconcile;
 use super::hash;
 use super::steps::{self, pause_seconds};
-use super::{Observed, Plan, basic_canary, spec};
+use super::{Observed, Plan, basic_canary, references, spec};
 use crate::api::AnalysisPhase;
 use crate::api::rollout::RolloutStatus;
 use crate::template::Severity;
@@ -163,43 +163,17 @@ impl Reconcile<'_, '_> {
         self.status = Some(status);
     }
 
-    /// The Rollout's own checks, then those that need its templates and Services.
+    /// Argo's getRolloutValidationErrors: the Rollout's own checks, then those of the objects it names as read
+    /// (its Services, then its analysis templates); the first error.
     fn validate(&self) -> Result<(), String> {
-        let mut findings = spec::check(self.o.rollout);
+        let rollout = self.o.rollout;
+        let mut findings = spec::check(rollout);
+        findings.extend(references::services(rollout, self.o.services));
         findings.extend(analysis::template_findings(
-            self.o.rollout,
+            rollout,
             self.o.templates,
             Severity::Error,
         ));
-        if let Some(canary) = self.canary {
-            for (field, name) in [
-                ("canaryService", &canary.canary_service),
-                ("stableService", &canary.stable_service),
-            ] {
-                let Some(name) = name else { continue };
-                match self
-                    .o
-                    .services
-                    .iter()
-                    .find(|s| s.metadata.name.as_deref() == Some(name))
-                {
-                    None => findings.push(finding(field, format!("service {name:?} not found"))),
-                    Some(svc) => {
-                        let owner = svc
-                            .metadata
-                            .annotations
-                            .as_ref()
-                            .and_then(|a| a.get(super::MANAGED_BY_ANNOTATION));
-                        if owner.is_some_and(|o| *o != self.name) {
-                            findings.push(finding(
-                                field,
-                                format!("Service {name:?} is managed by another Rollout"),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
         match findings.into_iter().find(|f| f.severity == Severity::Error) {
             Some(f) => Err(format!("{}: {}", f.path, f.message)),
             None => Ok(()),
@@ -439,13 +413,5 @@ impl Reconcile<'_, '_> {
             );
             self.event(cond::ROLLOUT_COMPLETED, message);
         }
-    }
-}
-
-fn finding(field: &str, message: String) -> crate::template::Finding {
-    crate::template::Finding {
-        severity: Severity::Error,
-        path: format!("spec.strategy.canary.{field}"),
-        message,
     }
 }

@@ -1,0 +1,109 @@
+//! The objects a Rollout names, checked as Argo's `getRolloutReferencedResources` and
+//! `ValidateRolloutReferencedResources` check them before anything is acted on: InvalidSpec with Argo's
+//! `field.Invalid` message, no ReplicaSet created, and cleared once the object or the spec is fixed.
+
+use std::collections::BTreeMap;
+
+use canaryd::engine::rollout::memory::MemoryCluster;
+use canaryd::engine::rollout::{conditions, spec};
+use canaryd_testkit::rollout::memory::*;
+use serde_json::json;
+
+fn selector(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn invalid(c: &mut MemoryCluster, now: i64) -> String {
+    let plan = c.reconcile(at(now));
+    assert!(
+        plan.writes.is_empty(),
+        "nothing is acted on: {:?}",
+        plan.writes
+    );
+    assert_eq!(plan.status.phase, "Degraded");
+    assert_eq!(plan.wake_at, Some(at(now + 20)), "looked at again in 20 s");
+    plan.status
+        .message
+        .strip_prefix("InvalidSpec: The Rollout \"web\" is invalid: ")
+        .unwrap_or_else(|| panic!("an InvalidSpec message: {}", plan.status.message))
+        .to_string()
+}
+
+#[test]
+fn argos_validate_service_a_selector_label_the_pods_lack_is_invalid_until_the_template_carries_it()
+{
+    let mut c = MemoryCluster::new(rollout(
+        1,
+        json!({"canaryService": "web-canary", "stableService": "web-stable",
+               "steps": [{"setWeight": 50}]}),
+    ));
+    c.add_service("web-canary", selector(&[("app", "web"), ("tier", "front")]));
+    c.add_service("web-stable", selector(&[("app", "web")]));
+    assert_eq!(
+        invalid(&mut c, 0),
+        "spec.strategy.canary.canaryService: Invalid value: \"web-canary\": Service \"web-canary\" has unmatch label \"tier\" in rollout"
+    );
+    assert!(c.replica_sets.is_empty());
+
+    c.edit_spec(|s| {
+        let labels = s
+            .template
+            .as_mut()
+            .and_then(|t| t.pointer_mut("/metadata/labels"))
+            .and_then(|l| l.as_object_mut())
+            .expect("template labels");
+        labels.insert("tier".into(), json!("front"));
+    });
+    run(&mut c, at(1));
+    assert_eq!(c.status().phase, "Healthy");
+    assert!(conditions::get(&c.status(), "InvalidSpec").is_none());
+}
+
+#[test]
+fn argos_get_referenced_services_the_stable_service_then_the_canary_one_then_the_templates() {
+    let mut c = MemoryCluster::new(rollout(
+        1,
+        json!({"canaryService": "web-canary", "stableService": "web-stable",
+               "analysis": {"templates": [{"templateName": "later"}]}}),
+    ));
+    assert_eq!(
+        invalid(&mut c, 0),
+        "spec.strategy.canary.stableService: Invalid value: \"web-stable\": service \"web-stable\" not found"
+    );
+    c.add_service("web-stable", selector(&[("app", "web")]));
+    assert_eq!(
+        invalid(&mut c, 1),
+        "spec.strategy.canary.canaryService: Invalid value: \"web-canary\": service \"web-canary\" not found"
+    );
+    c.add_service("web-canary", selector(&[("app", "web")]));
+    assert!(
+        invalid(&mut c, 2).starts_with("spec.strategy.canary.analysis.templates[0]: "),
+        "the templates come after the Services"
+    );
+}
+
+#[test]
+fn argos_max_traffic_weight_is_invalid_with_istio_alone_and_valid_with_nginx() {
+    let canary = |routing: serde_json::Value| {
+        json!({"canaryService": "web-canary", "stableService": "web-stable",
+               "trafficRouting": routing, "steps": [{"setWeight": 300}]})
+    };
+    let mut c = MemoryCluster::new(rollout(
+        1,
+        canary(
+            json!({"maxTrafficWeight": 1000, "istio": {"virtualService": {"name": "web-vsvc"}}}),
+        ),
+    ));
+    assert_eq!(
+        invalid(&mut c, 0),
+        "spec.strategy.canary.trafficRouting.maxTrafficWeight: Invalid value: 1000: Canary maxTrafficWeight in traffic routing only supported in Nginx and Plugins"
+    );
+    let nginx = rollout(
+        1,
+        canary(json!({"maxTrafficWeight": 1000, "nginx": {"stableIngress": "web"}})),
+    );
+    assert_eq!(spec::check(&nginx), Vec::new());
+}
