@@ -190,7 +190,12 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         self.rv = rollout.resource_version().unwrap_or_default();
         // One `now` for the read and the plans, so pods are read exactly when a plan restarts them.
         let now = self.ctx.clock.stamp();
-        let seen = rollout_writes::read(&self.ctx.client, rollout, now)
+        let mut seen = rollout_writes::read(&self.ctx.client, rollout, now)
+            .await
+            .map_err(ReconcileError::Read)?;
+        let router = ApiRouter::new(self.ctx.client.clone());
+        seen.routers = router
+            .read(&seen.rollout)
             .await
             .map_err(ReconcileError::Read)?;
         Ok(Some(seen))

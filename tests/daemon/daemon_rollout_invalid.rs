@@ -2,8 +2,8 @@
 //! a value its field cannot hold, which the CRD's schema lets
 //! through) and one without a selector are reported on themselves (the
 //! InvalidSpec condition naming the field, phase Degraded), while the healthy one still progresses; each
-//! recovers once fixed. So is one whose Service selects a label its pods lack, before anything is created for
-//! it.
+//! recovers once fixed. So is one whose Service selects a label its pods lack, or whose VirtualService is
+//! missing or lacks the route it names, before anything is created for it.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server and the harness wait on real time.
 
@@ -12,6 +12,7 @@ use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
 use canaryd_testkit::harness::{self, Answer, eventually};
 use canaryd_testkit::rollout::cluster::*;
 use canaryd_testkit::rollout::object;
+use canaryd_testkit::router_objects;
 use canaryd_testkit::with_each_crd_set;
 use k8s_openapi::api::core::v1::Service;
 use serde_json::{Value, json};
@@ -206,6 +207,63 @@ async fn a_misconfigured_service_is_invalid_spec_before_anything_is_created_and_
     daemon.stop().await;
 }
 
+async fn a_missing_or_unfit_virtual_service_is_invalid_spec_before_anything_is_created_until_fixed(
+    crds: CrdSet,
+) {
+    let routing = json!({"istio": {"virtualService": {"name": "web-vsvc", "routes": ["primary"]}}});
+    let rollout = routed_through(with_steps("web:1", json!([{"setWeight": 20}])), routing);
+    let (server, client, _prom, _rsc) = deployed_with(crds, Answer::Scalar(1.0), &rollout).await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    let invalid = "The Rollout \"web\" is invalid: spec.strategy.canary.trafficRouting.istio.virtualService.name: Invalid value: \"web-vsvc\": ";
+    let s = until(&server, "InvalidSpec naming the VirtualService", |s| {
+        condition(s, "InvalidSpec").0 == "True"
+    })
+    .await;
+    // Argo's getRolloutReferencedResources: the lister's NotFound.
+    assert_eq!(
+        condition(&s, "InvalidSpec").2,
+        format!("{invalid}virtualservices.networking.istio.io \"web-vsvc\" not found")
+    );
+    assert_eq!(s.phase, "Degraded");
+
+    // There, but without the route the Rollout names (Argo's ValidateVirtualService).
+    let mut unfit = router_objects::virtual_service("default", "web-vsvc", "web");
+    unfit.spec.fields.insert(
+        "http".into(),
+        json!([{"name": "other", "route": [{"destination": {"host": "web-stable"}, "weight": 100}]}]),
+    );
+    server.put(&unfit);
+    let s = until(&server, "InvalidSpec naming the route", |s| {
+        condition(s, "InvalidSpec").2.contains("primary")
+    })
+    .await;
+    assert!(
+        condition(&s, "InvalidSpec").2.starts_with(invalid),
+        "{:?}",
+        condition(&s, "InvalidSpec")
+    );
+    assert!(replica_sets(&server).is_empty(), "nothing is created");
+    let routing_errors = events(&client)
+        .await
+        .into_iter()
+        .filter(|(reason, _)| reason == "TrafficRoutingError")
+        .count();
+    assert_eq!(
+        routing_errors, 0,
+        "no router is written while it is invalid"
+    );
+
+    server.put(&router_objects::virtual_service(
+        "default", "web-vsvc", "web",
+    ));
+    let s = until(&server, "Healthy once the VirtualService fits", |s| {
+        healthy_at(s, None)
+    })
+    .await;
+    assert_eq!(condition(&s, "InvalidSpec"), Default::default());
+    daemon.stop().await;
+}
+
 /// The Warning Events about the Rollout `name`, as (reason, note).
 async fn events_of(client: &kube::Client, name: &str) -> Vec<(String, String)> {
     let api: kube::Api<k8s_openapi::api::events::v1::Event> =
@@ -222,5 +280,6 @@ async fn events_of(client: &kube::Client, name: &str) -> Vec<(String, String)> {
 
 with_each_crd_set!(
     rollouts_it_cannot_read_are_invalid_spec_and_the_others_progress,
-    a_misconfigured_service_is_invalid_spec_before_anything_is_created_and_blocks_no_other_rollout
+    a_misconfigured_service_is_invalid_spec_before_anything_is_created_and_blocks_no_other_rollout,
+    a_missing_or_unfit_virtual_service_is_invalid_spec_before_anything_is_created_until_fixed
 );

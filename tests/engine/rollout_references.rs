@@ -107,3 +107,54 @@ fn argos_max_traffic_weight_is_invalid_with_istio_alone_and_valid_with_nginx() {
     );
     assert_eq!(spec::check(&nginx), Vec::new());
 }
+
+#[test]
+fn argos_validate_virtual_service_a_missing_object_or_route_is_invalid_and_one_not_read_is_not_checked()
+ {
+    use canaryd::engine::routing::RouterObject;
+    use canaryd::engine::routing::memory::Routers;
+    let r = rollout(
+        1,
+        json!({"canaryService": "web-canary", "stableService": "web-stable",
+               "trafficRouting": {"istio": {"virtualService": {"name": "web-vsvc", "routes": ["primary"]}}},
+               "steps": [{"setWeight": 20}]}),
+    );
+    let missing = RouterObject {
+        kind: "VirtualService",
+        namespace: "prod".into(),
+        name: "web-vsvc".into(),
+        object: None,
+    };
+    let found: Vec<String> = canaryd::engine::rollout::references::routers(&r, &[missing])
+        .into_iter()
+        .map(|f| format!("{}: {}", f.path, f.message))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "spec.strategy.canary.trafficRouting.istio.virtualService.name: Invalid value: \"web-vsvc\": virtualservices.networking.istio.io \"web-vsvc\" not found"
+        ]
+    );
+    assert_eq!(
+        canaryd::engine::rollout::references::routers(&r, &[]),
+        Vec::new(),
+        "one not read (a rehearsal without it among its files) is not checked"
+    );
+
+    // Among a rehearsal's files, without the route the Rollout names: InvalidSpec before any ReplicaSet.
+    let unfit = json!({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": "web-vsvc", "namespace": "prod"},
+        "spec": {"http": [{"name": "other", "route": [{"destination": {"host": "web-stable"}, "weight": 100}]}]}});
+    let mut c = MemoryCluster::new(r.clone());
+    c.add_service("web-canary", selector(&[("app", "web")]));
+    c.add_service("web-stable", selector(&[("app", "web")]));
+    c.routers = Routers::new(&r, vec![("vsvc.yaml:1".into(), unfit)]).expect("routers");
+    let message = invalid(&mut c, 0);
+    assert!(
+        message.starts_with(
+            "spec.strategy.canary.trafficRouting.istio.virtualService.name: Invalid value: \"web-vsvc\": "
+        ) && message.contains("primary"),
+        "{message}"
+    );
+    assert!(c.replica_sets.is_empty());
+}

@@ -56,6 +56,8 @@ pub struct Observed<'a> {
     pub replica_sets: &'a [ReplicaSet],
     pub analysis_runs: &'a [AnalysisRun],
     pub services: &'a [Service],
+    /// The router objects it names, as read (`routing::RouterObject`): checked before anything is acted on.
+    pub routers: &'a [crate::routing::RouterObject],
     /// The pods of those ReplicaSets (controller ownerReference to one of them), read to restart them;
     /// `None` when they were not read: a `restartAt` then waits, "rollout is restarting", and evicts nothing.
     pub pods: Option<&'a [Pod]>,

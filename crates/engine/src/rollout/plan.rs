@@ -164,7 +164,7 @@ impl Reconcile<'_, '_> {
     }
 
     /// Argo's getRolloutValidationErrors: the Rollout's own checks, then those of the objects it names as read
-    /// (its Services, then its analysis templates); the first error.
+    /// (its Services, its analysis templates, then its router objects); the first error.
     fn validate(&self) -> Result<(), String> {
         let rollout = self.o.rollout;
         let mut findings = spec::check(rollout);
@@ -174,6 +174,7 @@ impl Reconcile<'_, '_> {
             self.o.templates,
             Severity::Error,
         ));
+        findings.extend(references::routers(rollout, self.o.routers));
         match findings.into_iter().find(|f| f.severity == Severity::Error) {
             Some(f) => Err(format!("{}: {}", f.path, f.message)),
             None => Ok(()),
