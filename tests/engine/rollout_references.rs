@@ -158,3 +158,60 @@ fn argos_validate_virtual_service_a_missing_object_or_route_is_invalid_and_one_n
     );
     assert!(c.replica_sets.is_empty());
 }
+
+#[test]
+fn each_router_object_read_as_missing_or_unfit_is_named_by_its_field_with_the_servers_not_found() {
+    use canaryd::engine::routing::RouterObject;
+    let routed = |routing: serde_json::Value| {
+        rollout(
+            1,
+            json!({"canaryService": "web-canary", "stableService": "web-stable",
+                   "trafficRouting": routing, "steps": [{"setWeight": 20}]}),
+        )
+    };
+    let read = |kind: &'static str, name: &str, object: Option<serde_json::Value>| RouterObject {
+        kind,
+        namespace: "prod".into(),
+        name: name.into(),
+        object,
+    };
+    let first = |r: &canaryd::api::Rollout, objects: &[RouterObject]| {
+        canaryd::engine::rollout::references::routers(r, objects)
+            .into_iter()
+            .map(|f| format!("{}: {}", f.path, f.message))
+            .next()
+            .unwrap_or_default()
+    };
+    let at = "spec.strategy.canary.trafficRouting";
+    let dr = routed(json!({"istio": {"virtualService": {"name": "web-vsvc"},
+        "destinationRule": {"name": "web-dr", "canarySubsetName": "canary", "stableSubsetName": "stable"}}}));
+    assert_eq!(
+        first(&dr, &[read("DestinationRule", "web-dr", None)]),
+        format!(
+            "{at}.istio.destinationRule.name: Invalid value: \"web-dr\": destinationrules.networking.istio.io \"web-dr\" not found"
+        )
+    );
+    let nginx = routed(json!({"nginx": {"stableIngress": "web"}}));
+    assert_eq!(
+        first(&nginx, &[read("Ingress", "web", None)]),
+        format!(
+            "{at}.nginx.stableIngress: Invalid value: \"web\": ingress.networking.k8s.io \"web\" not found"
+        )
+    );
+    // Argo's validateNginxIngress: the stable Ingress must send to the stable Service.
+    let elsewhere = json!({"metadata": {"name": "web", "namespace": "prod"}, "spec": {"rules": [{"http": {"paths": [
+        {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "other", "port": {"number": 80}}}}]}}]}});
+    assert_eq!(
+        first(&nginx, &[read("Ingress", "web", Some(elsewhere))]),
+        format!(
+            "{at}.nginx.stableIngress: Invalid value: \"web\": ingress `web` has no rules using service web-stable backend"
+        )
+    );
+    let gateway = routed(json!({"plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}));
+    assert_eq!(
+        first(&gateway, &[read("HTTPRoute", "web", None)]),
+        format!(
+            "{at}.plugins.argoproj-labs/gatewayAPI: Invalid value: \"web\": httproutes.gateway.networking.k8s.io \"web\" not found"
+        )
+    );
+}
