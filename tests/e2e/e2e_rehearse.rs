@@ -295,8 +295,9 @@ fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
     ]);
     assert!(
         stderr.contains(
-            "tests/fixtures/rehearse/checkout.yaml:35: Rollout/checkout: \
-             spec.strategy.canary.steps[1].analysis.templates[0]: AnalysisTemplate \"success-rate\" not found"
+            "tests/fixtures/rehearse/checkout.yaml:34: Rollout/checkout: \
+             spec.strategy.canary.steps[1].analysis.templates: Invalid value: \"success-rate\": \
+             AnalysisTemplate 'success-rate' not found"
         ),
         "{}",
         stderr

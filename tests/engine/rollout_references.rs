@@ -80,7 +80,7 @@ fn argos_get_referenced_services_the_stable_service_then_the_canary_one_then_the
     );
     c.add_service("web-canary", selector(&[("app", "web")]));
     assert!(
-        invalid(&mut c, 2).starts_with("spec.strategy.canary.analysis.templates[0]: "),
+        invalid(&mut c, 2).starts_with("spec.strategy.canary.analysis.templates: Invalid value: \"later\": AnalysisTemplate 'later' not found"),
         "the templates come after the Services"
     );
 }
