@@ -72,10 +72,7 @@ impl Reconciled for Rollout {
         obj: Box<Undecodable>,
         ctx: Arc<Context>,
     ) -> impl Future<Output = Result<Next, ReconcileError>> + Send {
-        // Nothing is written to a Rollout that does not decode: its status could not be read back either.
-        // The driver has logged the field; a fixed Rollout is reconciled on its next change.
-        drop((obj, ctx));
-        std::future::ready(Ok(Next::Change))
+        report_undecodable(obj, ctx)
     }
 
     fn triggers(client: &kube::Client, namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
@@ -120,6 +117,48 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
     })
 }
 
+/// A Rollout that does not decode (a field of the wrong type, a required one missing) can never be planned:
+/// its status says so where Argo's tools look, the InvalidSpec condition with the field's path and what was
+/// expected (phase Degraded), with one Warning Event when that is written. Nothing else of it moves; once it
+/// is fixed it decodes, and its first reconcile clears the condition.
+async fn report_undecodable(
+    obj: Box<Undecodable>,
+    ctx: Arc<Context>,
+) -> Result<Next, ReconcileError> {
+    let old: RolloutStatus = obj
+        .status
+        .as_ref()
+        .and_then(|s| serde_json::from_value(s.clone()).ok())
+        .unwrap_or_default();
+    let rollout = Rollout {
+        metadata: obj.metadata,
+        spec: Default::default(),
+        status: None,
+    };
+    let error = format!("cannot decode the Rollout: {}", obj.error);
+    let status =
+        rollout::conditions::invalid_spec(&rollout, old.clone(), &error, ctx.clock.stamp());
+    if status == old {
+        return Ok(Next::Change);
+    }
+    let rv = rollout.resource_version().unwrap_or_default();
+    match rollout_writes::patch_status(&ctx.statuses, &rollout, &rv, &old, &status).await {
+        Ok(_) => {}
+        // Changed or gone since the watch saw it: the watch brings the newer copy.
+        Err(WriteError::Conflict | WriteError::Gone) => return Ok(Next::Change),
+        Err(e) => return Err(ReconcileError::Write(e)),
+    }
+    let reported = rollout::Event {
+        reason: reasons::INVALID_SPEC.to_string(),
+        message: rollout::conditions::get(&status, reasons::INVALID_SPEC)
+            .map(|c| c.message.clone())
+            .unwrap_or(error),
+        warning: true,
+    };
+    publish(&ctx, &rollout, &[reported]);
+    Ok(Next::Change)
+}
+
 /// One Rollout on the API server, as the reconcile loop acts on it.
 struct ApiCluster<'a> {
     ctx: &'a Context,
@@ -151,7 +190,12 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         self.rv = rollout.resource_version().unwrap_or_default();
         // One `now` for the read and the plans, so pods are read exactly when a plan restarts them.
         let now = self.ctx.clock.stamp();
-        let seen = rollout_writes::read(&self.ctx.client, rollout, now)
+        let mut seen = rollout_writes::read(&self.ctx.client, rollout, now)
+            .await
+            .map_err(ReconcileError::Read)?;
+        let router = ApiRouter::new(self.ctx.client.clone());
+        seen.routers = router
+            .read(&seen.rollout)
             .await
             .map_err(ReconcileError::Read)?;
         Ok(Some(seen))

@@ -113,6 +113,8 @@ pub async fn read(
         replica_sets,
         analysis_runs,
         services,
+        // The routers edge reads these (`routers::ApiRouter::read`).
+        routers: Vec::new(),
         templates,
         pods,
         now,

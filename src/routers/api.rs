@@ -15,7 +15,7 @@ use super::objects::{DestinationRule, HttpRoute, VirtualService};
 use super::{Action, Change, FIELD_MANAGER, Route, RouterError};
 use crate::api::Rollout;
 use crate::engine::routing::nginx::CanaryIngress;
-use crate::engine::routing::{self, Desired, RoutingError, Target, nginx};
+use crate::engine::routing::{self, Desired, RouterObject, RoutingError, Target, nginx};
 use crate::k8s::is_status;
 
 /// How often one object is read and written again after a 409 before giving up for this reconcile.
@@ -170,6 +170,39 @@ impl ApiRouter {
         Ok(changes)
     }
 
+    /// Reads every router object `rollout` names (for NGINX the stable Ingress), as they are, for the planner
+    /// to check before anything is acted on; one that does not exist is read as `None`. A configuration that
+    /// does not read names nothing (the planner reports it).
+    pub async fn read(&self, rollout: &Rollout) -> Result<Vec<RouterObject>, kube::Error> {
+        let Ok(Some(config)) = routing::routing(rollout) else {
+            return Ok(Vec::new());
+        };
+        let d = Desired::new(rollout, &config, 0, "", "");
+        let mut out = Vec::new();
+        for target in routing::targets(&config, &d) {
+            let (namespace, name) = (target.namespace(), target.read_name());
+            let object = match target {
+                Target::DestinationRule { .. } => {
+                    get::<DestinationRule>(&self.client, namespace, name).await?
+                }
+                Target::VirtualService { .. } => {
+                    get::<VirtualService>(&self.client, namespace, name).await?
+                }
+                Target::HttpRoute { .. } => get::<HttpRoute>(&self.client, namespace, name).await?,
+                Target::CanaryIngress { .. } => {
+                    get::<Ingress>(&self.client, namespace, name).await?
+                }
+            };
+            out.push(RouterObject {
+                kind: target.kind(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                object,
+            });
+        }
+        Ok(out)
+    }
+
     /// The canary Ingress of one stable Ingress: created owned by the Rollout, or merge-patched.
     async fn canary_ingress(
         &self,
@@ -239,6 +272,26 @@ impl ApiRouter {
         }
         Err(target.conflict())
     }
+}
+
+/// The object `name` of kind `K` as JSON; `None` when there is none.
+async fn get<K>(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Value>, kube::Error>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + Serialize
+        + DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let object = api.get_opt(name).await?;
+    object
+        .map(|o| serde_json::to_value(o).map_err(kube::Error::SerdeError))
+        .transpose()
 }
 
 /// Reads the object, lets `build` change it, and updates it with the resourceVersion it read when it

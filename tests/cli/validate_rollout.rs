@@ -28,7 +28,9 @@ fn rollout_mistakes_are_each_named_on_their_line() {
     assert_eq!(
         lines,
         [
-            format!("{f}:30: {steps}[0].setWeight: SetWeight must be between 0 and 100"),
+            format!(
+                "{f}:30: {steps}[0].setWeight: Invalid value: 120: SetWeight must be between 0 and 100"
+            ),
             format!(
                 "{f}:31: {steps}[1]: Step must have only one action set, found setWeight, pause"
             ),

@@ -466,13 +466,26 @@ async fn missing_template_or_service() {
             state == "True" && reason == "InvalidSpec" && message.contains(field)
         }
     };
+    // Argo's getRolloutValidationErrors: the Services before the templates.
+    let s = until(
+        &server,
+        "InvalidSpec naming the Service",
+        invalid("canaryService"),
+    )
+    .await;
+    assert_eq!(s.phase, "Degraded");
+    assert_eq!(
+        s.message,
+        "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.canary.canaryService: Invalid value: \"web-canary\": service \"web-canary\" not found"
+    );
+    assert!(replica_sets(&server).is_empty(), "nothing is created");
+    create_service(&client, "web-canary").await;
     let s = until(
         &server,
         "InvalidSpec naming the template",
         invalid("steps[2].analysis"),
     )
     .await;
-    assert_eq!(s.phase, "Degraded");
     assert!(
         s.message
             .starts_with("InvalidSpec: The Rollout \"web\" is invalid: "),
@@ -481,14 +494,6 @@ async fn missing_template_or_service() {
     );
     assert!(replica_sets(&server).is_empty(), "nothing is created");
     create_template(&client, &prom).await;
-    let s = until(
-        &server,
-        "InvalidSpec naming the Service",
-        invalid("canaryService"),
-    )
-    .await;
-    assert!(s.message.contains("\"web-canary\""), "{}", s.message);
-    create_service(&client, "web-canary").await;
     let s = until(&server, "the first deploy", |s| healthy_at(s, None)).await;
     daemon.stop().await;
     assert_eq!(condition(&s, "InvalidSpec"), Default::default());

@@ -391,34 +391,3 @@ async fn the_stable_ingress_and_the_other_backends_are_left_alone() {
     );
     assert_eq!(refs[2], json!({"name": "extra", "port": 80}), "{route}");
 }
-
-#[tokio::test]
-async fn a_missing_virtual_service_holds_the_rollout_with_a_traffic_routing_error() {
-    let (server, client, _prom, _rsc) =
-        deployed_with(CrdSet::Argo, Answer::Scalar(1.0), &routed(Istio)).await;
-    let daemon = harness::spawn(client.clone(), config()).await;
-    eventually(
-        WAIT,
-        "a TrafficRoutingError Event naming the VirtualService",
-        || {
-            let client = client.clone();
-            async move {
-                let found = events(&client).await.iter().any(|(reason, note)| {
-                    reason == "TrafficRoutingError"
-                        && note == "VirtualService default/web-vsvc not found"
-                });
-                found.then_some(())
-            }
-        },
-    )
-    .await;
-    daemon.stop().await;
-    let s = status(&server);
-    assert!(
-        s.canary
-            .weights
-            .as_ref()
-            .is_none_or(|w| w.canary.weight == 0),
-        "no weight is claimed while the router is missing: {s:?}"
-    );
-}

@@ -10,6 +10,7 @@ mod daemon_handover;
 mod daemon_jobs;
 mod daemon_restart;
 mod daemon_rollout_errors;
+mod daemon_rollout_invalid;
 mod daemon_rollout_parity;
 mod daemon_rollout_writes;
 mod daemon_rollouts;

@@ -295,8 +295,9 @@ fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
     ]);
     assert!(
         stderr.contains(
-            "tests/fixtures/rehearse/checkout.yaml:35: Rollout/checkout: \
-             spec.strategy.canary.steps[1].analysis.templates[0]: AnalysisTemplate \"success-rate\" not found"
+            "tests/fixtures/rehearse/checkout.yaml:34: Rollout/checkout: \
+             spec.strategy.canary.steps[1].analysis.templates: Invalid value: \"success-rate\": \
+             AnalysisTemplate 'success-rate' not found"
         ),
         "{}",
         stderr
@@ -304,9 +305,9 @@ fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
 }
 
 #[test]
-fn a_router_object_that_does_not_fit_the_rollout_is_bad_input_named_by_file_line_and_object() {
-    // The VirtualService among the files has no route named `primary`, which the Rollout names: the routers
-    // cannot be brought to the running version's weight, as Argo's controller could not.
+fn a_router_object_that_does_not_fit_the_rollout_is_invalid_spec_as_in_the_daemon() {
+    // The VirtualService among the files has no route named `primary`, which the Rollout names: InvalidSpec
+    // before anything is acted on, as the daemon (and Argo's ValidateVirtualService) finds it.
     let fixture =
         std::fs::read_to_string("tests/fixtures/rehearse/checkout.yaml").expect("the fixture");
     assert!(fixture.contains("  - name: primary\n"));
@@ -331,10 +332,9 @@ fn a_router_object_that_does_not_fit_the_rollout_is_bad_input_named_by_file_line
     ]);
     assert_eq!(
         stderr.trim(),
-        format!(
-            "canaryd: traffic routing: {file}:53: VirtualService shop/checkout: \
-             HTTP Route 'primary' is not found in the defined Virtual Service."
-        )
+        "canaryd: the Rollout's running version does not become Healthy on its own (Degraded: InvalidSpec: \
+         The Rollout \"checkout\" is invalid: spec.strategy.canary.trafficRouting.istio.virtualService.name: \
+         Invalid value: \"checkout\": HTTP Route 'primary' is not found in the defined Virtual Service.)"
     );
 }
 

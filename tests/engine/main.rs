@@ -15,6 +15,7 @@ mod rollout_act;
 mod rollout_analysis;
 mod rollout_parity;
 mod rollout_planner;
+mod rollout_references;
 mod rollout_scenarios;
 mod rollout_traffic;
 mod routing_golden;

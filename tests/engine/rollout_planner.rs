@@ -324,7 +324,7 @@ fn unsupported_strategies_and_missing_templates_are_invalid_spec_never_a_crash()
     let plan = c.reconcile(at(0));
     assert!(
         plan.status.message.contains(
-            "spec.strategy.canary.analysis.templates[0]: AnalysisTemplate \"later\" not found"
+            "spec.strategy.canary.analysis.templates: Invalid value: \"later\": AnalysisTemplate 'later' not found"
         ),
         "{}",
         plan.status.message

@@ -426,10 +426,13 @@ fn routers_canaryd_does_not_drive_and_set_canary_scale_without_one_are_invalid_s
     );
 }
 
+/// `maxTrafficWeight: max`, through NGINX: Argo allows another total only with NGINX and the plugins.
 fn with_max_traffic_weight(c: &mut MemoryCluster, max: i32) {
     let canary = c.rollout.spec.strategy.as_mut().unwrap().canary.as_mut();
     let routing = canary.unwrap().traffic_routing.as_mut().unwrap();
     routing.max_traffic_weight = Some(max);
+    routing.istio = None;
+    routing.nginx = Some(serde_json::from_value(json!({"stableIngress": "web"})).unwrap());
 }
 
 #[test]
@@ -467,7 +470,7 @@ fn set_weight_is_checked_against_max_traffic_weight_as_argo_does() {
     let plan = c.reconcile(at(0));
     assert!(
         plan.status.message.ends_with(
-            "spec.strategy.canary.steps[0].setWeight: SetWeight must be between 0 and 10"
+            "spec.strategy.canary.steps[0].setWeight: Invalid value: 50: SetWeight must be between 0 and 10"
         ),
         "{}",
         plan.status.message

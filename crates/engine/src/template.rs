@@ -46,6 +46,16 @@ impl Finding {
         }
     }
 
+    /// Argo's `field.Invalid`: an error whose message shows the value found, as the API server words it
+    /// (`Invalid value: "web-stable": ...`); `value` is already formatted (a string quoted, a number bare).
+    pub fn invalid(
+        path: impl Into<String>,
+        value: &str,
+        message: impl std::fmt::Display,
+    ) -> Finding {
+        Finding::error(path, format!("Invalid value: {value}: {message}"))
+    }
+
     pub fn error(path: impl Into<String>, message: impl Into<String>) -> Finding {
         Finding {
             severity: Severity::Error,

@@ -99,15 +99,19 @@ pub fn check_templates(
             } else {
                 "AnalysisTemplate"
             };
-            out.push(Finding {
-                severity: missing,
-                path: format!("{path}.templates[{i}]"),
-                message: match missing {
-                    Severity::Warning => format!(
+            out.push(match missing {
+                Severity::Warning => Finding::warning(
+                    format!("{path}.templates[{i}]"),
+                    format!(
                         "{kind} {name:?} is not among the given files; it must exist in the cluster"
                     ),
-                    Severity::Error => format!("{kind} {name:?} not found"),
-                },
+                ),
+                // Argo's getReferencedAnalysisTemplatesFromRef, on the list's field.
+                Severity::Error => Finding::invalid(
+                    format!("{path}.templates"),
+                    &format!("{name:?}"),
+                    format!("{kind} '{name}' not found"),
+                ),
             });
         }
     }

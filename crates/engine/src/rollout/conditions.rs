@@ -128,6 +128,32 @@ pub fn create_refused(
     (status, message)
 }
 
+/// Argo's createInvalidRolloutCondition: `prev` with the InvalidSpec condition saying `error` (Argo's
+/// `The Rollout "NAME" is invalid: ...`; replaced, times and all, when the message changes), observedGeneration,
+/// phase (Degraded) and message worked out again; nothing else changes. For the planner's spec checks and for a
+/// Rollout that cannot be decoded at all (`rollout` then holds only its metadata).
+pub fn invalid_spec(
+    rollout: &Rollout,
+    mut prev: RolloutStatus,
+    error: &str,
+    now: Timestamp,
+) -> RolloutStatus {
+    let name = rollout.metadata.name.as_deref().unwrap_or_default();
+    let message = format!("The Rollout {name:?} is invalid: {error}");
+    if get(&prev, INVALID_SPEC).is_some_and(|c| c.message != message) {
+        remove(&mut prev, INVALID_SPEC);
+    }
+    set(
+        &mut prev,
+        condition(INVALID_SPEC, "True", INVALID_SPEC, &message, now),
+    );
+    prev.observed_generation = rollout.metadata.generation.unwrap_or(0).to_string();
+    let (phase, shown) = phase(&rollout.spec, &prev);
+    prev.phase = phase.to_string();
+    prev.message = shown;
+    prev
+}
+
 /// Argo's IsFullyPromoted for a canary: the stable ReplicaSet is the current one.
 pub fn fully_promoted(status: &RolloutStatus) -> bool {
     status.stable_rs == status.current_pod_hash

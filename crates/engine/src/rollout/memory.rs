@@ -120,11 +120,13 @@ impl MemoryCluster {
     /// Plans one reconcile at `now` without applying it.
     pub fn plan(&self, now: Timestamp) -> Plan {
         let lookup = |r: &AnalysisTemplateRef| self.templates.get(&template_key(r));
+        let routers = self.routers.read(&self.rollout);
         plan(&Observed {
             rollout: &self.rollout,
             replica_sets: &self.replica_sets,
             analysis_runs: &self.analysis_runs,
             services: &self.services,
+            routers: &routers,
             pods: Some(&self.pods),
             templates: &lookup,
             instance_id: self.instance_id.as_deref(),
@@ -477,6 +479,7 @@ impl reconcile_loop::Cluster for MemoryCluster {
             replica_sets: std::mem::take(&mut self.replica_sets),
             analysis_runs: std::mem::take(&mut self.analysis_runs),
             services: std::mem::take(&mut self.services),
+            routers: self.routers.read(&self.rollout),
             templates: std::mem::take(&mut self.templates),
             pods: Some(std::mem::take(&mut self.pods)),
             now: self.clock,

@@ -21,6 +21,7 @@ mod pause;
 mod persist;
 mod plan;
 pub mod reconcile_loop;
+pub mod references;
 mod restart;
 mod rollback;
 mod runs;
@@ -57,6 +58,8 @@ pub struct Observed<'a> {
     pub replica_sets: &'a [ReplicaSet],
     pub analysis_runs: &'a [AnalysisRun],
     pub services: &'a [Service],
+    /// The router objects it names, as read (`routing::RouterObject`): checked before anything is acted on.
+    pub routers: &'a [crate::routing::RouterObject],
     /// The pods of those ReplicaSets (controller ownerReference to one of them), read to restart them and to
     /// relabel them with canaryMetadata/stableMetadata; `None` when they were not read: a `restartAt` then
     /// waits, "rollout is restarting", and evicts nothing, and no pod is relabelled.

@@ -10,7 +10,7 @@ use super::conditions::{self as cond, CANARY_PAUSE_STEP};
 use super::context::Reconcile;
 use super::hash;
 use super::steps::{self, pause_seconds};
-use super::{Observed, Plan, Write, basic_canary, spec};
+use super::{Observed, Plan, Write, basic_canary, references, spec};
 use crate::api::AnalysisPhase;
 use crate::api::rollout::RolloutStatus;
 use crate::template::Severity;
@@ -170,68 +170,29 @@ impl Reconcile<'_, '_> {
         self.status = Some(status);
     }
 
-    /// The Rollout's own checks, then those that need its templates and Services.
+    /// Argo's getRolloutValidationErrors: the Rollout's own checks, then those of the objects it names as read
+    /// (its Services, its analysis templates, then its router objects); the first error.
     fn validate(&self) -> Result<(), String> {
-        let mut findings = spec::check(self.o.rollout);
+        let rollout = self.o.rollout;
+        let mut findings = spec::check(rollout);
+        findings.extend(references::services(rollout, self.o.services));
         findings.extend(analysis::template_findings(
-            self.o.rollout,
+            rollout,
             self.o.templates,
             Severity::Error,
         ));
-        if let Some(canary) = self.canary {
-            for (field, name) in [
-                ("canaryService", &canary.canary_service),
-                ("stableService", &canary.stable_service),
-            ] {
-                let Some(name) = name else { continue };
-                match self
-                    .o
-                    .services
-                    .iter()
-                    .find(|s| s.metadata.name.as_deref() == Some(name))
-                {
-                    None => findings.push(finding(field, format!("service {name:?} not found"))),
-                    Some(svc) => {
-                        let owner = svc
-                            .metadata
-                            .annotations
-                            .as_ref()
-                            .and_then(|a| a.get(super::MANAGED_BY_ANNOTATION));
-                        if owner.is_some_and(|o| *o != self.name) {
-                            findings.push(finding(
-                                field,
-                                format!("Service {name:?} is managed by another Rollout"),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
+        findings.extend(references::routers(rollout, self.o.routers));
         match findings.into_iter().find(|f| f.severity == Severity::Error) {
             Some(f) => Err(format!("{}: {}", f.path, f.message)),
             None => Ok(()),
         }
     }
 
-    /// The InvalidSpec condition (replaced when the reason changes), phase Degraded; nothing else moves.
-    /// Looked at again in 20 s, as Argo does: a missing template or Service may have appeared.
+    /// The InvalidSpec condition (`conditions::invalid_spec`), phase Degraded; nothing else moves. Looked at
+    /// again in 20 s, as Argo does: a missing template or Service may have appeared.
     fn invalid(&mut self, message: String) {
-        let text = format!("The Rollout {:?} is invalid: {message}", self.name);
-        let mut status = self.prev.clone();
-        if cond::get(&status, cond::INVALID_SPEC).is_some_and(|c| c.message != text) {
-            cond::remove(&mut status, cond::INVALID_SPEC);
-        }
-        cond::set(
-            &mut status,
-            cond::condition(
-                cond::INVALID_SPEC,
-                "True",
-                cond::INVALID_SPEC,
-                &text,
-                self.o.now,
-            ),
-        );
-        self.finish_status_only(status);
+        let status = cond::invalid_spec(self.o.rollout, self.prev.clone(), &message, self.o.now);
+        self.status = Some(status);
         if let Ok(at) = self.o.now.checked_add(jiff::SignedDuration::from_secs(20)) {
             self.wake_at(at);
         }
@@ -460,13 +421,5 @@ impl Reconcile<'_, '_> {
             );
             self.event(cond::ROLLOUT_COMPLETED, message);
         }
-    }
-}
-
-fn finding(field: &str, message: String) -> crate::template::Finding {
-    crate::template::Finding {
-        severity: Severity::Error,
-        path: format!("spec.strategy.canary.{field}"),
-        message,
     }
 }

@@ -18,6 +18,7 @@ use super::{Event, Observed, Plan, Route, Write, plan};
 use crate::api::reasons::rollout as reasons;
 use crate::api::rollout::RolloutStatus;
 use crate::api::{AnalysisRun, AnalysisTemplateRef, AnalysisTemplateSpec, Rollout};
+use crate::routing::RouterObject;
 
 /// Reads and plans of one reconcile at most, when writes keep meeting changes.
 pub const ATTEMPTS: usize = 3;
@@ -46,6 +47,8 @@ pub struct Snapshot {
     pub analysis_runs: Vec<AnalysisRun>,
     /// The canary and stable Services it names that exist.
     pub services: Vec<Service>,
+    /// The router objects its traffic routing names, as far as they were read.
+    pub routers: Vec<RouterObject>,
     /// The analysis templates its steps and background analysis name, nested ones included.
     pub templates: Templates,
     /// Its pods, read only while a restart is due (`restart_due`); `None` when not read.
@@ -72,6 +75,7 @@ impl Snapshot {
             replica_sets: &self.replica_sets,
             analysis_runs: &self.analysis_runs,
             services: &self.services,
+            routers: &self.routers,
             pods: self.pods.as_deref().filter(|_| how.restart),
             templates: &lookup,
             instance_id: how.instance_id,

@@ -99,7 +99,13 @@ pub fn check(rollout: &Rollout) -> Vec<Finding> {
         .selector
         .as_ref()
         .is_some_and(|s| s.match_expressions.as_ref().is_some_and(|e| !e.is_empty()));
-    if selector_labels.is_none_or(|l| l.is_empty())
+    if spec.selector.is_none() && spec.workload_ref.is_none() {
+        // Argo's ValidateRolloutSpec: field.Required.
+        out.push(error(
+            "spec.selector",
+            "Required value: Rollout has missing field '.spec.selector'",
+        ));
+    } else if selector_labels.is_none_or(|l| l.is_empty())
         && !has_expressions
         && spec.workload_ref.is_none()
     {
@@ -188,6 +194,18 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
         out.push(error(
             format!("{path}.stableService"),
             "This rollout uses the same service for the stable and canary services, but two different services are required.",
+        ));
+    }
+    // Argo's ValidateRolloutStrategyCanary: only NGINX and the plugins scale to another total.
+    if let Some(routing) = &canary.traffic_routing
+        && let Some(max) = routing.max_traffic_weight
+        && routing.nginx.is_none()
+        && routing.plugins.as_ref().is_none_or(|p| p.is_empty())
+    {
+        out.push(Finding::invalid(
+            format!("{path}.trafficRouting.maxTrafficWeight"),
+            &max.to_string(),
+            "Canary maxTrafficWeight in traffic routing only supported in Nginx and Plugins",
         ));
     }
     let steps = canary.steps.as_deref().unwrap_or_default();
@@ -314,16 +332,18 @@ fn check_step(step: &CanaryStep, at: &str, routed: bool, max_weight: i32, out: &
     if let Some(w) = step.set_weight
         && !(0..=max_weight).contains(&w)
     {
-        out.push(error(
+        out.push(Finding::invalid(
             format!("{at}.setWeight"),
+            &w.to_string(),
             format!("SetWeight must be between 0 and {max_weight}"),
         ));
     }
     if let Some(pause) = &step.pause {
         match pause_seconds(pause.duration.as_ref()) {
             Err(e) => out.push(error(format!("{at}.pause.duration"), e)),
-            Ok(Some(s)) if s < 0 => out.push(error(
+            Ok(Some(s)) if s < 0 => out.push(Finding::invalid(
                 format!("{at}.pause.duration"),
+                &s.to_string(),
                 "Pause duration must be >= 0",
             )),
             Ok(_) => {}
@@ -427,7 +447,7 @@ mod tests {
             "{found:#?}"
         );
         assert!(has(
-            "spec.strategy.canary.steps[0].setWeight: SetWeight must be between 0 and 100"
+            "spec.strategy.canary.steps[0].setWeight: Invalid value: 120: SetWeight must be between 0 and 100"
         ));
         assert!(has(
             "spec.strategy.canary.steps[1]: Step must have only one action set, found setWeight, pause"

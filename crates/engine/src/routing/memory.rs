@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::api::Rollout;
 use crate::rollout::Route;
-use crate::routing::{self, Desired, Routing, RoutingError, Target};
+use crate::routing::{self, Desired, RouterObject, Routing, RoutingError, Target};
 
 /// One router object and its destinations' weights, as written at a step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -48,10 +48,13 @@ fn named<'a>(
     kind: &str,
     name: &str,
 ) -> Option<&'a mut (String, Value)> {
-    objects.iter_mut().find(|(_, o)| {
-        o.get("kind").and_then(Value::as_str) == Some(kind)
-            && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
-    })
+    objects.iter_mut().find(|(_, o)| is(o, kind, name))
+}
+
+/// Whether `object` is the `kind` named `name`.
+fn is(object: &Value, kind: &str, name: &str) -> bool {
+    object.get("kind").and_then(Value::as_str) == Some(kind)
+        && object.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
 }
 
 impl Routers {
@@ -75,6 +78,28 @@ impl Routers {
 
     pub fn is_empty(&self) -> bool {
         self.routing.is_none()
+    }
+
+    /// The router objects `rollout` names that are among the files, as the planner checks them before acting
+    /// (one not among the files is not checked: it may be in the cluster).
+    pub fn read(&self, rollout: &Rollout) -> Vec<RouterObject> {
+        let Some(routing) = &self.routing else {
+            return Vec::new();
+        };
+        let d = Desired::new(rollout, routing, 0, "", "");
+        routing::targets(routing, &d)
+            .into_iter()
+            .filter_map(|target| {
+                let (kind, name) = (target.kind(), target.read_name());
+                let (_, object) = self.objects.iter().find(|(_, o)| is(o, kind, name))?;
+                Some(RouterObject {
+                    kind,
+                    namespace: target.namespace().to_string(),
+                    name: name.to_string(),
+                    object: Some(object.clone()),
+                })
+            })
+            .collect()
     }
 
     /// What each router shows since the last route.

@@ -12,7 +12,7 @@ pub mod memory;
 pub mod nginx;
 mod targets;
 
-pub use targets::{Target, targets};
+pub use targets::{RouterObject, Target, targets};
 
 use serde_json::{Map, Value};
 

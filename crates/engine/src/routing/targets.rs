@@ -11,6 +11,16 @@ use crate::api::traffic_routing::{
     GatewayApiTrafficRouting, IstioDestinationRule, IstioVirtualService, NginxTrafficRouting,
 };
 
+/// A router object a Rollout names, as one reconcile read it before acting on anything: `object` is `None`
+/// when it does not exist. A driver lists only what it read (a rehearsal, the objects among its files).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouterObject {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub object: Option<Value>,
+}
+
 /// One router object to bring to the weight.
 #[derive(Debug, Clone, Copy)]
 pub enum Target<'r> {
@@ -56,6 +66,23 @@ impl<'r> Target<'r> {
             | Target::CanaryIngress { namespace, .. }
             | Target::HttpRoute { namespace, .. } => namespace,
         }
+    }
+
+    /// The object read before anything is acted on (Argo's getRolloutReferencedResources): the one written,
+    /// but for NGINX the stable Ingress the canary one is made from.
+    pub fn read_name(&self) -> &'r str {
+        match self {
+            Target::DestinationRule { config, .. } => &config.name,
+            Target::VirtualService { name, .. } | Target::HttpRoute { name, .. } => name,
+            Target::CanaryIngress { stable, .. } => stable,
+        }
+    }
+
+    /// What `read` holds of the object [`Target::read_name`] names; `None` when it was not read.
+    pub fn read_in<'o>(&self, read: &'o [RouterObject]) -> Option<&'o RouterObject> {
+        read.iter().find(|o| {
+            o.kind == self.kind() && o.namespace == self.namespace() && o.name == self.read_name()
+        })
     }
 
     /// The object written; for the canary Ingress `<rollout>-<stable>-canary`.
