@@ -5,8 +5,10 @@
 //! are `engine::rollout`'s, so validate and the daemon refuse the same Rollouts.
 
 use crate::api::Rollout;
+use crate::api::rollout::{CANARY_FIELDS, SPEC_FIELDS, STRATEGY_FIELDS};
 use crate::engine::compose::Lookup;
 use crate::engine::rollout::{analysis, spec};
+use crate::engine::suggest::closest;
 use crate::engine::template::{Finding, Severity};
 
 /// Every finding for one Rollout.
@@ -30,25 +32,32 @@ pub fn check(rollout: &Rollout, lookup: &Lookup<'_>) -> Vec<Finding> {
 }
 
 /// Fields of the spec, strategy and canary strategy that Argo's Rollout does not have (a misspelling is
-/// otherwise kept silently, as the API server would prune it).
+/// otherwise kept silently, as the API server would prune it), with the nearest field of that level.
 fn unknown_fields(rollout: &Rollout) -> Vec<Finding> {
     let spec = &rollout.spec;
     let strategy = spec.strategy.as_ref();
     let canary = spec.canary();
     let places = [
-        ("spec", Some(&spec.rest)),
-        ("spec.strategy", strategy.map(|s| &s.rest)),
-        ("spec.strategy.canary", canary.map(|c| &c.rest)),
+        ("spec", Some(&spec.rest), SPEC_FIELDS),
+        ("spec.strategy", strategy.map(|s| &s.rest), STRATEGY_FIELDS),
+        (
+            "spec.strategy.canary",
+            canary.map(|c| &c.rest),
+            CANARY_FIELDS,
+        ),
     ];
-    places
-        .into_iter()
-        .filter_map(|(path, rest)| rest.map(|r| (path, r)))
-        .flat_map(|(path, rest)| {
-            rest.keys().map(move |key| Finding {
+    let mut out = Vec::new();
+    for (path, rest, known) in places {
+        for key in rest.into_iter().flat_map(|r| r.keys()) {
+            let hint = closest(key, known.iter().copied())
+                .map(|k| format!(", did you mean {k:?}?"))
+                .unwrap_or_default();
+            out.push(Finding {
                 severity: Severity::Error,
                 path: format!("{path}.{key}"),
-                message: format!("unknown field {key:?}"),
-            })
-        })
-        .collect()
+                message: format!("unknown field {key:?}{hint}"),
+            });
+        }
+    }
+    out
 }

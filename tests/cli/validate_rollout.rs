@@ -48,7 +48,7 @@ fn rollout_mistakes_are_each_named_on_their_line() {
                 "{f}:40: {steps}[5].analysis.templates[0]: warning: AnalysisTemplate \"elsewhere\" is not among the given files; it must exist in the cluster"
             ),
             format!(
-                "{f}:54: Rollout/typo: spec.strategy.canary.canarySevice: unknown field \"canarySevice\""
+                "{f}:54: Rollout/typo: spec.strategy.canary.canarySevice: unknown field \"canarySevice\", did you mean \"canaryService\"?"
             ),
         ]
     );

@@ -23,6 +23,7 @@ pub mod progressive;
 pub mod rollout;
 pub mod routing;
 pub mod scrub;
+pub mod suggest;
 pub mod template;
 pub mod timeexpr;
 pub mod value;

@@ -79,8 +79,12 @@ fn unknown_fields(written: &Value, kept: &Value, path: &str, out: &mut Vec<Field
     }
 }
 
-/// ", did you mean \"interval\"?" when a known field name is one or two edits away.
+/// ", did you mean \"interval\"?" when a known field name is near; for a field that exists, but at another
+/// level (`provider` written beside `metrics`), that it is misplaced.
 fn suggestion(key: &str) -> String {
+    if KNOWN_FIELDS.contains(&key) {
+        return ": it is a field of another level here, check its indentation".to_string();
+    }
     match closest_field(key) {
         Some(s) => format!(", did you mean {s:?}?"),
         None => String::new(),
@@ -176,28 +180,7 @@ const KNOWN_FIELDS: &[&str] = &[
 ];
 
 fn closest_field(key: &str) -> Option<&'static str> {
-    let lower = key.to_ascii_lowercase();
-    KNOWN_FIELDS
-        .iter()
-        .copied()
-        .map(|f| (edit_distance(&lower, &f.to_ascii_lowercase()), f))
-        .filter(|(d, f)| *d <= 2 && *d < f.len() / 2 + 1)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, f)| f)
-}
-
-pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
+    crate::suggest::closest(key, KNOWN_FIELDS.iter().copied())
 }
 
 pub fn join(path: &str, key: &str) -> String {
@@ -233,6 +216,18 @@ mod tests {
                     "unknown field \"adress\", did you mean \"address\"?"
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn a_known_field_at_the_wrong_level_is_called_misplaced_not_misspelled() {
+        let value = json!({"name": "m", "prometheus": {"query": "up"}, "provider": {}});
+        let (_, unknown) = decode::<crate::api::Metric>(&value).expect("decodes");
+        assert_eq!(
+            unknown.first().map(|u| u.message.as_str()),
+            Some(
+                "unknown field \"prometheus\": it is a field of another level here, check its indentation"
+            )
         );
     }
 

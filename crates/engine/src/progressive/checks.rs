@@ -12,7 +12,6 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::Flag;
 use super::steps::{self, App, Assignment, Match, Pace};
 use crate::api::appset::{ApplicationSetSpec, RollingSyncStep};
-use crate::api::decode::edit_distance;
 use crate::template::Finding;
 
 const STRATEGY: &str = "spec.strategy";
@@ -366,20 +365,8 @@ pub fn misspelled(spec: &ApplicationSetSpec) -> Vec<Finding> {
 
 /// ` (did you mean "environment"?)` from the label keys that exist: an abbreviation or near-miss.
 fn did_you_mean(key: &str, keys: &BTreeSet<&str>) -> String {
-    let lower = key.to_ascii_lowercase();
-    let score = |k: &str| {
-        let k = k.to_ascii_lowercase();
-        if k.starts_with(&lower) || lower.starts_with(&k) || k.ends_with(&lower) {
-            Some(0)
-        } else {
-            let d = edit_distance(&lower, &k);
-            (d <= 2).then_some(d)
-        }
-    };
-    keys.iter()
-        .filter_map(|k| score(k).map(|s| (s, *k)))
-        .min()
-        .map(|(_, k)| format!(" (did you mean {k:?}?)"))
+    crate::suggest::closest(key, keys.iter().copied())
+        .map(|k| format!(" (did you mean {k:?}?)"))
         .unwrap_or_default()
 }
 

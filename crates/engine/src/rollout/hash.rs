@@ -2,7 +2,8 @@
 //! canaryd's hash is FNV-32a over the template's canonical JSON (keys sorted), encoded with Kubernetes'
 //! safe alphabet as Argo's is; it does not reproduce Argo's bytes (those depend on Go struct order), so a
 //! ReplicaSet created by Argo Rollouts is recognised by comparing templates instead, as Argo does: the hash
-//! label ignored and the Rollout's template defaulted as the API server defaults the ReplicaSet's. Owns identity only: it never decides what to do with a match.
+//! label ignored and the Rollout's template defaulted as the API server defaults the ReplicaSet's. Owns
+//! identity only: it never decides what to do with a match.
 
 use serde_json::Value;
 

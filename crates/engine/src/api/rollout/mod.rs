@@ -249,6 +249,44 @@ impl CanaryStrategy {
     }
 }
 
+/// The fields Argo's Rollout CRD (v1alpha1) declares at `spec`, `spec.strategy` and `spec.strategy.canary`:
+/// what a field written there that canaryd's types keep aside (`rest`) is compared with for "did you mean".
+pub const SPEC_FIELDS: &[&str] = &[
+    "analysis",
+    "minReadySeconds",
+    "paused",
+    "progressDeadlineAbort",
+    "progressDeadlineSeconds",
+    "replicas",
+    "restartAt",
+    "revisionHistoryLimit",
+    "rollbackWindow",
+    "selector",
+    "strategy",
+    "template",
+    "workloadRef",
+];
+pub const STRATEGY_FIELDS: &[&str] = &["blueGreen", "canary"];
+pub const CANARY_FIELDS: &[&str] = &[
+    "abortScaleDownDelaySeconds",
+    "analysis",
+    "antiAffinity",
+    "canaryMetadata",
+    "canaryService",
+    "dynamicStableScale",
+    "maxSurge",
+    "maxUnavailable",
+    "minPodsPerReplicaSet",
+    "pingPong",
+    "replicaProgressThreshold",
+    "scaleDownDelayRevisionLimit",
+    "scaleDownDelaySeconds",
+    "stableMetadata",
+    "stableService",
+    "steps",
+    "trafficRouting",
+];
+
 /// A step's analysis (`steps[].analysis`); background analysis adds `startingStep`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
