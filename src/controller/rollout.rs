@@ -38,9 +38,6 @@ use crate::routers::ApiRouter;
 /// lets the status write's own watch event start the next), so the next step is planned at once.
 const AGAIN: Duration = Duration::from_millis(50);
 
-/// How long a Rollout whose traffic router could not be written waits before trying again.
-const ROUTER_RETRY: Duration = Duration::from_secs(10);
-
 /// How long a reconcile whose every attempt met a change waits before trying again.
 const CONTENDED: Duration = Duration::from_secs(1);
 
@@ -111,9 +108,9 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
         reconcile_loop::Reconciliation::Planned { plan, .. } => {
             requeue_at(plan.wake_at, ctx.clock.now())
         }
-        reconcile_loop::Reconciliation::Unrouted { .. } => {
-            ctx.metrics.reconcile_error("traffic_routing");
-            Next::After(ROUTER_RETRY)
+        // A failed reconcile, as Argo's `reconcileTrafficRouting` error is: retried after the Rollout's backoff.
+        reconcile_loop::Reconciliation::Unrouted { error, .. } => {
+            return Err(ReconcileError::TrafficRouting(error));
         }
         // Something keeps changing under the plans: let it settle rather than spin.
         reconcile_loop::Reconciliation::Contended => Next::After(CONTENDED),
