@@ -14,5 +14,6 @@ mod daemon_rollout_writes;
 mod daemon_rollouts;
 mod daemon_rollouts_kubectl;
 mod daemon_routing;
+mod daemon_run_events;
 mod daemon_runs;
 mod run_parity;

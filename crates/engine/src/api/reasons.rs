@@ -27,6 +27,31 @@ pub fn analysis_run(phase: crate::api::AnalysisPhase) -> &'static str {
     }
 }
 
+/// The Event reason of a metric of an AnalysisRun completing in `phase` ("Metric" and the phase, as Argo
+/// Rollouts' `assessRunStatus` names them).
+pub fn metric(phase: crate::api::AnalysisPhase) -> &'static str {
+    use crate::api::AnalysisPhase::*;
+    match phase {
+        Pending => "MetricPending",
+        Running => "MetricRunning",
+        Successful => "MetricSuccessful",
+        Failed => "MetricFailed",
+        Error => "MetricError",
+        Inconclusive => "MetricInconclusive",
+    }
+}
+
+/// The note of the Event of an AnalysisRun completing in `phase` (Argo's
+/// `recordAnalysisRunCompletionEvent`).
+pub fn run_completed(phase: crate::api::AnalysisPhase) -> String {
+    format!("Analysis Completed. Result: {phase}")
+}
+
+/// The note of the Event of a run's metric `name` completing in `phase` (Argo's `assessRunStatus`).
+pub fn metric_completed(name: &str, phase: crate::api::AnalysisPhase) -> String {
+    format!("Metric '{name}' Completed. Result: {phase}")
+}
+
 /// The message of a run stopped by `spec.terminate` (or by the end of a backtest), as Argo writes it.
 pub const RUN_TERMINATED: &str = "Run Terminated";
 /// The message of an in-flight measurement closed because the run is terminating, as Argo writes it.
