@@ -175,16 +175,22 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         }
     }
 
-    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<(), String> {
+    async fn route(
+        &mut self,
+        seen: &Snapshot,
+        route: &Route,
+    ) -> Result<Vec<rollout::Event>, String> {
         let router = ApiRouter::new(self.ctx.client.clone());
         let changes = router
             .apply(&seen.rollout, route, &seen.replica_sets)
             .await
             .map_err(|e| e.to_string())?;
+        let mut announced = Vec::new();
         for change in changes {
             info!(rollout = %shown(&self.namespace, &self.name), %change, "traffic");
+            announced.extend(change.announced);
         }
-        Ok(())
+        Ok(announced)
     }
 
     async fn store_status(

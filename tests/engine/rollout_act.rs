@@ -89,7 +89,7 @@ impl<const COALESCE: bool> reconcile_loop::Cluster for Faulty<COALESCE> {
         self.sim.make(seen, write).await
     }
 
-    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<(), String> {
+    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<Vec<Event>, String> {
         match &self.router_down {
             Some(message) => Err(message.clone()),
             None => self.sim.route(seen, route).await,

@@ -108,4 +108,12 @@ pub mod rollout {
     pub const TRAFFIC_WEIGHT_UPDATED: &str = "TrafficWeightUpdated";
     /// A Warning: a traffic router refused or failed the write; the message is the router's error.
     pub const TRAFFIC_ROUTING_ERROR: &str = "TrafficRoutingError";
+    /// Argo's Istio router updated a DestinationRule's subsets (`UpdateHash`).
+    pub const UPDATED_DESTINATION_RULE: &str = "UpdatedDestinationRule";
+    /// Argo's Istio router updated a VirtualService (`SetWeight`); the space is Argo's.
+    pub const UPDATED_VIRTUAL_SERVICE: &str = "Updated VirtualService";
+    /// Argo's NGINX router creates the canary Ingress.
+    pub const CREATING_CANARY_INGRESS: &str = "CreatingCanaryIngress";
+    /// Argo's NGINX router patches the canary Ingress.
+    pub const PATCHING_CANARY_INGRESS: &str = "PatchingCanaryIngress";
 }

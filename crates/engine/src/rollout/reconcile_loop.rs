@@ -122,12 +122,13 @@ pub trait Cluster {
         write: &Write,
     ) -> impl Future<Output = Result<Made, Self::Error>> + Send;
 
-    /// Brings the traffic routers to `route`; the error is a message for the Rollout's Event.
+    /// Brings the traffic routers to `route`: the Events of the objects it wrote, in order
+    /// ([`Target::written`](crate::routing::Target::written)); the error is a message for the Rollout's Event.
     fn route(
         &mut self,
         seen: &Snapshot,
         route: &Route,
-    ) -> impl Future<Output = Result<(), String>> + Send;
+    ) -> impl Future<Output = Result<Vec<Event>, String>> + Send;
 
     /// Stores `status` over the one `seen` holds (the Rollout's own writes of this reconcile included).
     fn store_status(
@@ -220,19 +221,24 @@ async fn step<C: Cluster + Send>(
     }
     // Traffic after the ReplicaSets' creation and the Services' selectors, before analysis and scaling, in
     // Argo's order.
-    if let Some(route) = &plan.route
-        && let Err(error) = cluster.route(seen, route).await
-    {
-        let failed = Event {
-            reason: reasons::TRAFFIC_ROUTING_ERROR.to_string(),
-            message: error.clone(),
-            warning: true,
-        };
-        cluster.publish(&seen.rollout, &[failed]);
-        return Ok(Stepped::Done(Box::new(Reconciliation::Unrouted {
-            plan,
-            error,
-        })));
+    // The routers' Events are published once their writes are made, as Argo's routers record them.
+    if let Some(route) = &plan.route {
+        match cluster.route(seen, route).await {
+            Ok(written) if written.is_empty() => {}
+            Ok(written) => cluster.publish(&seen.rollout, &written),
+            Err(error) => {
+                let failed = Event {
+                    reason: reasons::TRAFFIC_ROUTING_ERROR.to_string(),
+                    message: error.clone(),
+                    warning: true,
+                };
+                cluster.publish(&seen.rollout, &[failed]);
+                return Ok(Stepped::Done(Box::new(Reconciliation::Unrouted {
+                    plan,
+                    error,
+                })));
+            }
+        }
     }
     if !make(cluster, seen, after, &mut tally).await? {
         return Ok(Stepped::Changed);
