@@ -261,6 +261,7 @@ async fn report_refused_create(
         reason: reasons::FAILED_RS_CREATE.to_string(),
         message,
         warning: true,
+        after_write: None,
     };
     publish(ctx, rollout, &[refused]);
 }

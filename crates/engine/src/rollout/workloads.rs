@@ -73,7 +73,7 @@ impl Reconcile<'_, '_> {
             self.writes.push(Write::RolloutRevision {
                 revision: revision.clone(),
             });
-            self.event(
+            self.told_write(
                 cond::ROLLOUT_UPDATED,
                 format!("Rollout updated to revision {revision}"),
             );
@@ -151,7 +151,7 @@ impl Reconcile<'_, '_> {
         };
         self.writes.push(Write::CreateReplicaSet(Box::new(rs)));
         self.set_rollout_revision(revision.clone());
-        self.event(
+        self.told_write(
             cond::NEW_RS_CREATED,
             format!("Created ReplicaSet {name} (revision {revision})"),
         );
@@ -318,7 +318,7 @@ impl Reconcile<'_, '_> {
             replicas,
             desired: self.replicas,
         });
-        self.event(cond::SCALING_REPLICA_SET, message);
+        self.told_write(cond::SCALING_REPLICA_SET, message);
         true
     }
 
@@ -456,6 +456,6 @@ impl Reconcile<'_, '_> {
             hash: target.hash.clone(),
             rollout: self.name.clone(),
         });
-        self.event(cond::SWITCH_SERVICE, message);
+        self.told_write(cond::SWITCH_SERVICE, message);
     }
 }

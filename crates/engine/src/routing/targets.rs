@@ -152,6 +152,7 @@ impl<'r> Target<'r> {
             reason: reason.to_string(),
             message,
             warning: false,
+            after_write: None,
         })
     }
 }
