@@ -58,6 +58,9 @@ pub trait Reconciled:
         obj: Box<Undecodable>,
         ctx: Arc<Context>,
     ) -> impl Future<Output = Result<Next, ReconcileError>> + Send;
+    /// The watch shows `obj` for the first time since this process's controllers started (client-go's
+    /// informer `AddFunc`). Nothing by default.
+    fn added(_obj: &Self, _ctx: &Context) {}
     /// Watches of other kinds whose changes concern objects of this kind, in one scope (a namespace, or all):
     /// each yields the key of the object to reconcile. None by default.
     fn triggers(_client: &kube::Client, _namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
@@ -462,7 +465,10 @@ async fn drive<K: Reconciled>(
             _ = &mut stopped => break,
             event = seen.recv() => match event {
                 None => break,
-                Some(Seen::Object(obj)) => {
+                Some(Seen::Object(obj, added)) => {
+                    if added {
+                        K::added(&obj, &ctx);
+                    }
                     let key = (obj.namespace().unwrap_or_default(), obj.name_any());
                     undecodable.remove(&key);
                     let (wall, now) = (ctx.clock.now(), ctx.clock.steady());

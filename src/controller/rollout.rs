@@ -75,6 +75,18 @@ impl Reconciled for Rollout {
         std::future::ready(Ok(Next::Change))
     }
 
+    /// Argo's Rollout informer `AddFunc` tells each Rollout it is added to the cache (at every start, and
+    /// for each Rollout created since).
+    fn added(rollout: &Rollout, ctx: &Context) {
+        let added = rollout::Event {
+            reason: reasons::ROLLOUT_ADDED_TO_INFORMER.to_string(),
+            message: reasons::added_to_informer(&namespace_of(rollout), &rollout.name_any()),
+            warning: false,
+            after_write: None,
+        };
+        publish(ctx, rollout, &[added]);
+    }
+
     fn triggers(client: &kube::Client, namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
         // Both kinds carry the pod-template hash label when a Rollout made them.
         [

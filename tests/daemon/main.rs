@@ -10,6 +10,7 @@ mod daemon_jobs;
 mod daemon_restart;
 mod daemon_retries;
 mod daemon_rollout_errors;
+mod daemon_rollout_events;
 mod daemon_rollout_writes;
 mod daemon_rollouts;
 mod daemon_rollouts_kubectl;

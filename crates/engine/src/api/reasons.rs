@@ -108,6 +108,14 @@ pub mod rollout {
     pub const TRAFFIC_WEIGHT_UPDATED: &str = "TrafficWeightUpdated";
     /// A Warning: a traffic router refused or failed the write; the message is the router's error.
     pub const TRAFFIC_ROUTING_ERROR: &str = "TrafficRoutingError";
+    /// Argo's Rollout informer saw a Rollout for the first time (its `AddFunc`).
+    pub const ROLLOUT_ADDED_TO_INFORMER: &str = "RolloutAddedToInformer";
+
+    /// The message of [`ROLLOUT_ADDED_TO_INFORMER`].
+    pub fn added_to_informer(namespace: &str, name: &str) -> String {
+        format!("Rollout resource added to informer: {namespace}/{name}")
+    }
+
     /// Argo's Istio router updated a DestinationRule's subsets (`UpdateHash`).
     pub const UPDATED_DESTINATION_RULE: &str = "UpdatedDestinationRule";
     /// Argo's Istio router updated a VirtualService (`SetWeight`); the space is Argo's.
