@@ -67,6 +67,8 @@ pub mod rollout {
     pub const HEALTHY: &str = "Healthy";
     pub const COMPLETED: &str = "Completed";
     pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// Copied from a ReplicaSet's own condition of that type (Argo's `getReplicaFailures`).
+    pub const REPLICA_FAILURE: &str = "ReplicaFailure";
 
     pub const NEW_RS_CREATED: &str = "NewReplicaSetCreated";
     pub const FOUND_NEW_RS: &str = "FoundNewReplicaSet";
