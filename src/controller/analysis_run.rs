@@ -244,9 +244,9 @@ fn log_measured(
     }
 }
 
-/// Writes the stepped status over `server`'s, remembers it ahead of the cache, publishes the Event of a
-/// phase change and expires a run it completed. A write that ends the run goes at once; one that records a
-/// measurement of a run that goes on waits for a slot.
+/// Writes the stepped status over `server`'s, remembers it ahead of the cache, publishes the Events of the
+/// step (the metrics and the run it completed) and expires a run it completed. A write that ends the run goes
+/// at once; one that records a measurement of a run that goes on waits for a slot.
 async fn write(
     this: &This<'_>,
     ctx: &Context,
@@ -310,8 +310,11 @@ async fn write(
     for (phase, provider) in uncounted.drain(..) {
         ctx.metrics.measured(phase, provider);
     }
-    let announced = analysis::announcement(server.and_then(|s| s.phase), &new_status);
-    let message = announced.as_ref().and(new_status.message.clone());
+    let announced = analysis::announcements(server, &new_status);
+    // The run's message, for the log, when this write completed it.
+    let ended = completed
+        .filter(|p| server.and_then(|s| s.phase) != Some(*p))
+        .map(|p| (p, new_status.message.clone()));
     // A completed run's status is still needed to expire it; any other moves into `Ahead` uncopied.
     let judged = completed.map(|_| new_status.clone());
     state.remember(
@@ -324,15 +327,18 @@ async fn write(
             wakeup,
         }),
     );
-    if let Some(announced) = announced {
-        announce(
-            this,
-            ctx,
+    if let Some((phase, message)) = ended {
+        info!(run = %this.shown, phase = %phase, reason = message.as_deref().unwrap_or(""), "AnalysisRun completed");
+    }
+    for announced in &announced {
+        let event = runs::step_event(
+            &ctx.reporter,
             &written,
-            &announced,
-            message.as_deref(),
+            announced,
             &secrets,
+            ctx.clock.now(),
         );
+        ctx.events.push(event);
     }
     if let (Some(phase), Some(status)) = (completed, judged) {
         let judged = AnalysisRun {
@@ -342,24 +348,6 @@ async fn write(
         return expire(api, &judged, &this.shown, phase, ctx.clock.now()).await;
     }
     Ok(requeue_before(wakeup, ctx.clock.now()))
-}
-
-/// A phase change just written: logged when it completes the run (with the run's `message`), and its Event
-/// queued.
-fn announce(
-    this: &This<'_>,
-    ctx: &Context,
-    written: &AnalysisRun,
-    announced: &analysis::Announcement,
-    message: Option<&str>,
-    secrets: &[String],
-) {
-    let phase = announced.phase;
-    if phase.is_completed() {
-        info!(run = %this.shown, phase = %phase, reason = message.unwrap_or(""), "AnalysisRun completed");
-    }
-    let event = runs::transition_event(&ctx.reporter, written, announced, secrets, ctx.clock.now());
-    ctx.events.push(event);
 }
 
 /// A run that does not decode can never be measured: it ends Error, its message naming the field, once (a
@@ -405,9 +393,8 @@ async fn report_undecodable(
         metadata: *metadata,
         ..run
     };
-    if let Some(announced) = analysis::announcement(None, &status) {
-        let event =
-            runs::transition_event(&ctx.reporter, &written, &announced, &[], ctx.clock.now());
+    for announced in analysis::announcements(None, &status) {
+        let event = runs::step_event(&ctx.reporter, &written, &announced, &[], ctx.clock.now());
         ctx.events.push(event);
     }
     Ok(Next::Change)

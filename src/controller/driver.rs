@@ -1,8 +1,9 @@
 //! The driver every reconciled kind shares: per watched scope, a watch of the objects this process owns
 //! ([`watch`](super::watch)), a [`Queue`] that starts one reconcile per object at a time on a task of its own,
 //! the echo cache (a status this process wrote that the watch has not shown yet), the status write guarded by
-//! the resourceVersion it was computed from (re-read once on 409), and the retry of a failed reconcile. A kind
-//! implements [`Reconciled`]: its status type, where its state lives in the [`Context`], and its reconcile.
+//! the resourceVersion it was computed from (re-read once on 409), and the retry of a failed reconcile (after
+//! the object's [`Backoff`]). A kind implements [`Reconciled`]: its status type, where its state lives in the
+//! [`Context`], and its reconcile.
 //!
 //! This module owns no rule of any kind: what a reconcile does, and what is written, is the kind's module's.
 
@@ -22,6 +23,7 @@ use serde::de::DeserializeOwned;
 use tracing::warn;
 
 use super::Context;
+use super::backoff::Backoff;
 use super::queue::Queue;
 pub use super::watch::Key;
 use super::watch::{self, Seen, Undecodable};
@@ -56,6 +58,9 @@ pub trait Reconciled:
         obj: Box<Undecodable>,
         ctx: Arc<Context>,
     ) -> impl Future<Output = Result<Next, ReconcileError>> + Send;
+    /// The watch shows `obj` for the first time since this process's controllers started (client-go's
+    /// informer `AddFunc`). Nothing by default.
+    fn added(_obj: &Self, _ctx: &Context) {}
     /// Watches of other kinds whose changes concern objects of this kind, in one scope (a namespace, or all):
     /// each yields the key of the object to reconcile. None by default.
     fn triggers(_client: &kube::Client, _namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
@@ -97,6 +102,10 @@ pub enum ReconcileError {
     /// One write of a Rollout's plan (`write` says which, naming its object).
     #[error("{write}: {}", refusal(.error))]
     RolloutWrite { write: String, error: WriteError },
+    /// The traffic routers could not be brought to the plan's weight (the message of the Rollout's
+    /// `TrafficRoutingError` Event).
+    #[error("{0}")]
+    TrafficRouting(String),
     #[error("the reconcile task was cancelled")]
     Aborted,
 }
@@ -112,6 +121,7 @@ impl ReconcileError {
             ReconcileError::Delete(_) => "delete",
             ReconcileError::Read(_) => "read",
             ReconcileError::RolloutWrite { .. } => "rollout_write",
+            ReconcileError::TrafficRouting(_) => "traffic_routing",
             ReconcileError::Aborted => "aborted",
         }
     }
@@ -432,6 +442,7 @@ async fn drive<K: Reconciled>(
     let mut queue: Queue<Key> = Queue::default();
     let mut running = tokio::task::JoinSet::new();
     let mut keys: HashMap<tokio::task::Id, Key> = HashMap::new();
+    let mut backoff: Backoff<Key> = Backoff::default();
     // Objects the watch could not decode, still to be reported; they are in no cache.
     let mut undecodable: HashMap<Key, Box<Undecodable>> = HashMap::new();
     loop {
@@ -443,6 +454,7 @@ async fn drive<K: Reconciled>(
                 running.spawn(K::report_undecodable(obj.clone(), ctx.clone()))
             } else {
                 // Deleted since it was queued.
+                backoff.forget(&key);
                 queue.finish(&key, now, None);
                 continue;
             };
@@ -453,7 +465,10 @@ async fn drive<K: Reconciled>(
             _ = &mut stopped => break,
             event = seen.recv() => match event {
                 None => break,
-                Some(Seen::Object(obj)) => {
+                Some(Seen::Object(obj, added)) => {
+                    if added {
+                        K::added(&obj, &ctx);
+                    }
                     let key = (obj.namespace().unwrap_or_default(), obj.name_any());
                     undecodable.remove(&key);
                     let (wall, now) = (ctx.clock.now(), ctx.clock.steady());
@@ -496,9 +511,13 @@ async fn drive<K: Reconciled>(
                     Ok(next) => {
                         // Reported: nothing more to do until the object changes.
                         undecodable.remove(&key);
+                        backoff.forget(&key);
                         next
                     }
-                    Err(e) => error_policy(&key, &e, &ctx),
+                    Err(e) => {
+                        report_failure(&key, &e, &ctx);
+                        Next::After(backoff.failed(key.clone()))
+                    }
                 };
                 let now = ctx.clock.steady();
                 queue.finish(&key, now, next.deadline(now));
@@ -509,10 +528,10 @@ async fn drive<K: Reconciled>(
     while running.join_next().await.is_some() {}
 }
 
-fn error_policy((namespace, name): &Key, error: &ReconcileError, ctx: &Context) -> Next {
+/// Counts and logs a failed reconcile; it is retried after the object's [`Backoff`].
+fn report_failure((namespace, name): &Key, error: &ReconcileError, ctx: &Context) {
     ctx.metrics.reconcile_error(error.reason());
-    warn!(run = %shown(namespace, name), reason = error.reason(), error = %error, "Reconcile failed; retrying");
-    Next::After(Duration::from_secs(1))
+    warn!(object = %shown(namespace, name), reason = error.reason(), error = %error, "Reconcile failed; retrying");
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 //! shapes of Kubernetes calls (`k8s/`).
 
 pub mod analysis_run;
+mod backoff;
 pub mod driver;
 mod queue;
 pub mod rollout;

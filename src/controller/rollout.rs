@@ -38,9 +38,6 @@ use crate::routers::ApiRouter;
 /// lets the status write's own watch event start the next), so the next step is planned at once.
 const AGAIN: Duration = Duration::from_millis(50);
 
-/// How long a Rollout whose traffic router could not be written waits before trying again.
-const ROUTER_RETRY: Duration = Duration::from_secs(10);
-
 /// How long a reconcile whose every attempt met a change waits before trying again.
 const CONTENDED: Duration = Duration::from_secs(1);
 
@@ -73,6 +70,18 @@ impl Reconciled for Rollout {
         ctx: Arc<Context>,
     ) -> impl Future<Output = Result<Next, ReconcileError>> + Send {
         report_undecodable(obj, ctx)
+    }
+
+    /// Argo's Rollout informer `AddFunc` tells each Rollout it is added to the cache (at every start, and
+    /// for each Rollout created since).
+    fn added(rollout: &Rollout, ctx: &Context) {
+        let added = rollout::Event {
+            reason: reasons::ROLLOUT_ADDED_TO_INFORMER.to_string(),
+            message: reasons::added_to_informer(&namespace_of(rollout), &rollout.name_any()),
+            warning: false,
+            after_write: None,
+        };
+        publish(ctx, rollout, &[added]);
     }
 
     fn triggers(client: &kube::Client, namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
@@ -108,9 +117,9 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
         reconcile_loop::Reconciliation::Planned { plan, .. } => {
             requeue_at(plan.wake_at, ctx.clock.now())
         }
-        reconcile_loop::Reconciliation::Unrouted { .. } => {
-            ctx.metrics.reconcile_error("traffic_routing");
-            Next::After(ROUTER_RETRY)
+        // A failed reconcile, as Argo's `reconcileTrafficRouting` error is: retried after the Rollout's backoff.
+        reconcile_loop::Reconciliation::Unrouted { error, .. } => {
+            return Err(ReconcileError::TrafficRouting(error));
         }
         // Something keeps changing under the plans: let it settle rather than spin.
         reconcile_loop::Reconciliation::Contended => Next::After(CONTENDED),
@@ -154,6 +163,7 @@ async fn report_undecodable(
             .map(|c| c.message.clone())
             .unwrap_or(error),
         warning: true,
+        after_write: None,
     };
     publish(&ctx, &rollout, &[reported]);
     Ok(Next::Change)
@@ -222,16 +232,22 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         }
     }
 
-    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<(), String> {
+    async fn route(
+        &mut self,
+        seen: &Snapshot,
+        route: &Route,
+    ) -> Result<Vec<rollout::Event>, String> {
         let router = ApiRouter::new(self.ctx.client.clone());
         let changes = router
             .apply(&seen.rollout, route, &seen.replica_sets)
             .await
             .map_err(|e| e.to_string())?;
+        let mut announced = Vec::new();
         for change in changes {
             info!(rollout = %shown(&self.namespace, &self.name), %change, "traffic");
+            announced.extend(change.announced);
         }
-        Ok(())
+        Ok(announced)
     }
 
     async fn store_status(
@@ -302,6 +318,7 @@ async fn report_refused_create(
         reason: reasons::FAILED_RS_CREATE.to_string(),
         message,
         warning: true,
+        after_write: None,
     };
     publish(ctx, rollout, &[refused]);
 }

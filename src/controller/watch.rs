@@ -41,7 +41,8 @@ pub struct Undecodable {
 /// What the watch delivers to the driver.
 #[derive(Debug)]
 pub enum Seen<K> {
-    Object(K),
+    /// An object, and whether the cache did not hold it before (client-go's informer calls its `AddFunc`).
+    Object(K, bool),
     Undecodable(Box<Undecodable>),
     /// The watch failed; the watcher re-lists by itself (410 Gone, dropped connections).
     Failed(watcher::Error),
@@ -183,7 +184,7 @@ where
         );
         // Objects of a (re-)list reach the cache only when the list is complete, so they are handed on then:
         // handed on earlier, one new since the last list would not be found in the cache and be dropped.
-        let mut listed: Vec<K> = Vec::new();
+        let mut listed: Vec<(K, bool)> = Vec::new();
         while let Some(event) = events.next().await {
             let seen = match event {
                 Err(e) => vec![Seen::Failed(e)],
@@ -206,7 +207,7 @@ fn apply<K>(
     reader: &Store<K>,
     event: watcher::Event<Lenient<K>>,
     synced: &AtomicBool,
-    listed: &mut Vec<K>,
+    listed: &mut Vec<(K, bool)>,
 ) -> Vec<Seen<K>>
 where
     K: Resource<DynamicType = ()> + Clone,
@@ -223,14 +224,18 @@ where
             writer.apply_watcher_event(&E::Delete((*old).clone()));
         }
     };
+    // Not in the cache yet (during a re-list the cache still holds what was there before it).
+    let added = |object: &K| reader.get(&ObjectRef::from_obj(object)).is_none();
     match event {
         E::Apply(Lenient::Decoded(object)) => {
+            let added = added(&object);
             writer.apply_watcher_event(&E::Apply(object.clone()));
-            vec![Seen::Object(object)]
+            vec![Seen::Object(object, added)]
         }
         E::InitApply(Lenient::Decoded(object)) => {
+            let added = added(&object);
             writer.apply_watcher_event(&E::InitApply(object.clone()));
-            listed.push(object);
+            listed.push((object, added));
             Vec::new()
         }
         E::Apply(Lenient::Undecodable(u)) | E::InitApply(Lenient::Undecodable(u)) => {
@@ -253,7 +258,10 @@ where
         E::InitDone => {
             writer.apply_watcher_event(&E::InitDone);
             synced.store(true, Ordering::Relaxed);
-            listed.drain(..).map(Seen::Object).collect()
+            listed
+                .drain(..)
+                .map(|(object, added)| Seen::Object(object, added))
+                .collect()
         }
     }
 }

@@ -2,7 +2,8 @@
 //! patch that made the change has landed, and returns; a task of its own creates the queued Events, a few at
 //! a time, as client-go's event broadcaster does for Argo Rollouts. So a slow Events endpoint never delays a
 //! run's next measurement. Like client-go's, a full queue drops the Event rather than holding up a
-//! reconcile: Events are at-most-once anyway (a crash after the patch loses its Event).
+//! reconcile: Events are at-most-once anyway (a crash after the patch loses its Event). A repeat of an Event
+//! made lately is counted into that Event's series rather than created ([`super::event_series`]).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,9 +15,11 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::Reporter;
 use tokio::sync::{mpsc, watch};
+
+use super::event_series::{Correlator, Outgoing};
 
 /// Events waiting to be created at most. client-go's broadcaster keeps 1,000, which a slow API server overflowed
 /// at 200 Rollouts stepping at once (92–142 lost per update in the rollouts bench); 8,192 lost none there, for
@@ -90,8 +93,9 @@ impl EventQueue {
 }
 
 impl EventPublisher {
-    /// Creates queued Events, [`IN_FLIGHT`] at a time, until `stop` resolves; then nothing more is queued,
-    /// and what is queued or in flight is still created for at most `drain`; the rest is lost.
+    /// Creates queued Events, or patches the series of the Event they repeat, [`IN_FLIGHT`] at a time, until
+    /// `stop` resolves; then nothing more is queued, and what is queued or in flight is still sent for at most
+    /// `drain`; the rest is lost.
     /// The drain is real time, not the daemon's clock: it bounds requests to the API server at shutdown.
     pub async fn run(self, stop: impl Future<Output = ()>, drain: Duration) {
         let EventPublisher {
@@ -100,25 +104,32 @@ impl EventPublisher {
             lost,
         } = self;
         let (give_up, given_up) = watch::channel(false);
-        let create = |event: Event| {
+        let send = |send: Outgoing| {
             let api: Api<Event> = Api::namespaced(
                 client.clone(),
-                event.metadata.namespace.as_deref().unwrap_or_default(),
+                send.event.metadata.namespace.as_deref().unwrap_or_default(),
             );
             let mut given_up = given_up.clone();
             async move {
-                let params = PostParams::default();
-                let created = tokio::select! {
-                    created = api.create(&params, &event) => {
-                        created.map(drop).map_err(|e| e.to_string())
+                let sent = async {
+                    if send.create {
+                        api.create(&PostParams::default(), &send.event).await
+                    } else {
+                        let name = send.event.metadata.name.as_deref().unwrap_or_default();
+                        let patch = Patch::Merge(send.series_patch());
+                        api.patch(name, &PatchParams::default(), &patch).await
                     }
+                };
+                let sent = tokio::select! {
+                    sent = sent => sent.map(drop).map_err(|e| e.to_string()),
                     _ = given_up.wait_for(|g| *g) => {
                         Err("the daemon stopped before it was created".to_string())
                     }
                 };
-                (event, created)
+                (send, sent)
             }
         };
+        let mut correlator = Correlator::default();
         let mut sending = FuturesUnordered::new();
         let mut stop = std::pin::pin!(stop);
         // Whether the queue may still hold Events; when the drain ends.
@@ -132,13 +143,14 @@ impl EventPublisher {
                     deadline = Some(crate::time::monotonic() + drain);
                 }
                 event = receiver.recv(), if open && sending.len() < IN_FLIGHT => match event {
-                    Some(event) => sending.push(create(event)),
+                    Some(event) => sending.extend(correlator.observe(event).map(send)),
                     None => open = false,
                 },
-                Some((event, created)) = sending.next() => {
-                    if let Err(e) = created {
-                        lost(&event, &e);
+                Some((done, sent)) = sending.next() => {
+                    if let Err(e) = &sent {
+                        lost(&done.event, e);
                     }
+                    sending.extend(correlator.sent(&done, sent.is_ok()).map(send));
                 }
                 () = crate::time::real_sleep_until(drained), if deadline.is_some() && !*give_up.borrow() => {
                     give_up.send_replace(true);
@@ -170,9 +182,9 @@ fn name_number(now: Timestamp, serial: u32) -> i128 {
 }
 
 /// The events.k8s.io/v1 Event about `regarding` at `now`. Named as client-go names Events (see
-/// [`name_number`]); `serial` tells apart the Events of one object in one instant. Created directly: kube's
-/// `Recorder` would keep every Event for six minutes to count repeats into a series, and scan them all on
-/// every publish.
+/// [`name_number`]); `serial` tells apart the Events of one object in one instant. Not kube's `Recorder`,
+/// which keeps every Event for six minutes to count repeats into a series and scans them all on every publish:
+/// [`super::event_series`] finds a repeat with one lookup.
 pub fn about(
     reporter: &Reporter,
     regarding: ObjectReference,

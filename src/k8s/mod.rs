@@ -4,6 +4,7 @@
 //! Lease, and a Rollout's reads and writes (`rollout_writes`). Nothing here decides an analysis outcome or a
 //! Rollout's next step; it moves what `engine/` computed to and from the API server.
 
+pub mod event_series;
 pub mod events;
 pub mod jobs;
 pub mod lease;

@@ -190,9 +190,9 @@ pub async fn delete_run(api: &Api<AnalysisRun>, run: &AnalysisRun) -> Result<(),
     }
 }
 
-/// The events.k8s.io/v1 Event on `run` at `now` of what the step announced
-/// ([`analysis::announcement`](crate::engine::analysis::announcement)), secret values hidden in its note.
-pub fn transition_event(
+/// The events.k8s.io/v1 Event on `run` at `now` of one thing a step announced
+/// ([`analysis::announcements`](crate::engine::analysis::announcements)), secret values hidden in its note.
+pub fn step_event(
     reporter: &Reporter,
     run: &AnalysisRun,
     announced: &Announcement,

@@ -63,6 +63,7 @@ impl Object<'_> {
             namespace: self.namespace.to_string(),
             name: self.name.to_string(),
             action,
+            announced: None,
         }
     }
 
@@ -165,7 +166,10 @@ impl ApiRouter {
                     self.canary_ingress(stable, &name, config, &d).await?
                 }
             };
-            changes.extend(change);
+            if let Some(mut change) = change {
+                change.announced = target.written(&d, change.action == Action::Created);
+                changes.push(change);
+            }
         }
         Ok(changes)
     }

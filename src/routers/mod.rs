@@ -9,8 +9,11 @@ mod api;
 pub mod objects;
 
 pub use self::api::ApiRouter;
+use crate::engine::rollout::Event;
 pub use crate::engine::rollout::Route;
 use crate::engine::routing::RoutingError;
+#[cfg(doc)]
+use crate::engine::routing::Target;
 
 /// The field manager of every router write, so Argo CD and `kubectl` see one stable name.
 pub const FIELD_MANAGER: &str = "canaryd";
@@ -22,6 +25,8 @@ pub struct Change {
     pub namespace: String,
     pub name: String,
     pub action: Action,
+    /// The Event Argo's router records on the Rollout for this write ([`Target::written`]).
+    pub announced: Option<Event>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

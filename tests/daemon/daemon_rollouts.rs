@@ -55,9 +55,14 @@ async fn a_first_deploy_goes_straight_to_full_with_the_stable_replica_set_record
     );
     assert_eq!(service_hash(&server, "web-stable"), s.stable_rs);
     let reasons: Vec<String> = events(&client).await.into_iter().map(|e| e.0).collect();
+    // Argo's informer tells the Rollout it was added, then the first plan updates it.
     assert_eq!(
-        reasons.first().map(String::as_str),
-        Some("RolloutUpdated"),
+        reasons
+            .iter()
+            .take(2)
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        ["RolloutAddedToInformer", "RolloutUpdated"],
         "{reasons:?}"
     );
     assert!(

@@ -200,8 +200,13 @@ struct Routed {
 }
 
 async fn deployed_behind(router: Router) -> Routed {
+    deployed_behind_with(router, CrdSet::Argo).await
+}
+
+/// [`deployed_behind`] with the `crds` installed.
+async fn deployed_behind_with(router: Router, crds: CrdSet) -> Routed {
     let (server, client, _prometheus, _replica_sets) =
-        deployed_with(CrdSet::Argo, Answer::Scalar(1.0), &routed(router)).await;
+        deployed_with(crds, Answer::Scalar(1.0), &routed(router)).await;
     let installed = router.install(&server);
     let weights = router.record(&client);
     let daemon = harness::spawn(client.clone(), config()).await;
@@ -367,6 +372,75 @@ macro_rules! with_each_router {
 
 with_each_router!(promotion_sends_all_traffic_to_the_canary_then_to_the_new_stable);
 with_each_router!(an_abort_returns_all_traffic_to_the_stable_at_once);
+
+/// The Rollout's Events that Argo's routers record, as (reason, note), in order.
+async fn router_events(client: &kube::Client) -> Vec<(String, String)> {
+    let told = [
+        "UpdatedDestinationRule",
+        "Updated VirtualService",
+        "CreatingCanaryIngress",
+        "PatchingCanaryIngress",
+    ];
+    let mut events = events(client).await;
+    events.retain(|(reason, _)| told.contains(&reason.as_str()));
+    events
+}
+
+/// The first deploy and the update to 20 behind `router`, and the router Events the Rollout then has.
+async fn told_by(router: Router, crds: CrdSet) -> (String, String, Vec<(String, String)>) {
+    let r = deployed_behind_with(router, crds).await;
+    let stable = status(&r.server).stable_rs;
+    let canary = updated_to_twenty(&r).await;
+    r.daemon.stop().await;
+    (stable, canary, router_events(&r.client).await)
+}
+
+fn told(reason: &str, note: String) -> (String, String) {
+    (reason.to_string(), note)
+}
+
+/// Argo's Istio router (`UpdateHash`, `SetWeight`) and NGINX router (`SetWeight`) record an Event on the
+/// Rollout for each object they write.
+async fn each_router_write_is_told_in_argos_event(crds: CrdSet) {
+    let (stable, canary, events) = told_by(IstioSubsets, crds).await;
+    assert_eq!(
+        events,
+        [
+            told(
+                "UpdatedDestinationRule",
+                format!(
+                    "DestinationRule web-destrule subset updated (canary: {stable}, stable: {stable})"
+                )
+            ),
+            told(
+                "UpdatedDestinationRule",
+                format!(
+                    "DestinationRule web-destrule subset updated (canary: {canary}, stable: {stable})"
+                )
+            ),
+            told(
+                "Updated VirtualService",
+                "VirtualService `web-vsvc` set to desiredWeight '20'".to_string()
+            ),
+        ]
+    );
+    let (_, _, events) = told_by(Nginx, crds).await;
+    assert_eq!(
+        events,
+        [
+            told(
+                "CreatingCanaryIngress",
+                "Creating canary ingress `web-web-canary` with weight `0`".to_string()
+            ),
+            told(
+                "PatchingCanaryIngress",
+                "Updating Ingress `web-web-canary` to desiredWeight '20'".to_string()
+            ),
+        ]
+    );
+}
+
+canaryd_testkit::with_each_crd_set!(each_router_write_is_told_in_argos_event);
 
 #[tokio::test]
 async fn the_stable_ingress_and_the_other_backends_are_left_alone() {

@@ -117,12 +117,12 @@ async fn a_slow_events_endpoint_neither_delays_measurements_nor_loses_the_events
         (reasons.len() == 2).then_some(reasons)
     })
     .await;
-    assert_eq!(reasons, ["AnalysisRunRunning", "AnalysisRunSuccessful"]);
+    assert_eq!(reasons, ["MetricSuccessful", "AnalysisRunSuccessful"]);
     daemon.stop().await;
 }
 
-/// A daemon that has just completed the one-measurement run `name`, whose Event the API server holds for
-/// `hold`; and the server, the client and the stored run.
+/// A daemon that has just completed the one-measurement run `name`, whose two Events (its metric's and its
+/// own) the API server holds for `hold`; and the server, the client and the stored run.
 async fn completed_with_its_event_held(
     crds: CrdSet,
     name: &str,
@@ -130,7 +130,7 @@ async fn completed_with_its_event_held(
 ) -> (FakeApiServer, kube::Client, harness::Running, AnalysisRun) {
     let (server, client, prom) = harness::cluster(crds, Answer::Scalar(1.0)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
-    server.delay_next(RequestPattern::new("POST", "/events"), 1, hold);
+    server.delay_next(RequestPattern::new("POST", "/events"), 2, hold);
     create(
         &client,
         &run(
@@ -148,12 +148,12 @@ async fn a_graceful_stop_publishes_the_events_still_on_their_way(crds: CrdSet) {
     let (_server, client, daemon, done) =
         completed_with_its_event_held(crds, "last-words", Duration::from_secs(1)).await;
     assert_eq!(phase(&done), Some(AnalysisPhase::Successful));
-    // Its Event is still held by the API server when the daemon is told to stop.
+    // Its Events are still held by the API server when the daemon is told to stop.
     assert!(event_reasons(&client, "last-words").await.is_empty());
     daemon.stop().await;
     assert_eq!(
         event_reasons(&client, "last-words").await,
-        ["AnalysisRunSuccessful"]
+        ["MetricSuccessful", "AnalysisRunSuccessful"]
     );
 }
 
@@ -171,7 +171,7 @@ async fn a_stop_gives_up_on_an_event_the_api_server_never_answers_and_counts_it(
     );
     let metrics = canaryd::observe::Probe::metrics(&*ctx);
     assert!(
-        metrics.contains("canaryd_reconcile_errors_total{reason=\"event\"} 1\n"),
+        metrics.contains("canaryd_reconcile_errors_total{reason=\"event\"} 2\n"),
         "{metrics}"
     );
     assert!(event_reasons(&client, "unheard").await.is_empty());
@@ -294,20 +294,13 @@ async fn a_run_goes_from_creation_to_successful_with_its_events_and_metrics(crds
     let r = result(&done);
     assert_eq!((r.count, r.successful, r.measurements.len()), (3, 3, 3));
     assert!(spacing_ok(&r, Duration::from_secs(1)), "{r:?}");
-    let reasons = eventually(WAIT, "the Successful event", || async {
+    let reasons = eventually(WAIT, "the metric's and the run's Events", || async {
         let reasons = event_reasons(&client, "ok").await;
-        reasons
-            .contains(&"AnalysisRunSuccessful".to_string())
-            .then_some(reasons)
+        (reasons.len() >= 2).then_some(reasons)
     })
     .await;
-    assert_eq!(
-        reasons
-            .iter()
-            .filter(|r| *r == "AnalysisRunRunning")
-            .count(),
-        1
-    );
+    // Argo's: the metric's completion, then the run's; nothing for the run starting or measuring.
+    assert_eq!(reasons, ["MetricSuccessful", "AnalysisRunSuccessful"]);
     // /metrics, parsed as Prometheus parses it.
     assert_eq!(
         daemon
@@ -395,7 +388,10 @@ async fn a_failing_run_ends_failed_with_the_limit_in_its_message_and_event(crds:
         (regarding.kind.as_deref(), regarding.namespace.as_deref()),
         (Some("AnalysisRun"), Some("default"))
     );
-    assert!(event.note.unwrap_or_default().contains("failureLimit (1)"));
+    assert_eq!(
+        event.note.as_deref(),
+        Some("Analysis Completed. Result: Failed")
+    );
     assert_eq!(
         server.pruned(),
         Vec::<String>::new(),

@@ -27,6 +27,8 @@ struct Faulty<const COALESCE: bool> {
     conflicts: usize,
     /// What the router answers, when it fails.
     router_down: Option<String>,
+    /// Status stores still to be answered "changed since the read" (and not stored).
+    status_conflicts: usize,
     observed: usize,
     made: usize,
     stored: usize,
@@ -38,6 +40,7 @@ impl<const COALESCE: bool> Faulty<COALESCE> {
             sim,
             conflicts: 0,
             router_down: None,
+            status_conflicts: 0,
             observed: 0,
             made: 0,
             stored: 0,
@@ -89,7 +92,7 @@ impl<const COALESCE: bool> reconcile_loop::Cluster for Faulty<COALESCE> {
         self.sim.make(seen, write).await
     }
 
-    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<(), String> {
+    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<Vec<Event>, String> {
         match &self.router_down {
             Some(message) => Err(message.clone()),
             None => self.sim.route(seen, route).await,
@@ -101,6 +104,10 @@ impl<const COALESCE: bool> reconcile_loop::Cluster for Faulty<COALESCE> {
         seen: &Snapshot,
         status: &RolloutStatus,
     ) -> Result<Stored, Infallible> {
+        if self.status_conflicts > 0 {
+            self.status_conflicts -= 1;
+            return Ok(Stored::Changed);
+        }
         self.stored += 1;
         self.sim.store_status(seen, status).await
     }
@@ -175,7 +182,16 @@ fn a_router_that_cannot_be_written_stops_the_plan_at_the_route_and_says_why() {
                     status,
                     "a status saying the weight is applied"
                 );
-                assert_eq!(c.sim.events.len(), events + 1, "only the failure's Event");
+                // The Events of the writes made before the route (Argo records each as it makes it), then
+                // the failure's; none of the status's.
+                let landed: Vec<&Event> = plan
+                    .events
+                    .iter()
+                    .filter(|e| e.after_write.is_some_and(|w| w < plan.route_after))
+                    .collect();
+                let published: Vec<&Event> = c.sim.events[events..].iter().collect();
+                assert_eq!(published.len(), landed.len() + 1, "{published:#?}");
+                assert_eq!(published[..landed.len()], landed[..]);
                 break (plan, error);
             }
             Reconciliation::Planned { changed: true, .. } => {}
@@ -200,6 +216,71 @@ fn a_router_that_cannot_be_written_stops_the_plan_at_the_route_and_says_why() {
     assert_eq!(
         c.sim.status().canary.weights.map(|w| w.canary.weight),
         Some(50)
+    );
+}
+
+/// The reasons of the Events published so far.
+fn reasons(c: &Faulty<true>) -> Vec<&str> {
+    c.sim.events.iter().map(|e| e.reason.as_str()).collect()
+}
+
+#[test]
+fn a_status_that_meets_a_change_after_the_writes_still_publishes_the_writes_events_once() {
+    let mut c: Faulty<true> = Faulty::new(routed());
+    let before = c.sim.events.len();
+    c.status_conflicts = 1;
+    let Reconciliation::Planned { changed, .. } = c.reconcile(at(10)) else {
+        panic!("not carried out");
+    };
+    assert!(changed);
+    assert_eq!(
+        (c.observed, c.stored),
+        (2, 1),
+        "read again after the change"
+    );
+    let published = &reasons(&c)[before..];
+    // Argo's reconcileNewReplicaSet records these as it creates the ReplicaSet; the plan after the fresh read
+    // finds it made, so they are told once, ahead of that plan's own Events.
+    assert_eq!(
+        published[..2],
+        ["RolloutUpdated", "NewReplicaSetCreated"][..],
+        "{published:?}"
+    );
+    for told in ["NewReplicaSetCreated", "RolloutUpdated"] {
+        let times = published.iter().filter(|r| **r == told).count();
+        assert_eq!(times, 1, "{told} in {published:?}");
+    }
+}
+
+#[test]
+fn a_router_that_fails_after_a_service_switch_still_tells_the_switch() {
+    let mut c: Faulty<true> = Faulty::new(routed());
+    c.settle(at(10));
+    // One reconcile at a time, until the last step is done and the promotion is next.
+    for _ in 0..30 {
+        if c.sim.status().current_step_index == Some(3) {
+            break;
+        }
+        c.sim.make_available();
+        c.reconcile(at(40));
+    }
+    c.router_down = Some("VirtualService prod/web-vsvc not found".to_string());
+    let before = c.sim.events.len();
+    let mut unrouted = false;
+    for _ in 0..30 {
+        c.sim.make_available();
+        if let Reconciliation::Unrouted { .. } = c.reconcile(at(41)) {
+            unrouted = true;
+            break;
+        }
+    }
+    assert!(unrouted, "the routers were never asked to move");
+    let published = &reasons(&c)[before..];
+    // Argo's promotion switches the stable Service to the new pods before it moves the traffic back to it.
+    assert_eq!(
+        published[published.len().saturating_sub(2)..],
+        ["SwitchService", TRAFFIC_ROUTING_ERROR][..],
+        "{published:?}"
     );
 }
 

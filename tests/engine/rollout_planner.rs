@@ -195,6 +195,59 @@ fn set_weight_steps_scale_by_argos_approximation_and_wait_for_availability() {
     assert_eq!(phase(&c), ("Paused".into(), "CanaryPauseStep".into()));
 }
 
+/// Sets (or with `None` clears) the `ReplicaFailure` condition of the `index`th ReplicaSet, as its controller
+/// would when a quota refuses its pods (`FailedCreate`) or their deletion fails (`FailedDelete`).
+fn replica_failure(c: &mut MemoryCluster, index: usize, failed: Option<(&str, &str)>) {
+    let status = c.replica_sets[index]
+        .status
+        .get_or_insert_with(Default::default);
+    status.conditions = failed.map(|(reason, message)| {
+        vec![
+            serde_json::from_value(json!({
+                "type": "ReplicaFailure", "status": "True", "reason": reason, "message": message,
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }))
+            .expect("a condition"),
+        ]
+    });
+}
+
+#[test]
+fn a_replica_sets_replica_failure_is_the_rollouts_the_new_ones_first_as_argos_get_replica_failures()
+{
+    let mut c = MemoryCluster::new(rollout(
+        4,
+        json!({"steps": [{"setWeight": 50}, {"pause": {}}]}),
+    ));
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    c.reconcile(at(1)); // creates the new ReplicaSet
+    replica_failure(&mut c, 0, Some(("FailedDelete", "stable: cannot delete")));
+    replica_failure(&mut c, 1, Some(("FailedCreate", "canary: exceeded quota")));
+    c.reconcile(at(2));
+    let failure = |c: &MemoryCluster| {
+        let s = c.status();
+        let found = s.conditions.iter().find(|c| c.type_ == "ReplicaFailure");
+        found.map(|c| {
+            let t = c.last_update_time.0;
+            (c.status.clone(), c.reason.clone(), c.message.clone(), t)
+        })
+    };
+    let then: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("a time");
+    let copied =
+        |reason: &str, message: &str| Some(("True".into(), reason.into(), message.into(), then));
+    assert_eq!(
+        failure(&c),
+        copied("FailedCreate", "canary: exceeded quota")
+    );
+    replica_failure(&mut c, 1, None);
+    c.reconcile(at(3));
+    assert_eq!(failure(&c), copied("FailedDelete", "stable: cannot delete"));
+    replica_failure(&mut c, 0, None);
+    c.reconcile(at(4));
+    assert_eq!(failure(&c), None);
+}
+
 #[test]
 fn scaling_while_paused_keeps_the_weight_as_argo_does() {
     // Argo's TestRolloutScalingWhenPaused: setWeight 25, pause{} at 1 replica → 1/1; scale to 8 → 2/6.

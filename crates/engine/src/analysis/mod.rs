@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{AnalysisPhase, AnalysisRunStatus, Measurement, MetricResult, RunSummary};
 
-pub use announce::{Announcement, announcement};
+pub use announce::{Announcement, announcements};
 pub use plan::{
     AnalysisPlan, DEFAULT_CONSECUTIVE_ERROR_LIMIT, DEFAULT_MEASUREMENT_RETENTION, LimitRule,
     MetricPlan, PlanError, Written, WrittenLimits, limit_rules,

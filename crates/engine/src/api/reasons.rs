@@ -27,6 +27,31 @@ pub fn analysis_run(phase: crate::api::AnalysisPhase) -> &'static str {
     }
 }
 
+/// The Event reason of a metric of an AnalysisRun completing in `phase` ("Metric" and the phase, as Argo
+/// Rollouts' `assessRunStatus` names them).
+pub fn metric(phase: crate::api::AnalysisPhase) -> &'static str {
+    use crate::api::AnalysisPhase::*;
+    match phase {
+        Pending => "MetricPending",
+        Running => "MetricRunning",
+        Successful => "MetricSuccessful",
+        Failed => "MetricFailed",
+        Error => "MetricError",
+        Inconclusive => "MetricInconclusive",
+    }
+}
+
+/// The note of the Event of an AnalysisRun completing in `phase` (Argo's
+/// `recordAnalysisRunCompletionEvent`).
+pub fn run_completed(phase: crate::api::AnalysisPhase) -> String {
+    format!("Analysis Completed. Result: {phase}")
+}
+
+/// The note of the Event of a run's metric `name` completing in `phase` (Argo's `assessRunStatus`).
+pub fn metric_completed(name: &str, phase: crate::api::AnalysisPhase) -> String {
+    format!("Metric '{name}' Completed. Result: {phase}")
+}
+
 /// The message of a run stopped by `spec.terminate` (or by the end of a backtest), as Argo writes it.
 pub const RUN_TERMINATED: &str = "Run Terminated";
 /// The message of an in-flight measurement closed because the run is terminating, as Argo writes it.
@@ -42,6 +67,8 @@ pub mod rollout {
     pub const HEALTHY: &str = "Healthy";
     pub const COMPLETED: &str = "Completed";
     pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// Copied from a ReplicaSet's own condition of that type (Argo's `getReplicaFailures`).
+    pub const REPLICA_FAILURE: &str = "ReplicaFailure";
 
     pub const NEW_RS_CREATED: &str = "NewReplicaSetCreated";
     pub const FOUND_NEW_RS: &str = "FoundNewReplicaSet";
@@ -83,4 +110,20 @@ pub mod rollout {
     pub const TRAFFIC_WEIGHT_UPDATED: &str = "TrafficWeightUpdated";
     /// A Warning: a traffic router refused or failed the write; the message is the router's error.
     pub const TRAFFIC_ROUTING_ERROR: &str = "TrafficRoutingError";
+    /// Argo's Rollout informer saw a Rollout for the first time (its `AddFunc`).
+    pub const ROLLOUT_ADDED_TO_INFORMER: &str = "RolloutAddedToInformer";
+
+    /// The message of [`ROLLOUT_ADDED_TO_INFORMER`].
+    pub fn added_to_informer(namespace: &str, name: &str) -> String {
+        format!("Rollout resource added to informer: {namespace}/{name}")
+    }
+
+    /// Argo's Istio router updated a DestinationRule's subsets (`UpdateHash`).
+    pub const UPDATED_DESTINATION_RULE: &str = "UpdatedDestinationRule";
+    /// Argo's Istio router updated a VirtualService (`SetWeight`); the space is Argo's.
+    pub const UPDATED_VIRTUAL_SERVICE: &str = "Updated VirtualService";
+    /// Argo's NGINX router creates the canary Ingress.
+    pub const CREATING_CANARY_INGRESS: &str = "CreatingCanaryIngress";
+    /// Argo's NGINX router patches the canary Ingress.
+    pub const PATCHING_CANARY_INGRESS: &str = "PatchingCanaryIngress";
 }

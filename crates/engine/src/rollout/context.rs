@@ -105,6 +105,17 @@ impl<'r, 'a> Reconcile<'r, 'a> {
             reason: reason.to_string(),
             message,
             warning: false,
+            after_write: None,
+        });
+    }
+
+    /// A Normal Event reporting the write just planned ([`Event::after_write`]).
+    pub fn told_write(&mut self, reason: &str, message: String) {
+        self.events.push(Event {
+            reason: reason.to_string(),
+            message,
+            warning: false,
+            after_write: self.writes.len().checked_sub(1),
         });
     }
 
@@ -113,6 +124,7 @@ impl<'r, 'a> Reconcile<'r, 'a> {
             reason: reason.to_string(),
             message,
             warning: true,
+            after_write: None,
         });
     }
 

@@ -491,7 +491,7 @@ impl reconcile_loop::Cluster for MemoryCluster {
         Ok(Made::Done)
     }
 
-    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<(), String> {
+    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<Vec<Event>, String> {
         self.routers.apply(&seen.rollout, route)
     }
 

@@ -153,6 +153,10 @@ pub struct Event {
     pub message: String,
     /// Type Warning rather than Normal.
     pub warning: bool,
+    /// For an Event that reports a write of its plan (Argo records it as it makes the write): the index of the
+    /// last write of the plan it follows. It is published once the writes up to that one have landed, whatever
+    /// fails after them; every other Event only with the plan's status.
+    pub after_write: Option<usize>,
 }
 
 #[derive(Debug, Clone)]

@@ -6,6 +6,8 @@
 use super::conditions::{self as cond};
 use super::context::{Reconcile, Rs};
 use crate::api::rollout::RolloutStatus;
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 impl Reconcile<'_, '_> {
     pub(super) fn sum(&self, f: impl Fn(&Rs) -> i32) -> i32 {
@@ -140,7 +142,39 @@ impl Reconcile<'_, '_> {
         let became_unhealthy = self.healthy_condition(new, paused);
         self.progressing_condition(new, aborted, became_unhealthy);
         self.available_condition(new);
+        self.replica_failure_condition(new);
         self.completed_condition(new);
+    }
+
+    /// Argo's getReplicaFailures: a ReplicaSet's `ReplicaFailure` condition (a quota or an admission webhook
+    /// refusing its pods) copied onto the Rollout, the new ReplicaSet's before any other's, its transition
+    /// time as both times; removed when none has one.
+    fn replica_failure_condition(&self, new: &mut RolloutStatus) {
+        let new_name = self.new_rs.map(|i| self.rss[i].name.as_str());
+        let of_new = self
+            .o
+            .replica_sets
+            .iter()
+            .filter(|rs| new_name.is_some() && rs.metadata.name.as_deref() == new_name)
+            .find_map(replica_failure);
+        let Some(found) = of_new.or_else(|| self.o.replica_sets.iter().find_map(replica_failure))
+        else {
+            cond::remove(new, cond::REPLICA_FAILURE);
+            return;
+        };
+        let at = found
+            .last_transition_time
+            .as_ref()
+            .map_or(self.o.now, |t| t.0);
+        let mut copied = cond::condition(
+            cond::REPLICA_FAILURE,
+            &found.status,
+            found.reason.as_deref().unwrap_or_default(),
+            found.message.as_deref().unwrap_or_default(),
+            at,
+        );
+        copied.last_update_time = Time(at);
+        cond::set(new, copied);
     }
 
     /// The Healthy condition: True when healthy and not `paused`, else False once it was set; whether it
@@ -313,6 +347,12 @@ impl Reconcile<'_, '_> {
 }
 
 /// `metav1.FormatLabelSelector` of the Rollout's selector, e.g. `app=web`.
+/// A ReplicaSet's own `ReplicaFailure` condition.
+fn replica_failure(rs: &ReplicaSet) -> Option<&ReplicaSetCondition> {
+    let conditions = rs.status.as_ref()?.conditions.as_ref()?;
+    conditions.iter().find(|c| c.type_ == cond::REPLICA_FAILURE)
+}
+
 fn selector_string(rollout: &crate::api::Rollout) -> String {
     let Some(selector) = &rollout.spec.selector else {
         return String::new();

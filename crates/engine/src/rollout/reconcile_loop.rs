@@ -6,7 +6,9 @@
 //!
 //! A write or status store that meets a change made since the read (a 409, an object gone) reads and plans
 //! again, at most [`ATTEMPTS`] times; a PodDisruptionBudget that refuses every eviction of a plan plans again
-//! without the pods (Argo's pod restarter gives up the restart for that reconcile, not the rest of it).
+//! without the pods (Argo's pod restarter gives up the restart for that reconcile, not the rest of it). A plan
+//! that stops short of its status still publishes the Events of the writes it made ([`Event::after_write`]):
+//! the next plan will not make them again.
 
 use std::collections::BTreeMap;
 
@@ -126,12 +128,13 @@ pub trait Cluster {
         write: &Write,
     ) -> impl Future<Output = Result<Made, Self::Error>> + Send;
 
-    /// Brings the traffic routers to `route`; the error is a message for the Rollout's Event.
+    /// Brings the traffic routers to `route`: the Events of the objects it wrote, in order
+    /// ([`Target::written`](crate::routing::Target::written)); the error is a message for the Rollout's Event.
     fn route(
         &mut self,
         seen: &Snapshot,
         route: &Route,
-    ) -> impl Future<Output = Result<(), String>> + Send;
+    ) -> impl Future<Output = Result<Vec<Event>, String>> + Send;
 
     /// Stores `status` over the one `seen` holds (the Rollout's own writes of this reconcile included).
     fn store_status(
@@ -219,34 +222,49 @@ async fn step<C: Cluster + Send>(
         .writes
         .split_at(plan.route_after.min(plan.writes.len()));
     let mut tally = Tally::default();
-    if !make(cluster, seen, before, &mut tally).await? {
-        return Ok(Stepped::Changed);
+    let (landed, made) = make(cluster, seen, before, &mut tally).await;
+    if !matches!(made, Ok(true)) {
+        publish_landed(cluster, seen, &plan, landed);
+        return made.map(|_| Stepped::Changed);
     }
     // Traffic after the ReplicaSets' creation and the Services' selectors, before analysis and scaling, in
     // Argo's order.
-    if let Some(route) = &plan.route
-        && let Err(error) = cluster.route(seen, route).await
-    {
-        let failed = Event {
-            reason: reasons::TRAFFIC_ROUTING_ERROR.to_string(),
-            message: error.clone(),
-            warning: true,
-        };
-        cluster.publish(&seen.rollout, &[failed]);
-        return Ok(Stepped::Done(Box::new(Reconciliation::Unrouted {
-            plan,
-            error,
-        })));
+    // The routers' Events are published once their writes are made, as Argo's routers record them.
+    if let Some(route) = &plan.route {
+        match cluster.route(seen, route).await {
+            Ok(written) if written.is_empty() => {}
+            Ok(written) => cluster.publish(&seen.rollout, &written),
+            Err(error) => {
+                publish_landed(cluster, seen, &plan, before.len());
+                let failed = Event {
+                    reason: reasons::TRAFFIC_ROUTING_ERROR.to_string(),
+                    message: error.clone(),
+                    warning: true,
+                    after_write: None,
+                };
+                cluster.publish(&seen.rollout, &[failed]);
+                return Ok(Stepped::Done(Box::new(Reconciliation::Unrouted {
+                    plan,
+                    error,
+                })));
+            }
+        }
     }
-    if !make(cluster, seen, after, &mut tally).await? {
-        return Ok(Stepped::Changed);
+    let (landed, made) = make(cluster, seen, after, &mut tally).await;
+    if !matches!(made, Ok(true)) {
+        publish_landed(cluster, seen, &plan, before.len() + landed);
+        return made.map(|_| Stepped::Changed);
     }
     if tally.evictions > 0 && tally.refused == tally.evictions {
         return Ok(Stepped::Refused);
     }
     let changed = seen.rollout.status.as_ref() != Some(&plan.status);
     if changed {
-        match cluster.store_status(seen, &plan.status).await? {
+        let stored = cluster.store_status(seen, &plan.status).await;
+        if !matches!(stored, Ok(Stored::Written)) {
+            publish_landed(cluster, seen, &plan, plan.writes.len());
+        }
+        match stored? {
             Stored::Written => {}
             Stored::Changed => return Ok(Stepped::Changed),
             Stored::Gone => return Ok(Stepped::Done(Box::new(Reconciliation::Gone))),
@@ -259,22 +277,38 @@ async fn step<C: Cluster + Send>(
     })))
 }
 
-/// Makes `writes` in order; false when one met a change (plan again).
+/// Makes `writes` in order: how many landed, and false when one met a change (plan again).
 async fn make<C: Cluster + Send>(
     cluster: &mut C,
     seen: &Snapshot,
     writes: &[Write],
     tally: &mut Tally,
-) -> Result<bool, C::Error> {
-    for write in writes {
+) -> (usize, Result<bool, C::Error>) {
+    for (landed, write) in writes.iter().enumerate() {
         tally.evictions += usize::from(matches!(write, Write::EvictPod { .. }));
-        match cluster.make(seen, write).await? {
-            Made::Done => {}
-            Made::Refused => tally.refused += 1,
-            Made::Changed => return Ok(false),
+        match cluster.make(seen, write).await {
+            Ok(Made::Done) => {}
+            Ok(Made::Refused) => tally.refused += 1,
+            Ok(Made::Changed) => return (landed, Ok(false)),
+            Err(e) => return (landed, Err(e)),
         }
     }
-    Ok(true)
+    (writes.len(), Ok(true))
+}
+
+/// When a plan stops short of its status (a write or the routers failed, or the status met a change), the
+/// Events of its first `landed` writes, which the next plan will not make again: Argo records each as it makes
+/// the write, so they stand whatever fails after it. The plan's other Events go with its status.
+fn publish_landed<C: Cluster>(cluster: &mut C, seen: &Snapshot, plan: &Plan, landed: usize) {
+    let told: Vec<Event> = plan
+        .events
+        .iter()
+        .filter(|e| e.after_write.is_some_and(|w| w < landed))
+        .cloned()
+        .collect();
+    if !told.is_empty() {
+        cluster.publish(&seen.rollout, &told);
+    }
 }
 
 /// The plan for `seen`, run on through the plans that follow it while they change only the status: nothing

@@ -72,7 +72,7 @@ impl Reconcile<'_, '_> {
             self.writes.push(Write::RolloutRevision {
                 revision: revision.clone(),
             });
-            self.event(
+            self.told_write(
                 cond::ROLLOUT_UPDATED,
                 format!("Rollout updated to revision {revision}"),
             );
@@ -141,7 +141,7 @@ impl Reconcile<'_, '_> {
         };
         self.writes.push(Write::CreateReplicaSet(Box::new(rs)));
         self.set_rollout_revision(revision.clone());
-        self.event(
+        self.told_write(
             cond::NEW_RS_CREATED,
             format!("Created ReplicaSet {name} (revision {revision})"),
         );
@@ -323,27 +323,27 @@ impl Reconcile<'_, '_> {
             && !self.delays_scale_down_on_abort()
             && self.rss[i].scale_down_deadline.take().is_some();
         let rs = &self.rss[i];
+        let direction = if replicas > rs.pods.spec {
+            "up"
+        } else {
+            "down"
+        };
+        let message = format!(
+            "Scaled {direction} ReplicaSet {} (revision {}) from {} to {replicas}",
+            rs.name, rs.revision, rs.pods.spec
+        );
         let write = Write::ScaleReplicaSet {
             name: rs.name.clone(),
             replicas,
             desired: self.replicas,
             clear_scale_down_deadline,
         };
+        self.writes.push(write);
         if resized {
-            let direction = if replicas > rs.pods.spec {
-                "up"
-            } else {
-                "down"
-            };
-            let message = format!(
-                "Scaled {direction} ReplicaSet {} (revision {}) from {} to {replicas}",
-                rs.name, rs.revision, rs.pods.spec
-            );
-            self.event(cond::SCALING_REPLICA_SET, message);
+            self.told_write(cond::SCALING_REPLICA_SET, message);
         } else {
             self.rss[i].desired_annotation = Some(self.replicas);
         }
-        self.writes.push(write);
         resized
     }
 
@@ -481,6 +481,6 @@ impl Reconcile<'_, '_> {
             hash: target.hash.clone(),
             rollout: self.name.clone(),
         });
-        self.event(cond::SWITCH_SERVICE, message);
+        self.told_write(cond::SWITCH_SERVICE, message);
     }
 }

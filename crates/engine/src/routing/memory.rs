@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::Rollout;
-use crate::rollout::Route;
+use crate::rollout::{Event, Route};
 use crate::routing::{self, Desired, RouterObject, Routing, RoutingError, Target};
 
 /// One router object and its destinations' weights, as written at a step.
@@ -109,9 +109,9 @@ impl Routers {
 
     /// Brings the routers to `route`, as the daemon's would be. An object that does not fit the configuration
     /// is an error naming its file, line and object, in Argo's words.
-    pub fn apply(&mut self, rollout: &Rollout, route: &Route) -> Result<(), String> {
+    pub fn apply(&mut self, rollout: &Rollout, route: &Route) -> Result<Vec<Event>, String> {
         let Some(routing) = &self.routing else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let d = Desired::new(
             rollout,
@@ -127,6 +127,7 @@ impl Routers {
             ]
         };
         let mut out = Vec::new();
+        let mut announced = Vec::new();
         for target in routing::targets(routing, &d) {
             let name = target.name(&d);
             let weights = match target {
@@ -146,6 +147,7 @@ impl Routers {
                             })?;
                             if let Some(new) = built {
                                 *current = new;
+                                announced.extend(target.written(&d, false));
                             }
                             destination_weights(current)
                         }
@@ -159,7 +161,7 @@ impl Routers {
             });
         }
         self.shown = out;
-        Ok(())
+        Ok(announced)
     }
 }
 

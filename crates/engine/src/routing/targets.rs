@@ -7,9 +7,11 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::Value;
 
 use super::{Desired, Routing, RoutingError, gateway, istio, nginx};
+use crate::api::reasons::rollout as reasons;
 use crate::api::traffic_routing::{
     GatewayApiTrafficRouting, IstioDestinationRule, IstioVirtualService, NginxTrafficRouting,
 };
+use crate::rollout::Event;
 
 /// A router object a Rollout names, as one reconcile read it before acting on anything: `object` is `None`
 /// when it does not exist. A driver lists only what it read (a rehearsal, the objects among its files).
@@ -130,6 +132,55 @@ impl<'r> Target<'r> {
                 "the canary Ingress is made from its stable Ingress".to_string(),
             )),
         }
+    }
+
+    /// The Event Argo's router records on the Rollout once it has written this object at `d` (`created`: the
+    /// canary Ingress was made rather than patched): Istio's `UpdateHash` and `SetWeight`, NGINX's
+    /// `SetWeight`. `None` for an HTTPRoute: Argo's Gateway API plugin records none.
+    pub fn written(&self, d: &Desired, created: bool) -> Option<Event> {
+        let (reason, message) = match self {
+            Target::DestinationRule { config, .. } => (
+                reasons::UPDATED_DESTINATION_RULE,
+                format!(
+                    "DestinationRule {} subset updated ({}: {}, {}: {})",
+                    config.name,
+                    config.canary_subset_name,
+                    d.canary_hash,
+                    config.stable_subset_name,
+                    d.stable_hash
+                ),
+            ),
+            Target::VirtualService { name, .. } => (
+                reasons::UPDATED_VIRTUAL_SERVICE,
+                format!(
+                    "VirtualService `{name}` set to desiredWeight '{}'",
+                    d.canary_weight
+                ),
+            ),
+            Target::CanaryIngress { .. } if created => (
+                reasons::CREATING_CANARY_INGRESS,
+                format!(
+                    "Creating canary ingress `{}` with weight `{}`",
+                    self.name(d),
+                    d.canary_weight
+                ),
+            ),
+            Target::CanaryIngress { .. } => (
+                reasons::PATCHING_CANARY_INGRESS,
+                format!(
+                    "Updating Ingress `{}` to desiredWeight '{}'",
+                    self.name(d),
+                    d.canary_weight
+                ),
+            ),
+            Target::HttpRoute { .. } => return None,
+        };
+        Some(Event {
+            reason: reason.to_string(),
+            message,
+            warning: false,
+            after_write: None,
+        })
     }
 }
 
