@@ -21,6 +21,12 @@ use serde_json::{Value, json};
 
 /// Hashes as Argo Rollouts names its ReplicaSets: never what canaryd's own hash of the template gives, so only
 /// comparing templates (Argo's `FindNewReplicaSet`) finds them.
+/// The Event Argo's controller (and canaryd's) writes for each Rollout its informer first lists.
+const ADDED_TO_INFORMER: [&str; 2] = [
+    "RolloutAddedToInformer",
+    "Rollout resource added to informer: default/web",
+];
+
 const STABLE: &str = "5d8f9c7b6";
 const CANARY: &str = "7c9b5f4d8";
 
@@ -267,9 +273,13 @@ async fn a_healthy_rollout_handed_over_from_argo_is_left_as_it_is(crds: CrdSet) 
         template_before,
         "the ReplicaSet's template is not rewritten"
     );
+    // Argo's controller, started afresh, also tells every Rollout its informer lists: that and nothing else.
     assert_eq!(
         events(&client).await,
-        [],
+        [(
+            ADDED_TO_INFORMER[0].to_string(),
+            ADDED_TO_INFORMER[1].to_string()
+        )],
         "Events about a Rollout Argo left Healthy"
     );
 }
@@ -347,10 +357,12 @@ async fn a_rollout_handed_over_mid_canary_goes_on_from_its_analysis_step(crds: C
         (replicas_of(&server, CANARY), replicas_of(&server, STABLE)),
         (Some(5), Some(0))
     );
-    // From Argo's step analysis on, the Events Argo Rollouts writes for the rest of the update (as in
+    // The informer's Event a starting Argo controller writes too, then from Argo's step analysis on, the
+    // Events Argo Rollouts writes for the rest of the update (as in
     // `a_healthy_update_is_promoted_step_by_step_with_argos_status_and_events`), and none before it.
     let (old, new) = (STABLE, CANARY);
     let expected = [
+        (ADDED_TO_INFORMER[0], ADDED_TO_INFORMER[1].to_string()),
         (
             "AnalysisRunSuccessful",
             format!("Step Analysis Run '{run_name}' Status New: 'Successful' Previous: 'Running'"),
