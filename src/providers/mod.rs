@@ -15,6 +15,7 @@ pub mod job;
 pub mod jsonpath;
 pub mod preflight;
 pub mod prometheus;
+pub mod promql;
 pub mod provider;
 pub mod registry;
 pub mod sources;

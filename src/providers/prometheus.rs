@@ -595,7 +595,5 @@ impl<'de> Deserialize<'de> for CowStr<'de> {
     }
 }
 
-pub mod promql;
-
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use super::gate::Gate;
-use super::prometheus::promql;
+use super::promql;
 use super::provider::{Answer, MeasureAt, MetricProvider, Progress};
 use super::{Prometheus, PrometheusRequest, ProviderError, ProviderResult, Web, WebRequest};
 use crate::api::duration::parse_step;
