@@ -384,3 +384,70 @@ fn each_slow_stage_exceeds_the_progress_deadline_and_recovers_as_argos_e2e_with_
         ]
     );
 }
+
+/// `status.duration` as a JSON value, for comparing with what Argo writes.
+fn duration(c: &MemoryCluster) -> Value {
+    serde_json::to_value(c.rollout.status.as_ref().and_then(|s| s.duration.clone())).unwrap()
+}
+
+/// Issue item 5 (`status.duration`). Scenario: revision 2 is shipped at 10 s and waits at an indefinite pause
+/// until a person promotes it at 70 s; it then completes. Argo (calculateStatusDuration): the attempt starts
+/// when the template changes, the indefinite pause counts as manual pause time until it is resumed, and the
+/// attempt ends Promoted once the new ReplicaSet is stable with all its pods, the first deploy's as well.
+/// canaryd before: no `status.duration` at all.
+#[test]
+fn an_update_is_timed_from_the_new_template_to_promoted_with_its_manual_pause_as_argos_calculate_status_duration()
+ {
+    let mut c = routed(2, json!({"steps": [{"setWeight": 50}, {"pause": {}}]}));
+    run(&mut c, at(0));
+    assert_eq!(
+        duration(&c),
+        json!({
+            "rolloutStartedAt": at(0).to_string(),
+            "finishedAt": at(0).to_string(),
+            "completionStatus": "Promoted",
+        }),
+        "the first deploy is an attempt too (no currentPodHash yet), promoted once its pods are available"
+    );
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert_eq!(
+        duration(&c),
+        json!({"rolloutStartedAt": at(10).to_string(), "manualPauseStartedAt": at(10).to_string()})
+    );
+    c.patch_status(|s| s.pause_conditions.clear());
+    run(&mut c, at(70));
+    assert_eq!(phase(&c).0, "Healthy");
+    assert_eq!(
+        duration(&c),
+        json!({
+            "rolloutStartedAt": at(10).to_string(),
+            "totalManualPauseDurationSeconds": 60,
+            "finishedAt": at(70).to_string(),
+            "completionStatus": "Promoted",
+        })
+    );
+}
+
+/// Scenario: revision 2 is aborted at 20 s, then retried at 30 s. Argo: the abort ends the attempt
+/// (Aborted); the retry starts a new one.
+#[test]
+fn an_abort_ends_the_attempt_and_a_retry_starts_another_as_argos_calculate_status_duration() {
+    let mut c = routed(
+        2,
+        json!({"steps": [{"setWeight": 50}, {"pause": {"duration": "1h"}}]}),
+    );
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    c.patch_status(|s| s.abort = true);
+    run(&mut c, at(20));
+    assert_eq!(duration(&c)["completionStatus"], "Aborted");
+    assert_eq!(duration(&c)["finishedAt"], at(20).to_string());
+    c.patch_status(|s| s.abort = false);
+    run(&mut c, at(30));
+    assert_eq!(
+        duration(&c),
+        json!({"rolloutStartedAt": at(30).to_string()})
+    );
+}

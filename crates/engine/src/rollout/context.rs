@@ -66,13 +66,15 @@ impl<'r, 'a> Reconcile<'r, 'a> {
             steps: steps::steps(o.rollout),
             canary,
             prev,
-            // restartedAt carries over unless a restart completes or the steps restart (Argo's newStatus).
+            // restartedAt carries over unless a restart completes or the steps restart, and the duration
+            // until this reconcile's transitions change it (Argo's newStatus).
             new: RolloutStatus {
                 restarted_at: o
                     .rollout
                     .status
                     .as_ref()
                     .and_then(|s| s.restarted_at.clone()),
+                duration: o.rollout.status.as_ref().and_then(|s| s.duration.clone()),
                 ..Default::default()
             },
             pause,

@@ -13,6 +13,7 @@ pub mod basic_canary;
 pub mod change;
 pub mod conditions;
 mod context;
+pub mod duration;
 mod ephemeral;
 pub mod hash;
 mod history;

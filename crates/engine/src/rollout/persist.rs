@@ -107,6 +107,7 @@ impl Reconcile<'_, '_> {
         let (phase, message) = cond::phase(&self.o.rollout.spec, &new);
         new.phase = phase.to_string();
         new.message = message;
+        new.duration = self.duration(&new);
         let was_paused = !self.prev.pause_conditions.is_empty();
         if let Some(first) = new.pause_conditions.first().filter(|_| !was_paused) {
             let message = format!("{} ({})", cond::PAUSED_MESSAGE, first.reason);

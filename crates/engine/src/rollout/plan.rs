@@ -167,6 +167,7 @@ impl Reconcile<'_, '_> {
         let (phase, message) = cond::phase(&self.o.rollout.spec, &status);
         status.phase = phase.to_string();
         status.message = message;
+        status.duration = self.duration(&status);
         self.status = Some(status);
     }
 
@@ -198,7 +199,7 @@ impl Reconcile<'_, '_> {
         }
     }
 
-    fn template_or_steps_changed(&self) -> bool {
+    pub(super) fn template_or_steps_changed(&self) -> bool {
         let step_hash = hash::step_hash(self.canary.and_then(|c| c.steps.as_ref()));
         self.prev.current_step_hash.is_empty()
             || self.prev.current_step_hash != step_hash

@@ -44,4 +44,24 @@ impl Reconcile<'_, '_> {
             .is_some_and(|i| self.rss[i].hash == self.prev.stable_rs);
         self.stable_rs.is_some() && (to_stable || self.rollback_within_window())
     }
+
+    /// Argo's isRollback and isFastRollback for the duration: back to the stable template or to an older
+    /// ReplicaSet than the stable one; fast when to the stable template or within the window.
+    pub(super) fn rollback_kind(&self) -> Option<&'static str> {
+        let (Some(new), Some(stable)) = (self.new_rs, self.stable_rs) else {
+            return None;
+        };
+        let to_stable = self.rss[new].hash == self.prev.stable_rs;
+        let older = matches!(
+            (self.rss[new].created, self.rss[stable].created),
+            (Some(n), Some(s)) if n < s
+        );
+        if !(to_stable || older) {
+            None
+        } else if to_stable || self.rollback_within_window() {
+            Some("FastRolledBack")
+        } else {
+            Some("RolledBack")
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! The Rollout status as Argo writes it (`pkg/apis/rollouts/v1alpha1` RolloutStatus): Argo's field names and
 //! types (`observedGeneration` is a string, `stableRS` and `currentPodHash` are pod-template hashes), and Go's
 //! `omitempty`: a zero number, false or empty string is left out, as Argo leaves it out. Fields canaryd does
-//! not own (blueGreen, alb, duration, ...) stay in `rest` and are written back as they were.
+//! not own (blueGreen, alb, ...) stay in `rest` and are written back as they were.
 
 use std::collections::BTreeMap;
 
@@ -68,8 +68,31 @@ pub struct RolloutStatus {
     pub message: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub workload_observed_generation: String,
+    /// The timing of the current rollout attempt (Argo's RolloutDurationStatus).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<RolloutDurationStatus>,
     #[serde(flatten)]
     pub rest: BTreeMap<String, Value>,
+}
+
+/// When the current rollout attempt started and ended, how it ended, and the time it spent waiting for a
+/// person (Argo's RolloutDurationStatus).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutDurationStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manual_pause_started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_manual_pause_duration_seconds: Option<i64>,
+    /// Nil while the attempt is in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+    /// Promoted, FastPromoted, Aborted, Superseded, RolledBack or FastRolledBack; may be known before
+    /// `finishedAt` (a rollback is classified while it progresses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_status: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
