@@ -2,7 +2,13 @@
 //! each with its byte span; and the positions syntax errors name (`column N`, or `line L, column N`).
 
 use super::ConditionError;
-use super::parser::Span;
+
+/// A byte range in the condition text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Span {
+    pub start: usize,
+    pub end: usize,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Tok {

@@ -4,14 +4,8 @@
 //! gives meaning.
 
 use super::ConditionError;
+use super::lexer::Span;
 use super::lexer::{Tok, Token, error_at, tokenize};
-
-/// A byte range in the condition text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Span {
-    pub start: usize,
-    pub end: usize,
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Ast {

@@ -49,8 +49,8 @@ pub const REVISION_ANNOTATION: &str = analysis::REVISION_ANNOTATION;
 pub const REVISION_HISTORY_ANNOTATION: &str = "rollout.argoproj.io/revision-history";
 pub const DESIRED_REPLICAS_ANNOTATION: &str = "rollout.argoproj.io/desired-replicas";
 pub const SCALE_DOWN_DEADLINE_ANNOTATION: &str = "scale-down-deadline";
+pub use crate::api::rollout::MANAGED_BY_ANNOTATION;
 pub use ephemeral::{EPHEMERAL_METADATA_ANNOTATION, MetadataPatch, ephemeral_metadata_configured};
-pub const MANAGED_BY_ANNOTATION: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
 
 /// Everything one reconcile reads. `replica_sets` and `analysis_runs` are those the Rollout controls
 /// (ownerReference with controller: true and the Rollout's uid); `services` those it may name.

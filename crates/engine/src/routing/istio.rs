@@ -7,8 +7,8 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::{Map, Value};
 
 use super::{Desired, Reader, RoutingError, config, object_name};
+use crate::api::rollout::MANAGED_BY_ANNOTATION;
 use crate::api::traffic_routing::{IstioDestinationRule, IstioTrafficRouting, IstioVirtualService};
-use crate::rollout::MANAGED_BY_ANNOTATION;
 use crate::rollout::hash::HASH_LABEL;
 
 /// Argo's ValidateRolloutVirtualServicesConfig and the names every reference needs.

@@ -249,6 +249,10 @@ impl CanaryStrategy {
     }
 }
 
+/// The annotation naming the Rollout that manages a Service or DestinationRule (Argo's
+/// `argo-rollouts.argoproj.io/managed-by-rollouts`).
+pub const MANAGED_BY_ANNOTATION: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
+
 /// The fields Argo's Rollout CRD (v1alpha1) declares at `spec`, `spec.strategy` and `spec.strategy.canary`:
 /// what a field written there that canaryd's types keep aside (`rest`) is compared with for "did you mean".
 pub const SPEC_FIELDS: &[&str] = &[
