@@ -1,6 +1,6 @@
 //! `canaryd rehearse` against a real Prometheus (docs/development.md, "Tests"): a Rollout's steps played on a virtual clock
 //! by the daemon's planner, its step analyses measured against the loaded history. The Rollout is
-//! tests/fixtures/rehearse/checkout.yaml (step 2 and step 5 are success-rate analyses) with the shipped
+//! examples/rehearse/checkout.yaml (step 2 and step 5 are success-rate analyses) with the shipped
 //! success-rate template; `--arg service=...` points it at one of the scenario's services.
 
 #![allow(clippy::disallowed_methods)]
@@ -78,7 +78,7 @@ fn rehearse(service: &str, extra: &[&str]) -> Rehearsed {
     let mut args = vec![
         "rehearse",
         "-f",
-        "tests/fixtures/rehearse/checkout.yaml",
+        "examples/rehearse/checkout.yaml",
         "-f",
         "analysis-templates/success-rate.yaml",
         "--prometheus",
@@ -289,13 +289,13 @@ fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
     let stderr = CANARYD.refused(&[
         "rehearse",
         "-f",
-        "tests/fixtures/rehearse/checkout.yaml",
+        "examples/rehearse/checkout.yaml",
         "--from",
         "2026-01-01T00:10:00Z",
     ]);
     assert!(
         stderr.contains(
-            "tests/fixtures/rehearse/checkout.yaml:34: Rollout/checkout: \
+            "examples/rehearse/checkout.yaml:34: Rollout/checkout: \
              spec.strategy.canary.steps[1].analysis.templates: Invalid value: \"success-rate\": \
              AnalysisTemplate 'success-rate' not found"
         ),
@@ -308,8 +308,7 @@ fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
 fn a_router_object_that_does_not_fit_the_rollout_is_invalid_spec_as_in_the_daemon() {
     // The VirtualService among the files has no route named `primary`, which the Rollout names: InvalidSpec
     // before anything is acted on, as the daemon (and Argo's ValidateVirtualService) finds it.
-    let fixture =
-        std::fs::read_to_string("tests/fixtures/rehearse/checkout.yaml").expect("the fixture");
+    let fixture = std::fs::read_to_string("examples/rehearse/checkout.yaml").expect("the fixture");
     assert!(fixture.contains("  - name: primary\n"));
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = dir.path().join("checkout.yaml");
@@ -367,7 +366,7 @@ fn a_rehearsal_that_would_run_past_the_last_representable_instant_ends_waiting()
         let mut args = vec![
             "rehearse",
             "-f",
-            "tests/fixtures/rehearse/checkout.yaml",
+            "examples/rehearse/checkout.yaml",
             "-f",
             "analysis-templates/success-rate.yaml",
             "--prometheus",
@@ -418,7 +417,7 @@ fn more_starts_than_a_tally_can_hold_are_bad_input_before_any_is_played() {
     let stderr = CANARYD.refused(&[
         "rehearse",
         "-f",
-        "tests/fixtures/rehearse/checkout.yaml",
+        "examples/rehearse/checkout.yaml",
         "-f",
         "analysis-templates/success-rate.yaml",
         "--prometheus",
