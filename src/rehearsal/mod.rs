@@ -569,19 +569,29 @@ fn show_step(
     if *at_step == Some((index, weight)) {
         return;
     }
-    *at_step = Some((index, weight));
     let all = steps::steps(&cluster.rollout);
-    on(&Entry::Step {
+    let line = |index: usize, name: String| Entry::Step {
         time: now,
         step: index + 1,
         steps,
-        name: if status.abort {
-            "aborted".to_string()
-        } else {
-            all.get(index)
-                .map_or_else(|| "done".to_string(), steps::describe)
-        },
+        name,
         weight,
         routers: cluster.routers.shown().to_vec(),
-    });
+    };
+    // A setWeight step reached its weight and completed in one reconcile: its line with the weight it set
+    // comes before the next step's, so no setWeight line shows only the weight from before it.
+    if let Some((left, before)) = *at_step
+        && left != index
+        && before != weight
+        && let Some(set) = all.get(left).filter(|s| s.set_weight.is_some())
+    {
+        on(&line(left, steps::describe(set)));
+    }
+    *at_step = Some((index, weight));
+    let name = match all.get(index) {
+        _ if status.abort => "aborted".to_string(),
+        Some(step) => steps::describe(step),
+        None => "done".to_string(),
+    };
+    on(&line(index, name));
 }

@@ -147,6 +147,17 @@ fn every_step_line_shows_the_virtual_service() {
     }
 }
 
+/// A setWeight step's weight is set and the step completed in one reconcile; each setWeight step still has a
+/// line with the weight it set, not only the weight from before it.
+#[test]
+fn every_set_weight_step_shows_the_weight_it_set() {
+    let (_, out) = demo(&["--scenario", "healthy"]);
+    for (step, weight) in [("1/7", 20), ("4/7", 50), ("6/7", 80)] {
+        let set = format!("step {step}  setWeight: {weight}    canary weight {weight}  ");
+        assert!(out.contains(&set), "{set}\n{out}");
+    }
+}
+
 /// Argo's trafficWeightUpdatedMessage names no weight when only the ReplicaSets behind the weights changed;
 /// the Event keeps Argo's words and the timeline says what happened.
 #[test]
