@@ -72,7 +72,7 @@ pub fn run(args: Args) -> Exit {
         let (from, to) = scenario.analysis_window();
         if args.output == OutputFormat::Text {
             let story = match args.scenario {
-                ScenarioName::Degrading => "canary fine (0.8% errors) for 8 minutes, then 12%",
+                ScenarioName::Degrading => "canary fine (0.8% errors) until 00:08, then at 12%",
                 ScenarioName::Healthy => "canary steady at 0.8% errors",
             };
             say!(

@@ -105,13 +105,15 @@ pub async fn run(scenario: Scenario, output: OutputFormat) -> Exit {
     let (from, _) = scenario.analysis_window();
     if output == OutputFormat::Text {
         let story = match scenario.name {
-            ScenarioName::Degrading => "fine (0.8% errors) for 8 minutes, then 12%",
+            ScenarioName::Degrading => {
+                "fine (0.8% errors) until 00:08, 6 minutes after it ships, then at 12%"
+            }
             ScenarioName::Healthy => "steady at 0.8% errors",
         };
         say!(
             "canaryd demo: Rollout shop/checkout ships revision 2 at {from}: setWeight 20, pause 5m, the \
              success-rate analysis\n(analysis-templates/success-rate.yaml, threshold 0.99), setWeight 50, ... \
-             through the Istio VirtualService checkout.\nThe canary is {story}; the scenario stands in for \
+             through the Istio VirtualService checkout.\nThe canary is {story};\nthe scenario stands in for \
              Prometheus on a virtual clock.\n"
         );
     }

@@ -7,6 +7,7 @@ use std::io::{IsTerminal, Write};
 use jiff::SignedDuration;
 
 use super::{Exit, OutputFormat};
+use crate::api::reasons::rollout::TRAFFIC_WEIGHT_UPDATED;
 use crate::measure::Providers;
 use crate::rehearsal::{self, Ending, Entry, Options, Outcome, Setup};
 
@@ -53,10 +54,25 @@ pub fn entry_line(entry: &Entry) -> String {
             warning,
             ..
         } => format!(
-            "{time}  {}{reason}: {message}",
-            if *warning { "warning " } else { "" }
+            "{time}  {}{reason}: {message}{}",
+            if *warning { "warning " } else { "" },
+            event_note(reason, message)
         ),
         Entry::Promote { reason, .. } => format!("{time}  promote: {reason}"),
+    }
+}
+
+/// What an Event's own words leave unsaid, after it. Argo's TrafficWeightUpdated names no weight when only
+/// the pod-template hashes behind the weights changed (its trafficWeightUpdatedMessage: no "from A to B"
+/// when the canary weight is the same): the Event is kept as Argo writes it and explained here.
+fn event_note(reason: &str, message: &str) -> &'static str {
+    let nothing_named = message
+        .strip_prefix("Traffic weight updated")
+        .is_some_and(|rest| rest.trim().is_empty());
+    if reason == TRAFFIC_WEIGHT_UPDATED && nothing_named {
+        "[the weight is unchanged: the weights now name the new ReplicaSet's pod-template hash]"
+    } else {
+        ""
     }
 }
 

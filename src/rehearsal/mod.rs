@@ -61,8 +61,7 @@ pub struct Options {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum Entry {
-    /// The rollout is at a new step or weight; `routers` holds what the routers were told when the weight
-    /// changed.
+    /// The rollout is at a new step or weight; `routers` holds what the routers show then.
     #[serde(rename_all = "camelCase")]
     Step {
         #[serde(serialize_with = "rfc3339")]
@@ -539,7 +538,7 @@ fn waiting_for_a_person(
     })
 }
 
-/// Reports the step and weight when either changed, with what the routers show for a new weight.
+/// Reports the step and weight when either changed, with what the routers show.
 fn show_step(
     cluster: &MemoryCluster,
     plan: &Plan,
@@ -549,7 +548,12 @@ fn show_step(
     on: &mut dyn FnMut(&Entry),
 ) {
     let status = cluster.status();
-    let index = status.current_step_index.unwrap_or(0).max(0) as usize;
+    // An abort sets currentStepIndex back to 0 (Argo's syncRolloutStatusCanary): the timeline keeps naming
+    // the step the rollout was aborted at, as the outcome does.
+    let index = match *at_step {
+        Some((shown, _)) if status.abort => shown,
+        _ => status.current_step_index.unwrap_or(0).max(0) as usize,
+    };
     // With a router, the weight the routers were brought to (none this reconcile: as they were); without
     // one, the weight the replica counts approximate.
     let routed = cluster
@@ -565,25 +569,29 @@ fn show_step(
     if *at_step == Some((index, weight)) {
         return;
     }
-    let weight_changed = at_step.is_none_or(|(_, w)| w != weight);
-    *at_step = Some((index, weight));
-    let routers = if weight_changed {
-        cluster.routers.shown().to_vec()
-    } else {
-        Vec::new()
-    };
     let all = steps::steps(&cluster.rollout);
-    on(&Entry::Step {
+    let line = |index: usize, name: String| Entry::Step {
         time: now,
         step: index + 1,
         steps,
-        name: if status.abort {
-            "aborted".to_string()
-        } else {
-            all.get(index)
-                .map_or_else(|| "done".to_string(), steps::describe)
-        },
+        name,
         weight,
-        routers,
-    });
+        routers: cluster.routers.shown().to_vec(),
+    };
+    // A setWeight step reached its weight and completed in one reconcile: its line with the weight it set
+    // comes before the next step's, so no setWeight line shows only the weight from before it.
+    if let Some((left, before)) = *at_step
+        && left != index
+        && before != weight
+        && let Some(set) = all.get(left).filter(|s| s.set_weight.is_some())
+    {
+        on(&line(left, steps::describe(set)));
+    }
+    *at_step = Some((index, weight));
+    let name = match all.get(index) {
+        _ if status.abort => "aborted".to_string(),
+        Some(step) => steps::describe(step),
+        None => "done".to_string(),
+    };
+    on(&line(index, name));
 }

@@ -103,9 +103,9 @@ fn the_rollout_shifts_traffic_step_by_step_and_rolls_back_when_the_canary_degrad
     );
     assert!(
         has(
-            "00:10:00Z  step 1/7  aborted          canary weight 0  VirtualService/checkout: checkout-stable 100, checkout-canary 0"
+            "00:10:00Z  step 3/7  aborted          canary weight 0  VirtualService/checkout: checkout-stable 100, checkout-canary 0"
         ),
-        "the canary's traffic is taken back: {out}"
+        "the canary's traffic is taken back, at the step the outcome names: {out}"
     );
     assert!(
         out.trim_end()
@@ -115,6 +115,75 @@ fn the_rollout_shifts_traffic_step_by_step_and_rolls_back_when_the_canary_degrad
             .starts_with(
                 "Outcome: aborted at step 3/7 after 8m (metric success-rate): RolloutAborted:"
             ),
+        "{out}"
+    );
+}
+
+/// Argo sets currentStepIndex back to 0 on abort (syncRolloutStatusCanary); the timeline's step lines and the
+/// outcome still agree on the step the rollout was aborted at.
+#[test]
+fn the_abort_lines_name_the_step_the_outcome_names() {
+    let (_, out) = demo(&[]);
+    let aborted: Vec<&str> = out.lines().filter(|l| l.contains("  aborted  ")).collect();
+    assert!(!aborted.is_empty(), "{out}");
+    for line in aborted {
+        assert!(line.contains("  step 3/7  aborted"), "{line}\n{out}");
+    }
+}
+
+/// The VirtualService's weights are on every step line, not only where the weight changed.
+#[test]
+fn every_step_line_shows_the_virtual_service() {
+    for scenario in ["degrading", "healthy"] {
+        let (_, out) = demo(&["--scenario", scenario]);
+        let steps: Vec<&str> = out.lines().filter(|l| l.contains("  step ")).collect();
+        assert!(steps.len() >= 3, "{out}");
+        for line in steps {
+            assert!(
+                line.contains("  VirtualService/checkout: checkout-stable "),
+                "{line}"
+            );
+        }
+    }
+}
+
+/// A setWeight step's weight is set and the step completed in one reconcile; each setWeight step still has a
+/// line with the weight it set, not only the weight from before it.
+#[test]
+fn every_set_weight_step_shows_the_weight_it_set() {
+    let (_, out) = demo(&["--scenario", "healthy"]);
+    for (step, weight) in [("1/7", 20), ("4/7", 50), ("6/7", 80)] {
+        let set = format!("step {step}  setWeight: {weight}    canary weight {weight}  ");
+        assert!(out.contains(&set), "{set}\n{out}");
+    }
+}
+
+/// Argo's trafficWeightUpdatedMessage names no weight when only the ReplicaSets behind the weights changed;
+/// the Event keeps Argo's words and the timeline says what happened.
+#[test]
+fn the_traffic_weight_update_that_names_no_weight_is_explained() {
+    let (_, out) = demo(&[]);
+    assert!(
+        out.contains(
+            "00:02:00Z  TrafficWeightUpdated: Traffic weight updated [the weight is unchanged: the weights now \
+             name the new ReplicaSet's pod-template hash]"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("00:02:00Z  TrafficWeightUpdated: Traffic weight updated from 0 to 20\n"),
+        "a weight change keeps Argo's words alone: {out}"
+    );
+}
+
+/// The story counts from when the Rollout ships (00:02), not from the scenario's start.
+#[test]
+fn the_story_counts_from_when_the_rollout_ships() {
+    let (_, out) = demo(&[]);
+    assert!(
+        out.contains(
+            "The canary is fine (0.8% errors) until 00:08, 6 minutes after it ships, then at 12%"
+        ),
         "{out}"
     );
 }

@@ -5,6 +5,7 @@
 use crate::CANARYD;
 
 const PROGRESSIVE: &str = "tests/fixtures/progressive";
+const CLUSTERS: &str = "examples/progressive-sync/prod-clusters";
 
 fn stdout_of(args: &[&str]) -> (i32, String) {
     let ran = CANARYD.run(args);
@@ -15,23 +16,22 @@ fn stdout_of(args: &[&str]) -> (i32, String) {
 /// (it used to be read as a second cluster folder, leaving `<APPSET>` "not provided").
 #[test]
 fn clusters_takes_one_value_so_the_file_after_it_is_the_positional_argument() {
-    let clusters = format!("{PROGRESSIVE}/prod-clusters");
     let appset = format!("{PROGRESSIVE}/region-by-region.yaml");
-    let (code, out) = stdout_of(&["plan", "--clusters", &clusters, &appset]);
+    let (code, out) = stdout_of(&["plan", "--clusters", CLUSTERS, &appset]);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.starts_with("ApplicationSet/checkout: RollingSync, 4 Application(s)\n"),
         "{out}"
     );
-    let ran = CANARYD.run(&["validate", "--clusters", &clusters, &appset]);
+    let ran = CANARYD.run(&["validate", "--clusters", CLUSTERS, &appset]);
     assert_ne!(ran.code, Some(2), "{}", ran.stderr);
 }
 
 /// Several folders are given by repeating the flag.
 #[test]
 fn clusters_is_repeatable() {
-    let eu = format!("{PROGRESSIVE}/prod-clusters/prod-eu-1.yaml");
-    let us = format!("{PROGRESSIVE}/prod-clusters/prod-us-1.yaml");
+    let eu = format!("{CLUSTERS}/prod-eu-1.yaml");
+    let us = format!("{CLUSTERS}/prod-us-1.yaml");
     let appset = format!("{PROGRESSIVE}/region-by-region.yaml");
     let (code, out) = stdout_of(&["plan", "--clusters", &eu, "--clusters", &us, &appset]);
     assert_eq!(code, 0, "{out}");

@@ -10,6 +10,7 @@ const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 mod analyze_jobs;
 mod conditions_cli;
 mod demo;
+mod doc_blocks;
 mod flags_and_help;
 mod judge_cli;
 mod progressive_cli;

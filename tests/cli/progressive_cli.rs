@@ -1,6 +1,7 @@
 //! `canaryd validate` and `canaryd plan` on ApplicationSets end to end: the binary, the fixtures in
-//! tests/fixtures/progressive (the incidents of issue 20 and their corrections), exit codes and the exact
-//! lines users read.
+//! tests/fixtures/progressive (the incidents of issue 20 and their corrections) and the shipped example in
+//! examples/progressive-sync (the incident the docs show, its cluster Secrets and ConfigMap), exit codes and
+//! the exact lines users read.
 
 use crate::CANARYD;
 
@@ -19,13 +20,15 @@ fn fixture(name: &str) -> String {
     format!("{F}/{name}")
 }
 
-const CLUSTERS: &str = "tests/fixtures/progressive/prod-clusters";
-const FLAG_ON: &str = "tests/fixtures/progressive/argocd-cmd-params-on.yaml";
+/// The shipped example docs/progressive-sync.md runs.
+const INCIDENT: &str = "examples/progressive-sync/incident.yaml";
+const CLUSTERS: &str = "examples/progressive-sync/prod-clusters";
+const FLAG_ON: &str = "examples/progressive-sync/argocd-cmd-params-cm.yaml";
 const FLAG_OFF: &str = "tests/fixtures/progressive/argocd-cmd-params-off.yaml";
 
 #[test]
 fn the_unlabelled_env_incident_is_one_line_per_step_with_a_did_you_mean() {
-    let file = fixture("incident.yaml");
+    let file = INCIDENT.to_owned();
     let (code, lines) = canaryd(&[
         "validate",
         &file,
@@ -61,7 +64,7 @@ fn the_unlabelled_env_incident_is_one_line_per_step_with_a_did_you_mean() {
 
 #[test]
 fn plan_shows_the_incident_sending_all_four_prod_clusters_in_one_batch() {
-    let file = fixture("incident.yaml");
+    let file = INCIDENT.to_owned();
     let (code, lines) = canaryd(&[
         "plan",
         &file,
@@ -288,7 +291,7 @@ fn the_traps_visible_without_an_inventory_are_each_one_line() {
 fn a_clusters_path_that_does_not_exist_is_bad_input() {
     let (code, _) = canaryd(&[
         "validate",
-        &fixture("incident.yaml"),
+        INCIDENT,
         "--clusters",
         "tests/fixtures/progressive/no-such-dir",
     ]);

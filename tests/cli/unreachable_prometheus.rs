@@ -29,7 +29,7 @@ const ANALYZE: [&str; 11] = [
 const REHEARSE: [&str; 7] = [
     "rehearse",
     "-f",
-    "tests/fixtures/rehearse/checkout.yaml",
+    "examples/rehearse/checkout.yaml",
     "-f",
     "analysis-templates/success-rate.yaml",
     "--from",
@@ -89,7 +89,7 @@ fn a_rehearsal_checks_the_address_the_rollout_passes_to_its_template() {
     let address = refusing_address();
     let dir = tempfile::tempdir().expect("a scratch folder");
     let rollout = std::fs::read_to_string(
-        canaryd_testkit::repo_root().join("tests/fixtures/rehearse/checkout.yaml"),
+        canaryd_testkit::repo_root().join("examples/rehearse/checkout.yaml"),
     )
     .expect("the fixture");
     let service = "          - name: service\n";

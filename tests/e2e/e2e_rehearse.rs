@@ -1,6 +1,6 @@
 //! `canaryd rehearse` against a real Prometheus (docs/development.md, "Tests"): a Rollout's steps played on a virtual clock
 //! by the daemon's planner, its step analyses measured against the loaded history. The Rollout is
-//! tests/fixtures/rehearse/checkout.yaml (step 2 and step 5 are success-rate analyses) with the shipped
+//! examples/rehearse/checkout.yaml (step 2 and step 5 are success-rate analyses) with the shipped
 //! success-rate template; `--arg service=...` points it at one of the scenario's services.
 
 #![allow(clippy::disallowed_methods)]
@@ -78,7 +78,7 @@ fn rehearse(service: &str, extra: &[&str]) -> Rehearsed {
     let mut args = vec![
         "rehearse",
         "-f",
-        "tests/fixtures/rehearse/checkout.yaml",
+        "examples/rehearse/checkout.yaml",
         "-f",
         "analysis-templates/success-rate.yaml",
         "--prometheus",
@@ -129,18 +129,20 @@ fn a_healthy_history_promotes_through_every_step_with_the_weights_written() {
     );
     // What the routers were told: 0 while the canary has no available pod, step 1's 20 as soon as it has, step
     // 3's 50 once step 2's ten measurements (minute 10 to 19) are in, all of it once step 5's are (the 5m pause
-    // ends at 24:00, when the planner wakes), and 0 once the new revision is the stable one.
-    let weights: Vec<(String, i64)> = r
+    // ends at 24:00, when the planner wakes), and 0 once the new revision is the stable one. Every step line
+    // shows the routers; the weight's changes are read from them.
+    let mut weights: Vec<(String, i64)> = r
         .of_type("step")
         .iter()
-        .filter(|s| !s["routers"].is_null())
         .map(|s| {
+            assert!(!s["routers"].is_null(), "{s:#}");
             (
                 s["time"].as_str().unwrap().to_string(),
                 s["weight"].as_i64().unwrap(),
             )
         })
         .collect();
+    weights.dedup_by_key(|(_, weight)| *weight);
     assert_eq!(
         weights,
         [
@@ -289,13 +291,13 @@ fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
     let stderr = CANARYD.refused(&[
         "rehearse",
         "-f",
-        "tests/fixtures/rehearse/checkout.yaml",
+        "examples/rehearse/checkout.yaml",
         "--from",
         "2026-01-01T00:10:00Z",
     ]);
     assert!(
         stderr.contains(
-            "tests/fixtures/rehearse/checkout.yaml:34: Rollout/checkout: \
+            "examples/rehearse/checkout.yaml:34: Rollout/checkout: \
              spec.strategy.canary.steps[1].analysis.templates: Invalid value: \"success-rate\": \
              AnalysisTemplate 'success-rate' not found"
         ),
@@ -308,8 +310,7 @@ fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
 fn a_router_object_that_does_not_fit_the_rollout_is_invalid_spec_as_in_the_daemon() {
     // The VirtualService among the files has no route named `primary`, which the Rollout names: InvalidSpec
     // before anything is acted on, as the daemon (and Argo's ValidateVirtualService) finds it.
-    let fixture =
-        std::fs::read_to_string("tests/fixtures/rehearse/checkout.yaml").expect("the fixture");
+    let fixture = std::fs::read_to_string("examples/rehearse/checkout.yaml").expect("the fixture");
     assert!(fixture.contains("  - name: primary\n"));
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = dir.path().join("checkout.yaml");
@@ -367,7 +368,7 @@ fn a_rehearsal_that_would_run_past_the_last_representable_instant_ends_waiting()
         let mut args = vec![
             "rehearse",
             "-f",
-            "tests/fixtures/rehearse/checkout.yaml",
+            "examples/rehearse/checkout.yaml",
             "-f",
             "analysis-templates/success-rate.yaml",
             "--prometheus",
@@ -418,7 +419,7 @@ fn more_starts_than_a_tally_can_hold_are_bad_input_before_any_is_played() {
     let stderr = CANARYD.refused(&[
         "rehearse",
         "-f",
-        "tests/fixtures/rehearse/checkout.yaml",
+        "examples/rehearse/checkout.yaml",
         "-f",
         "analysis-templates/success-rate.yaml",
         "--prometheus",

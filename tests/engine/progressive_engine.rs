@@ -155,13 +155,13 @@ fn a_held_step_has_no_batch_and_says_so() {
 
 #[test]
 fn application_sets_and_cluster_secrets_round_trip_without_losing_a_field() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/progressive");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     for name in [
-        "git-matrix.yaml",
-        "four-stages.yaml",
-        "prod-clusters/prod-us-2.yaml",
+        "tests/fixtures/progressive/git-matrix.yaml",
+        "tests/fixtures/progressive/four-stages.yaml",
+        "examples/progressive-sync/prod-clusters/prod-us-2.yaml",
     ] {
-        let (docs, error) = canaryd::cli::load::load_file(&dir.join(name));
+        let (docs, error) = canaryd::cli::load::load_file(&root.join(name));
         assert!(error.is_none(), "{error:?}");
         let written = &docs[0].value;
         let back = if docs[0].kind() == Some("Secret") {

@@ -27,6 +27,11 @@ impl Canaryd {
         Canaryd { executable }
     }
 
+    /// Where the binary is, e.g. to put its folder on a shell's `PATH`.
+    pub fn executable(self) -> &'static std::path::Path {
+        std::path::Path::new(self.executable)
+    }
+
     /// The binary, started in the repository root.
     pub fn command(self) -> Command {
         let mut command = Command::new(self.executable);
