@@ -8,11 +8,12 @@ log() { printf '\n== %s\n' "$*" >&2; }
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# Real Prometheus (prometheus + promtool) for the end-to-end tests (docs/development.md, "Tests").
-if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
-  log "installing Debian's prometheus package"
+# Real Prometheus (prometheus + promtool) for the end-to-end tests, and curl for the docs' runnable blocks
+# (docs/development.md, "Tests").
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null || ! command -v curl >/dev/null; then
+  log "installing Debian's prometheus and curl packages"
   as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends prometheus curl >/dev/null
   # The package starts a system service on some hosts; the tests start their own servers on free ports.
   as_root systemctl stop prometheus 2>/dev/null || true
 fi
