@@ -9,11 +9,14 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use k8s_openapi::api::core::v1::Service;
+
 use super::appset;
 use super::load::{self, SourceDoc};
 use super::located::Located;
-use super::{Exit, OutputFormat};
+use super::{Exit, OutputFormat, validate_rollout};
 use crate::api::{self, AnalysisTemplateRef, AnalysisTemplateSpec};
+use crate::engine::routing::memory::is_router_object;
 use crate::engine::template::{self, Finding, Severity, SpecView};
 use crate::providers::registry::Providers;
 
@@ -26,6 +29,10 @@ pub struct Args {
     /// `text`: one line per problem; `json`: one JSON document with every finding.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// canaryd will progress these Rollouts (it runs with `--rollouts`): what its Rollout controller does not
+    /// support is an error, not a warning.
+    #[arg(long)]
+    pub rollouts: bool,
     #[command(flatten)]
     pub inventory: appset::InventoryArgs,
 }
@@ -54,13 +61,17 @@ const KINDS: &[&str] = &[
     "Rollout",
 ];
 
-/// Validates already-loaded documents. Split from [`run`] so other commands can reuse the same checks.
-pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
+/// Validates already-loaded documents; `progressed`: canaryd progresses the Rollouts (see
+/// [`validate_rollout::Given`]). Split from [`run`] so other commands can reuse the same checks.
+pub fn validate_documents(docs: &[SourceDoc], progressed: bool) -> (Vec<Located>, usize, usize) {
     let mut findings = Vec::new();
     let mut decoded: Vec<(&SourceDoc, Object)> = Vec::new();
+    let mut services = Vec::new();
+    let mut router_objects = Vec::new();
     let mut skipped = 0;
     for doc in docs {
         let Some(kind) = doc.kind().filter(|k| KINDS.contains(k)) else {
+            read_referenced(doc, &mut services, &mut router_objects, &mut findings);
             skipped += 1;
             continue;
         };
@@ -76,10 +87,17 @@ pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
             .get(&(r.cluster_scope == Some(true), name))
             .copied()
     };
+    let template_names: Vec<(bool, &str)> = templates.keys().copied().collect();
+    let given = validate_rollout::Given {
+        templates: &template_names,
+        services: &services,
+        router_objects: &router_objects,
+        progressed,
+    };
 
     for (doc, object) in &decoded {
         let object_findings = match object {
-            Object::Rollout(r) => super::validate_rollout::check(r, &lookup),
+            Object::Rollout(r) => validate_rollout::check(r, &lookup, &given),
             Object::Template(t) => {
                 analysis_findings(&t.metadata, SpecView::of_template(&t.spec), &lookup)
             }
@@ -91,6 +109,28 @@ pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
         findings.extend(object_findings.into_iter().map(|f| Located::at(doc, f)));
     }
     (findings, decoded.len(), skipped)
+}
+
+/// Keeps a document a Rollout's reconcile reads: a Service (one that does not decode is an error on its
+/// field) or a router object, with where it was read.
+fn read_referenced(
+    doc: &SourceDoc,
+    services: &mut Vec<Service>,
+    router_objects: &mut Vec<(String, serde_json::Value)>,
+    findings: &mut Vec<Located>,
+) {
+    if doc.kind() == Some("Service") {
+        match serde_path_to_error::deserialize::<_, Service>(&doc.value) {
+            Ok(service) => services.push(service),
+            Err(e) => findings.push(Located::at(
+                doc,
+                Finding::error(e.path().to_string(), e.inner().to_string()),
+            )),
+        }
+    } else if is_router_object(&doc.value) {
+        let origin = format!("{}:{}", doc.file.display(), doc.line);
+        router_objects.push((origin, doc.value.clone()));
+    }
 }
 
 /// Decodes one document of `kind` (one of [`KINDS`]); what stops it (a wrong apiVersion, a field that does
@@ -203,10 +243,12 @@ fn analysis_findings(
     findings
 }
 
-/// Reads and validates the given paths; ApplicationSets against `inventory`.
+/// Reads and validates the given paths; ApplicationSets against `inventory`; `progressed` as for
+/// [`validate_documents`].
 pub fn validate_paths(
     paths: &[PathBuf],
     inventory: &appset::Inventory,
+    progressed: bool,
 ) -> Result<Report, load::LoadError> {
     let files = load::collect_files(paths)?;
     let mut docs = Vec::new();
@@ -232,7 +274,7 @@ pub fn validate_paths(
     let (appsets, docs): (Vec<SourceDoc>, Vec<SourceDoc>) = docs
         .into_iter()
         .partition(|d| d.kind() == Some(appset::KIND));
-    let (object_findings, objects, skipped) = validate_documents(&docs);
+    let (object_findings, objects, skipped) = validate_documents(&docs, progressed);
     findings.extend(object_findings);
     for doc in &appsets {
         findings.extend(appset::check(doc, inventory).findings);
@@ -259,7 +301,7 @@ pub fn run(args: Args) -> Exit {
             return Exit::Usage;
         }
     };
-    let report = match validate_paths(&args.paths, &inventory) {
+    let report = match validate_paths(&args.paths, &inventory, args.rollouts) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("canaryd validate: {e}");
