@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Service;
 use super::appset;
 use super::load::{self, SourceDoc};
 use super::located::Located;
-use super::{Exit, OutputFormat, validate_rollout};
+use super::{Exit, OutputFormat, helm_template, validate_rollout};
 use crate::api::{self, AnalysisTemplateRef, AnalysisTemplateSpec};
 use crate::engine::routing::memory::is_router_object;
 use crate::engine::template::{self, Finding, Severity, SpecView};
@@ -44,6 +44,8 @@ pub struct Report {
     pub objects: usize,
     pub skipped: usize,
     pub findings: Vec<Located>,
+    /// Files skipped whole, each with why (a Helm template), as printed on stderr.
+    pub notes: Vec<String>,
 }
 
 /// An analysis object decoded from a document.
@@ -253,8 +255,17 @@ pub fn validate_paths(
     let files = load::collect_files(paths)?;
     let mut docs = Vec::new();
     let mut findings = Vec::new();
+    let mut notes = Vec::new();
     for file in &files {
-        let (file_docs, error) = load::load_file(file);
+        let text = load::read_file(file)?;
+        if helm_template::first_action_line(&text).is_some() {
+            notes.push(format!(
+                "{}: skipped: Helm template; render it with `helm template` and validate the output",
+                file.display()
+            ));
+            continue;
+        }
+        let (file_docs, error) = load::parse_documents(file, &text);
         if let Some(e) = error {
             if e.line == 0 {
                 return Err(e);
@@ -290,6 +301,7 @@ pub fn validate_paths(
         objects,
         skipped,
         findings,
+        notes,
     })
 }
 
@@ -316,6 +328,9 @@ pub fn run(args: Args) -> Exit {
     });
     if written.is_err() {
         return Exit::Error;
+    }
+    for note in &report.notes {
+        eprintln!("{note}");
     }
     let errors = report
         .findings

@@ -132,3 +132,24 @@ fn what_canaryds_controller_does_not_run_is_an_error_only_with_rollouts() {
     assert_eq!(validate(f), (0, lines(&format!("; {LEFT_TO_ARGO}"))));
     assert_eq!(validate_with(&["--rollouts", f]), (1, lines("")));
 }
+
+/// A chart's template is not YAML until Helm renders it: a file with Go-template actions (`{{ include ...}}`,
+/// `{{- range ...}}`, `{{ .Values.x }}`) is skipped with a note rather than reported as broken YAML, while a
+/// manifest beside it holding only Argo's `{{ args.x }}` placeholders is still checked.
+#[test]
+fn a_helm_template_is_skipped_with_a_note_and_argo_placeholders_are_still_validated() {
+    let dir = "tests/fixtures/validate/rollout/chart/templates";
+    let ran = CANARYD.run(&["validate", dir]);
+    assert_eq!(ran.code, Some(0), "{}{}", ran.stdout, ran.stderr);
+    assert_eq!(ran.stdout, "");
+    assert_eq!(
+        ran.stderr.lines().collect::<Vec<_>>(),
+        [
+            format!(
+                "{dir}/rollout.yaml: skipped: Helm template; render it with `helm template` and validate the output"
+            )
+            .as_str(),
+            "1 object(s) in 2 file(s): 0 error(s), 0 warning(s)",
+        ]
+    );
+}
