@@ -1,15 +1,38 @@
 //! Telling a Helm chart's template from a manifest: `validate` skips a file holding Go-template actions
-//! (`{{ .Values.x }}`, `{{- if ...}}`, `{{ include ... }}`) with a note, since it is not YAML until Helm renders
-//! it; Argo's placeholders (`{{args.name}}`, `{{ metrics.x }}`), which a manifest holds, are not actions.
+//! outside quoted strings (`{{- if ...}}`, `name: {{ include ... }}`, `replicas: {{ .Values.n }}`) with a
+//! note, since it is not YAML until Helm renders it. Placeholders stay inside quoted strings (Argo's
+//! `"{{args.name}}"`, an ApplicationSet's `'{{.cluster}}'`), and a bare dotted or single name unquoted
+//! (`{{args.name}}`, `{{window}}`) is a placeholder someone forgot to quote, which `validate` reports as such.
 
-/// The first line (1-based) of `text` holding a Go-template action, if any.
+/// The first line (1-based) of `text` holding a Go-template action outside quoted strings, if any.
 pub fn first_action_line(text: &str) -> Option<usize> {
     text.lines()
         .position(|line| {
-            line.match_indices("{{")
-                .any(|(at, _)| is_action(&line[at + 2..]))
+            unquoted_openings(line)
+                .into_iter()
+                .any(|at| is_action(&line[at + 2..]))
         })
         .map(|i| i + 1)
+}
+
+/// Where `{{` opens outside single- and double-quoted strings, before any comment.
+fn unquoted_openings(line: &str) -> Vec<usize> {
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    let mut out = Vec::new();
+    for (at, c) in line.char_indices() {
+        match quote {
+            Some('"') if escaped => escaped = false,
+            Some('"') if c == '\\' => escaped = true,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '"' || c == '\'' => quote = Some(c),
+            None if c == '#' && (at == 0 || line[..at].ends_with(' ')) => break,
+            None if line[at..].starts_with("{{") => out.push(at),
+            None => {}
+        }
+    }
+    out
 }
 
 /// Whether what follows a `{{` is a Go-template action rather than a placeholder. Argo's placeholders are a
@@ -54,6 +77,11 @@ mod tests {
         }
         for argo in [
             "query: up{service=\"{{args.service}}\"}",
+            "image: \"{{ .Values.image }}\"",
+            "name: '{{.cluster}}-guestbook'",
+            "env: '{{ index . \"env\" }}'",
+            "# {{ .Values.commented }}",
+            "query: up{job={{args.job}}}",
             "url: \"http://x/{{ args.path }}\"",
             "value: \"{{metrics.rate}}\"",
             "query: sum(increase(e[{{window}}]))",
