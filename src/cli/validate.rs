@@ -1,8 +1,9 @@
 //! `canaryd validate PATH...`: reads every AnalysisTemplate, ClusterAnalysisTemplate, AnalysisRun, Rollout and
 //! ApplicationSet in the given files and folders and prints one line per problem, `FILE:LINE: Kind/name: field.path: message`
-//! (or the same findings as JSON). Other kinds are skipped. The checks themselves are `engine::template`'s
-//! (analysis kinds), `validate_rollout`'s (Rollouts) and `appset`'s; this module reads files, decodes objects,
-//! dispatches on kind and places each finding on its line.
+//! (or the same findings as JSON). Services and router objects are read for the Rollouts' checks; other kinds
+//! are skipped, and so is a whole file that is a Helm template (`helm_template`), with a note. The checks
+//! themselves are `engine::template`'s (analysis kinds), `validate_rollout`'s (Rollouts) and `appset`'s; this
+//! module reads files, decodes objects, dispatches on kind and places each finding on its line.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
