@@ -72,7 +72,7 @@ fn prepare(args: &Args) -> Result<(String, PreparedRun), BadInput> {
         }
         docs.extend(file_docs);
     }
-    let (findings, _, _) = validate_documents(&docs);
+    let (findings, _, _) = validate_documents(&docs, false);
     let errors: Vec<String> = findings
         .iter()
         .filter(|f| f.severity == Severity::Error)

@@ -122,17 +122,19 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), LoadError> {
 /// Reads a file and parses every document in it. Documents before a syntax error are still returned, next
 /// to the error, so one typo does not hide the findings in the rest of the file.
 pub fn load_file(path: &Path) -> (Vec<SourceDoc>, Option<LoadError>) {
-    match std::fs::read_to_string(path) {
+    match read_file(path) {
         Ok(text) => parse_documents(path, &text),
-        Err(e) => (
-            Vec::new(),
-            Some(LoadError {
-                file: path.to_path_buf(),
-                line: 0,
-                message: format!("cannot read: {e}"),
-            }),
-        ),
+        Err(e) => (Vec::new(), Some(e)),
     }
+}
+
+/// A file's text; an error (at line 0) when it cannot be read.
+pub fn read_file(path: &Path) -> Result<String, LoadError> {
+    std::fs::read_to_string(path).map_err(|e| LoadError {
+        file: path.to_path_buf(),
+        line: 0,
+        message: format!("cannot read: {e}"),
+    })
 }
 
 /// Parses a YAML stream into documents with libyaml's grammar (the one Kubernetes' go-yaml follows, so what

@@ -22,6 +22,7 @@ pub mod demo;
 pub mod demo_rollout;
 pub mod demo_scenario;
 pub mod eval;
+pub mod helm_template;
 pub mod judge;
 pub mod load;
 pub mod located;

@@ -17,8 +17,9 @@ use super::located::Located;
 use super::validate::validate_documents;
 use super::{Exit, OutputFormat};
 use crate::api::{self, AnalysisTemplateRef, Rollout};
+use crate::engine::rollout::analysis::{self, Missing};
 use crate::engine::rollout::reconcile_loop::{Templates, template_key};
-use crate::engine::routing::memory::Routers;
+use crate::engine::routing::memory::{Routers, is_router_object};
 use crate::engine::template::{Finding, Severity};
 use crate::measure::Providers;
 use crate::rehearsal::{Options, Setup};
@@ -112,7 +113,7 @@ pub fn setup_from_docs(
 
 /// The errors `validate` finds in the documents, if any, as one bad input.
 fn refuse_invalid(docs: &[SourceDoc]) -> Result<(), BadInput> {
-    let (findings, _, _) = validate_documents(docs);
+    let (findings, _, _) = validate_documents(docs, true);
     let errors: Vec<String> = findings
         .iter()
         .filter(|f| f.severity == Severity::Error)
@@ -131,7 +132,7 @@ struct Decoded<'a> {
     template_docs: BTreeMap<(bool, String), &'a SourceDoc>,
     rollouts: Vec<(&'a SourceDoc, Rollout)>,
     services: Vec<Service>,
-    /// The VirtualServices and HTTPRoutes, each with where it was read (file:line).
+    /// The router objects (VirtualServices, HTTPRoutes, Ingresses), each with where it was read (file:line).
     router_objects: Vec<(String, serde_json::Value)>,
 }
 
@@ -166,7 +167,7 @@ fn decode_documents(docs: &[SourceDoc]) -> Result<Decoded<'_>, BadInput> {
                     path: e.path().to_string(),
                     message: e.inner().to_string(),
                 }),
-            Some("VirtualService" | "HTTPRoute") => {
+            Some(_) if is_router_object(&doc.value) => {
                 let origin = format!("{}:{}", doc.file.display(), doc.line);
                 router_objects.push((origin, doc.value.clone()));
                 Ok(())
@@ -237,12 +238,11 @@ fn named_templates(
         named.borrow_mut().insert(key);
         found
     };
-    let missing: Vec<String> =
-        crate::engine::rollout::analysis::template_findings(rollout, &lookup, Severity::Error)
-            .into_iter()
-            .filter(|f| f.severity == Severity::Error)
-            .map(|f| Located::at(doc, f).to_string())
-            .collect();
+    let missing: Vec<String> = analysis::template_findings(rollout, &lookup, Missing::Error)
+        .into_iter()
+        .filter(|f| f.severity == Severity::Error)
+        .map(|f| Located::at(doc, f).to_string())
+        .collect();
     if !missing.is_empty() {
         return Err(BadInput(missing.join("\n")));
     }

@@ -1,19 +1,23 @@
 //! `canaryd validate PATH...`: reads every AnalysisTemplate, ClusterAnalysisTemplate, AnalysisRun, Rollout and
 //! ApplicationSet in the given files and folders and prints one line per problem, `FILE:LINE: Kind/name: field.path: message`
-//! (or the same findings as JSON). Other kinds are skipped. The checks themselves are `engine::template`'s
-//! (analysis kinds), `validate_rollout`'s (Rollouts) and `appset`'s; this module reads files, decodes objects,
-//! dispatches on kind and places each finding on its line.
+//! (or the same findings as JSON). Services and router objects are read for the Rollouts' checks; other kinds
+//! are skipped, and so is a whole file that is a Helm template (`helm_template`), with a note. The checks
+//! themselves are `engine::template`'s (analysis kinds), `validate_rollout`'s (Rollouts) and `appset`'s; this
+//! module reads files, decodes objects, dispatches on kind and places each finding on its line.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
+use k8s_openapi::api::core::v1::Service;
+
 use super::appset;
 use super::load::{self, SourceDoc};
 use super::located::Located;
-use super::{Exit, OutputFormat};
+use super::{Exit, OutputFormat, helm_template, validate_rollout};
 use crate::api::{self, AnalysisTemplateRef, AnalysisTemplateSpec};
+use crate::engine::routing::memory::is_router_object;
 use crate::engine::template::{self, Finding, Severity, SpecView};
 use crate::providers::registry::Providers;
 
@@ -26,6 +30,10 @@ pub struct Args {
     /// `text`: one line per problem; `json`: one JSON document with every finding.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// canaryd will progress these Rollouts (it runs with `--rollouts`): what its Rollout controller does not
+    /// support is an error, not a warning.
+    #[arg(long)]
+    pub rollouts: bool,
     #[command(flatten)]
     pub inventory: appset::InventoryArgs,
 }
@@ -37,6 +45,8 @@ pub struct Report {
     pub objects: usize,
     pub skipped: usize,
     pub findings: Vec<Located>,
+    /// Files skipped whole, each with why (a Helm template), as printed on stderr.
+    pub notes: Vec<String>,
 }
 
 /// An analysis object decoded from a document.
@@ -54,13 +64,17 @@ const KINDS: &[&str] = &[
     "Rollout",
 ];
 
-/// Validates already-loaded documents. Split from [`run`] so other commands can reuse the same checks.
-pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
+/// Validates already-loaded documents; `progressed`: canaryd progresses the Rollouts (see
+/// [`validate_rollout::Given`]). Split from [`run`] so other commands can reuse the same checks.
+pub fn validate_documents(docs: &[SourceDoc], progressed: bool) -> (Vec<Located>, usize, usize) {
     let mut findings = Vec::new();
     let mut decoded: Vec<(&SourceDoc, Object)> = Vec::new();
+    let mut services = Vec::new();
+    let mut router_objects = Vec::new();
     let mut skipped = 0;
     for doc in docs {
         let Some(kind) = doc.kind().filter(|k| KINDS.contains(k)) else {
+            read_referenced(doc, &mut services, &mut router_objects, &mut findings);
             skipped += 1;
             continue;
         };
@@ -76,10 +90,17 @@ pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
             .get(&(r.cluster_scope == Some(true), name))
             .copied()
     };
+    let template_names: Vec<(bool, &str)> = templates.keys().copied().collect();
+    let given = validate_rollout::Given {
+        templates: &template_names,
+        services: &services,
+        router_objects: &router_objects,
+        progressed,
+    };
 
     for (doc, object) in &decoded {
         let object_findings = match object {
-            Object::Rollout(r) => super::validate_rollout::check(r, &lookup),
+            Object::Rollout(r) => validate_rollout::check(r, &lookup, &given),
             Object::Template(t) => {
                 analysis_findings(&t.metadata, SpecView::of_template(&t.spec), &lookup)
             }
@@ -91,6 +112,28 @@ pub fn validate_documents(docs: &[SourceDoc]) -> (Vec<Located>, usize, usize) {
         findings.extend(object_findings.into_iter().map(|f| Located::at(doc, f)));
     }
     (findings, decoded.len(), skipped)
+}
+
+/// Keeps a document a Rollout's reconcile reads: a Service (one that does not decode is an error on its
+/// field) or a router object, with where it was read.
+fn read_referenced(
+    doc: &SourceDoc,
+    services: &mut Vec<Service>,
+    router_objects: &mut Vec<(String, serde_json::Value)>,
+    findings: &mut Vec<Located>,
+) {
+    if doc.kind() == Some("Service") {
+        match serde_path_to_error::deserialize::<_, Service>(&doc.value) {
+            Ok(service) => services.push(service),
+            Err(e) => findings.push(Located::at(
+                doc,
+                Finding::error(e.path().to_string(), e.inner().to_string()),
+            )),
+        }
+    } else if is_router_object(&doc.value) {
+        let origin = format!("{}:{}", doc.file.display(), doc.line);
+        router_objects.push((origin, doc.value.clone()));
+    }
 }
 
 /// Decodes one document of `kind` (one of [`KINDS`]); what stops it (a wrong apiVersion, a field that does
@@ -203,16 +246,27 @@ fn analysis_findings(
     findings
 }
 
-/// Reads and validates the given paths; ApplicationSets against `inventory`.
+/// Reads and validates the given paths; ApplicationSets against `inventory`; `progressed` as for
+/// [`validate_documents`].
 pub fn validate_paths(
     paths: &[PathBuf],
     inventory: &appset::Inventory,
+    progressed: bool,
 ) -> Result<Report, load::LoadError> {
     let files = load::collect_files(paths)?;
     let mut docs = Vec::new();
     let mut findings = Vec::new();
+    let mut notes = Vec::new();
     for file in &files {
-        let (file_docs, error) = load::load_file(file);
+        let text = load::read_file(file)?;
+        if helm_template::first_action_line(&text).is_some() {
+            notes.push(format!(
+                "{}: skipped: Helm template; render it with `helm template` and validate the output",
+                file.display()
+            ));
+            continue;
+        }
+        let (file_docs, error) = load::parse_documents(file, &text);
         if let Some(e) = error {
             if e.line == 0 {
                 return Err(e);
@@ -232,7 +286,7 @@ pub fn validate_paths(
     let (appsets, docs): (Vec<SourceDoc>, Vec<SourceDoc>) = docs
         .into_iter()
         .partition(|d| d.kind() == Some(appset::KIND));
-    let (object_findings, objects, skipped) = validate_documents(&docs);
+    let (object_findings, objects, skipped) = validate_documents(&docs, progressed);
     findings.extend(object_findings);
     for doc in &appsets {
         findings.extend(appset::check(doc, inventory).findings);
@@ -248,6 +302,7 @@ pub fn validate_paths(
         objects,
         skipped,
         findings,
+        notes,
     })
 }
 
@@ -259,7 +314,7 @@ pub fn run(args: Args) -> Exit {
             return Exit::Usage;
         }
     };
-    let report = match validate_paths(&args.paths, &inventory) {
+    let report = match validate_paths(&args.paths, &inventory, args.rollouts) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("canaryd validate: {e}");
@@ -274,6 +329,9 @@ pub fn run(args: Args) -> Exit {
     });
     if written.is_err() {
         return Exit::Error;
+    }
+    for note in &report.notes {
+        eprintln!("{note}");
     }
     let errors = report
         .findings

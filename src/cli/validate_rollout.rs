@@ -1,18 +1,37 @@
 //! `canaryd validate`'s rules for a Rollout: the planner's own spec checks (one action per step, weights,
-//! durations, unsupported strategies and steps, Services), then what needs the analysis templates given
-//! alongside it: templates not among the files (a warning: they may be in the cluster), args a template
-//! requires that the Rollout does not supply, and step-analysis metrics that would never end. The rules
-//! are `engine::rollout`'s, so validate and the daemon refuse the same Rollouts.
+//! durations, unsupported strategies and steps, Services), then what needs the objects given alongside it,
+//! checked by the planner's own rules on what the files hold: analysis templates not among the files (a
+//! warning: they may be in the cluster; a near name is suggested), args a template requires that the Rollout
+//! does not supply, step-analysis metrics that would never end, the stable and canary Services and the
+//! router objects it names. The rules are `engine::rollout`'s, so validate and the daemon refuse the same
+//! Rollouts.
+
+use k8s_openapi::api::core::v1::Service;
+use serde_json::Value;
 
 use crate::api::Rollout;
 use crate::api::rollout::{CANARY_FIELDS, SPEC_FIELDS, STRATEGY_FIELDS};
 use crate::engine::compose::Lookup;
-use crate::engine::rollout::{analysis, spec};
+use crate::engine::rollout::analysis::{self, Missing};
+use crate::engine::rollout::{references, spec};
+use crate::engine::routing::memory::Routers;
 use crate::engine::suggest::closest;
 use crate::engine::template::{Finding, Severity};
 
+/// What the files hold besides the Rollout that a reconcile of it reads, and how canaryd is run.
+pub struct Given<'a> {
+    /// (cluster-scoped, name) of the analysis templates among the files.
+    pub templates: &'a [(bool, &'a str)],
+    pub services: &'a [Service],
+    /// The router objects among the files, each with where it was read (`FILE:LINE`).
+    pub router_objects: &'a [(String, Value)],
+    /// Whether canaryd progresses the Rollouts (`--rollouts`): what its controller does not run is then an
+    /// error; otherwise Argo Rollouts progresses them and canaryd runs their analyses, and it is a warning.
+    pub progressed: bool,
+}
+
 /// Every finding for one Rollout.
-pub fn check(rollout: &Rollout, lookup: &Lookup<'_>) -> Vec<Finding> {
+pub fn check(rollout: &Rollout, lookup: &Lookup<'_>, given: &Given<'_>) -> Vec<Finding> {
     let mut out = Vec::new();
     if rollout.metadata.name.as_deref().is_none_or(str::is_empty) {
         out.push(Finding {
@@ -22,13 +41,66 @@ pub fn check(rollout: &Rollout, lookup: &Lookup<'_>) -> Vec<Finding> {
         });
     }
     out.extend(unknown_fields(rollout));
-    out.extend(spec::check(rollout));
+    out.extend(
+        spec::check(rollout)
+            .into_iter()
+            .map(|f| unsupported_as_warning(f, given.progressed)),
+    );
+    out.extend(services(rollout, given.services));
     out.extend(analysis::template_findings(
         rollout,
         lookup,
-        Severity::Warning,
+        Missing::Warning {
+            given: given.templates,
+        },
     ));
+    // A routing canaryd does not drive is spec::check's finding; there is nothing to read then.
+    if let Ok(routers) = Routers::new(rollout, given.router_objects.to_vec()) {
+        out.extend(references::routers(rollout, &routers.read(rollout)));
+    }
     out
+}
+
+/// Without `--rollouts`, what canaryd's controller does not run is Argo Rollouts' to run: a warning.
+fn unsupported_as_warning(finding: Finding, progressed: bool) -> Finding {
+    if progressed || !spec::is_unsupported(&finding) {
+        return finding;
+    }
+    Finding::warning(
+        finding.path,
+        format!(
+            "{}; Argo Rollouts progresses this Rollout (canaryd runs its analyses; with --rollouts, an error)",
+            finding.message
+        ),
+    )
+}
+
+/// The stable and canary Services the Rollout names, by the planner's rule when the files hold Services;
+/// when they hold none, a warning for each: it must exist in the cluster.
+fn services(rollout: &Rollout, given: &[Service]) -> Vec<Finding> {
+    if !given.is_empty() {
+        return references::services(rollout, given);
+    }
+    let canary = rollout.spec.canary();
+    [
+        (
+            "stableService",
+            canary.and_then(|c| c.stable_service.as_deref()),
+        ),
+        (
+            "canaryService",
+            canary.and_then(|c| c.canary_service.as_deref()),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(field, name)| Some((field, name.filter(|n| !n.is_empty())?)))
+    .map(|(field, name)| {
+        Finding::warning(
+            format!("spec.strategy.canary.{field}"),
+            format!("Service {name:?} is not among the given files; it must exist in the cluster"),
+        )
+    })
+    .collect()
 }
 
 /// Fields of the spec, strategy and canary strategy that Argo's Rollout does not have (a misspelling is

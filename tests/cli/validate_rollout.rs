@@ -2,9 +2,18 @@
 
 use crate::CANARYD;
 
+/// What a warning about something canaryd's Rollout controller does not run adds without `--rollouts`.
+const LEFT_TO_ARGO: &str =
+    "Argo Rollouts progresses this Rollout (canaryd runs its analyses; with --rollouts, an error)";
+
 /// Runs `canaryd validate PATH` from the repository root; returns (exit code, stdout lines).
 fn validate(path: &str) -> (i32, Vec<String>) {
-    let ran = CANARYD.run(&["validate", path]);
+    validate_with(&[path])
+}
+
+/// Runs `canaryd validate ARGS...` from the repository root; returns (exit code, stdout lines).
+fn validate_with(args: &[&str]) -> (i32, Vec<String>) {
+    let ran = CANARYD.run(&[&["validate"], args].concat());
     (
         ran.code.unwrap_or(-1),
         ran.stdout.lines().map(str::to_string).collect(),
@@ -37,7 +46,9 @@ fn rollout_mistakes_are_each_named_on_their_line() {
             format!(
                 "{f}:33: {steps}[2].pause.duration: invalid duration \"5 minutes\": unknown unit \" minutes\" (expected ns, us, ms, s, m or h)"
             ),
-            format!("{f}:34: {steps}[3].setHeaderRoute: this step is not supported by canaryd yet"),
+            format!(
+                "{f}:34: {steps}[3].setHeaderRoute: warning: this step is not supported by canaryd yet; {LEFT_TO_ARGO}"
+            ),
             format!(
                 "{f}:35: {steps}[4].analysis.args: args.service was not resolved: the templates require it"
             ),
@@ -50,6 +61,95 @@ fn rollout_mistakes_are_each_named_on_their_line() {
             format!(
                 "{f}:54: Rollout/typo: spec.strategy.canary.canarySevice: unknown field \"canarySevice\", did you mean \"canaryService\"?"
             ),
+        ]
+    );
+}
+
+/// Argo's ValidateRolloutReferencedResources on what the files hold: the Services a Rollout names (Argo's
+/// ValidateService), its VirtualService's routes (ValidateVirtualService), its stable Ingress's backend
+/// (validateNginxIngress) and its HTTPRoute's backends, as the daemon's InvalidSpec and rehearse find them;
+/// a template name one slip from a given template gets a did-you-mean.
+#[test]
+fn the_services_router_objects_and_templates_among_the_files_are_checked_as_a_run_would() {
+    let f = "tests/fixtures/validate/rollout/references.yaml";
+    let (code, lines) = validate(f);
+    let routing = "spec.strategy.canary.trafficRouting";
+    assert_eq!(code, 1, "{lines:#?}");
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "{f}:81: Rollout/istio: spec.strategy.canary.stableService: Invalid value: \"web-stable\": Service \"web-stable\" has unmatch label \"tier\" in rollout"
+            ),
+            format!(
+                "{f}:85: Rollout/istio: {routing}.istio.virtualService.name: Invalid value: \"web-vsvc\": HTTP Route 'primary' is not found in the defined Virtual Service."
+            ),
+            format!(
+                "{f}:91: Rollout/istio: spec.strategy.canary.steps[1].analysis.templates[0]: warning: AnalysisTemplate \"succes-rate\" is not among the given files (did you mean \"success-rate\"?); it must exist in the cluster"
+            ),
+            format!(
+                "{f}:109: Rollout/nginx: {routing}.nginx.stableIngress: Invalid value: \"web\": ingress `web` has no rules using service web-stable backend"
+            ),
+            format!(
+                "{f}:125: Rollout/gateway: spec.strategy.canary.canaryService: Invalid value: \"web-canry\": service \"web-canry\" not found"
+            ),
+            format!(
+                "{f}:129: Rollout/gateway: {routing}.plugins.argoproj-labs/gatewayAPI: Invalid value: \"web\": backendRef was not found in httpRoute"
+            ),
+        ]
+    );
+}
+
+/// Without `--rollouts` canaryd runs a Rollout's analyses while Argo Rollouts progresses it, so a blue-green
+/// strategy, an ALB router or an experiment step is a warning; with it, canaryd would refuse the Rollout.
+/// Services named while the files hold none are warnings either way: they may be in the cluster.
+#[test]
+fn what_canaryds_controller_does_not_run_is_an_error_only_with_rollouts() {
+    let f = "tests/fixtures/validate/rollout/unsupported.yaml";
+    let canary = "Rollout/alb: spec.strategy.canary";
+    let lines = |suffix: &str| {
+        vec![
+            format!(
+                "{f}:12: Rollout/blue-green: spec.strategy.blueGreen: {}not supported by canaryd: it runs the canary strategy only{suffix}",
+                if suffix.is_empty() { "" } else { "warning: " }
+            ),
+            format!(
+                "{f}:27: {canary}.canaryService: warning: Service \"web-canary\" is not among the given files; it must exist in the cluster"
+            ),
+            format!(
+                "{f}:28: {canary}.stableService: warning: Service \"web-stable\" is not among the given files; it must exist in the cluster"
+            ),
+            format!(
+                "{f}:30: {canary}.trafficRouting.alb: {}not supported by canaryd: it drives Istio, NGINX Ingress and the Gateway API plugin{suffix}",
+                if suffix.is_empty() { "" } else { "warning: " }
+            ),
+            format!(
+                "{f}:35: {canary}.steps[1].experiment: {}this step is not supported by canaryd yet{suffix}",
+                if suffix.is_empty() { "" } else { "warning: " }
+            ),
+        ]
+    };
+    assert_eq!(validate(f), (0, lines(&format!("; {LEFT_TO_ARGO}"))));
+    assert_eq!(validate_with(&["--rollouts", f]), (1, lines("")));
+}
+
+/// A chart's template is not YAML until Helm renders it: a file with Go-template actions (`{{ include ...}}`,
+/// `{{- range ...}}`, `{{ .Values.x }}`) is skipped with a note rather than reported as broken YAML, while a
+/// manifest beside it holding only Argo's `{{ args.x }}` placeholders is still checked.
+#[test]
+fn a_helm_template_is_skipped_with_a_note_and_argo_placeholders_are_still_validated() {
+    let dir = "tests/fixtures/validate/rollout/chart/templates";
+    let ran = CANARYD.run(&["validate", dir]);
+    assert_eq!(ran.code, Some(0), "{}{}", ran.stdout, ran.stderr);
+    assert_eq!(ran.stdout, "");
+    assert_eq!(
+        ran.stderr.lines().collect::<Vec<_>>(),
+        [
+            format!(
+                "{dir}/rollout.yaml: skipped: Helm template; render it with `helm template` and validate the output"
+            )
+            .as_str(),
+            "1 object(s) in 2 file(s): 0 error(s), 0 warning(s)",
         ]
     );
 }

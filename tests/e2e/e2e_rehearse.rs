@@ -308,8 +308,9 @@ fn a_template_the_files_lack_is_bad_input_named_by_file_object_and_field() {
 
 #[test]
 fn a_router_object_that_does_not_fit_the_rollout_is_invalid_spec_as_in_the_daemon() {
-    // The VirtualService among the files has no route named `primary`, which the Rollout names: InvalidSpec
-    // before anything is acted on, as the daemon (and Argo's ValidateVirtualService) finds it.
+    // The VirtualService among the files has no route named `primary`, which the Rollout names: refused
+    // before anything is acted on, by the rule the daemon's InvalidSpec comes from (Argo's
+    // ValidateVirtualService), found as `validate` finds it, on the Rollout's line.
     let fixture = std::fs::read_to_string("examples/rehearse/checkout.yaml").expect("the fixture");
     assert!(fixture.contains("  - name: primary\n"));
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -333,9 +334,10 @@ fn a_router_object_that_does_not_fit_the_rollout_is_invalid_spec_as_in_the_daemo
     ]);
     assert_eq!(
         stderr.trim(),
-        "canaryd: the Rollout's running version does not become Healthy on its own (Degraded: InvalidSpec: \
-         The Rollout \"checkout\" is invalid: spec.strategy.canary.trafficRouting.istio.virtualService.name: \
-         Invalid value: \"checkout\": HTTP Route 'primary' is not found in the defined Virtual Service.)"
+        format!(
+            "canaryd rehearse: {file}:28: Rollout/checkout: spec.strategy.canary.trafficRouting.istio.virtualService.name: \
+             Invalid value: \"checkout\": HTTP Route 'primary' is not found in the defined Virtual Service."
+        )
     );
 }
 

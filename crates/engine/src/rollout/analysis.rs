@@ -14,6 +14,7 @@ use super::hash::HASH_LABEL;
 use crate::api::rollout::RolloutAnalysis;
 use crate::api::{AnalysisRun, AnalysisRunSpec, AnalysisTemplateSpec, Argument, Metric, Rollout};
 use crate::compose::{Lookup, RunSpec};
+use crate::suggest::closest;
 use crate::template::{Finding, Severity};
 
 pub const TYPE_LABEL: &str = "rollout-type";
@@ -57,17 +58,23 @@ fn runs_indefinitely(metric: &Metric) -> bool {
     interval && no_count
 }
 
-/// The problems of one analysis that need its templates: templates not found (with `missing` severity:
-/// an error for the planner, a warning for `validate`, which may not have been given them), template args
-/// the Rollout leaves without a value, and, for a step, metrics that would never end.
+/// What a template the lookup does not find is.
+#[derive(Debug, Clone, Copy)]
+pub enum Missing<'a> {
+    /// Argo's error: the planner and rehearse have nothing else to run.
+    Error,
+    /// `validate`'s warning: it may be in the cluster. `given` holds the (cluster-scoped, name) of the
+    /// templates among the files, the nearest of which is suggested for a misspelling.
+    Warning { given: &'a [(bool, &'a str)] },
+}
+
 /// The findings about the templates a Rollout's step and background analyses name, walked once
 /// ([`CanaryStrategy::analyses`](crate::api::rollout::CanaryStrategy::analyses)); a template not found is
-/// a finding of severity `missing` (an error for the planner and rehearse, which have nothing else to run; a
-/// warning for validate: it may be in the cluster).
+/// as `missing` says.
 pub fn template_findings(
     rollout: &Rollout,
     lookup: &Lookup<'_>,
-    missing: Severity,
+    missing: Missing<'_>,
 ) -> Vec<Finding> {
     let Some(canary) = rollout.spec.canary() else {
         return Vec::new();
@@ -81,11 +88,13 @@ pub fn template_findings(
         .collect()
 }
 
+/// The problems of one analysis that need its templates: templates not found (as `missing` says), template
+/// args the Rollout leaves without a value, and, for a step, metrics that would never end.
 pub fn check_templates(
     analysis: &RolloutAnalysis,
     path: &str,
     step: bool,
-    missing: Severity,
+    missing: Missing<'_>,
     lookup: &Lookup<'_>,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -100,14 +109,21 @@ pub fn check_templates(
                 "AnalysisTemplate"
             };
             out.push(match missing {
-                Severity::Warning => Finding::warning(
-                    format!("{path}.templates[{i}]"),
-                    format!(
-                        "{kind} {name:?} is not among the given files; it must exist in the cluster"
-                    ),
-                ),
+                Missing::Warning { given } => {
+                    let scope = reference.cluster_scope == Some(true);
+                    let same_kind = given.iter().filter(|(c, _)| *c == scope).map(|(_, n)| *n);
+                    let hint = closest(name, same_kind)
+                        .map(|n| format!(" (did you mean {n:?}?)"))
+                        .unwrap_or_default();
+                    Finding::warning(
+                        format!("{path}.templates[{i}]"),
+                        format!(
+                            "{kind} {name:?} is not among the given files{hint}; it must exist in the cluster"
+                        ),
+                    )
+                }
                 // Argo's getReferencedAnalysisTemplatesFromRef, on the list's field.
-                Severity::Error => Finding::invalid(
+                Missing::Error => Finding::invalid(
                     format!("{path}.templates"),
                     &format!("{name:?}"),
                     format!("{kind} '{name}' not found"),

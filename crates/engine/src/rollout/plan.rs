@@ -180,7 +180,7 @@ impl Reconcile<'_, '_> {
         findings.extend(analysis::template_findings(
             rollout,
             self.o.templates,
-            Severity::Error,
+            analysis::Missing::Error,
         ));
         findings.extend(references::routers(rollout, self.o.routers));
         match findings.into_iter().find(|f| f.severity == Severity::Error) {

@@ -18,6 +18,16 @@ fn error(path: impl Into<String>, message: impl Into<String>) -> Finding {
     }
 }
 
+/// The words that every finding of what canaryd's Rollout controller does not run carries (this module's and
+/// `routing::routing`'s). Argo Rollouts progresses such a Rollout when canaryd only runs its analyses, so
+/// `canaryd validate` reports these as errors only when told canaryd will progress it.
+pub const UNSUPPORTED: &str = "not supported by canaryd";
+
+/// Whether `finding` says that canaryd's Rollout controller does not run something ([`UNSUPPORTED`]).
+pub fn is_unsupported(finding: &Finding) -> bool {
+    finding.message.contains(UNSUPPORTED)
+}
+
 /// The one place that says what canaryd does not run. Traffic routing is planned (the desired weight) and
 /// applied by the routers (`engine/routing` builds the objects; `rehearse` and `demo` show them).
 fn unsupported(canary: &CanaryStrategy, out: &mut Vec<Finding>) {
@@ -460,5 +470,18 @@ mod tests {
         ));
         assert!(has("spec.strategy.canary.steps[4].setWieght: unknown step"));
         assert!(has("spec.strategy.canary.steps[5]: Step must have one of"));
+        let unsupported: Vec<String> = check(&r)
+            .into_iter()
+            .filter(is_unsupported)
+            .map(|f| f.path)
+            .collect();
+        assert_eq!(
+            unsupported,
+            [
+                "spec.strategy.blueGreen",
+                "spec.strategy.canary.steps[2].experiment",
+                "spec.strategy.canary.trafficRouting.smi",
+            ]
+        );
     }
 }

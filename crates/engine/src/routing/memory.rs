@@ -37,7 +37,7 @@ impl std::fmt::Display for RouterWeights {
 #[derive(Debug, Clone, Default)]
 pub struct Routers {
     routing: Option<Routing>,
-    /// Router objects (VirtualService, HTTPRoute) from the files, each with where it was read (`FILE:LINE`).
+    /// Router objects ([`ROUTER_KINDS`]) from the files, each with where it was read (`FILE:LINE`).
     objects: Vec<(String, Value)>,
     /// What each router shows since the last route.
     shown: Vec<RouterWeights>,
@@ -57,6 +57,18 @@ fn is(object: &Value, kind: &str, name: &str) -> bool {
         && object.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
 }
 
+/// The kinds of the router objects a Rollout names and the planner checks before acting: the VirtualServices
+/// and HTTPRoutes the routers re-weight, the stable Ingress NGINX's canary Ingress is made from.
+pub const ROUTER_KINDS: &[&str] = &["VirtualService", "HTTPRoute", "Ingress"];
+
+/// Whether the document `object` is of one of [`ROUTER_KINDS`].
+pub fn is_router_object(object: &Value) -> bool {
+    object
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| ROUTER_KINDS.contains(&k))
+}
+
 impl Routers {
     /// `objects`: documents of the files that a router may re-weight (others are ignored), each with where it
     /// was read (`FILE:LINE`), which an error names.
@@ -65,12 +77,7 @@ impl Routers {
             routing: routing::routing(rollout)?,
             objects: objects
                 .into_iter()
-                .filter(|(_, o)| {
-                    matches!(
-                        o.get("kind").and_then(Value::as_str),
-                        Some("VirtualService" | "HTTPRoute")
-                    )
-                })
+                .filter(|(_, o)| is_router_object(o))
                 .collect(),
             shown: Vec::new(),
         })
