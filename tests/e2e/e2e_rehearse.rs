@@ -72,7 +72,13 @@ impl Rehearsed {
 }
 
 fn rehearse(service: &str, extra: &[&str]) -> Rehearsed {
-    let prometheus = prometheus();
+    let flag = ["--prometheus", prometheus().url()];
+    rehearse_with(service, &[&flag[..], extra].concat(), &[])
+}
+
+/// `canaryd rehearse` of the example Rollout with the shipped success-rate template, `extra` flags and
+/// `env` (where the Prometheus may be configured instead of given with `--prometheus`).
+fn rehearse_with(service: &str, extra: &[&str], env: &[(&str, &str)]) -> Rehearsed {
     let from = at(10).to_string();
     let arg = format!("service={service}");
     let mut args = vec![
@@ -81,8 +87,6 @@ fn rehearse(service: &str, extra: &[&str]) -> Rehearsed {
         "examples/rehearse/checkout.yaml",
         "-f",
         "analysis-templates/success-rate.yaml",
-        "--prometheus",
-        prometheus.url(),
         "--arg",
         &arg,
         "--output",
@@ -92,7 +96,13 @@ fn rehearse(service: &str, extra: &[&str]) -> Rehearsed {
         args.extend(["--from", &from]);
     }
     args.extend(extra);
-    let ran = CANARYD.run(&args);
+    let ran: canaryd_testkit::cli::Ran = CANARYD
+        .command()
+        .args(&args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("the canaryd binary runs")
+        .into();
     let lines = ran
         .stdout
         .lines()
@@ -106,6 +116,19 @@ fn rehearse(service: &str, extra: &[&str]) -> Rehearsed {
         lines,
         stderr: ran.stderr,
     }
+}
+
+/// The shipped template names no Prometheus address, so the configured one (`CANARYD_PROMETHEUS_ADDRESS`,
+/// as the chart's `prometheus.address` sets it in the daemon) is what a rehearsal asks.
+#[test]
+fn the_shipped_template_asks_the_configured_prometheus() {
+    let r = rehearse_with(
+        "healthy",
+        &[],
+        &[("CANARYD_PROMETHEUS_ADDRESS", prometheus().url())],
+    );
+    assert_eq!(r.code, 0, "{:#?}\n{}", r.lines, r.stderr);
+    assert_eq!(r.outcome()["outcome"], "promoted");
 }
 
 #[test]
