@@ -361,54 +361,13 @@ async fn a_rollout_handed_over_mid_canary_goes_on_from_its_analysis_step(crds: C
     // Events Argo Rollouts writes for the rest of the update (as in
     // `a_healthy_update_is_promoted_step_by_step_with_argos_status_and_events`), and none before it.
     let (old, new) = (STABLE, CANARY);
-    let expected = [
-        (ADDED_TO_INFORMER[0], ADDED_TO_INFORMER[1].to_string()),
-        (
-            "AnalysisRunSuccessful",
-            format!("Step Analysis Run '{run_name}' Status New: 'Successful' Previous: 'Running'"),
-        ),
-        (
-            "RolloutStepCompleted",
-            "Rollout step 3/4 completed (analysis)".to_string(),
-        ),
-        (
-            "ScalingReplicaSet",
-            format!("Scaled down ReplicaSet web-{old} (revision 1) from 4 to 3"),
-        ),
-        (
-            "ScalingReplicaSet",
-            format!("Scaled up ReplicaSet web-{new} (revision 2) from 1 to 3"),
-        ),
-        (
-            "ScalingReplicaSet",
-            format!("Scaled down ReplicaSet web-{old} (revision 1) from 3 to 2"),
-        ),
-        (
-            "RolloutStepCompleted",
-            "Rollout step 4/4 completed (setWeight: 60)".to_string(),
-        ),
-        (
-            "ScalingReplicaSet",
-            format!("Scaled down ReplicaSet web-{old} (revision 1) from 2 to 1"),
-        ),
-        (
-            "ScalingReplicaSet",
-            format!("Scaled up ReplicaSet web-{new} (revision 2) from 3 to 5"),
-        ),
-        (
-            "ScalingReplicaSet",
-            format!("Scaled down ReplicaSet web-{old} (revision 1) from 1 to 0"),
-        ),
-        (
-            "RolloutCompleted",
-            format!("Rollout completed update to revision 2 ({new}): Completed all 4 canary steps"),
-        ),
-        (
-            "SwitchService",
-            format!("Switched selector for service 'web-stable' from '{old}' to '{new}'"),
-        ),
-    ]
-    .map(|(r, m)| (r.to_string(), m));
+    let informer = (
+        ADDED_TO_INFORMER[0].to_string(),
+        ADDED_TO_INFORMER[1].to_string(),
+    );
+    let expected: Vec<_> = std::iter::once(informer)
+        .chain(events_after_step_analysis(old, new, &run_name))
+        .collect();
     assert_eq!(events(&client).await, expected);
 }
 

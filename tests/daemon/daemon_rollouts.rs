@@ -210,54 +210,15 @@ async fn a_healthy_update_is_promoted_step_by_step_with_argos_status_and_events(
             "AnalysisRunRunning",
             format!("Step Analysis Run 'web-{new}-2-2' Status New: 'Running' Previous: ''"),
         ),
-        (
-            "AnalysisRunSuccessful",
-            format!(
-                "Step Analysis Run 'web-{new}-2-2' Status New: 'Successful' Previous: 'Running'"
-            ),
-        ),
-        (
-            "RolloutStepCompleted",
-            "Rollout step 3/4 completed (analysis)".to_string(),
-        ),
-        (
-            "ScalingReplicaSet",
-            format!("Scaled down ReplicaSet web-{old} (revision 1) from 4 to 3"),
-        ),
-        (
-            "ScalingReplicaSet",
-            format!("Scaled up ReplicaSet web-{new} (revision 2) from 1 to 3"),
-        ),
-        (
-            "ScalingReplicaSet",
-            format!("Scaled down ReplicaSet web-{old} (revision 1) from 3 to 2"),
-        ),
-        (
-            "RolloutStepCompleted",
-            "Rollout step 4/4 completed (setWeight: 60)".to_string(),
-        ),
-        (
-            "ScalingReplicaSet",
-            format!("Scaled down ReplicaSet web-{old} (revision 1) from 2 to 1"),
-        ),
-        (
-            "ScalingReplicaSet",
-            format!("Scaled up ReplicaSet web-{new} (revision 2) from 3 to 5"),
-        ),
-        (
-            "ScalingReplicaSet",
-            format!("Scaled down ReplicaSet web-{old} (revision 1) from 1 to 0"),
-        ),
-        (
-            "RolloutCompleted",
-            format!("Rollout completed update to revision 2 ({new}): Completed all 4 canary steps"),
-        ),
-        (
-            "SwitchService",
-            format!("Switched selector for service 'web-stable' from '{old}' to '{new}'"),
-        ),
     ]
-    .map(|(r, m)| (r.to_string(), m));
+    .map(|(r, m)| (r.to_string(), m))
+    .into_iter()
+    .chain(events_after_step_analysis(
+        old,
+        new,
+        &format!("web-{new}-2-2"),
+    ))
+    .collect::<Vec<_>>();
     // The update's Events: from its first on (the first deploy's may be published late, Events having a
     // publisher of their own).
     let all = events(&client).await;

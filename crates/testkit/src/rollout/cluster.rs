@@ -295,3 +295,48 @@ pub fn rollout_writes(requests: &[fake_apiserver::RecordedRequest]) -> BTreeMap<
     }
     writes
 }
+
+/// The Events Argo Rollouts writes for the example Rollout (5 replicas; steps setWeight 20, pause, analysis,
+/// setWeight 60) from the success of its step analysis `run` on: the scaling to 60 %, the promotion, the
+/// stable Service switched from `old` to `new`. Each as (reason, message).
+pub fn events_after_step_analysis(old: &str, new: &str, run: &str) -> Vec<(String, String)> {
+    let scaled = |direction: &str, hash: &str, revision: u8, from: u8, to: u8| {
+        (
+            "ScalingReplicaSet",
+            format!(
+                "Scaled {direction} ReplicaSet web-{hash} (revision {revision}) from {from} to {to}"
+            ),
+        )
+    };
+    [
+        (
+            "AnalysisRunSuccessful",
+            format!("Step Analysis Run '{run}' Status New: 'Successful' Previous: 'Running'"),
+        ),
+        (
+            "RolloutStepCompleted",
+            "Rollout step 3/4 completed (analysis)".to_string(),
+        ),
+        scaled("down", old, 1, 4, 3),
+        scaled("up", new, 2, 1, 3),
+        scaled("down", old, 1, 3, 2),
+        (
+            "RolloutStepCompleted",
+            "Rollout step 4/4 completed (setWeight: 60)".to_string(),
+        ),
+        scaled("down", old, 1, 2, 1),
+        scaled("up", new, 2, 3, 5),
+        scaled("down", old, 1, 1, 0),
+        (
+            "RolloutCompleted",
+            format!("Rollout completed update to revision 2 ({new}): Completed all 4 canary steps"),
+        ),
+        (
+            "SwitchService",
+            format!("Switched selector for service 'web-stable' from '{old}' to '{new}'"),
+        ),
+    ]
+    .into_iter()
+    .map(|(r, m)| (r.to_string(), m))
+    .collect()
+}
