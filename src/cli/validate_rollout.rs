@@ -121,9 +121,12 @@ fn unknown_fields(rollout: &Rollout) -> Vec<Finding> {
     let mut out = Vec::new();
     for (path, rest, known) in places {
         for key in rest.into_iter().flat_map(|r| r.keys()) {
-            let hint = closest(key, known.iter().copied())
-                .map(|k| format!(", did you mean {k:?}?"))
-                .unwrap_or_default();
+            let hint = match home(key) {
+                Some(home) => format!(", did you mean to indent it under {home}?"),
+                None => closest(key, known.iter().copied())
+                    .map(|k| format!(", did you mean {k:?}?"))
+                    .unwrap_or_default(),
+            };
             out.push(Finding {
                 severity: Severity::Error,
                 path: format!("{path}.{key}"),
@@ -132,4 +135,25 @@ fn unknown_fields(rollout: &Rollout) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// Where a field written at the wrong level of a Rollout belongs, by Argo's CRD: a canary strategy's field one
+/// level off, an analysis's `templates` or `args` outside it, a step's action outside `steps`.
+fn home(key: &str) -> Option<&'static str> {
+    if CANARY_FIELDS.contains(&key) {
+        Some("spec.strategy.canary")
+    } else if STRATEGY_FIELDS.contains(&key) {
+        Some("spec.strategy")
+    } else if SPEC_FIELDS.contains(&key) {
+        Some("spec")
+    } else if matches!(
+        key,
+        "templates" | "args" | "dryRun" | "measurementRetention"
+    ) {
+        Some("an analysis (spec.strategy.canary.steps[].analysis or spec.strategy.canary.analysis)")
+    } else if matches!(key, "setWeight" | "pause" | "setCanaryScale") {
+        Some("spec.strategy.canary.steps[]")
+    } else {
+        None
+    }
 }

@@ -70,6 +70,15 @@ fn a_promql_syntax_error_is_reported_on_its_line_and_one_an_arg_makes_is_refused
 }
 
 #[test]
+fn a_field_one_level_off_is_pointed_to_where_it_belongs() {
+    assert_one_problem(
+        "misplaced-provider.yaml",
+        "7: AnalysisTemplate/t: spec.provider: unknown field \"provider\", did you mean to indent it under \
+         spec.metrics[]?",
+    );
+}
+
+#[test]
 fn a_bad_duration_is_reported_on_its_line() {
     assert_one_problem(
         "bad-duration.yaml",

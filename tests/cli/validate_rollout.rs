@@ -21,6 +21,21 @@ fn validate_with(args: &[&str]) -> (i32, Vec<String>) {
 }
 
 #[test]
+fn an_analysis_field_outside_its_analysis_is_pointed_to_where_it_belongs() {
+    let f = "tests/fixtures/validate/rollout/misplaced-args.yaml";
+    let (code, lines) = validate(f);
+    assert_eq!(code, 1, "{lines:#?}");
+    assert!(
+        lines.contains(&format!(
+            "{f}:32: Rollout/checkout: spec.strategy.canary.args: unknown field \"args\", did you mean to \
+             indent it under an analysis (spec.strategy.canary.steps[].analysis or \
+             spec.strategy.canary.analysis)?"
+        )),
+        "{lines:#?}"
+    );
+}
+
+#[test]
 fn a_rollout_with_its_templates_and_args_supplied_is_valid() {
     assert_eq!(
         validate("tests/fixtures/validate/rollout/valid.yaml"),

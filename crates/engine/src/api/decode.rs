@@ -80,8 +80,11 @@ fn unknown_fields(written: &Value, kept: &Value, path: &str, out: &mut Vec<Field
 }
 
 /// ", did you mean \"interval\"?" when a known field name is near; for a field that exists, but at another
-/// level (`provider` written beside `metrics`), that it is misplaced.
+/// level (`provider` written beside `metrics`), where it belongs.
 fn suggestion(key: &str) -> String {
+    if let Some((_, home)) = HOMES.iter().find(|(field, _)| *field == key) {
+        return format!(", did you mean to indent it under {home}?");
+    }
     if KNOWN_FIELDS.contains(&key) {
         return ": it is a field of another level here, check its indentation".to_string();
     }
@@ -90,6 +93,31 @@ fn suggestion(key: &str) -> String {
         None => String::new(),
     }
 }
+
+/// Where each field that has one home in an analysis template belongs: what a field one level too deep or
+/// too shallow is pointed to.
+const HOMES: &[(&str, &str)] = &[
+    ("metrics", "spec"),
+    ("dryRun", "spec"),
+    ("measurementRetention", "spec"),
+    ("interval", "spec.metrics[]"),
+    ("initialDelay", "spec.metrics[]"),
+    ("count", "spec.metrics[]"),
+    ("successCondition", "spec.metrics[]"),
+    ("failureCondition", "spec.metrics[]"),
+    ("failureLimit", "spec.metrics[]"),
+    ("inconclusiveLimit", "spec.metrics[]"),
+    ("consecutiveErrorLimit", "spec.metrics[]"),
+    ("consecutiveSuccessLimit", "spec.metrics[]"),
+    ("provider", "spec.metrics[]"),
+    ("prometheus", "spec.metrics[].provider"),
+    ("web", "spec.metrics[].provider"),
+    ("plugin", "spec.metrics[].provider"),
+    ("query", "spec.metrics[].provider.prometheus"),
+    ("rangeQuery", "spec.metrics[].provider.prometheus"),
+    ("jsonPath", "spec.metrics[].provider.web"),
+    ("url", "spec.metrics[].provider.web"),
+];
 
 /// Every field name canaryd's analysis types know, for "did you mean".
 const KNOWN_FIELDS: &[&str] = &[
@@ -226,7 +254,7 @@ mod tests {
         assert_eq!(
             unknown.first().map(|u| u.message.as_str()),
             Some(
-                "unknown field \"prometheus\": it is a field of another level here, check its indentation"
+                "unknown field \"prometheus\", did you mean to indent it under spec.metrics[].provider?"
             )
         );
     }
