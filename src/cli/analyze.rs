@@ -386,7 +386,7 @@ pub fn run(args: Args) -> Exit {
     runtime.block_on(async {
         let providers = match jobs.first() {
             None => providers,
-            Some(metric) => match cluster().await {
+            Some(metric) => match super::cluster::connect().await {
                 Ok(client) => providers.with_jobs(std::sync::Arc::new(
                     crate::k8s::jobs::Jobs::new(client),
                 )),
@@ -408,22 +408,4 @@ pub fn run(args: Args) -> Exit {
         }
         execute(&name, &prepared, &providers, window, args.output).await
     })
-}
-
-/// How long `analyze` waits for the API server to answer before it gives up on the cluster.
-const CLUSTER_PROBE: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// A client for the cluster the kubeconfig (or the Pod's service account) names, once it answered.
-async fn cluster() -> Result<kube::Client, String> {
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| format!("no cluster configured (kubeconfig or in-cluster): {e}"))?;
-    match crate::time::real_timeout(CLUSTER_PROBE, client.apiserver_version()).await {
-        Some(Ok(_)) => Ok(client),
-        Some(Err(e)) => Err(format!("the API server did not answer: {e}")),
-        None => Err(format!(
-            "the API server did not answer within {} s",
-            CLUSTER_PROBE.as_secs()
-        )),
-    }
 }

@@ -17,6 +17,7 @@ macro_rules! say {
 
 pub mod analyze;
 pub mod appset;
+pub mod cluster;
 pub mod crds;
 pub mod demo;
 pub mod demo_rollout;
