@@ -23,7 +23,7 @@
 //!
 //! The server runs under a small `sh` supervisor whose stdin is a pipe from the test process: when the
 //! pipe closes — [`Prometheus`] dropped, or the test process gone for any reason, including a `static`
-//! that is never dropped — the supervisor stops Prometheus. No server outlives its tests.
+//! that is never dropped — the supervisor stops Prometheus and removes its TSDB. No server or data outlives its tests.
 //!
 //! `canaryd analyze` against it is [`analyze`]'s.
 //!
@@ -337,7 +337,7 @@ impl Prometheus {
             let port = free_port();
             let addr = format!("127.0.0.1:{port}");
             let log = dir.path().join(format!("prometheus-{port}.log"));
-            let mut supervisor = supervise(&prometheus, &data, &config, port, &log);
+            let mut supervisor = supervise(&prometheus, dir.path(), &data, &config, port, &log);
             let lifeline = supervisor.stdin.take();
             if wait_ready(&mut supervisor, &addr) {
                 return Prometheus {
@@ -348,9 +348,10 @@ impl Prometheus {
                     _dir: dir,
                 };
             }
+            // Read before the lifeline closes: closing it also removes the directory (see `supervise`).
+            last_log = std::fs::read_to_string(&log).unwrap_or_default();
             drop(lifeline);
             let _ = supervisor.wait();
-            last_log = std::fs::read_to_string(&log).unwrap_or_default();
         }
         panic!("prometheus did not become ready; its log:\n{last_log}");
     }
@@ -431,13 +432,21 @@ pub fn shared(
 }
 
 /// Starts Prometheus under `sh`: the server runs in the background while a reader waits on the pipe from
-/// the test process (fd 3); end of file there stops the server. The supervisor exits with the server, so a
-/// server that failed to start is seen as an exited child.
-fn supervise(prometheus: &Path, data: &Path, config: &Path, port: u16, log: &Path) -> Child {
+/// the test process (fd 3); end of file there stops the server and then removes `dir` (the TSDB and the log),
+/// which a server in a `static` cell would otherwise leave behind in the temp folder: its `TempDir` is never
+/// dropped. The supervisor exits with the server, so a server that failed to start is seen as an exited child.
+fn supervise(
+    prometheus: &Path,
+    dir: &Path,
+    data: &Path,
+    config: &Path,
+    port: u16,
+    log: &Path,
+) -> Child {
     const SCRIPT: &str = r#"exec 3<&0
 "$0" "$@" 3<&- >"$LOG" 2>&1 &
 server=$!
-(read -r _ <&3; kill "$server" 2>/dev/null) &
+(read -r _ <&3; kill "$server" 2>/dev/null; while kill -0 "$server" 2>/dev/null; do sleep 0.05; done; rm -rf "$DIR") &
 wait "$server""#;
     Command::new("sh")
         .arg("-c")
@@ -449,6 +458,7 @@ wait "$server""#;
         .arg("--storage.tsdb.retention.time=10y")
         .arg("--log.level=warn")
         .env("LOG", log)
+        .env("DIR", dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
