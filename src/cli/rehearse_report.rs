@@ -58,6 +58,7 @@ pub fn entry_line(entry: &Entry) -> String {
             if *warning { "warning " } else { "" },
             event_note(reason, message)
         ),
+        Entry::Held { message, .. } => format!("{time}  routers held back: {message}"),
         Entry::Promote { reason, .. } => format!("{time}  promote: {reason}"),
     }
 }

@@ -29,6 +29,7 @@ use crate::api::{AnalysisRun, INSTANCE_LABEL, Rollout};
 use crate::engine::rollout::hash::HASH_LABEL;
 use crate::engine::rollout::reconcile_loop::{self, Made, Snapshot, Stored};
 use crate::engine::rollout::{self, Route, Write};
+use crate::engine::routing::RouteFailure;
 use crate::k8s::events::{self, Happened};
 use crate::k8s::rollout_writes;
 use crate::k8s::status::WriteError;
@@ -118,8 +119,8 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
             requeue_at(plan.wake_at, ctx.clock.now())
         }
         // A failed reconcile, as Argo's `reconcileTrafficRouting` error is: retried after the Rollout's backoff.
-        reconcile_loop::Reconciliation::Unrouted { error, .. } => {
-            return Err(ReconcileError::TrafficRouting(error));
+        reconcile_loop::Reconciliation::Unrouted { failure, .. } => {
+            return Err(ReconcileError::TrafficRouting(failure.message));
         }
         // Something keeps changing under the plans: let it settle rather than spin.
         reconcile_loop::Reconciliation::Contended => Next::After(CONTENDED),
@@ -236,12 +237,12 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         &mut self,
         seen: &Snapshot,
         route: &Route,
-    ) -> Result<Vec<rollout::Event>, String> {
+    ) -> Result<Vec<rollout::Event>, RouteFailure> {
         let router = ApiRouter::new(self.ctx.client.clone());
         let changes = router
             .apply(&seen.rollout, route, &seen.replica_sets)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.failure())?;
         let mut announced = Vec::new();
         for change in changes {
             info!(rollout = %shown(&self.namespace, &self.name), %change, "traffic");

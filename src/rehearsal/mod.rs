@@ -94,6 +94,14 @@ pub enum Entry {
         message: String,
         warning: bool,
     },
+    /// The routers are held back, as the daemon's would be (Argo's DestinationRule switch waits until the
+    /// ReplicaSets to receive traffic are fully available): nothing after the route moves until they are.
+    #[serde(rename_all = "camelCase")]
+    Held {
+        #[serde(serialize_with = "rfc3339")]
+        time: Timestamp,
+        message: String,
+    },
     /// The rehearsal promoted a pause for the person `--promote-after` stands for.
     #[serde(rename_all = "camelCase")]
     Promote {
@@ -129,6 +137,7 @@ impl Entry {
             Entry::Step { time, .. }
             | Entry::Measurement { time, .. }
             | Entry::Event { time, .. }
+            | Entry::Held { time, .. }
             | Entry::Promote { time, .. } => *time,
         }
     }
@@ -192,7 +201,7 @@ pub async fn play(
     let steps = steps::steps(&cluster.rollout).len();
     let mut runs = runs::Runs::new(&setup.args, setup.prometheus.as_deref());
     let mut available_at: Option<Timestamp> = None;
-    let mut at_step: Option<(usize, i32)> = None;
+    let mut shown = Shown::default();
     let mut progressing_step = 1;
     let mut promoted_at: BTreeMap<usize, usize> = BTreeMap::new();
     for _ in 0..ROUND_LIMIT {
@@ -207,7 +216,7 @@ pub async fn play(
             now,
             opts.ready_after,
             &mut available_at,
-            &mut at_step,
+            &mut shown,
             steps,
             on,
         )?;
@@ -272,22 +281,35 @@ fn rehearsed_cluster(setup: &Setup, from: Timestamp) -> Result<MemoryCluster, Re
     Ok(cluster)
 }
 
+/// What the timeline last said of the Rollout, so it says each change once.
+#[derive(Debug, Default)]
+struct Shown {
+    /// The step (index) and weight last reported.
+    step: Option<(usize, i32)>,
+    /// Why the routers were held back at the last reconcile, if they were.
+    held: Option<String>,
+}
+
 /// Reconciles at `now` until the planner settles (at most `SETTLE_LIMIT` times), reporting its Events and
 /// new steps and asking for pods (available at once, or `ready_after` later); returns when it wakes next.
+/// Routers held back end the instant: nothing more moves until the pods become available.
 fn settle(
     cluster: &mut MemoryCluster,
     now: Timestamp,
     ready_after: SignedDuration,
     available_at: &mut Option<Timestamp>,
-    at_step: &mut Option<(usize, i32)>,
+    shown: &mut Shown,
     steps: usize,
     on: &mut dyn FnMut(&Entry),
 ) -> Result<Option<Timestamp>, RehearsalError> {
     let mut wake = None;
     for _ in 0..SETTLE_LIMIT {
         let before = cluster.rollout.status.clone();
-        let plan = reconcile(cluster, now)?;
-        for e in &plan.events {
+        let recorded = cluster.events.len();
+        let (plan, held) = reconcile(cluster, now)?;
+        // What the reconcile recorded, as the daemon publishes it: the plan's Events for the writes made, the
+        // routers' for the objects written, a TrafficRoutingError where Argo records one.
+        for e in &cluster.events[recorded..] {
             on(&Entry::Event {
                 time: now,
                 reason: e.reason.clone(),
@@ -303,7 +325,21 @@ fn settle(
                 *available_at = Some(later(now, ready_after));
             }
         }
-        show_step(cluster, &plan, at_step, steps, now, on);
+        if let Some(message) = held {
+            if shown.held.as_ref() != Some(&message) {
+                on(&Entry::Held {
+                    time: now,
+                    message: message.clone(),
+                });
+            }
+            shown.held = Some(message);
+            if became_available {
+                continue;
+            }
+            return Ok(None);
+        }
+        shown.held = None;
+        show_step(cluster, &plan, &mut shown.step, steps, now, on);
         wake = plan.wake_at;
         if plan.writes.is_empty() && cluster.rollout.status == before && !became_available {
             break;
@@ -435,7 +471,7 @@ fn deploy_running_version(
     for _ in 0..SETTLE_LIMIT {
         let became_available = cluster.make_available();
         let before = cluster.rollout.status.clone();
-        let plan = reconcile(cluster, at)?;
+        let (plan, _) = reconcile(cluster, at)?;
         if plan.writes.is_empty() && cluster.rollout.status == before && !became_available {
             break;
         }
@@ -451,16 +487,24 @@ fn deploy_running_version(
     Ok(())
 }
 
-/// One reconcile of the rehearsed Rollout at `now`: its plan, or why the routers could not be brought to it
-/// (a router object among the files that does not fit the Rollout).
-fn reconcile(cluster: &mut MemoryCluster, now: Timestamp) -> Result<Plan, RehearsalError> {
+/// One reconcile of the rehearsed Rollout at `now`: its plan and why the routers were held back from its
+/// route, if they were, or why they could not be brought to it (a router object among the files that does not
+/// fit the Rollout).
+fn reconcile(
+    cluster: &mut MemoryCluster,
+    now: Timestamp,
+) -> Result<(Plan, Option<String>), RehearsalError> {
     match cluster.reconciled(now) {
-        Reconciliation::Planned { plan, .. } => Ok(plan),
-        Reconciliation::Unrouted { error, .. } => {
-            Err(RehearsalError(format!("traffic routing: {error}")))
+        Reconciliation::Planned { plan, .. } => Ok((plan, None)),
+        Reconciliation::Unrouted { plan, failure } if failure.held => {
+            Ok((plan, Some(failure.message)))
         }
+        Reconciliation::Unrouted { failure, .. } => Err(RehearsalError(format!(
+            "traffic routing: {}",
+            failure.message
+        ))),
         // Memory holds its Rollout and refuses no write.
-        Reconciliation::Gone | Reconciliation::Contended => Ok(cluster.plan(now)),
+        Reconciliation::Gone | Reconciliation::Contended => Ok((cluster.plan(now), None)),
     }
 }
 

@@ -11,9 +11,9 @@ pub mod objects;
 pub use self::api::ApiRouter;
 use crate::engine::rollout::Event;
 pub use crate::engine::rollout::Route;
-use crate::engine::routing::RoutingError;
 #[cfg(doc)]
 use crate::engine::routing::Target;
+use crate::engine::routing::{RouteFailure, RoutingError};
 
 /// The field manager of every router write, so Argo CD and `kubectl` see one stable name.
 pub const FIELD_MANAGER: &str = "canaryd";
@@ -89,4 +89,22 @@ pub enum RouterError {
         name: String,
         source: Box<kube::Error>,
     },
+}
+
+impl RouterError {
+    /// The failure as the reconcile loop takes it: which object's (whether Argo announces it) and whether the
+    /// object was only held back.
+    pub fn failure(&self) -> RouteFailure {
+        let (kind, held) = match self {
+            RouterError::Config(_) => (None, false),
+            RouterError::Unfit { kind, error, .. } => {
+                (Some(*kind), matches!(**error, RoutingError::Held(_)))
+            }
+            RouterError::Missing { kind, .. }
+            | RouterError::Refused { kind, .. }
+            | RouterError::Conflict { kind, .. }
+            | RouterError::Api { kind, .. } => (Some(*kind), false),
+        };
+        RouteFailure::new(kind, held, self.to_string())
+    }
 }

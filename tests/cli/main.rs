@@ -14,6 +14,7 @@ mod doc_blocks;
 mod flags_and_help;
 mod judge_cli;
 mod progressive_cli;
+mod rehearse_routers;
 mod run_cli;
 mod unreachable_prometheus;
 mod validate;

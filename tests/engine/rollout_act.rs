@@ -15,6 +15,7 @@ use canaryd::engine::rollout::reconcile_loop::{
     self, ATTEMPTS, Made, Reconciliation, Snapshot, Stored,
 };
 use canaryd::engine::rollout::{Event, Route, Write};
+use canaryd::engine::routing::RouteFailure;
 use canaryd_testkit::rollout::memory::*;
 use jiff::Timestamp;
 use serde_json::json;
@@ -26,7 +27,7 @@ struct Faulty<const COALESCE: bool> {
     /// Writes still to be answered "changed since the read" (and not made).
     conflicts: usize,
     /// What the router answers, when it fails.
-    router_down: Option<String>,
+    router_down: Option<RouteFailure>,
     /// Status stores still to be answered "changed since the read" (and not stored).
     status_conflicts: usize,
     observed: usize,
@@ -92,7 +93,7 @@ impl<const COALESCE: bool> reconcile_loop::Cluster for Faulty<COALESCE> {
         self.sim.make(seen, write).await
     }
 
-    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<Vec<Event>, String> {
+    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<Vec<Event>, RouteFailure> {
         match &self.router_down {
             Some(message) => Err(message.clone()),
             None => self.sim.route(seen, route).await,
@@ -137,6 +138,43 @@ fn routed() -> MemoryCluster {
     c
 }
 
+fn vsvc_missing() -> RouteFailure {
+    RouteFailure::new(
+        Some("VirtualService"),
+        false,
+        "VirtualService prod/web-vsvc not found".to_string(),
+    )
+}
+
+/// Argo's reconcileTrafficRouting records a TrafficRoutingError Event when SetWeight fails, and only returns
+/// the error when UpdateHash (the DestinationRule) does, e.g. while it delays the switch.
+#[test]
+fn a_destination_rule_that_cannot_move_fails_the_reconcile_without_an_event() {
+    let mut c: Faulty<true> = Faulty::new(routed());
+    let message = "DestinationRule prod/web-dr: delaying destination rule switch: ReplicaSet web-2 not \
+                   fully available";
+    c.router_down = Some(RouteFailure::new(
+        Some("DestinationRule"),
+        true,
+        message.to_string(),
+    ));
+    let before = c.sim.events.len();
+    let failure = loop {
+        c.sim.make_available();
+        match c.reconcile(at(10)) {
+            Reconciliation::Unrouted { failure, .. } => break failure,
+            Reconciliation::Planned { changed: true, .. } => {}
+            other => panic!("the routers were never asked to move: {other:?}"),
+        }
+    };
+    assert!(failure.held && !failure.announced, "{failure:?}");
+    assert!(
+        !reasons(&c)[before..].contains(&TRAFFIC_ROUTING_ERROR),
+        "{:?}",
+        &reasons(&c)[before..]
+    );
+}
+
 #[test]
 fn a_write_that_meets_a_change_is_planned_again_after_a_fresh_read() {
     let mut c: Faulty<true> = Faulty::new(routed());
@@ -169,13 +207,13 @@ fn writes_that_always_meet_a_change_give_up_after_three_reads_having_made_nothin
 #[test]
 fn a_router_that_cannot_be_written_stops_the_plan_at_the_route_and_says_why() {
     let mut c: Faulty<true> = Faulty::new(routed());
-    c.router_down = Some("VirtualService prod/web-vsvc not found".to_string());
+    c.router_down = Some(vsvc_missing());
     // The first plan with a route: it points the routers at the new pods, still at weight 0.
     let (plan, error) = loop {
         c.sim.make_available();
         let (status, events, made) = (c.sim.status(), c.sim.events.len(), c.made);
         match c.reconcile(at(10)) {
-            Reconciliation::Unrouted { plan, error } => {
+            Reconciliation::Unrouted { plan, failure } => {
                 assert_eq!(c.made - made, plan.route_after, "nothing after the route");
                 assert_eq!(
                     c.sim.status(),
@@ -192,7 +230,7 @@ fn a_router_that_cannot_be_written_stops_the_plan_at_the_route_and_says_why() {
                 let published: Vec<&Event> = c.sim.events[events..].iter().collect();
                 assert_eq!(published.len(), landed.len() + 1, "{published:#?}");
                 assert_eq!(published[..landed.len()], landed[..]);
-                break (plan, error);
+                break (plan, failure.message);
             }
             Reconciliation::Planned { changed: true, .. } => {}
             other => panic!("the weight was never moved: {other:?}"),
@@ -264,7 +302,7 @@ fn a_router_that_fails_after_a_service_switch_still_tells_the_switch() {
         c.sim.make_available();
         c.reconcile(at(40));
     }
-    c.router_down = Some("VirtualService prod/web-vsvc not found".to_string());
+    c.router_down = Some(vsvc_missing());
     let before = c.sim.events.len();
     let mut unrouted = false;
     for _ in 0..30 {

@@ -22,6 +22,7 @@ use super::{Event, Observed, Plan, Route, Write, plan};
 use crate::api::Controlled;
 use crate::api::rollout::{RolloutSpec, RolloutStatus};
 use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus, AnalysisTemplateRef, Rollout};
+use crate::routing::RouteFailure;
 use crate::routing::memory::Routers;
 
 use super::REVISION_ANNOTATION;
@@ -491,8 +492,8 @@ impl reconcile_loop::Cluster for MemoryCluster {
         Ok(Made::Done)
     }
 
-    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<Vec<Event>, String> {
-        self.routers.apply(&seen.rollout, route)
+    async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<Vec<Event>, RouteFailure> {
+        self.routers.apply(&seen.rollout, route, &seen.replica_sets)
     }
 
     async fn store_status(

@@ -20,7 +20,7 @@ use super::{Event, Observed, Plan, Route, Write, plan};
 use crate::api::reasons::rollout as reasons;
 use crate::api::rollout::RolloutStatus;
 use crate::api::{AnalysisRun, AnalysisTemplateRef, AnalysisTemplateSpec, Rollout};
-use crate::routing::RouterObject;
+use crate::routing::{RouteFailure, RouterObject};
 
 /// Reads and plans of one reconcile at most, when writes keep meeting changes.
 pub const ATTEMPTS: usize = 3;
@@ -129,12 +129,12 @@ pub trait Cluster {
     ) -> impl Future<Output = Result<Made, Self::Error>> + Send;
 
     /// Brings the traffic routers to `route`: the Events of the objects it wrote, in order
-    /// ([`Target::written`](crate::routing::Target::written)); the error is a message for the Rollout's Event.
+    /// ([`Target::written`](crate::routing::Target::written)), or why they could not be.
     fn route(
         &mut self,
         seen: &Snapshot,
         route: &Route,
-    ) -> impl Future<Output = Result<Vec<Event>, String>> + Send;
+    ) -> impl Future<Output = Result<Vec<Event>, RouteFailure>> + Send;
 
     /// Stores `status` over the one `seen` holds (the Rollout's own writes of this reconcile included).
     fn store_status(
@@ -163,8 +163,8 @@ pub enum Reconciliation {
     /// own watch event makes Argo's controller do), else look again at `plan.wake_at`.
     Planned { plan: Plan, changed: bool },
     /// The routers could not be brought to the plan's route: nothing after it was made (the status would say
-    /// the weight is applied), and a `TrafficRoutingError` Event says why.
-    Unrouted { plan: Plan, error: String },
+    /// the weight is applied), and, where Argo records one, a `TrafficRoutingError` Event says why.
+    Unrouted { plan: Plan, failure: RouteFailure },
     /// Every attempt met a change: something keeps changing under the plans.
     Contended,
 }
@@ -234,18 +234,20 @@ async fn step<C: Cluster + Send>(
         match cluster.route(seen, route).await {
             Ok(written) if written.is_empty() => {}
             Ok(written) => cluster.publish(&seen.rollout, &written),
-            Err(error) => {
+            Err(failure) => {
                 publish_landed(cluster, seen, &plan, before.len());
-                let failed = Event {
-                    reason: reasons::TRAFFIC_ROUTING_ERROR.to_string(),
-                    message: error.clone(),
-                    warning: true,
-                    after_write: None,
-                };
-                cluster.publish(&seen.rollout, &[failed]);
+                if failure.announced {
+                    let failed = Event {
+                        reason: reasons::TRAFFIC_ROUTING_ERROR.to_string(),
+                        message: failure.message.clone(),
+                        warning: true,
+                        after_write: None,
+                    };
+                    cluster.publish(&seen.rollout, &[failed]);
+                }
                 return Ok(Stepped::Done(Box::new(Reconciliation::Unrouted {
                     plan,
-                    error,
+                    failure,
                 })));
             }
         }

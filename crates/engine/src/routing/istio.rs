@@ -531,7 +531,7 @@ pub fn destination_rule_delay(
             .and_then(|s| s.available_replicas)
             .unwrap_or(0);
         if available == 0 || available < replicas {
-            return Err(RoutingError::Mismatch(format!(
+            return Err(RoutingError::Held(format!(
                 "delaying destination rule switch: ReplicaSet {} not fully available",
                 rs.metadata.name.as_deref().unwrap_or("")
             )));

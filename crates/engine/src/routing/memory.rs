@@ -1,16 +1,19 @@
 //! The traffic routers in memory, for the in-memory cluster (`engine::rollout::memory`) that `rehearse` and `demo`
-//! play a Rollout on: the router objects found among the files (an Istio VirtualService, a Gateway API
-//! HTTPRoute) are brought to each route by the same targets and builders the daemon's routers write through
-//! the API server (`crate::routers`), so the weights a rehearsal shows are those the daemon would write; a
-//! router whose object is not among the files shows the canary and stable shares the builders are given.
-//! Owns the reading of the written objects' weights, never how weights are computed.
+//! play a Rollout on: the router objects found among the files (an Istio VirtualService or DestinationRule, a
+//! Gateway API HTTPRoute) are brought to each route by the same targets and builders the daemon's routers write
+//! through the API server (`crate::routers`), and held back by the same rule, so the weights a rehearsal shows
+//! are those the daemon would write, when it would write them; a router whose object is not among the files
+//! shows the canary and stable shares the builders are given. Owns the reading of the written objects'
+//! weights, never how weights are computed.
 
 use serde::Serialize;
 use serde_json::Value;
 
+use k8s_openapi::api::apps::v1::ReplicaSet;
+
 use crate::api::Rollout;
 use crate::rollout::{Event, Route};
-use crate::routing::{self, Desired, RouterObject, Routing, RoutingError, Target};
+use crate::routing::{self, Desired, RouteFailure, RouterObject, Routing, RoutingError, Target};
 
 /// One router object and its destinations' weights, as written at a step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -58,8 +61,9 @@ fn is(object: &Value, kind: &str, name: &str) -> bool {
 }
 
 /// The kinds of the router objects a Rollout names and the planner checks before acting: the VirtualServices
-/// and HTTPRoutes the routers re-weight, the stable Ingress NGINX's canary Ingress is made from.
-pub const ROUTER_KINDS: &[&str] = &["VirtualService", "HTTPRoute", "Ingress"];
+/// and HTTPRoutes the routers re-weight, the DestinationRule whose subsets they point at the pods, the stable
+/// Ingress NGINX's canary Ingress is made from.
+pub const ROUTER_KINDS: &[&str] = &["VirtualService", "DestinationRule", "HTTPRoute", "Ingress"];
 
 /// Whether the document `object` is of one of [`ROUTER_KINDS`].
 pub fn is_router_object(object: &Value) -> bool {
@@ -114,9 +118,15 @@ impl Routers {
         &self.shown
     }
 
-    /// Brings the routers to `route`, as the daemon's would be. An object that does not fit the configuration
-    /// is an error naming its file, line and object, in Argo's words.
-    pub fn apply(&mut self, rollout: &Rollout, route: &Route) -> Result<Vec<Event>, String> {
+    /// Brings the routers to `route`, as the daemon's would be, given the ReplicaSets the Rollout owns. An
+    /// object that does not fit the configuration is a failure naming its file, line and object, in Argo's
+    /// words; one held back (the DestinationRule until the ReplicaSets are available) a failure that waits.
+    pub fn apply(
+        &mut self,
+        rollout: &Rollout,
+        route: &Route,
+        replica_sets: &[ReplicaSet],
+    ) -> Result<Vec<Event>, RouteFailure> {
         let Some(routing) = &self.routing else {
             return Ok(Vec::new());
         };
@@ -135,33 +145,38 @@ impl Routers {
         };
         let mut out = Vec::new();
         let mut announced = Vec::new();
+        let namespace = rollout.metadata.namespace.as_deref().unwrap_or_default();
         for target in routing::targets(routing, &d) {
-            let name = target.name(&d);
+            let (kind, name) = (target.kind(), target.name(&d));
+            target.held(&d, replica_sets).map_err(|e| {
+                let held = matches!(e, RoutingError::Held(_));
+                RouteFailure::new(Some(kind), held, format!("{kind} {namespace}/{name}: {e}"))
+            })?;
             let weights = match target {
-                // Subsets select pod hashes; the weights are the VirtualService's.
-                Target::DestinationRule { .. } => continue,
                 Target::CanaryIngress { .. } => {
                     vec![("canary-weight".to_string(), i64::from(d.canary_weight))]
                 }
-                Target::VirtualService { .. } | Target::HttpRoute { .. } => {
-                    match named(&mut self.objects, target.kind(), &name) {
-                        Some((origin, current)) => {
-                            let built = target.build(current, &d).map_err(|e| {
-                                let namespace = rollout.metadata.namespace.as_deref();
-                                let kind = target.kind();
-                                let namespace = namespace.unwrap_or_default();
-                                format!("{origin}: {kind} {namespace}/{name}: {e}")
-                            })?;
-                            if let Some(new) = built {
-                                *current = new;
-                                announced.extend(target.written(&d, false));
-                            }
-                            destination_weights(current)
+                Target::DestinationRule { .. }
+                | Target::VirtualService { .. }
+                | Target::HttpRoute { .. } => match named(&mut self.objects, kind, &name) {
+                    Some((origin, current)) => {
+                        let built = target.build(current, &d).map_err(|e| {
+                            let message = format!("{origin}: {kind} {namespace}/{name}: {e}");
+                            RouteFailure::new(Some(kind), false, message)
+                        })?;
+                        if let Some(new) = built {
+                            *current = new;
+                            announced.extend(target.written(&d, false));
                         }
-                        None => shares(),
+                        destination_weights(current)
                     }
-                }
+                    None => shares(),
+                },
             };
+            // Subsets select pod hashes; the weights are the VirtualService's.
+            if matches!(target, Target::DestinationRule { .. }) {
+                continue;
+            }
             out.push(RouterWeights {
                 object: format!("{}/{name}", target.kind()),
                 weights,

@@ -12,7 +12,7 @@ pub mod memory;
 pub mod nginx;
 mod targets;
 
-pub use targets::{RouterObject, Target, targets};
+pub use targets::{RouteFailure, RouterObject, Target, targets};
 
 use serde_json::{Map, Value};
 
@@ -33,6 +33,10 @@ pub enum RoutingError {
     /// not there); the message is Argo's.
     #[error("{0}")]
     Mismatch(String),
+    /// The object must not move yet (Argo's reconcile-time delay, e.g. the DestinationRule held back until the
+    /// ReplicaSets are fully available): the reconcile stops here and is tried again.
+    #[error("{0}")]
+    Held(String),
     /// The router object is not shaped as its kind's schema says.
     #[error("{kind} `{name}`: {field}: {message}")]
     Malformed {

@@ -23,6 +23,31 @@ pub struct RouterObject {
     pub object: Option<Value>,
 }
 
+/// Why a reconcile stopped at its routers, as the reconcile loop and its drivers need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteFailure {
+    /// What went wrong, naming the object: for the log and, when announced, the Event's message.
+    pub message: String,
+    /// Argo records a `TrafficRoutingError` Event when a weight cannot be set (its `SetWeight`: a
+    /// VirtualService, canary Ingress or HTTPRoute, or the configuration), not when the pod hashes cannot be
+    /// moved (its `UpdateHash`: the DestinationRule), whose error only fails the reconcile.
+    pub announced: bool,
+    /// The object is held back ([`RoutingError::Held`]), not unfit: a rehearsal waits it out.
+    pub held: bool,
+}
+
+impl RouteFailure {
+    /// The failure to bring an object of `kind` (`None`: the configuration) to the route; `held` when it
+    /// was held back rather than refused.
+    pub fn new(kind: Option<&str>, held: bool, message: String) -> RouteFailure {
+        RouteFailure {
+            message,
+            announced: kind != Some("DestinationRule"),
+            held,
+        }
+    }
+}
+
 /// One router object to bring to the weight.
 #[derive(Debug, Clone, Copy)]
 pub enum Target<'r> {
