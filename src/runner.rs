@@ -108,6 +108,21 @@ pub struct Ticked {
     pub now: Timestamp,
 }
 
+impl Ticked {
+    /// Each metric of `run` this tick recorded a measurement of (its index into the plan, its name), with its
+    /// result and that measurement, in plan order: what every driver reports after a tick.
+    pub fn measured<'t>(
+        &'t self,
+        run: &'t PreparedRun,
+    ) -> impl Iterator<Item = (usize, &'t str, &'t MetricResult, &'t Measurement)> + 't {
+        self.recorded.iter().filter_map(|&index| {
+            let name = run.plan.metrics.get(index)?.name.as_str();
+            let result = self.status.result(name)?;
+            Some((index, name, result, result.measurements.last()?))
+        })
+    }
+}
+
 /// One pass of the measuring loop on `status` (`None`: the run starts now) of the run `who`. `terminate` is
 /// `spec.terminate` (or the end of a backtest): measurements in flight are stopped. Queries of a virtual clock
 /// are evaluated at its time.
@@ -371,20 +386,12 @@ pub async fn run(
             terminate = true;
         }
         let ticked = tick(run, who, providers, status.take(), clock, terminate).await;
-        for index in &ticked.recorded {
-            if let Some(result) = run
-                .plan
-                .metrics
-                .get(*index)
-                .and_then(|m| ticked.status.result(&m.name))
-                && let Some(m) = result.measurements.last()
-            {
-                on_event(Event::Measured {
-                    at: ticked.now,
-                    measurement: m,
-                    result,
-                });
-            }
+        for (_, _, result, measurement) in ticked.measured(run) {
+            on_event(Event::Measured {
+                at: ticked.now,
+                measurement,
+                result,
+            });
         }
         let (assessment, next) = (ticked.assessment, ticked.status);
         if assessment.is_complete() {

@@ -220,27 +220,18 @@ fn log_measured(
     shown_run: &str,
     uncounted: &mut Vec<(&'static str, &'static str)>,
 ) {
-    for index in &ticked.recorded {
-        let Some(plan) = run.plan.metrics.get(*index) else {
-            continue;
-        };
-        if let Some(m) = ticked
-            .status
-            .result(&plan.name)
-            .and_then(|r| r.measurements.last())
-        {
-            uncounted.push((m.phase.as_str(), provider_name(run, *index)));
-            let mut shown = serde_json::json!([m.value, m.message]);
-            crate::scrub::json(&mut shown, &run.secrets);
-            info!(
-                run = %shown_run,
-                metric = %plan.name,
-                value = %shown[0].as_str().unwrap_or("-"),
-                phase = %m.phase,
-                reason = %shown[1].as_str().unwrap_or(""),
-                "Measured"
-            );
-        }
+    for (index, metric, _, m) in ticked.measured(run) {
+        uncounted.push((m.phase.as_str(), provider_name(run, index)));
+        let mut shown = serde_json::json!([m.value, m.message]);
+        crate::scrub::json(&mut shown, &run.secrets);
+        info!(
+            run = %shown_run,
+            metric = %metric,
+            value = %shown[0].as_str().unwrap_or("-"),
+            phase = %m.phase,
+            reason = %shown[1].as_str().unwrap_or(""),
+            "Measured"
+        );
     }
 }
 

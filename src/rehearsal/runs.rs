@@ -95,15 +95,8 @@ impl<'a> Runs<'a> {
             )
             .await;
             if let Ok(prepared) = &driven.prepared {
-                for index in &ticked.recorded {
-                    let Some(plan) = prepared.plan.metrics.get(*index) else {
-                        continue;
-                    };
-                    if let Some(result) = ticked.status.result(&plan.name)
-                        && let Some(m) = result.measurements.last()
-                    {
-                        on(&Entry::measured(ticked.now, &name, result, m));
-                    }
+                for (_, _, result, m) in ticked.measured(prepared) {
+                    on(&Entry::measured(ticked.now, &name, result, m));
                 }
             }
             driven.next = ticked.assessment.next_wakeup;
