@@ -43,6 +43,7 @@ const CONTENDED: Duration = Duration::from_secs(1);
 
 impl Reconciled for Rollout {
     type Status = RolloutStatus;
+    const COUNTED_AS: crate::observe::Kind = crate::observe::Kind::Rollout;
 
     fn status(&self) -> Option<&RolloutStatus> {
         self.status.as_ref()
@@ -337,6 +338,11 @@ fn publish(ctx: &Context, rollout: &Rollout, events: &[rollout::Event]) {
         } else {
             info!(rollout = %shown_key, reason = %event.reason, message = %event.message, "Rollout");
         }
+        ctx.metrics.reconciles.rollout_event(
+            &(namespace_of(rollout), rollout.name_any()),
+            if event.warning { "Warning" } else { "Normal" },
+            &event.reason,
+        );
         let what = Happened {
             action: "Reconcile",
             reason: &event.reason,
