@@ -160,6 +160,18 @@ fn write_steps(out: &mut String, described: &[Described<'_>]) {
             sample(out, step, &d.labels_with(&[]), f64::from(index));
         }
     }
+    let set_weight = "canaryd_rollout_set_weight";
+    family(
+        out,
+        set_weight,
+        "gauge",
+        "The canary weight (percent) a canary Rollout's steps ask for at its current step (100 when complete, 0 when aborted).",
+    );
+    for d in described {
+        if let Some(w) = d.set_weight {
+            sample(out, set_weight, &d.labels_with(&[]), f64::from(w));
+        }
+    }
     let weight = "canaryd_rollout_canary_weight";
     family(
         out,
@@ -172,6 +184,19 @@ fn write_steps(out: &mut String, described: &[Described<'_>]) {
             sample(out, weight, &d.labels_with(&[]), f64::from(w));
         }
     }
+}
+
+/// The weight the steps of a canary Rollout with steps ask for where its status says it is.
+fn set_weight_of(rollout: &Rollout) -> Option<i32> {
+    let canary = rollout.spec.strategy.as_ref()?.canary.as_ref()?;
+    let status = rollout.status.as_ref()?;
+    let steps = canary.steps.as_deref().filter(|s| !s.is_empty())?;
+    let (_, index) = crate::engine::rollout::steps::current(steps, status);
+    Some(crate::engine::rollout::steps::set_weight(
+        steps,
+        index,
+        status.abort,
+    ))
 }
 
 /// One of the replica counts of a Rollout.
@@ -189,6 +214,7 @@ struct Described<'a> {
     updated: i32,
     desired: i32,
     step: Option<i32>,
+    set_weight: Option<i32>,
     canary_weight: Option<i32>,
 }
 
@@ -209,6 +235,7 @@ impl<'a> Described<'a> {
             // Argo's GetReplicasOrDefault.
             desired: rollout.spec.replicas.unwrap_or(1),
             step: status.and_then(|s| s.current_step_index),
+            set_weight: set_weight_of(rollout),
             canary_weight: status
                 .and_then(|s| s.canary.weights.as_ref())
                 .map(|w| w.canary.weight),
@@ -294,7 +321,7 @@ mod tests {
     #[test]
     fn every_family_has_one_sample_per_rollout_and_the_deprecated_phase_six() {
         let mut r = rollout(
-            json!({"replicas": 5, "strategy": {"canary": {}}}),
+            json!({"replicas": 5, "strategy": {"canary": {"steps": [{"setWeight": 20}, {"pause": {}}]}}}),
             progressing("RolloutPaused"),
         );
         if let Some(s) = r.status.as_mut() {
@@ -314,6 +341,7 @@ mod tests {
             "rollout_phase{namespace=\"shop\",name=\"web\",strategy=\"canary\",phase=\"Paused\"} 1",
             "rollout_phase{namespace=\"shop\",name=\"web\",strategy=\"canary\",phase=\"Completed\"} 0",
             "canaryd_rollout_step{namespace=\"shop\",name=\"web\"} 1",
+            "canaryd_rollout_set_weight{namespace=\"shop\",name=\"web\"} 20",
         ] {
             assert!(out.lines().any(|l| l == line), "{line} in\n{out}");
         }
