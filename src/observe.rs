@@ -6,6 +6,7 @@
 
 pub mod analysis_runs;
 pub mod reconciles;
+pub mod rollout_durations;
 pub mod rollouts;
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use tokio::net::TcpListener;
 
 use crate::api::{AnalysisRun, Rollout};
 pub use reconciles::{Kind, Reconciles};
+pub use rollout_durations::RolloutDurations;
 
 /// Upper bounds (seconds) of the query-duration histogram: from a local Prometheus to Argo's 30 s timeout.
 pub const DURATION_BUCKETS: &[f64] = &[
@@ -77,6 +79,8 @@ pub struct Metrics {
     leader: AtomicBool,
     /// Argo's per-object families.
     pub reconciles: Reconciles,
+    /// Argo's rollout duration histograms.
+    pub rollout_durations: RolloutDurations,
     /// When the process started, in Unix seconds (`process_start_time_seconds`).
     started: f64,
 }
@@ -131,6 +135,7 @@ impl Metrics {
         rollouts::write(&mut out, scraped.rollouts);
         self.write_counters(&mut out);
         self.reconciles.write(&mut out);
+        self.rollout_durations.write(&mut out);
         write_durations(&mut out, scraped.durations);
         out
     }

@@ -262,6 +262,8 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
             rollout_writes::patch_status(&self.ctx.statuses, rollout, &self.rv, &old, status).await;
         match written {
             Ok(meta) => {
+                let durations = &self.ctx.metrics.rollout_durations;
+                durations.written(old.duration.as_ref(), status.duration.as_ref());
                 let key = (self.namespace.clone(), self.name.clone());
                 let ahead = Ahead {
                     base_rv: self.rv.clone(),

@@ -229,6 +229,11 @@ async fn argo_families_are_served_and_both_dashboards_resolve_and_deleted_object
         text.contains("rollout_reconcile_count{namespace=\"default\",name=\"done\"}"),
         "{text}"
     );
+    // The aborted attempt, counted once its end was written (Argo's EmitRolloutDuration).
+    assert!(
+        text.contains("rollout_duration_seconds_count{status=\"Aborted\"} 1\n"),
+        "{text}"
+    );
 
     let served = samples(&text, &[("job", ARGO_JOB), ("instance", "canaryd:8080")]);
     for (file, dashboard) in [
