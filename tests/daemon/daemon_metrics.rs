@@ -1,8 +1,8 @@
 //! `/metrics` of `canaryd run --rollouts` with Rollouts in every phase Argo's metrics name (Completed,
 //! Progressing, Paused, Timeout, Error, Abort, InvalidSpec) and AnalysisRuns in several, against the fake API
 //! server: Argo Rollouts' controller families with Argo's labels and values beside canaryd's, every query of
-//! Argo's published Grafana dashboard and of the chart's own resolving against the scrape, and the series of a
-//! deleted Rollout and run gone from the next scrape.
+//! Argo's published Grafana dashboard, of the chart's own and of the chart's alerts resolving against the
+//! scrape, and the series of a deleted Rollout and run gone from the next scrape.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the tests wait on real time.
 
@@ -17,7 +17,7 @@ use canaryd_testkit::{router_objects, with_each_crd_set};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::dashboard_queries::{samples, unserved};
+use super::dashboard_queries::{samples, unserved, unserved_exprs};
 
 /// The job label the chart's ServiceMonitor gives the daemon's series with
 /// `metrics.serviceMonitor.job=argo-rollouts-metrics`, which Argo's dashboard selects.
@@ -249,6 +249,13 @@ async fn argo_families_are_served_and_both_dashboards_resolve_and_deleted_object
             "{file}"
         );
     }
+    let alerts = alert_exprs(ARGO_JOB);
+    assert_eq!(alerts.len(), 5, "{alerts:?}");
+    assert_eq!(
+        unserved_exprs(&alerts, &served),
+        Vec::<String>::new(),
+        "the chart's alerts"
+    );
 
     let rollouts: Api<Rollout> = Api::namespaced(client.clone(), "default");
     let runs: Api<AnalysisRun> = Api::namespaced(client.clone(), "default");
@@ -266,6 +273,18 @@ async fn argo_families_are_served_and_both_dashboards_resolve_and_deleted_object
     .await;
     assert!(text.contains("name=\"paused\""), "the others stay:\n{text}");
     daemon.stop().await;
+}
+
+/// The `expr` of each alert of the chart's PrometheusRule template, as it renders with the series' job `job`.
+fn alert_exprs(job: &str) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("charts/canaryd/templates/prometheusrule.yaml");
+    let template = std::fs::read_to_string(path).expect("the PrometheusRule template is there");
+    template
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("expr: "))
+        .map(|e| e.replace("{{ $job }}", job))
+        .collect()
 }
 
 fn argo_dashboard() -> Value {

@@ -1,5 +1,5 @@
-//! Whether a Grafana dashboard's queries resolve against what a daemon serves: every PromQL expression of its
-//! panels and its `label_values(...)` variables is parsed with promql-parser (as canaryd parses PromQL), and
+//! Whether a Grafana dashboard's queries (or alerting rules' expressions) resolve against what a daemon serves:
+//! every PromQL expression of its panels and its `label_values(...)` variables is parsed with promql-parser (as canaryd parses PromQL), and
 //! each vector selector in it must match at least one sample of the scrape (its metric name and every label
 //! matcher), with the target labels Prometheus adds (`job`, `instance`). Template variables are substituted as
 //! Grafana would on first load: a query variable takes the first value its `label_values` finds, Grafana's
@@ -74,15 +74,22 @@ pub fn unserved(dashboard: &Value, served: &[Sample]) -> Vec<String> {
     let mut exprs = Vec::new();
     collect_exprs(&dashboard["panels"], &mut exprs);
     assert!(!exprs.is_empty(), "the dashboard has queries");
-    for expr in exprs {
-        let text = substituted(&expr, &variables);
-        match parser::parse(&text) {
+    let texts: Vec<String> = exprs.iter().map(|e| substituted(e, &variables)).collect();
+    problems.extend(unserved_exprs(&texts, served));
+    problems
+}
+
+/// What of the PromQL expressions `exprs` the `served` samples do not answer, one line each.
+pub fn unserved_exprs(exprs: &[String], served: &[Sample]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for text in exprs {
+        match parser::parse(text) {
             Ok(ast) => {
                 let mut selectors = Vec::new();
                 selectors_of(&ast, &mut selectors);
                 for s in selectors {
                     if matching(&s, served).next().is_none() {
-                        problems.push(format!("{s} (in {expr}) matches no served sample"));
+                        problems.push(format!("{s} (in {text}) matches no served sample"));
                     }
                 }
             }
