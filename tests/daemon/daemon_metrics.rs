@@ -235,6 +235,22 @@ async fn argo_families_are_served_and_both_dashboards_resolve_and_deleted_object
         "{text}"
     );
 
+    let reference = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/daemon.md"),
+    )
+    .expect("docs/daemon.md");
+    let undocumented: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|family| !reference.contains(&format!("`{family}`")))
+        .collect();
+    assert_eq!(
+        undocumented,
+        Vec::<&str>::new(),
+        "families docs/daemon.md does not list"
+    );
+
     let served = samples(&text, &[("job", ARGO_JOB), ("instance", "canaryd:8080")]);
     for (file, dashboard) in [
         (
