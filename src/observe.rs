@@ -81,7 +81,7 @@ pub struct Metrics {
     pub reconciles: Reconciles,
     /// Argo's rollout duration histograms.
     pub rollout_durations: RolloutDurations,
-    /// When the process started, in Unix seconds (`process_start_time_seconds`).
+    /// When the daemon started on its clock, in Unix seconds (`process_start_time_seconds`).
     started: f64,
 }
 
