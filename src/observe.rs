@@ -1,6 +1,13 @@
 //! What the daemon shows about itself: its counters and histograms, the Prometheus text exposition format,
-//! and the small HTTP server for `/metrics`, `/healthz` and `/readyz`. It owns no analysis state: gauges that
-//! describe runs are computed by the caller (through [`Probe`]) at scrape time.
+//! and the small HTTP server for `/metrics`, `/healthz` and `/readyz`. It owns no analysis state: the families
+//! that describe Rollouts and AnalysisRuns are computed at scrape time from the objects the caller passes
+//! (through [`Probe`]): [`rollouts`] and [`analysis_runs`]; [`reconciles`] counts per object as the daemon works.
+//! Argo Rollouts' controller families keep Argo's names, labels and values, beside the `canaryd_*` ones.
+
+pub mod analysis_runs;
+pub mod reconciles;
+pub mod rollout_durations;
+pub mod rollouts;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -13,26 +20,44 @@ use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
 use tokio::net::TcpListener;
 
+use crate::api::{AnalysisRun, Rollout};
+pub use reconciles::{Kind, Reconciles};
+pub use rollout_durations::RolloutDurations;
+
 /// Upper bounds (seconds) of the query-duration histogram: from a local Prometheus to Argo's 30 s timeout.
 pub const DURATION_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
-/// A cumulative histogram over [`DURATION_BUCKETS`].
-#[derive(Debug, Clone, Default, PartialEq)]
+/// A cumulative histogram over fixed upper bounds ([`DURATION_BUCKETS`] unless made [`Histogram::with_bounds`]).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Histogram {
+    bounds: &'static [f64],
     /// Count per bucket, not cumulative (summed when written).
     counts: Vec<u64>,
     count: u64,
     sum: f64,
 }
 
+impl Default for Histogram {
+    fn default() -> Histogram {
+        Histogram::with_bounds(DURATION_BUCKETS)
+    }
+}
+
 impl Histogram {
-    pub fn observe(&mut self, value: f64) {
-        if self.counts.is_empty() {
-            self.counts = vec![0; DURATION_BUCKETS.len()];
+    /// An empty histogram with these upper bounds (ascending; `+Inf` is implied).
+    pub fn with_bounds(bounds: &'static [f64]) -> Histogram {
+        Histogram {
+            bounds,
+            counts: vec![0; bounds.len()],
+            count: 0,
+            sum: 0.0,
         }
-        if let Some(i) = DURATION_BUCKETS.iter().position(|b| value <= *b)
+    }
+
+    pub fn observe(&mut self, value: f64) {
+        if let Some(i) = self.bounds.iter().position(|b| value <= *b)
             && let Some(c) = self.counts.get_mut(i)
         {
             *c += 1;
@@ -52,9 +77,31 @@ pub struct Metrics {
     measurements: Mutex<BTreeMap<(String, String), u64>>,
     reconcile_errors: Mutex<BTreeMap<String, u64>>,
     leader: AtomicBool,
+    /// Argo's per-object families.
+    pub reconciles: Reconciles,
+    /// Argo's rollout duration histograms.
+    pub rollout_durations: RolloutDurations,
+    /// When the daemon started on its clock, in Unix seconds (`process_start_time_seconds`).
+    started: f64,
+}
+
+/// What the daemon knows at scrape time beside its own counters.
+pub struct Scraped<'a> {
+    pub runs: &'a [Arc<AnalysisRun>],
+    pub rollouts: &'a [Arc<Rollout>],
+    /// The query histograms per provider.
+    pub durations: &'a BTreeMap<&'static str, Histogram>,
 }
 
 impl Metrics {
+    /// Counters starting now: `started` is this instant on the daemon's clock.
+    pub fn starting_at(started: jiff::Timestamp) -> Metrics {
+        Metrics {
+            started: started.as_millisecond() as f64 / 1000.0,
+            ..Metrics::default()
+        }
+    }
+
     pub fn measured(&self, phase: &str, provider: &str) {
         let mut m = self
             .measurements
@@ -80,18 +127,16 @@ impl Metrics {
         self.leader.load(Ordering::Relaxed)
     }
 
-    /// The whole exposition: `runs` is the number of runs per phase, `durations` the query histograms per
-    /// provider.
-    pub fn render(
-        &self,
-        runs: &BTreeMap<String, u64>,
-        durations: &BTreeMap<&'static str, Histogram>,
-    ) -> String {
+    /// The whole exposition.
+    pub fn render(&self, scraped: &Scraped<'_>) -> String {
         let mut out = String::new();
         self.write_process(&mut out);
-        write_runs(&mut out, runs);
+        analysis_runs::write(&mut out, scraped.runs);
+        rollouts::write(&mut out, scraped.rollouts);
         self.write_counters(&mut out);
-        write_durations(&mut out, durations);
+        self.reconciles.write(&mut out);
+        self.rollout_durations.write(&mut out);
+        write_durations(&mut out, scraped.durations);
         out
     }
 
@@ -121,6 +166,31 @@ impl Metrics {
             &[],
             if self.is_leader() { 1.0 } else { 0.0 },
         );
+        family(
+            out,
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since unix epoch in seconds.",
+        );
+        sample(out, "process_start_time_seconds", &[], self.started);
+        let Some(resident) = resident_memory_bytes() else {
+            return;
+        };
+        family(
+            out,
+            "process_resident_memory_bytes",
+            "gauge",
+            "Resident memory size in bytes.",
+        );
+        sample(out, "process_resident_memory_bytes", &[], resident);
+        // Argo's dashboard charts the Go runtime's heap; canaryd is not Go, and serves its resident memory there.
+        family(
+            out,
+            "go_memstats_heap_alloc_bytes",
+            "gauge",
+            "canaryd is not a Go program: its resident memory, as process_resident_memory_bytes, for dashboards made for Argo Rollouts.",
+        );
+        sample(out, "go_memstats_heap_alloc_bytes", &[], resident);
     }
 
     /// The counters: measurements by phase and provider, and reconcile errors by reason.
@@ -166,20 +236,7 @@ impl Metrics {
     }
 }
 
-/// The runs gauge: the number of runs per phase.
-fn write_runs(out: &mut String, runs: &BTreeMap<String, u64>) {
-    family(
-        out,
-        "canaryd_analysis_runs",
-        "gauge",
-        "AnalysisRuns this process watches, by phase.",
-    );
-    for (phase, n) in runs {
-        sample(out, "canaryd_analysis_runs", &[("phase", phase)], *n as f64);
-    }
-}
-
-/// The query-duration histograms, one per provider: cumulative buckets, sum and count.
+/// The query-duration histograms, one per provider.
 fn write_durations(out: &mut String, durations: &BTreeMap<&'static str, Histogram>) {
     let name = "canaryd_provider_query_duration_seconds";
     family(
@@ -189,35 +246,36 @@ fn write_durations(out: &mut String, durations: &BTreeMap<&'static str, Histogra
         "Time taken by queries actually sent to a provider (shared answers count once).",
     );
     for (provider, h) in durations {
-        let mut cumulative = 0;
-        for (i, bound) in DURATION_BUCKETS.iter().enumerate() {
-            cumulative += h.counts.get(i).copied().unwrap_or(0);
-            sample(
-                out,
-                &format!("{name}_bucket"),
-                &[("provider", provider), ("le", &bound.to_string())],
-                cumulative as f64,
-            );
-        }
-        sample(
-            out,
-            &format!("{name}_bucket"),
-            &[("provider", provider), ("le", "+Inf")],
-            h.count as f64,
-        );
-        sample(
-            out,
-            &format!("{name}_sum"),
-            &[("provider", provider)],
-            h.sum,
-        );
-        sample(
-            out,
-            &format!("{name}_count"),
-            &[("provider", provider)],
-            h.count as f64,
-        );
+        write_histogram(out, name, &[("provider", provider)], h);
     }
+}
+
+/// One histogram's samples: cumulative buckets, sum and count, each with `labels`.
+fn write_histogram(out: &mut String, name: &str, labels: &[(&str, &str)], h: &Histogram) {
+    let mut cumulative = 0;
+    let bucket = format!("{name}_bucket");
+    for (i, bound) in h.bounds.iter().enumerate() {
+        cumulative += h.counts.get(i).copied().unwrap_or(0);
+        let le = bound.to_string();
+        let with_le: Vec<(&str, &str)> = labels
+            .iter()
+            .copied()
+            .chain([("le", le.as_str())])
+            .collect();
+        sample(out, &bucket, &with_le, cumulative as f64);
+    }
+    let with_le: Vec<(&str, &str)> = labels.iter().copied().chain([("le", "+Inf")]).collect();
+    sample(out, &bucket, &with_le, h.count as f64);
+    sample(out, &format!("{name}_sum"), labels, h.sum);
+    sample(out, &format!("{name}_count"), labels, h.count as f64);
+}
+
+/// The process's resident set (Linux's `VmRSS`); `None` where `/proc` does not say.
+fn resident_memory_bytes() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024.0)
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {

@@ -28,6 +28,7 @@ use crate::runner::{self, PreparedRun};
 
 impl Reconciled for AnalysisRun {
     type Status = AnalysisRunStatus;
+    const COUNTED_AS: crate::observe::Kind = crate::observe::Kind::AnalysisRun;
 
     fn status(&self) -> Option<&AnalysisRunStatus> {
         self.status.as_ref()

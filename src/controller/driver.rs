@@ -29,6 +29,7 @@ pub use super::watch::Key;
 use super::watch::{self, Seen, Undecodable};
 use crate::k8s::owner_selector;
 use crate::k8s::runs::WriteError;
+use crate::observe::Kind;
 use crate::time::Clock;
 
 /// A kind the daemon reconciles.
@@ -42,6 +43,8 @@ pub trait Reconciled:
     + 'static
 {
     type Status: Clone + PartialEq + Send + Sync + 'static;
+    /// Whose reconcile families (`rollout_reconcile`, `analysis_run_reconcile`, ...) count this kind's.
+    const COUNTED_AS: Kind;
 
     fn status(&self) -> Option<&Self::Status>;
     /// A completed object needs no reconcile for its own sake any more (only, say, its expiry).
@@ -449,9 +452,9 @@ async fn drive<K: Reconciled>(
         let now = ctx.clock.steady();
         while let Some(key) = queue.start_due(now) {
             let task = if let Some(obj) = store.get(&ObjectRef::new(&key.1).within(&key.0)) {
-                running.spawn(K::reconcile(obj, ctx.clone()))
+                running.spawn(timed(K::reconcile(obj, ctx.clone())))
             } else if let Some(obj) = undecodable.get(&key) {
-                running.spawn(K::report_undecodable(obj.clone(), ctx.clone()))
+                running.spawn(timed(K::report_undecodable(obj.clone(), ctx.clone())))
             } else {
                 // Deleted since it was queued.
                 backoff.forget(&key);
@@ -503,7 +506,12 @@ async fn drive<K: Reconciled>(
             Some(key) = triggers.next() => queue.schedule(key, ctx.clock.steady()),
             Some(done) = running.join_next_with_id() => {
                 let (id, result) = match done {
-                    Ok((id, result)) => (id, result),
+                    Ok((id, (result, took))) => {
+                        if let Some(key) = keys.get(&id) {
+                            ctx.metrics.reconciles.reconciled(K::COUNTED_AS, key, took.as_secs_f64());
+                        }
+                        (id, result)
+                    }
                     Err(e) => (e.id(), Err(ReconcileError::Aborted)),
                 };
                 let Some(key) = keys.remove(&id) else { continue };
@@ -515,7 +523,7 @@ async fn drive<K: Reconciled>(
                         next
                     }
                     Err(e) => {
-                        report_failure(&key, &e, &ctx);
+                        report_failure::<K>(&key, &e, &ctx);
                         Next::After(backoff.failed(key.clone()))
                     }
                 };
@@ -528,9 +536,18 @@ async fn drive<K: Reconciled>(
     while running.join_next().await.is_some() {}
 }
 
+/// `reconcile`, and how long it took in real time (Argo's reconcile histograms).
+async fn timed<T>(reconcile: impl Future<Output = T>) -> (T, Duration) {
+    let started = crate::time::monotonic();
+    let outcome = reconcile.await;
+    (outcome, started.elapsed())
+}
+
 /// Counts and logs a failed reconcile; it is retried after the object's [`Backoff`].
-fn report_failure((namespace, name): &Key, error: &ReconcileError, ctx: &Context) {
+fn report_failure<K: Reconciled>(key: &Key, error: &ReconcileError, ctx: &Context) {
+    let (namespace, name) = key;
     ctx.metrics.reconcile_error(error.reason());
+    ctx.metrics.reconciles.failed(K::COUNTED_AS, key);
     warn!(object = %shown(namespace, name), reason = error.reason(), error = %error, "Reconcile failed; retrying");
 }
 

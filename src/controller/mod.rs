@@ -23,23 +23,24 @@ mod queue;
 pub mod rollout;
 mod watch;
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
+use kube::ResourceExt;
 use kube::runtime::events::Reporter;
 use tracing::{info, warn};
 
-use crate::api::{AnalysisPhase, AnalysisRun, Rollout};
+use crate::api::{AnalysisRun, Rollout};
 use crate::k8s::events::{self, EventPublisher, EventQueue};
 use crate::k8s::jobs::Jobs;
 use crate::k8s::lease::{Elector, LeaseConfig};
 use crate::k8s::status::StatusWriter;
 use crate::measure::Providers;
-use crate::observe::{Metrics, Probe};
+use crate::observe::{Kind, Metrics, Probe, Scraped};
 use crate::providers::gate::Gate;
 use crate::time::Clock;
 use driver::{Controllers, KindState, shown};
@@ -133,28 +134,47 @@ pub struct Context {
 
 impl Probe for Context {
     fn metrics(&self) -> String {
-        let mut runs: BTreeMap<String, u64> = BTreeMap::new();
-        for run in self.runs.cached() {
-            let phase = run
-                .status
-                .as_ref()
-                .and_then(|s| s.phase)
-                .unwrap_or(AnalysisPhase::Pending);
-            *runs.entry(phase.as_str().to_string()).or_default() += 1;
-        }
+        let runs = self.runs.cached();
+        let rollouts = self.rollouts.cached();
+        self.forget_deleted(Kind::AnalysisRun, &self.runs, &runs);
+        self.forget_deleted(Kind::Rollout, &self.rollouts, &rollouts);
         let durations = self
             .gate
             .durations
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        self.metrics.render(&runs, &durations.into_iter().collect())
+        self.metrics.render(&Scraped {
+            runs: &runs,
+            rollouts: &rollouts,
+            durations: &durations.into_iter().collect(),
+        })
     }
 
     fn ready(&self) -> bool {
         self.leadership_known.load(Ordering::Relaxed)
             && (!self.metrics.is_leader()
                 || (self.runs.synced() && (!self.config.rollouts || self.rollouts.synced())))
+    }
+}
+
+impl Context {
+    /// Forgets the per-object series of the objects of `kind` that are gone: those not in its synced cache
+    /// (`cached`). A standby's caches are empty, as its series are.
+    fn forget_deleted<K: driver::Reconciled>(
+        &self,
+        kind: Kind,
+        state: &KindState<K>,
+        cached: &[Arc<K>],
+    ) {
+        if !state.synced() {
+            return;
+        }
+        let live: BTreeSet<(String, String)> = cached
+            .iter()
+            .map(|o| (o.namespace().unwrap_or_default(), o.name_any()))
+            .collect();
+        self.metrics.reconciles.forget_all_but(kind, &live);
     }
 }
 
@@ -200,7 +220,7 @@ impl Daemon {
             controller: "canaryd".to_string(),
             instance: Some(config.identity.clone()),
         };
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(Metrics::starting_at(clock.now()));
         let counted = metrics.clone();
         let (events, publisher) = events::queue(
             client.clone(),

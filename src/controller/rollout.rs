@@ -44,6 +44,7 @@ const CONTENDED: Duration = Duration::from_secs(1);
 
 impl Reconciled for Rollout {
     type Status = RolloutStatus;
+    const COUNTED_AS: crate::observe::Kind = crate::observe::Kind::Rollout;
 
     fn status(&self) -> Option<&RolloutStatus> {
         self.status.as_ref()
@@ -262,6 +263,8 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
             rollout_writes::patch_status(&self.ctx.statuses, rollout, &self.rv, &old, status).await;
         match written {
             Ok(meta) => {
+                let durations = &self.ctx.metrics.rollout_durations;
+                durations.written(old.duration.as_ref(), status.duration.as_ref());
                 let key = (self.namespace.clone(), self.name.clone());
                 let ahead = Ahead {
                     base_rv: self.rv.clone(),
@@ -338,6 +341,11 @@ fn publish(ctx: &Context, rollout: &Rollout, events: &[rollout::Event]) {
         } else {
             info!(rollout = %shown_key, reason = %event.reason, message = %event.message, "Rollout");
         }
+        ctx.metrics.reconciles.rollout_event(
+            &(namespace_of(rollout), rollout.name_any()),
+            if event.warning { "Warning" } else { "Normal" },
+            &event.reason,
+        );
         let what = Happened {
             action: "Reconcile",
             reason: &event.reason,

@@ -1,9 +1,11 @@
 """Checks the Helm chart charts/canaryd with real Helm (Helm v4's Go SDK through helm-python-sdk).
 
 For the default values, a matrix of value sets and every file in the chart's examples/, it renders the chart,
-lints it, validates every rendered object with kubernetes-validate --strict (the ServiceMonitor against the
-vendored servicemonitor.schema.json, which the validator has no schema for), runs the Deployment's args through
-`canaryd run --check-config`, and checks the RBAC, security and lease invariants the chart promises. It also
+lints it, validates every rendered object with kubernetes-validate --strict (the ServiceMonitor and the
+PrometheusRule against the vendored servicemonitor.schema.json and prometheusrule.schema.json, which the validator
+has no schema for), runs the Deployment's args through `canaryd run --check-config`, checks the RBAC, security and
+lease invariants the chart promises, and the dashboards ConfigMap and the alerts (promtool check rules and
+promtool test rules; monitoring.py). It also
 checks the values schema's rejections, the CRD template against the generated file, the README's values table
 and the chart version against Cargo.toml.
 
@@ -36,6 +38,8 @@ try:
     import jsonschema
     import kubernetes_validate.utils as kv
     import yaml
+
+    import monitoring
 except ImportError as missing:
     print(f"FAIL the chart checks need the Python package {missing.name!r}: {INSTALL_HINT}", file=sys.stderr)
     print("0 passed, 1 failed")
@@ -75,6 +79,12 @@ MATRIX: dict[str, dict[str, Any]] = {
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
         "podDisruptionBudget": {"enabled": True},
     },
+    "dashboards and alerts, with the job Argo's dashboard selects": {
+        "metrics": {"serviceMonitor": {"enabled": True, "job": "argo-rollouts-metrics"}},
+        "dashboards": {"enabled": True, "namespace": "monitoring", "annotations": {"grafana_folder": "canaryd"}},
+        "prometheusRule": {"enabled": True, "labels": {"release": "prom"}},
+    },
+    "alerts scoped to the metrics Service's job": {"prometheusRule": {"enabled": True}},
     "PodDisruptionBudget by maxUnavailable": {"podDisruptionBudget": {"enabled": True, "maxUnavailable": "50%"}},
     "CRDs off": {"crds": {"install": False}},
     "every traffic router": {"rbac": {"routers": {"istio": True, "nginx": True, "gatewayAPI": True}}},
@@ -238,7 +248,10 @@ def validate_metadata(metadata: dict[str, Any], version: str) -> None:
     kv.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}, version, strict=True)
 
 
-SERVICE_MONITOR_SCHEMA = json.loads((HERE / "servicemonitor.schema.json").read_text())
+VENDORED_SCHEMAS = {
+    "ServiceMonitor": json.loads((HERE / "servicemonitor.schema.json").read_text()),
+    "PrometheusRule": monitoring.PROMETHEUS_RULE_SCHEMA,
+}
 
 
 def validate_objects(objects: list[dict[str, Any]]) -> None:
@@ -246,8 +259,8 @@ def validate_objects(objects: list[dict[str, Any]]) -> None:
         name = f"{obj['kind']}/{obj.get('metadata', {}).get('name')}"
         for version in KUBE_VERSIONS:
             try:
-                if obj["kind"] == "ServiceMonitor":
-                    jsonschema.Draft202012Validator(SERVICE_MONITOR_SCHEMA).validate(obj)
+                if obj["kind"] in VENDORED_SCHEMAS:
+                    jsonschema.Draft202012Validator(VENDORED_SCHEMAS[obj["kind"]]).validate(obj)
                     validate_metadata(obj["metadata"], version)
                 else:
                     kv.validate(obj, version, strict=True)
@@ -256,7 +269,7 @@ def validate_objects(objects: list[dict[str, Any]]) -> None:
                 raise CheckFailed(f"{name} is invalid for Kubernetes {version}: {path}: {e.message}") from None
             except jsonschema.ValidationError as e:
                 path = ".".join(str(p) for p in e.path)
-                raise CheckFailed(f"{name} fails servicemonitor.schema.json: {path}: {e.message}") from None
+                raise CheckFailed(f"{name} fails its vendored schema: {path}: {e.message}") from None
             except kv.SchemaNotFoundError as e:
                 raise CheckFailed(f"{name}: {e.message}; add a vendored schema for it") from None
 
@@ -373,6 +386,16 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
     service = one(objects, "Service")
     expect(service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"],
            "the metrics Service does not select the pods")
+    # Prometheus Operator names the job after the Service unless the ServiceMonitor relabels it.
+    job = values["metrics"]["serviceMonitor"]["job"] or service["metadata"]["name"]
+    for monitor in monitors:
+        endpoint = monitor["spec"]["endpoints"][0]
+        expect(endpoint.get("honorLabels") is True, "the ServiceMonitor must keep the series' namespace labels")
+        relabeled = [r["replacement"] for r in endpoint.get("relabelings", []) if r["targetLabel"] == "job"]
+        expect(relabeled == ([job] if values["metrics"]["serviceMonitor"]["job"] else []),
+               f"the job relabeling {relabeled} is not {job}")
+    monitoring.check_dashboards(objects, values, expect)
+    monitoring.check_rules(objects, values, job, expect)
 
 
 def check_value_set(chart: Any, canaryd: Path, values: dict[str, Any]) -> None:

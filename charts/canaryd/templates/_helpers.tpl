@@ -37,6 +37,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
+{{/* The job label Prometheus gives the daemon's series: the ServiceMonitor's, else the metrics Service's name. */}}
+{{- define "canaryd.metricsJob" -}}
+{{- default (printf "%s-metrics" (include "canaryd.fullname" .)) .Values.metrics.serviceMonitor.job -}}
+{{- end -}}
+
 {{- define "canaryd.leaseName" -}}
 {{- default (include "canaryd.fullname" .) .Values.leaderElection.leaseName -}}
 {{- end -}}

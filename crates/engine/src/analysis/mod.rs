@@ -17,7 +17,7 @@ use crate::api::{AnalysisPhase, AnalysisRunStatus, Measurement, MetricResult, Ru
 pub use announce::{Announcement, announcements};
 pub use plan::{
     AnalysisPlan, DEFAULT_CONSECUTIVE_ERROR_LIMIT, DEFAULT_MEASUREMENT_RETENTION, LimitRule,
-    MetricPlan, PlanError, Written, WrittenLimits, limit_rules,
+    MetricPlan, PlanError, Written, WrittenLimits, dry_run_flags, limit_rules,
 };
 
 /// Argo's `DefaultErrorRetryInterval`: after an Error the metric is measured again this soon, whatever its

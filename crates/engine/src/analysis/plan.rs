@@ -176,13 +176,7 @@ impl AnalysisPlan {
                 });
             }
         }
-        let dry_rules = dry_run
-            .iter()
-            .enumerate()
-            .map(|(i, rule)| {
-                compile_rule(format!("dryRun[{i}].metricName"), &rule.metric_name, &names)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let dry = dry_run_flags(metrics, dry_run)?;
         let retention_rules = retention
             .iter()
             .enumerate()
@@ -197,8 +191,8 @@ impl AnalysisPlan {
             .collect::<Result<Vec<_>, _>>()?;
         let metrics = metrics
             .iter()
-            .map(|m| {
-                let dry = dry_rules.iter().any(|re| re.is_match(&m.name));
+            .zip(dry)
+            .map(|(m, dry)| {
                 // Like Argo, a later rule overrides an earlier one, and a limit of 0 or less means the default.
                 let kept = retention_rules
                     .iter()
@@ -212,6 +206,21 @@ impl AnalysisPlan {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(AnalysisPlan { metrics })
     }
+}
+
+/// Whether each of `metrics` (in order) is a dry-run metric: `dryRun` rules are regular expressions searched in
+/// the metric name, and each must match some metric (Argo's `GetDryRunMetrics`).
+pub fn dry_run_flags(metrics: &[Metric], dry_run: &[DryRun]) -> Result<Vec<bool>, PlanError> {
+    let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
+    let rules = dry_run
+        .iter()
+        .enumerate()
+        .map(|(i, rule)| compile_rule(format!("dryRun[{i}].metricName"), &rule.metric_name, &names))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(names
+        .iter()
+        .map(|name| rules.iter().any(|re| re.is_match(name)))
+        .collect())
 }
 
 fn compile_rule(field: String, pattern: &str, names: &[&str]) -> Result<Regex, PlanError> {
