@@ -14,6 +14,8 @@ mod doc_blocks;
 mod flags_and_help;
 mod judge_cli;
 mod progressive_cli;
+mod rollout_actions;
+mod rollout_undo_set_image;
 mod run_cli;
 mod unreachable_prometheus;
 mod validate;
