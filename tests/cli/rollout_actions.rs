@@ -394,3 +394,84 @@ async fn a_bad_delay_is_refused_before_and_no_cluster_after() {
         ran.stderr
     );
 }
+
+/// Argo's Rollout CRD without its status subresource, in `dir`: status is then written with the object.
+fn crd_without_status(dir: &std::path::Path) -> std::path::PathBuf {
+    let argo =
+        canaryd_testkit::repo_root().join("tests/fixtures/crds/argo-rollouts-rollout-crd.yaml");
+    let text = std::fs::read_to_string(argo).expect("Argo's Rollout CRD");
+    let without = text.replace(
+        "        statusReplicasPath: .status.HPAReplicas\n      status: {}\n",
+        "        statusReplicasPath: .status.HPAReplicas\n",
+    );
+    assert_ne!(without, text, "the status subresource was declared");
+    let file = dir.join("rollout-crd.yaml");
+    std::fs::write(&file, without).expect("written");
+    file
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_status_subresource_promote_and_abort_send_the_object_the_unified_patch_as_the_plugin_does()
+ {
+    let dir = tempfile::tempdir().expect("a folder");
+    let crd = crd_without_status(dir.path());
+    let rollout = rollout_with(paused_at_step_one());
+    let server = FakeApiServer::builder()
+        .crds(CrdSet::Argo)
+        .crd_file(&crd)
+        .start()
+        .await;
+    server.put(&rollout);
+    let ran = canaryd(&server, &["promote", "web"]).await;
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let cleared = json!({"status": {"pauseConditions": null}});
+    let unified = json!({"spec": {"paused": false}, "status": {"pauseConditions": null}});
+    let promote = [
+        get(WEB),
+        patch(&status_of(WEB), MERGE, cleared),
+        patch(WEB, MERGE, unified),
+    ];
+    assert_eq!(
+        sent(&server),
+        promote,
+        "PromoteRollout's unifiedPatch after a 404 on /status"
+    );
+    assert_eq!(stored(&server).pointer("/status/pauseConditions"), None);
+
+    let ran = canaryd(&server, &["abort", "web"]).await;
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let abort = json!({"status": {"abort": true}});
+    assert_eq!(
+        sent(&server)[3..],
+        [
+            patch(&status_of(WEB), MERGE, abort.clone()),
+            patch(WEB, MERGE, abort)
+        ]
+    );
+    assert_eq!(stored(&server)["status"]["abort"], json!(true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_n_the_namespace_is_the_kubeconfig_contexts_as_kubectl_takes_it() {
+    let mut rollout = rollout_with(paused_at_step_one());
+    rollout.metadata.namespace = Some("shop".into());
+    let server = server_with(CrdSet::Argo, &rollout).await;
+    let dir = tempfile::tempdir().expect("a folder");
+    let text = std::fs::read_to_string(server.kubeconfig_path()).expect("the kubeconfig");
+    let shop = text.replace("    namespace: default\n", "    namespace: shop\n");
+    assert_ne!(shop, text, "the context names a namespace");
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(&kubeconfig, shop).expect("written");
+    let ran = canaryd_with(&kubeconfig, &["pause", "web"]).await;
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let path = WEB.replace("/namespaces/default/", "/namespaces/shop/");
+    assert_eq!(
+        sent(&server),
+        [patch(&path, MERGE, json!({"spec": {"paused": true}}))]
+    );
+    let ran = canaryd_with(&kubeconfig, &["pause", "web", "-n", "default"]).await;
+    assert_eq!(
+        ran.stderr, "canaryd: rollout default/web not found\n",
+        "-n wins"
+    );
+}
