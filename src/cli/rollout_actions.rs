@@ -45,8 +45,8 @@ pub enum Action {
         #[command(flatten)]
         rollout: RolloutName,
         /// How long from now, a Go duration (e.g. 30s, 5m, 1h).
-        #[arg(short = 'i', long = "in")]
-        delay: Option<String>,
+        #[arg(short = 'i', long = "in", value_parser = parse_delay)]
+        delay: Option<Delay>,
     },
     /// Roll a Rollout's template back to the previous revision, or to --to-revision.
     Undo {
@@ -68,8 +68,43 @@ pub enum SetCommand {
         #[command(flatten)]
         rollout: RolloutName,
         /// CONTAINER=IMAGE
-        image: String,
+        #[arg(value_parser = parse_container_image)]
+        image: ContainerImage,
     },
+}
+
+/// `restart --in`: the duration as written (for the reply) and as read.
+#[derive(Debug, Clone)]
+pub struct Delay {
+    text: String,
+    duration: std::time::Duration,
+}
+
+/// A Go duration, as restart.go reads `--in` (`time.ParseDuration`).
+fn parse_delay(text: &str) -> Result<Delay, String> {
+    let duration = crate::api::duration::parse_duration(text).map_err(|e| e.to_string())?;
+    Ok(Delay {
+        text: text.into(),
+        duration,
+    })
+}
+
+/// `set image`'s `CONTAINER=IMAGE`.
+#[derive(Debug, Clone)]
+pub struct ContainerImage {
+    container: String,
+    image: String,
+}
+
+/// `CONTAINER=IMAGE` with exactly one `=`, as set_image.go splits it.
+fn parse_container_image(text: &str) -> Result<ContainerImage, String> {
+    match text.split_once('=') {
+        Some((container, image)) if !image.contains('=') => Ok(ContainerImage {
+            container: container.into(),
+            image: image.into(),
+        }),
+        _ => Err("expected CONTAINER=IMAGE".into()),
+    }
 }
 
 impl Action {
@@ -103,21 +138,6 @@ pub fn run(action: Action) -> Exit {
 }
 
 async fn act(action: Action) -> Exit {
-    // Arguments first: a bad one is refused before the cluster is asked anything.
-    let restart_at = match &action {
-        Action::Restart { delay, .. } => match restart_time(delay.as_deref()) {
-            Ok(at) => Some(at),
-            Err(e) => return refuse(&e),
-        },
-        _ => None,
-    };
-    let image = match &action {
-        Action::Set(SetCommand::Image { image, .. }) => match image.split_once('=') {
-            Some((container, image)) if !image.contains('=') => Some((container, image)),
-            _ => return refuse(&format!("expected CONTAINER=IMAGE, got {image:?}")),
-        },
-        _ => None,
-    };
     let client = match super::cluster::connect().await {
         Ok(client) => client,
         Err(e) => {
@@ -141,14 +161,7 @@ async fn act(action: Action) -> Exit {
         Action::Retry(_) => toggled(&target, Toggle::Retry, "retried").await,
         Action::Pause(_) => toggled(&target, Toggle::Pause, "paused").await,
         Action::Resume(_) => toggled(&target, Toggle::Resume, "resumed").await,
-        Action::Restart { delay, .. } => {
-            let at = restart_at.unwrap_or_else(|| crate::time::Clock::Wall.now());
-            let delay = delay.as_deref().unwrap_or("0s");
-            target
-                .restart(at)
-                .await
-                .map(|()| format!("rollout '{name}' restarts in {delay}"))
-        }
+        Action::Restart { delay, .. } => restart(&target, delay.as_ref()).await,
         Action::Undo { to_revision, .. } => {
             target.undo(*to_revision).await.map(|undone| match undone {
                 Undone::Restored => format!("rollout '{name}' undo"),
@@ -157,13 +170,10 @@ async fn act(action: Action) -> Exit {
                 ),
             })
         }
-        Action::Set(SetCommand::Image { .. }) => {
-            let (container, image) = image.unwrap_or_default();
-            target
-                .set_image(container, image)
-                .await
-                .map(|()| format!("rollout \"{name}\" image updated"))
-        }
+        Action::Set(SetCommand::Image { image, .. }) => target
+            .set_image(&image.container, &image.image)
+            .await
+            .map(|()| format!("rollout \"{name}\" image updated")),
     };
     match done {
         Ok(line) => {
@@ -182,22 +192,21 @@ async fn toggled(target: &Target, toggle: Toggle, done: &str) -> Result<String, 
     Ok(format!("rollout '{}' {done}", target.name()))
 }
 
-/// When `restart --in DELAY` restarts: now plus the Go duration (restart.go), refused when it is not one.
-fn restart_time(delay: Option<&str>) -> Result<jiff::Timestamp, String> {
+/// `restart`: `spec.restartAt` now, or `delay` from now (restart.go).
+async fn restart(target: &Target, delay: Option<&Delay>) -> Result<String, ActionError> {
     let now = crate::time::Clock::Wall.now();
-    let Some(delay) = delay else {
-        return Ok(now);
+    let (at, said) = match delay {
+        None => (now, "0s"),
+        Some(delay) => {
+            let at = jiff::SignedDuration::try_from(delay.duration)
+                .ok()
+                .and_then(|d| now.checked_add(d).ok())
+                .ok_or_else(|| ActionError::TooFarAhead(delay.text.clone()))?;
+            (at, delay.text.as_str())
+        }
     };
-    let duration = crate::api::duration::parse_duration(delay).map_err(|e| format!("--in: {e}"))?;
-    jiff::SignedDuration::try_from(duration)
-        .ok()
-        .and_then(|d| now.checked_add(d).ok())
-        .ok_or_else(|| format!("--in: {delay} is too far ahead"))
-}
-
-fn refuse(message: &str) -> Exit {
-    eprintln!("canaryd: {message}");
-    Exit::Usage
+    target.restart(at).await?;
+    Ok(format!("rollout '{}' restarts in {said}", target.name()))
 }
 
 /// The exit code for what went wrong (docs/architecture.md, "Exit codes").
@@ -208,7 +217,8 @@ fn exit_code(error: &ActionError) -> Exit {
         | ActionError::NotCanary(_)
         | ActionError::WorkloadRef(_)
         | ActionError::NoSuchRevision(..)
-        | ActionError::UnknownContainer(..) => Exit::Usage,
+        | ActionError::UnknownContainer(..)
+        | ActionError::TooFarAhead(_) => Exit::Usage,
         ActionError::Api(..) | ActionError::Unreadable(..) => Exit::Error,
     }
 }

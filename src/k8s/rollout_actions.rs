@@ -35,6 +35,8 @@ pub enum ActionError {
     NoSuchRevision(String, i64),
     #[error("rollout {0} has no earlier revision to go back to")]
     NoPreviousRevision(String),
+    #[error("restart --in {0} is too far ahead")]
+    TooFarAhead(String),
     #[error("rollout {0} has no container named {1:?}")]
     UnknownContainer(String, String),
     #[error("rollout {0}: {1}")]

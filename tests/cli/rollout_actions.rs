@@ -374,7 +374,8 @@ async fn a_bad_delay_is_refused_before_and_no_cluster_after() {
     let ran = canaryd(&server, &["restart", "web", "--in", "soon"]).await;
     assert_eq!(ran.code, Some(2), "{}", ran.stderr);
     assert!(
-        ran.stderr.contains("--in: invalid duration \"soon\""),
+        ran.stderr
+            .contains("invalid value 'soon' for '--in <DELAY>': invalid duration \"soon\""),
         "{}",
         ran.stderr
     );
