@@ -31,6 +31,7 @@ pub mod plan;
 pub mod rehearse;
 pub mod rehearse_many;
 pub mod rehearse_report;
+pub mod rollout_actions;
 pub mod run;
 pub mod validate;
 pub mod validate_rollout;
@@ -155,6 +156,9 @@ pub enum Command {
     /// Judge canary against baseline: sequential error-rate test or distribution test (exit 0 pass, 1 fail,
     /// 3 inconclusive, 2 bad input).
     Judge(judge::Args),
+    /// The Rollout actions of `kubectl argo rollouts`: promote, abort, retry, pause, resume, restart, undo, set image.
+    #[command(flatten)]
+    RolloutAction(rollout_actions::Action),
 }
 
 /// Runs the parsed command and returns its exit code.
@@ -169,5 +173,6 @@ pub fn run(cli: Cli) -> Exit {
         Command::Crds(args) => crds::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Judge(args) => judge::run(args),
+        Command::RolloutAction(action) => rollout_actions::run(action),
     }
 }

@@ -8,6 +8,7 @@ pub mod event_series;
 pub mod events;
 pub mod jobs;
 pub mod lease;
+pub mod rollout_actions;
 pub mod rollout_writes;
 pub mod runs;
 pub mod status;

@@ -15,6 +15,8 @@ mod flags_and_help;
 mod judge_cli;
 mod progressive_cli;
 mod rehearse_routers;
+mod rollout_actions;
+mod rollout_undo_set_image;
 mod run_cli;
 mod unreachable_prometheus;
 mod validate;

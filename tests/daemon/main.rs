@@ -11,6 +11,7 @@ mod daemon_jobs;
 mod daemon_metrics;
 mod daemon_restart;
 mod daemon_retries;
+mod daemon_rollout_actions;
 mod daemon_rollout_errors;
 mod daemon_rollout_events;
 mod daemon_rollout_invalid;

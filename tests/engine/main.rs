@@ -12,6 +12,7 @@ mod judge_error_rate;
 mod load_truncated;
 mod progressive_engine;
 mod rollout_act;
+mod rollout_actions;
 mod rollout_analysis;
 mod rollout_parity;
 mod rollout_planner;

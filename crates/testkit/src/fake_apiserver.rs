@@ -61,7 +61,8 @@
 //!
 //! # Documented simplifications
 //!
-//! - Strategic merge patch is applied as a JSON merge patch: lists are replaced, never merged by key.
+//! - Strategic merge patch is applied as a JSON merge patch: lists are replaced, never merged by key. Custom
+//!   resources refuse it with 415, as kube-apiserver does.
 //! - Server-side apply is a JSON merge patch of the sent fields (JSON bodies only, `fieldManager` required as
 //!   the real server requires it); no managedFields, no ownership conflicts, fields left out are not removed.
 //! - `limit`/`continue` are ignored (one page holds everything, which the API allows); list `resourceVersion`
@@ -519,10 +520,29 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
+    let content_type = request
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or_default().trim().to_owned())
+        .unwrap_or_default();
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let query = request.uri().query().unwrap_or_default().to_owned();
+    let body = match request.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            return failure(&ApiError::bad_request(format!(
+                "reading the request body: {e}"
+            )));
+        }
+    };
     let recorded = RecordedRequest {
-        method: request.method().to_string(),
-        path: request.uri().path().to_owned(),
-        query: request.uri().query().unwrap_or_default().to_owned(),
+        method: method.to_string(),
+        path,
+        query,
+        content_type: content_type.clone(),
+        body: String::from_utf8_lossy(&body).into_owned(),
         at: jiff::Timestamp::now(),
     };
     let fault = {
@@ -542,21 +562,6 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Bod
         Some(FaultAction::Delay(delay)) => tokio::time::sleep(delay).await,
         None => {}
     }
-    let content_type = request
-        .headers()
-        .get(hyper::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or_default().trim().to_owned())
-        .unwrap_or_default();
-    let method = request.method().clone();
-    let body = match request.into_body().collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) => {
-            return failure(&ApiError::bad_request(format!(
-                "reading the request body: {e}"
-            )));
-        }
-    };
     let query: HashMap<String, String> = url::form_urlencoded::parse(recorded.query.as_bytes())
         .into_owned()
         .collect();

@@ -1,7 +1,8 @@
 //! Reading an object's controller from its metadata: the ownerReference with `controller: true`, which the
-//! daemon, the planner and the in-memory cluster all follow from an object to what controls it.
+//! daemon, the planner and the in-memory cluster all follow from an object to what controls it; and a label
+//! selector written as the API's `labelSelector` text.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 
 /// The controller of an object, as Kubernetes marks it.
 pub trait Controlled {
@@ -21,4 +22,26 @@ impl Controlled for ObjectMeta {
             .flatten()
             .find(|o| o.controller == Some(true))
     }
+}
+
+/// A label selector as text, `app=web,tier in (a,b)` (apimachinery's `LabelSelectorAsSelector(...).String()`):
+/// the labels, then the expressions; empty when it selects everything.
+pub fn selector_string(selector: &LabelSelector) -> String {
+    let mut parts: Vec<String> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for e in selector.match_expressions.iter().flatten() {
+        let values = e.values.clone().unwrap_or_default().join(",");
+        parts.push(match e.operator.as_str() {
+            "In" => format!("{} in ({values})", e.key),
+            "NotIn" => format!("{} notin ({values})", e.key),
+            "Exists" => e.key.clone(),
+            "DoesNotExist" => format!("!{}", e.key),
+            other => format!("{} {other} ({values})", e.key),
+        });
+    }
+    parts.join(",")
 }

@@ -8,6 +8,7 @@
 //! Traffic routing is a seam: the planner decides the weight ([`Plan::route`]) and `status.canary.weights`;
 //! the routers (`crate::routers`) apply it.
 
+pub mod actions;
 pub mod analysis;
 pub mod basic_canary;
 pub mod change;

@@ -347,36 +347,21 @@ impl Reconcile<'_, '_> {
     }
 }
 
-/// `metav1.FormatLabelSelector` of the Rollout's selector, e.g. `app=web`.
 /// A ReplicaSet's own `ReplicaFailure` condition.
 fn replica_failure(rs: &ReplicaSet) -> Option<&ReplicaSetCondition> {
     let conditions = rs.status.as_ref()?.conditions.as_ref()?;
     conditions.iter().find(|c| c.type_ == cond::REPLICA_FAILURE)
 }
 
+/// `metav1.FormatLabelSelector` of the Rollout's selector, e.g. `app=web`.
 fn selector_string(rollout: &crate::api::Rollout) -> String {
     let Some(selector) = &rollout.spec.selector else {
         return String::new();
     };
-    let mut parts: Vec<String> = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    for e in selector.match_expressions.iter().flatten() {
-        let values = e.values.clone().unwrap_or_default().join(",");
-        parts.push(match e.operator.as_str() {
-            "In" => format!("{} in ({values})", e.key),
-            "NotIn" => format!("{} notin ({values})", e.key),
-            "Exists" => e.key.clone(),
-            "DoesNotExist" => format!("!{}", e.key),
-            other => format!("{} {other} ({values})", e.key),
-        });
-    }
-    if parts.is_empty() {
+    let text = crate::api::meta::selector_string(selector);
+    if text.is_empty() {
         "<none>".to_string()
     } else {
-        parts.join(",")
+        text
     }
 }

@@ -39,6 +39,10 @@ pub struct RecordedRequest {
     pub path: String,
     /// The raw query string, percent-encoded as sent.
     pub query: String,
+    /// The media type of the body (`Content-Type` without its parameters), empty when none was sent.
+    pub content_type: String,
+    /// The body as sent (empty for a GET, a watch, a DELETE without options).
+    pub body: String,
     /// When it arrived.
     pub at: jiff::Timestamp,
 }

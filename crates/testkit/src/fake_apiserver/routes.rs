@@ -213,7 +213,7 @@ fn serve_object(
                 .map(written)
         }
         Method::PATCH => {
-            let kind = patch_kind(call)?;
+            let kind = patch_kind(call, resource)?;
             let patch = call.json_body()?;
             shared
                 .write(|store| store.patch(resource, key, target, kind, patch))
@@ -224,13 +224,13 @@ fn serve_object(
     }
 }
 
-/// The patch flavour the Content-Type names (415 for any other), and server-side apply's required
-/// `fieldManager`.
-fn patch_kind(call: &Call<'_>) -> Result<PatchKind, ApiError> {
+/// The patch flavour the Content-Type names (415 for any other, and for a strategic merge patch of a custom
+/// resource, which has no patch strategy to follow), and server-side apply's required `fieldManager`.
+fn patch_kind(call: &Call<'_>, resource: &ResourceDef) -> Result<PatchKind, ApiError> {
     let kind = match call.content_type.as_str() {
         "application/merge-patch+json" => PatchKind::Merge,
         "application/json-patch+json" => PatchKind::Json,
-        "application/strategic-merge-patch+json" => PatchKind::Strategic,
+        "application/strategic-merge-patch+json" if !resource.custom => PatchKind::Strategic,
         "application/apply-patch+yaml" => PatchKind::Apply,
         other => {
             let message = format!(

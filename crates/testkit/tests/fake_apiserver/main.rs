@@ -4,5 +4,6 @@
 
 mod fake_apiserver_crds;
 mod fake_apiserver_crud;
+mod fake_apiserver_patch_types;
 mod fake_apiserver_watch;
 mod fake_apiserver_workloads;
