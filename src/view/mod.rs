@@ -6,6 +6,8 @@
 //! Argo's plugin works out for display (a ReplicaSet's health, a pod's state, the icons) are here.
 
 mod objects;
+#[cfg(test)]
+mod tests;
 pub mod text;
 
 use jiff::Timestamp;

@@ -255,6 +255,38 @@ mod tests {
         assert_eq!(s.conditions[0].last_update_time, Time(at(9)));
     }
 
+    /// Argo's `GetRolloutPhase`: an unobserved spec and an unpausing Rollout come before the stored phase,
+    /// which comes before the one worked out from the status.
+    #[test]
+    fn shown_phase_follows_get_rollout_phase() {
+        let mut rollout: Rollout = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "generation": 3},
+            "spec": {"replicas": 1, "strategy": {"canary": {}}},
+            "status": {"observedGeneration": "2", "phase": "Healthy", "stableRS": "a", "currentPodHash": "a"},
+        }))
+        .unwrap();
+        let waiting = "waiting for rollout spec update to be observed";
+        assert_eq!(
+            shown_phase(&rollout),
+            ("Progressing".into(), waiting.into())
+        );
+        let status = rollout.status.as_mut().unwrap();
+        status.observed_generation = "3".into();
+        status.controller_pause = true;
+        let unpausing = "waiting for rollout to unpause";
+        assert_eq!(
+            shown_phase(&rollout),
+            ("Progressing".into(), unpausing.into())
+        );
+        let status = rollout.status.as_mut().unwrap();
+        status.controller_pause = false;
+        assert_eq!(shown_phase(&rollout), ("Healthy".into(), String::new()));
+        let status = rollout.status.as_mut().unwrap();
+        status.phase = String::new();
+        let more = "more replicas need to be updated";
+        assert_eq!(shown_phase(&rollout), ("Progressing".into(), more.into()));
+    }
+
     #[test]
     fn phase_follows_argos_order() {
         let mut s = RolloutStatus {
