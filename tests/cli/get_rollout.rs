@@ -281,6 +281,19 @@ async fn table_is_the_golden_one(crds: CrdSet) {
 
 with_each_crd_set!(text_view_is_the_golden_one, table_is_the_golden_one);
 
+/// The view README.md shows is the golden one, so it cannot drift from what the command prints.
+#[test]
+fn the_readme_shows_the_golden_view() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).expect("README.md");
+    let golden = std::fs::read_to_string(format!("{root}/tests/cli/golden/get-rollout.txt"))
+        .expect("golden");
+    assert!(
+        readme.contains(&format!("```text\n{golden}```\n")),
+        "README.md lacks:\n{golden}"
+    );
+}
+
 /// The JSON view validates against the shipped schema, and says what the text says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_view_follows_the_shipped_schema() {
