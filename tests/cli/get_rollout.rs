@@ -281,6 +281,33 @@ async fn table_is_the_golden_one(crds: CrdSet) {
 
 with_each_crd_set!(text_view_is_the_golden_one, table_is_the_golden_one);
 
+/// Without `-n`, the namespace is the kubeconfig context's, as kubectl takes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_namespace_the_kubeconfig_contexts_is_read() {
+    let server = serve_fixture(CrdSet::Canaryd).await;
+    let dir = tempfile::tempdir().expect("a folder");
+    let kubeconfig = dir.path().join("config");
+    let text = std::fs::read_to_string(server.kubeconfig_path()).expect("the fake's kubeconfig");
+    let in_shop = text.replace("namespace: default", &format!("namespace: {NAMESPACE}"));
+    assert_ne!(text, in_shop, "the fake's kubeconfig names a namespace");
+    std::fs::write(&kubeconfig, in_shop).expect("written");
+    for args in [["get", "rollout", NAME].as_slice(), &["get", "rollouts"]] {
+        let mut command = CANARYD.command();
+        command
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("HOME", dir.path());
+        let ran: Ran = tokio::task::spawn_blocking(move || command.output())
+            .await
+            .expect("joined")
+            .expect("runs")
+            .into();
+        assert_eq!(ran.code, Some(0), "{ran:?}");
+        assert!(ran.stdout.contains("checkout"), "{ran:?}");
+    }
+}
+
 /// The view README.md shows is the golden one, so it cannot drift from what the command prints.
 #[test]
 fn the_readme_shows_the_golden_view() {

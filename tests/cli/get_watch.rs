@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use canaryd::api::Rollout;
 use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer};
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
 use crate::CANARYD;
@@ -60,8 +61,6 @@ async fn without_a_terminal_each_change_prints_a_snapshot() {
     );
     advance(&server);
     let second = lines_until(&received, |l| l.contains("delay:passed"));
-    let _ = child.kill();
-    let _ = child.wait();
     assert_eq!(
         second.first().map(String::as_str),
         Some("---"),
@@ -77,6 +76,31 @@ async fn without_a_terminal_each_change_prints_a_snapshot() {
         second.iter().any(|l| l == "Status:          ◌ Progressing"),
         "{second:#?}"
     );
+    crash_the_canary_pod(&server);
+    let third = lines_until(&received, |l| l.contains("delay:passed"));
+    let _ = child.kill();
+    let _ = child.wait();
+    let pod = third
+        .iter()
+        .find(|l| l.contains("checkout-7c9d5f6b8-x7k2p"));
+    let pod = pod.unwrap_or_else(|| panic!("{third:#?}"));
+    assert!(
+        pod.contains("✖ CrashLoopBackOff") && pod.ends_with("ready:0/1,restarts:3"),
+        "{pod}"
+    );
+}
+
+/// The canary's pod, as its kubelet would report it once its container crash-loops.
+fn crash_the_canary_pod(server: &FakeApiServer) {
+    let name = "checkout-7c9d5f6b8-x7k2p";
+    let mut pod = server
+        .get_json::<Pod>(NAMESPACE, name)
+        .expect("the canary's pod");
+    pod["status"]["containerStatuses"][0] = json!({
+        "name": "web", "image": "shop/checkout:1.5.0", "imageID": "", "ready": false, "restartCount": 3,
+        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+    });
+    server.put::<Pod>(&from(pod));
 }
 
 /// The lines received until one for which `last` holds, that one included.
