@@ -10,12 +10,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use canaryd::api::Rollout;
-use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer};
+use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
 use crate::CANARYD;
-use crate::get_rollout::{NAME, NAMESPACE, from, rollout_object, serve_fixture};
+use crate::get_rollout::{NAME, NAMESPACE, from, get, rollout_object, serve_fixture};
 
 /// How long a change may take to show.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -263,4 +263,23 @@ async fn on_a_terminal_the_view_is_redrawn_in_place_and_ctrl_c_leaves_a_clean_sc
         ],
         "the screen as it was before the watch, then the exit code:\n{screen}"
     );
+}
+
+/// A watch the API server refuses before anything is shown ends the command, naming what it could not read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_watch_is_named_and_exits_4() {
+    let server = serve_fixture(CrdSet::Canaryd).await;
+    let list = RequestPattern::new("GET", "/analysisruns");
+    server.fail_next(list, 1, 403);
+    let ran = get(
+        &server,
+        &["get", "rollout", NAME, "-n", NAMESPACE, "--watch"],
+    )
+    .await;
+    assert_eq!(ran.code, Some(4), "{ran:?}");
+    assert!(ran.stdout.is_empty(), "{ran:?}");
+    let refused = "canaryd get: not allowed to read analysisruns of rollout \"checkout\" in namespace \"shop\"";
+    // Before it, kube's watcher may have logged the refusal as a warning.
+    let said = ran.stderr.lines().last().unwrap_or_default();
+    assert!(said.starts_with(refused), "{ran:?}");
 }
