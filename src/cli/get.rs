@@ -3,6 +3,8 @@
 //! what `crate::view` makes of them; `--watch` is `get_watch`'s. Exit codes: 0 shown, 2 the Rollout does not
 //! exist, 4 no cluster or the API server refused or failed.
 
+use std::io::Write;
+
 use clap::{Args as ClapArgs, Subcommand};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
@@ -212,9 +214,8 @@ async fn rollouts(client: kube::Client, args: ListArgs) -> Result<Exit, Failure>
     let mut rows: Vec<view::RolloutRow> = listed.items.iter().map(view::rollout_row).collect();
     rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     let table = view::text::rollouts(&rows, args.all_namespaces);
-    let written = super::write_report(OutputFormat::Text, &rows, |out| {
-        out.write_all(table.as_bytes())
-    });
+    let mut out = std::io::stdout().lock();
+    let written = out.write_all(table.as_bytes()).and_then(|()| out.flush());
     Ok(if written.is_ok() {
         Exit::Ok
     } else {

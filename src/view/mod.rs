@@ -158,7 +158,7 @@ pub struct MeasurementView {
 }
 
 /// One row of `get rollouts` (Argo's `cmd/list` columns).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RolloutRow {
     pub namespace: String,
     pub name: String,
