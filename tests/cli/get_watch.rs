@@ -217,6 +217,8 @@ async fn on_a_terminal_the_view_is_redrawn_in_place_and_ctrl_c_leaves_a_clean_sc
     let server = serve_fixture(CrdSet::Canaryd).await;
     let home = tempfile::tempdir().expect("a home");
     let tmux = Tmux::start(&server, home.path());
+    // Typed before the shell prompts, a line would be echoed twice: once by the terminal, once by the shell.
+    tmux.screen_when(|s| s.lines().next() == Some("$"));
     tmux.type_line(&format!(
         "\"$CANARYD\" get rollout {NAME} -n {NAMESPACE} --watch"
     ));
