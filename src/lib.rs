@@ -16,3 +16,4 @@ pub mod routers;
 pub mod runner;
 pub use canaryd_engine::scrub;
 pub mod time;
+pub mod view;

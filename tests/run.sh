@@ -8,16 +8,18 @@ log() { printf '\n== %s\n' "$*" >&2; }
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# Real Prometheus (prometheus + promtool) for the end-to-end tests, and curl for the docs' runnable blocks
-# (docs/development.md, "Tests").
-if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null || ! command -v curl >/dev/null; then
-  log "installing Debian's prometheus and curl packages"
+# Real Prometheus (prometheus + promtool) for the end-to-end tests, curl for the docs' runnable blocks, and tmux
+# for `get rollout --watch` through a real terminal (docs/development.md, "Tests").
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null || ! command -v curl >/dev/null \
+  || ! command -v tmux >/dev/null; then
+  log "installing Debian's prometheus, curl and tmux packages"
   as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends prometheus curl >/dev/null
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends prometheus curl tmux >/dev/null
   # The package starts a system service on some hosts; the tests start their own servers on free ports.
   as_root systemctl stop prometheus 2>/dev/null || true
 fi
 command -v promtool >/dev/null || { echo "promtool is still missing: install Debian's prometheus package" >&2; exit 1; }
+command -v tmux >/dev/null || { echo "tmux is still missing: install Debian's tmux package (apt-get install -y tmux)" >&2; exit 1; }
 
 if ! command -v cargo-nextest >/dev/null && ! cargo nextest --version >/dev/null 2>&1; then
   log "installing cargo-nextest"

@@ -23,6 +23,8 @@ pub mod demo;
 pub mod demo_rollout;
 pub mod demo_scenario;
 pub mod eval;
+pub mod get;
+pub mod get_watch;
 pub mod helm_template;
 pub mod judge;
 pub mod load;
@@ -151,6 +153,9 @@ pub enum Command {
     Run(run::Args),
     /// Print the CustomResourceDefinitions canaryd generates from its types.
     Crds(crds::Args),
+    /// Show a Rollout as kubectl-argo-rollouts does (`get rollout NAME [--watch]`), or a table of Rollouts
+    /// (`get rollouts`), read through the kubeconfig.
+    Get(get::Args),
     /// Evaluate a condition (or a success/failure pair) against a value: debug a condition before a rollout.
     Eval(eval::Args),
     /// Judge canary against baseline: sequential error-rate test or distribution test (exit 0 pass, 1 fail,
@@ -171,6 +176,7 @@ pub fn run(cli: Cli) -> Exit {
         Command::Demo(args) => demo::run(args),
         Command::Run(args) => run::run(args),
         Command::Crds(args) => crds::run(args),
+        Command::Get(args) => get::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Judge(args) => judge::run(args),
         Command::RolloutAction(action) => rollout_actions::run(action),

@@ -41,17 +41,10 @@ fn api_error(e: kube::Error) -> WriteError {
     }
 }
 
-/// Reads what the planner needs for `rollout` at `now`. Objects it names that do not exist are left out (the
-/// planner says so in InvalidSpec); any other failure is returned.
-pub async fn read(
-    client: &kube::Client,
-    rollout: Rollout,
-    now: Timestamp,
-) -> Result<Snapshot, kube::Error> {
-    let namespace = rollout.namespace().unwrap_or_default();
-    let uid = rollout.uid().unwrap_or_default();
-    // The Rollout's selector labels every ReplicaSet and AnalysisRun it creates: list only those.
-    let selector = rollout
+/// The label selector of the objects `rollout` may own: its selector's matchLabels, which label every
+/// ReplicaSet, pod and AnalysisRun it creates (which of them it controls is for the ownerReferences to say).
+pub fn owned_selector(rollout: &Rollout) -> String {
+    rollout
         .spec
         .selector
         .as_ref()
@@ -63,8 +56,19 @@ pub async fn read(
                 .collect::<Vec<_>>()
                 .join(",")
         })
-        .unwrap_or_default();
-    let params = ListParams::default().labels(&selector);
+        .unwrap_or_default()
+}
+
+/// Reads what the planner needs for `rollout` at `now`. Objects it names that do not exist are left out (the
+/// planner says so in InvalidSpec); any other failure is returned.
+pub async fn read(
+    client: &kube::Client,
+    rollout: Rollout,
+    now: Timestamp,
+) -> Result<Snapshot, kube::Error> {
+    let namespace = rollout.namespace().unwrap_or_default();
+    let uid = rollout.uid().unwrap_or_default();
+    let params = ListParams::default().labels(&owned_selector(&rollout));
     let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
     let mut replica_sets = rs_api.list(&params).await?.items;
     replica_sets.retain(|rs| rs.metadata.controlled_by(&uid));

@@ -106,6 +106,33 @@ pub fn phase(spec: &RolloutSpec, status: &RolloutStatus) -> (&'static str, Strin
     ("Healthy", String::new())
 }
 
+/// The phase and message a client shows for `rollout` (Argo's `GetRolloutPhase`, which kubectl-argo-rollouts
+/// and Argo CD read): Progressing while the controller has not yet observed the latest spec or is unpausing,
+/// else what the controller stored, and [`phase`] worked out from the status when it stored none.
+pub fn shown_phase(rollout: &Rollout) -> (String, String) {
+    let none = RolloutStatus::default();
+    let status = rollout.status.as_ref().unwrap_or(&none);
+    // A status.observedGeneration that is not a number is an old controller's hash: taken as observed.
+    let generation = rollout.metadata.generation.unwrap_or(0);
+    if status
+        .observed_generation
+        .parse::<i64>()
+        .is_ok_and(|observed| observed < generation)
+    {
+        let message = "waiting for rollout spec update to be observed";
+        return ("Progressing".to_string(), message.to_string());
+    }
+    if status.controller_pause && status.pause_conditions.is_empty() {
+        let message = "waiting for rollout to unpause";
+        return ("Progressing".to_string(), message.to_string());
+    }
+    if !status.phase.is_empty() {
+        return (status.phase.clone(), status.message.clone());
+    }
+    let (phase, message) = phase(&rollout.spec, status);
+    (phase.to_string(), message)
+}
+
 /// Argo's report of a new ReplicaSet the API server refused to create (a quota, an admission webhook, RBAC:
 /// `getNewReplicaSet`, then `patchCondition`): the message of its Warning Event, and the status `rollout`
 /// holds with the Progressing condition False `ReplicaSetCreateError` saying it, observedGeneration, phase
@@ -226,6 +253,38 @@ mod tests {
         ));
         assert_eq!(s.conditions[0].last_transition_time, Time(at(0)));
         assert_eq!(s.conditions[0].last_update_time, Time(at(9)));
+    }
+
+    /// Argo's `GetRolloutPhase`: an unobserved spec and an unpausing Rollout come before the stored phase,
+    /// which comes before the one worked out from the status.
+    #[test]
+    fn shown_phase_follows_get_rollout_phase() {
+        let mut rollout: Rollout = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "generation": 3},
+            "spec": {"replicas": 1, "strategy": {"canary": {}}},
+            "status": {"observedGeneration": "2", "phase": "Healthy", "stableRS": "a", "currentPodHash": "a"},
+        }))
+        .unwrap();
+        let waiting = "waiting for rollout spec update to be observed";
+        assert_eq!(
+            shown_phase(&rollout),
+            ("Progressing".into(), waiting.into())
+        );
+        let status = rollout.status.as_mut().unwrap();
+        status.observed_generation = "3".into();
+        status.controller_pause = true;
+        let unpausing = "waiting for rollout to unpause";
+        assert_eq!(
+            shown_phase(&rollout),
+            ("Progressing".into(), unpausing.into())
+        );
+        let status = rollout.status.as_mut().unwrap();
+        status.controller_pause = false;
+        assert_eq!(shown_phase(&rollout), ("Healthy".into(), String::new()));
+        let status = rollout.status.as_mut().unwrap();
+        status.phase = String::new();
+        let more = "more replicas need to be updated";
+        assert_eq!(shown_phase(&rollout), ("Progressing".into(), more.into()));
     }
 
     #[test]

@@ -157,7 +157,7 @@ impl<'r, 'a> Reconcile<'r, 'a> {
 
 /// One owned ReplicaSet, as the planner reads it.
 #[derive(Debug, Clone)]
-pub(super) struct Rs {
+pub struct Rs {
     pub name: String,
     pub hash: String,
     pub revision: i64,

@@ -43,6 +43,7 @@ use crate::api::rollout::RolloutStatus;
 use crate::api::{AnalysisRun, Rollout};
 use crate::compose::Lookup;
 
+pub use context::Rs;
 pub use plan::plan;
 pub use restart::restart_due;
 
