@@ -39,6 +39,7 @@ use crate::k8s::jobs::Jobs;
 use crate::k8s::lease::{Elector, LeaseConfig};
 use crate::k8s::status::StatusWriter;
 use crate::measure::Providers;
+use crate::notify::Notifier;
 use crate::observe::{Metrics, Probe};
 use crate::providers::gate::Gate;
 use crate::time::Clock;
@@ -65,6 +66,9 @@ pub struct Config {
     pub identity: String,
     /// Also progress the Rollouts this process owns (`--rollouts`); off, every Rollout is left alone.
     pub rollouts: bool,
+    /// Where `argo-rollouts-notification-configmap` and its Secret are read (`--notifications-namespace`);
+    /// `None` sends no notifications.
+    pub notifications_namespace: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +131,8 @@ pub struct Context {
     runs: KindState<AnalysisRun>,
     rollouts: KindState<Rollout>,
     leadership_known: AtomicBool,
+    /// Sends the notifications of the Events created; see [`crate::notify`].
+    notifier: Option<Arc<Notifier>>,
     /// What every reconcile reads the time from and sleeps on.
     pub clock: Arc<Clock>,
 }
@@ -215,7 +221,23 @@ impl Daemon {
                 warn!(run = %run, reason = event.reason.as_deref().unwrap_or_default(), error = %error, "Cannot publish the Event");
             }),
         );
+        let notifier = config.notifications_namespace.as_deref().map(|namespace| {
+            let (events, reporter) = (events.clone(), reporter.clone());
+            Notifier::new(
+                client.clone(),
+                namespace,
+                events,
+                reporter,
+                clock.clone(),
+                metrics.clone(),
+            )
+        });
+        let publisher = match &notifier {
+            Some(notifier) => publisher.on_created(notifier.hook()),
+            None => publisher,
+        };
         let ctx = Arc::new(Context {
+            notifier,
             statuses: StatusWriter::new(client.clone()),
             client,
             evictions,
@@ -363,6 +385,9 @@ fn start_controllers(ctx: &Arc<Context>) -> Controllers {
     controllers.start::<AnalysisRun>();
     if ctx.config.rollouts {
         controllers.start::<Rollout>();
+    }
+    if let Some(notifier) = ctx.notifier.clone() {
+        tokio::spawn(async move { notifier.recover().await });
     }
     controllers
 }
