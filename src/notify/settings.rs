@@ -52,18 +52,26 @@ pub fn watch(client: kube::Client, namespace: &str) -> Settings {
     let named = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
     let (config_map_store, config_map_writer) = kube::runtime::reflector::store();
     let (secret_store, secret_writer) = kube::runtime::reflector::store();
+    // Each watch event, tagged with its watch and whether it ends a (re)list.
     let config_map_changes = watcher(config_maps, named(CONFIG_MAP))
         .default_backoff()
         .reflect(config_map_writer)
-        .map(drop);
+        .map(|e| (0, matches!(e, Ok(watcher::Event::InitDone))));
     let secret_changes = watcher(secrets, named(SECRET))
         .default_backoff()
         .reflect(secret_writer)
-        .map(drop);
-    // Every watch event (an object applied or deleted, a relist done) reads both stores again.
+        .map(|e| (1, matches!(e, Ok(watcher::Event::InitDone))));
     let mut changes = Box::pin(futures::stream::select(config_map_changes, secret_changes));
     tokio::spawn(async move {
-        while changes.next().await.is_some() {
+        // Nothing is read until both watches have listed once, so no Event meets half a configuration.
+        let mut ready = [false, false];
+        while let Some((which, done)) = changes.next().await {
+            if let Some(r) = ready.get_mut(which) {
+                *r |= done;
+            }
+            if ready.contains(&false) {
+                continue;
+            }
             let config_map = config_map_store.state().into_iter().next();
             let secret = secret_store.state().into_iter().next();
             let (config, errors) = read(config_map.as_deref(), secret.as_deref());
