@@ -226,6 +226,7 @@ impl Daemon {
             Notifier::new(
                 client.clone(),
                 namespace,
+                config.namespaces.clone(),
                 events,
                 reporter,
                 clock.clone(),

@@ -56,6 +56,8 @@ pub struct Notifier {
     reporter: Reporter,
     clock: Arc<Clock>,
     metrics: Arc<Metrics>,
+    /// The namespaces the daemon watches (empty: all), where a new leader looks for Events to catch up on.
+    watched: Vec<String>,
     /// The Events being notified now, so a catch-up and the publisher's hook never send one Event's at once.
     active: Mutex<BTreeSet<String>>,
 }
@@ -73,10 +75,12 @@ impl Drop for Active<'_> {
 }
 
 impl Notifier {
-    /// A notifier reading its configuration from `namespace`, telling failures through `events`.
+    /// A notifier reading its configuration from `namespace`, telling failures through `events`, catching up
+    /// on the Events of the `watched` namespaces (empty: all).
     pub fn new(
         client: kube::Client,
         namespace: &str,
+        watched: Vec<String>,
         events: EventQueue,
         reporter: Reporter,
         clock: Arc<Clock>,
@@ -90,6 +94,7 @@ impl Notifier {
             reporter,
             clock,
             metrics,
+            watched,
             active: Mutex::default(),
         })
     }
@@ -288,14 +293,19 @@ impl Notifier {
     /// Notifies what the Events canaryd created in the last [`RECOVERY_WINDOW`] fire and have not recorded as
     /// sent: a new leader's catch-up after a restart or a failover.
     pub async fn recover(&self) {
-        let api: Api<Event> = Api::all(self.client.clone());
-        let listed = match api.list(&ListParams::default()).await {
-            Ok(list) => list.items,
-            Err(e) => {
-                warn!(error = %e, "Cannot list the Events to catch up on notifications");
-                return;
-            }
+        let apis: Vec<Api<Event>> = if self.watched.is_empty() {
+            vec![Api::all(self.client.clone())]
+        } else {
+            let namespaced = |n: &String| Api::namespaced(self.client.clone(), n);
+            self.watched.iter().map(namespaced).collect()
         };
+        let mut listed = Vec::new();
+        for api in apis {
+            match api.list(&ListParams::default()).await {
+                Ok(list) => listed.extend(list.items),
+                Err(e) => warn!(error = %e, "Cannot list the Events to catch up on notifications"),
+            }
+        }
         let now = self.clock.now();
         let since = now
             .checked_sub(jiff::SignedDuration::try_from(RECOVERY_WINDOW).unwrap_or_default())
