@@ -56,14 +56,15 @@ pub fn watch(client: kube::Client, namespace: &str) -> Settings {
     let config_map_changes = watcher(config_maps, named(CONFIG_MAP))
         .default_backoff()
         .reflect(config_map_writer)
-        .map(|e| (0, matches!(e, Ok(watcher::Event::InitDone))));
+        .map(|e| (0, matches!(e, Ok(watcher::Event::InitDone) | Err(_))));
     let secret_changes = watcher(secrets, named(SECRET))
         .default_backoff()
         .reflect(secret_writer)
-        .map(|e| (1, matches!(e, Ok(watcher::Event::InitDone))));
+        .map(|e| (1, matches!(e, Ok(watcher::Event::InitDone) | Err(_))));
     let mut changes = Box::pin(futures::stream::select(config_map_changes, secret_changes));
     tokio::spawn(async move {
-        // Nothing is read until both watches have listed once, so no Event meets half a configuration.
+        // Nothing is read until both watches have listed once (or failed to: then what could be read, so the
+        // Events waiting for the configuration do not wait for ever), so no Event meets half a configuration.
         let mut ready = [false, false];
         while let Some((which, done)) = changes.next().await {
             if let Some(r) = ready.get_mut(which) {
