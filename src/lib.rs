@@ -9,6 +9,7 @@ pub mod controller;
 pub use canaryd_engine as engine;
 pub mod k8s;
 pub mod measure;
+pub mod notify;
 pub mod observe;
 pub mod providers;
 pub mod rehearsal;

@@ -76,6 +76,8 @@ impl Histogram {
 pub struct Metrics {
     measurements: Mutex<BTreeMap<(String, String), u64>>,
     reconcile_errors: Mutex<BTreeMap<String, u64>>,
+    /// Notifications sent (true) and not (false), by namespace, name, Event type and reason.
+    notifications: Mutex<BTreeMap<(bool, [String; 4]), u64>>,
     leader: AtomicBool,
     /// Argo's per-object families.
     pub reconciles: Reconciles,
@@ -119,6 +121,23 @@ impl Metrics {
         *m.entry(reason.to_string()).or_default() += 1;
     }
 
+    /// Counts one notification of an Event (`type_` and `reason`) about `namespace/name`, sent or not.
+    pub fn notification_sent(
+        &self,
+        ok: bool,
+        namespace: &str,
+        name: &str,
+        type_: &str,
+        reason: &str,
+    ) {
+        let labels = [namespace, name, type_, reason].map(str::to_string);
+        let mut m = self
+            .notifications
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *m.entry((ok, labels)).or_default() += 1;
+    }
+
     pub fn set_leader(&self, leader: bool) {
         self.leader.store(leader, Ordering::Relaxed);
     }
@@ -137,7 +156,42 @@ impl Metrics {
         self.reconciles.write(&mut out);
         self.rollout_durations.write(&mut out);
         write_durations(&mut out, scraped.durations);
+        self.write_notifications(&mut out);
         out
+    }
+
+    /// Argo Rollouts' `notification_send_success` and `notification_send_error` counters, with its labels.
+    fn write_notifications(&self, out: &mut String) {
+        let counted = self
+            .notifications
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for (ok, name, help) in [
+            (
+                true,
+                "notification_send_success",
+                "Notifications sent, by the Event that fired them.",
+            ),
+            (
+                false,
+                "notification_send_error",
+                "Notifications that could not be sent, by the Event that fired them.",
+            ),
+        ] {
+            family(out, name, "counter", help);
+            for ((_, [namespace, object, type_, reason]), n) in
+                counted.iter().filter(|((o, _), _)| *o == ok)
+            {
+                let labels = [
+                    ("namespace", namespace.as_str()),
+                    ("name", object),
+                    ("type", type_),
+                    ("reason", reason),
+                ];
+                sample(out, name, &labels, *n as f64);
+            }
+        }
     }
 
     /// The process's own families: its version and whether it holds the leader Lease.

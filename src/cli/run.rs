@@ -54,6 +54,18 @@ pub struct Args {
     /// cluster with Argo Rollouts never acts on a Rollout unless told to.
     #[arg(long, env = "CANARYD_ROLLOUTS", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub rollouts: bool,
+    /// Where `argo-rollouts-notification-configmap` and `argo-rollouts-notification-secret` are read: the
+    /// pod's namespace (POD_NAMESPACE) by default.
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        default_value = "default",
+        value_name = "NAMESPACE"
+    )]
+    pub notifications_namespace: String,
+    /// Send Argo Rollouts' notifications to the subscribers of the Events canaryd records; false sends none.
+    #[arg(long, env = "CANARYD_NOTIFICATIONS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub notifications: bool,
     /// Check the flags and exit: 0 when they are valid, 2 naming the bad one.
     #[arg(long)]
     pub check_config: bool,
@@ -146,6 +158,9 @@ impl Args {
             }),
             identity,
             rollouts: self.rollouts,
+            notifications_namespace: self
+                .notifications
+                .then(|| self.notifications_namespace.clone()),
         }
     }
 }

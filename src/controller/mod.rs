@@ -40,6 +40,7 @@ use crate::k8s::jobs::Jobs;
 use crate::k8s::lease::{Elector, LeaseConfig};
 use crate::k8s::status::StatusWriter;
 use crate::measure::Providers;
+use crate::notify::Notifier;
 use crate::observe::{Kind, Metrics, Probe, Scraped};
 use crate::providers::gate::Gate;
 use crate::time::Clock;
@@ -66,6 +67,9 @@ pub struct Config {
     pub identity: String,
     /// Also progress the Rollouts this process owns (`--rollouts`); off, every Rollout is left alone.
     pub rollouts: bool,
+    /// Where `argo-rollouts-notification-configmap` and its Secret are read (`--notifications-namespace`);
+    /// `None` sends no notifications.
+    pub notifications_namespace: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +132,8 @@ pub struct Context {
     runs: KindState<AnalysisRun>,
     rollouts: KindState<Rollout>,
     leadership_known: AtomicBool,
+    /// Sends the notifications of the Events created; see [`crate::notify`].
+    notifier: Option<Arc<Notifier>>,
     /// What every reconcile reads the time from and sleeps on.
     pub clock: Arc<Clock>,
 }
@@ -235,7 +241,24 @@ impl Daemon {
                 warn!(run = %run, reason = event.reason.as_deref().unwrap_or_default(), error = %error, "Cannot publish the Event");
             }),
         );
+        let notifier = config.notifications_namespace.as_deref().map(|namespace| {
+            let (events, reporter) = (events.clone(), reporter.clone());
+            Notifier::new(
+                client.clone(),
+                namespace,
+                config.namespaces.clone(),
+                events,
+                reporter,
+                clock.clone(),
+                metrics.clone(),
+            )
+        });
+        let publisher = match &notifier {
+            Some(notifier) => publisher.on_created(notifier.hook()),
+            None => publisher,
+        };
         let ctx = Arc::new(Context {
+            notifier,
             statuses: StatusWriter::new(client.clone()),
             client,
             evictions,
@@ -383,6 +406,9 @@ fn start_controllers(ctx: &Arc<Context>) -> Controllers {
     controllers.start::<AnalysisRun>();
     if ctx.config.rollouts {
         controllers.start::<Rollout>();
+    }
+    if let Some(notifier) = ctx.notifier.clone() {
+        tokio::spawn(async move { notifier.recover().await });
     }
     controllers
 }

@@ -33,6 +33,9 @@ const IN_FLIGHT: usize = 16;
 /// still waiting when the daemon stopped), with the reason.
 pub type Lost = Arc<dyn Fn(&Event, &str) + Send + Sync>;
 
+/// Hears of every Event created (not of a repeat counted into an Event's series): the notifications' hook.
+pub type Created = Arc<dyn Fn(&Event) + Send + Sync>;
+
 /// The reconciles' end of the queue.
 #[derive(Clone)]
 pub struct EventQueue {
@@ -45,6 +48,7 @@ pub struct EventPublisher {
     client: kube::Client,
     receiver: mpsc::Receiver<Event>,
     lost: Lost,
+    created: Option<Created>,
 }
 
 /// A queue of Events to create through `client`; `lost` hears of each one that is not.
@@ -68,6 +72,7 @@ fn with_capacity(
             client,
             receiver,
             lost,
+            created: None,
         },
     )
 }
@@ -93,6 +98,14 @@ impl EventQueue {
 }
 
 impl EventPublisher {
+    /// This publisher telling `created` of each Event it creates.
+    pub fn on_created(self, created: Created) -> EventPublisher {
+        EventPublisher {
+            created: Some(created),
+            ..self
+        }
+    }
+
     /// Creates queued Events, or patches the series of the Event they repeat, [`IN_FLIGHT`] at a time, until
     /// `stop` resolves; then nothing more is queued, and what is queued or in flight is still sent for at most
     /// `drain`; the rest is lost.
@@ -102,6 +115,7 @@ impl EventPublisher {
             client,
             mut receiver,
             lost,
+            created,
         } = self;
         let (give_up, given_up) = watch::channel(false);
         let send = |send: Outgoing| {
@@ -147,8 +161,10 @@ impl EventPublisher {
                     None => open = false,
                 },
                 Some((done, sent)) = sending.next() => {
-                    if let Err(e) = &sent {
-                        lost(&done.event, e);
+                    match (&sent, &created) {
+                        (Err(e), _) => lost(&done.event, e),
+                        (Ok(()), Some(created)) if done.create => created(&done.event),
+                        (Ok(()), _) => {}
                     }
                     sending.extend(correlator.sent(&done, sent.is_ok()).map(send));
                 }

@@ -87,6 +87,14 @@ MATRIX: dict[str, dict[str, Any]] = {
     "alerts scoped to the metrics Service's job": {"prometheusRule": {"enabled": True}},
     "PodDisruptionBudget by maxUnavailable": {"podDisruptionBudget": {"enabled": True, "maxUnavailable": "50%"}},
     "CRDs off": {"crds": {"install": False}},
+    "notifications with Argo's built-ins and a webhook, in a namespace list": {
+        "watch": {"namespaces": ["team-a"]},
+        "notifications": {"builtinTriggers": True, "config": {
+            "service.webhook.hook": "url: https://hooks.example.test\n",
+            "trigger.on-rollout-aborted": "- send: [rollout-aborted]\n",
+        }},
+    },
+    "notifications off": {"notifications": {"enabled": False}},
     "every traffic router": {"rbac": {"routers": {"istio": True, "nginx": True, "gatewayAPI": True}}},
     "Istio only, in a namespace list": {"watch": {"namespaces": ["team-a"]}, "rbac": {"routers": {"istio": True}}},
     "CRDs not kept on uninstall": {"crds": {"keep": False}},
@@ -185,6 +193,13 @@ def merged(*rule_sets: dict[tuple[str, str], set[str]]) -> dict[tuple[str, str],
 
 CLUSTER_TEMPLATE_RULE = {("argoproj.io", "clusteranalysistemplates"): {"get", "list", "watch"}}
 LEASE_RULE = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+# With notifications.enabled: the notification ConfigMap and Secret, by name, in the release namespace; and a
+# new leader lists Events to catch up on those it has not notified.
+NOTIFICATION_RULE = {("", "configmaps"): {"get", "list", "watch"}, ("", "secrets"): {"get", "list", "watch"}}
+NOTIFICATION_OBJECTS = {"configmaps": ["argo-rollouts-notification-configmap"],
+                        "secrets": ["argo-rollouts-notification-secret"]}
+NOTIFICATION_WATCH_RULE = {("events.k8s.io", "events"): {"list"}}
+BUILTIN_NOTIFICATIONS = CHART / "files" / "notifications-builtin.yaml"
 ROUTER_RULES = {
     "istio": {("networking.istio.io", "virtualservices"): {"get", "list", "watch", "update", "patch"},
               ("networking.istio.io", "destinationrules"): {"get", "list", "watch", "update", "patch"}},
@@ -311,6 +326,9 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
     )
     rollouts = "--rollouts=true" in container["args"]
     expect(rollouts == values["rollouts"]["enabled"], f"--rollouts in the args is {rollouts}")
+    notifications = "--notifications=false" not in container["args"]
+    expect(notifications == values["notifications"]["enabled"], f"notifications in the args are {notifications}")
+    check_notifications(values["notifications"], objects)
     pod_namespace = [e for e in container["env"] if e["name"] == "POD_NAMESPACE"]
     expect(
         pod_namespace == [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
@@ -350,10 +368,14 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
 
     watch_rules = merged(WATCH_RULES, SECRET_RULE if values["rbac"]["secrets"] else {},
                          ROLLOUT_RULES if values["rollouts"]["enabled"] else {},
+                         NOTIFICATION_WATCH_RULE if values["notifications"]["enabled"] else {},
                          *(rules for router, rules in ROUTER_RULES.items() if values["rbac"]["routers"][router]))
     namespaces = values["watch"]["namespaces"]
     cluster_roles = [grants(r) for (kind, _, _), r in roles.items() if kind == "ClusterRole"]
-    namespaced = {ns: grants(r) for (kind, _, ns), r in roles.items() if kind == "Role"}
+    notification_roles = {name: r for (kind, name, _), r in roles.items()
+                          if kind == "Role" and ("", "configmaps") in grants(r)}
+    namespaced = {ns: grants(r) for (kind, name, ns), r in roles.items()
+                  if kind == "Role" and name not in notification_roles}
     lease_roles = {ns: g for ns, g in namespaced.items() if ("coordination.k8s.io", "leases") in g}
     if lease["enabled"]:
         expect(list(lease_roles) == [NAMESPACE], f"Lease access outside the release namespace: {list(lease_roles)}")
@@ -362,6 +384,15 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
         expect(lease_roles == {}, "Lease access without leader election")
     for ns in lease_roles:
         namespaced.pop(ns)
+    if values["notifications"]["enabled"]:
+        expect(list(notification_roles) == [f"{RELEASE}-notifications"], f"notification roles: {list(notification_roles)}")
+        role = notification_roles[f"{RELEASE}-notifications"]
+        expect(role["metadata"]["namespace"] == NAMESPACE, "notification settings read outside the release namespace")
+        expect(grants(role) == NOTIFICATION_RULE, f"the notification Role grants {grants(role)}")
+        named = {resource: rule.get("resourceNames") for rule in role["rules"] for resource in rule["resources"]}
+        expect(named == NOTIFICATION_OBJECTS, f"the notification Role is not limited to its two objects: {named}")
+    else:
+        expect(notification_roles == {}, "notification access without notifications")
     if not namespaces:
         expect(cluster_roles == [watch_rules | CLUSTER_TEMPLATE_RULE], f"ClusterRole grants {cluster_roles}")
         expect(namespaced == {}, f"Roles although all namespaces are watched: {list(namespaced)}")
@@ -396,6 +427,19 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
                f"the job relabeling {relabeled} is not {job}")
     monitoring.check_dashboards(objects, values, expect)
     monitoring.check_rules(objects, values, job, expect)
+
+
+def check_notifications(values: dict[str, Any], objects: list[dict[str, Any]]) -> None:
+    """The notification ConfigMap: Argo's built-ins unchanged, the config's keys over them, only when asked for."""
+    config_maps = [o for o in by_kind(objects, "ConfigMap")
+                   if o["metadata"]["name"] == "argo-rollouts-notification-configmap"]
+    wanted = values["enabled"] and (values["builtinTriggers"] or bool(values["config"]))
+    expect(len(config_maps) == int(wanted), f"{len(config_maps)} notification ConfigMaps rendered")
+    if not wanted:
+        return
+    expect(config_maps[0]["metadata"]["namespace"] == NAMESPACE, "the notification ConfigMap is not in the release namespace")
+    builtins = yaml.safe_load(BUILTIN_NOTIFICATIONS.read_text()) if values["builtinTriggers"] else {}
+    expect(config_maps[0]["data"] == builtins | values["config"], "the ConfigMap is not the built-ins and the config")
 
 
 def check_value_set(chart: Any, canaryd: Path, values: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ mod daemon_ha;
 mod daemon_handover;
 mod daemon_jobs;
 mod daemon_metrics;
+mod daemon_notifications;
 mod daemon_restart;
 mod daemon_retries;
 mod daemon_rollout_actions;

@@ -10,6 +10,7 @@ mod conditions_props;
 mod judge_distribution;
 mod judge_error_rate;
 mod load_truncated;
+mod notifications;
 mod progressive_engine;
 mod rollout_act;
 mod rollout_actions;

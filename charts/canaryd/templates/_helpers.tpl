@@ -63,6 +63,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- if .Values.notifications.enabled }}
+# notifications: a new leader lists the Events it may not have notified yet.
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["list"]
+{{- end }}
 # job metrics: a Job per measurement, in the run's namespace, watched and deleted when the run terminates.
 - apiGroups: ["batch"]
   resources: ["jobs"]
@@ -135,6 +141,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if $v.rollouts.enabled -}}
 {{- $args = append $args "--rollouts=true" -}}
 {{- end -}}
+{{- if not $v.notifications.enabled -}}
+{{- $args = append $args "--notifications=false" -}}
+{{- end -}}
 {{- with $v.prometheus.address -}}
 {{- $args = append $args (printf "--prometheus=%s" .) -}}
 {{- end -}}
@@ -145,7 +154,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "--lease-name" "leaderElection.leaseName" "--lease-duration" "leaderElection.leaseDuration"
   "--renew-deadline" "leaderElection.renewDeadline" "--retry-period" "leaderElection.retryPeriod"
   "--namespace" "watch.namespaces" "--instance-id" "instanceId" "--prometheus" "prometheus.address"
-  "--rollouts" "rollouts.enabled" -}}
+  "--rollouts" "rollouts.enabled" "--notifications" "notifications.enabled"
+  "--notifications-namespace" "notifications.enabled" -}}
 {{- range $v.extraArgs -}}
 {{- $flag := regexReplaceAll "=.*$" . "" -}}
 {{- if hasKey $owned $flag -}}

@@ -18,6 +18,7 @@ pub mod compose;
 pub mod condition;
 pub mod judge;
 pub mod merge_patch;
+pub mod notify;
 pub mod pod_defaults;
 pub mod progressive;
 pub mod rollout;

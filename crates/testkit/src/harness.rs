@@ -152,6 +152,7 @@ pub fn config() -> Config {
         leader_election: None,
         identity: "test".to_string(),
         rollouts: false,
+        notifications_namespace: None,
     }
 }
 

@@ -1,4 +1,5 @@
-//! Syntax tree → compiled form. Owns name checking (only `result` is a variable, functions must exist with
+//! Syntax tree → compiled form. Owns name checking (only the one variable, `result` for an analysis and
+//! `rollout` for a notification trigger, is a name; functions must exist with
 //! the right number of arguments, `#`/`.field` only inside predicates), the lowering of operators onto
 //! prebuilt `evalexpr` nodes, regexes compiled once, and folding of constant subtrees. Evaluation itself lives
 //! in `eval.rs`; nothing here sees a measured value.
@@ -54,13 +55,14 @@ fn callee(name: &str) -> Option<Callee> {
 const FUNCTION_NAMES: &str = "all, any, none, one, filter, map, count, len, sum, mean, median, min, max, abs, \
 ceil, floor, round, int, float, string, isNaN, isInf, asInt, asFloat, isNil, default";
 
-/// Lowers a parsed condition; `source` is the text the spans point into.
-pub(super) fn lower(source: &str, ast: &Ast) -> Result<Expr, ConditionError> {
-    Lowerer { source }.lower(ast, false)
+/// Lowers a parsed condition; `source` is the text the spans point into, `variable` the one name it may read.
+pub(super) fn lower(source: &str, ast: &Ast, variable: &str) -> Result<Expr, ConditionError> {
+    Lowerer { source, variable }.lower(ast, false)
 }
 
 struct Lowerer<'s> {
     source: &'s str,
+    variable: &'s str,
 }
 
 fn boxed(e: Expr) -> Box<Expr> {
@@ -87,12 +89,12 @@ impl Lowerer<'_> {
             AstKind::Bool(b) => Expr::Const(Value::Boolean(*b)),
             AstKind::Number(n) => Expr::Const(Value::Float(*n)),
             AstKind::Str(s) => Expr::Const(Value::String(s.clone())),
-            AstKind::Ident(name) if name == "result" => Expr::Result,
+            AstKind::Ident(name) if name == self.variable => Expr::Result,
             AstKind::Ident(name) => {
                 let hint = if callee(name).is_some() {
                     format!("(`{name}` is a function: call it as `{name}(...)`)")
                 } else {
-                    "(the value is called `result`)".to_string()
+                    format!("(the value is called `{}`)", self.variable)
                 };
                 return Err(self.error(ast, format!("unknown name `{name}` {hint}")));
             }

@@ -64,8 +64,14 @@ impl Condition {
     /// Parses and checks a condition: syntax errors and unknown names (only `result` is a variable; functions
     /// must exist and get the right number of arguments) are reported here, before any measurement.
     pub fn compile(source: &str) -> Result<Condition, ConditionError> {
+        Condition::compile_over(source, "result")
+    }
+
+    /// [`Condition::compile`] with the value called `variable` rather than `result`: a notification trigger's
+    /// `when` reads `rollout` (Argo Rollouts' `InitGetVars`). The same language and checks.
+    pub fn compile_over(source: &str, variable: &str) -> Result<Condition, ConditionError> {
         let ast = parser::parse(source)?;
-        let compiled = lower::lower(source, &ast)?;
+        let compiled = lower::lower(source, &ast, variable)?;
         Ok(Condition {
             source: source.to_string(),
             compiled,
@@ -76,7 +82,8 @@ impl Condition {
         &self.source
     }
 
-    /// Evaluates against one measured value; anything but `true`/`false` is an error.
+    /// Evaluates against one measured value (or, compiled over another variable, that variable's value);
+    /// anything but `true`/`false` is an error.
     pub fn evaluate(&self, result: &MetricValue) -> Result<bool, EvalError> {
         eval::evaluate_condition(&self.compiled, result)
     }

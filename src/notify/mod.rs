@@ -1,0 +1,333 @@
+//! The daemon's notifications: Argo Rollouts' notification configuration, unchanged, sent when canaryd
+//! records an Event. The Event publisher hands this module each Event it created ([`Notifier::hook`]); the
+//! Event's reason names a trigger, the object the Event is about is read afresh, its subscribers to that
+//! trigger are found and sent each of the trigger's templates whose `when` holds, through the configured
+//! services. The rules are `engine::notify`'s; this module reads ([`settings`]) and sends ([`services`]).
+//!
+//! Once per occurrence: notifications follow the Events, which are created once; what has been sent for an
+//! Event is recorded on the Event itself, in the annotation `notified.notifications.argoproj.io` (the key the
+//! notifications engine records sends under), one entry per trigger, service and recipient, written after each
+//! send. A new leader reads it ([`Notifier::recover`]) and sends only what an Event of the last
+//! [`RECOVERY_WINDOW`] has not recorded, so a daemon killed between recording an Event and notifying sends
+//! after the restart, and a sent notification is not sent again (but for one killed between a send and its
+//! record). A broken template, trigger or service is a Warning Event on the object and a log line; it never
+//! holds a reconcile, which has returned before the Event is created.
+
+pub mod services;
+pub mod settings;
+mod webhook;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::events::Reporter;
+use serde_json::{Value, json};
+use tracing::{info, warn};
+
+use crate::engine::notify::config::Config;
+use crate::engine::notify::render::{Vars, render};
+use crate::engine::notify::subscriptions::{Destination, destinations};
+use crate::engine::notify::{templates_to_send, trigger_for_reason};
+use crate::k8s::events::{self, EventQueue, Happened};
+use crate::observe::Metrics;
+use crate::time::Clock;
+use settings::{Settings, yaml_value};
+
+/// The annotation on an Event that records what was sent for it.
+pub const NOTIFIED: &str = "notified.notifications.argoproj.io";
+
+/// The reason of the Warning Event a notification that cannot be sent is told with. Never itself notified.
+pub const FAILED: &str = "NotificationFailed";
+
+/// How far back a new leader looks for Events not yet notified.
+pub const RECOVERY_WINDOW: Duration = Duration::from_secs(600);
+
+/// Sends the notifications of the Events the daemon creates.
+pub struct Notifier {
+    client: kube::Client,
+    settings: Settings,
+    http: reqwest::Client,
+    events: EventQueue,
+    reporter: Reporter,
+    clock: Arc<Clock>,
+    metrics: Arc<Metrics>,
+    /// The namespaces the daemon watches (empty: all), where a new leader looks for Events to catch up on.
+    watched: Vec<String>,
+    /// The Events being notified now, so a catch-up and the publisher's hook never send one Event's at once.
+    active: Mutex<BTreeSet<String>>,
+}
+
+/// Holds an Event's place in [`Notifier::active`] until dropped.
+struct Active<'a>(&'a Mutex<BTreeSet<String>>, String);
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.1);
+    }
+}
+
+impl Notifier {
+    /// A notifier reading its configuration from `namespace`, telling failures through `events`, catching up
+    /// on the Events of the `watched` namespaces (empty: all).
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        watched: Vec<String>,
+        events: EventQueue,
+        reporter: Reporter,
+        clock: Arc<Clock>,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Notifier> {
+        Arc::new(Notifier {
+            settings: settings::watch(client.clone(), namespace),
+            client,
+            http: services::http_client(),
+            events,
+            reporter,
+            clock,
+            metrics,
+            watched,
+            active: Mutex::default(),
+        })
+    }
+
+    /// What the Event publisher calls with each Event it created: notifies in a task of its own.
+    pub fn hook(self: &Arc<Self>) -> events::Created {
+        let notifier = self.clone();
+        Arc::new(move |event: &Event| {
+            let notifier = notifier.clone();
+            let event = event.clone();
+            tokio::spawn(async move { notifier.notify(event).await });
+        })
+    }
+
+    /// The configuration once it has been read.
+    async fn config(&self) -> Option<Arc<Config>> {
+        let mut settings = self.settings.clone();
+        let read = settings.wait_for(Option::is_some).await.ok()?;
+        read.clone()
+    }
+
+    /// Sends what `event` fires and it has not recorded as sent.
+    pub async fn notify(&self, event: Event) {
+        let Some(reason) = event.reason.as_deref().filter(|r| *r != FAILED) else {
+            return;
+        };
+        let name = event.metadata.name.clone().unwrap_or_default();
+        if !self
+            .active
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.clone())
+        {
+            return;
+        }
+        let _active = Active(&self.active, name);
+        let trigger = trigger_for_reason(reason);
+        let Some(config) = self.config().await else {
+            return;
+        };
+        if !config.triggers.contains_key(&trigger) {
+            return;
+        }
+        let Some(regarding) = event.regarding.clone() else {
+            return;
+        };
+        let object = match self.read(&regarding).await {
+            Ok(object) => object,
+            Err(e) => {
+                warn!(trigger = %trigger, error = %e, "Cannot read the object to notify about");
+                return;
+            }
+        };
+        let metadata = |key: &str| -> BTreeMap<String, String> {
+            serde_json::from_value(object["metadata"][key].clone()).unwrap_or_default()
+        };
+        let (subscribed, problems) = destinations(
+            &config,
+            &trigger,
+            &metadata("labels"),
+            &metadata("annotations"),
+            &yaml_value,
+        );
+        for problem in problems {
+            self.failed(&config, &regarding, &trigger, reason, problem);
+        }
+        if subscribed.is_empty() {
+            return;
+        }
+        let sends = match templates_to_send(&config, &trigger, &object) {
+            Ok(sends) => sends,
+            Err(e) => return self.failed(&config, &regarding, &trigger, reason, e),
+        };
+        let mut notified = recorded(&event);
+        for destination in subscribed {
+            let key = format!(
+                "{trigger}:{}:{}",
+                destination.service, destination.recipient
+            );
+            if notified.contains_key(&key) || sends.is_empty() {
+                continue;
+            }
+            let mut outcome = "sent";
+            for templates in &sends {
+                let sent = self
+                    .deliver(&config, &object, &destination, templates)
+                    .await;
+                let ok = sent.is_ok();
+                self.metrics.notification_sent(
+                    ok,
+                    regarding.namespace.as_deref().unwrap_or_default(),
+                    regarding.name.as_deref().unwrap_or_default(),
+                    event.type_.as_deref().unwrap_or("Normal"),
+                    reason,
+                );
+                if let Err(e) = sent {
+                    outcome = "failed";
+                    self.failed(&config, &regarding, &trigger, reason, e);
+                } else {
+                    info!(trigger = %trigger, service = %destination.service, recipient = %destination.recipient, "Notification sent");
+                }
+            }
+            notified.insert(key, json!(outcome));
+            self.record(&event, &notified).await;
+        }
+    }
+
+    /// Renders `templates` for `destination` and sends them through its service.
+    async fn deliver(
+        &self,
+        config: &Config,
+        object: &Value,
+        destination: &Destination,
+        templates: &[String],
+    ) -> Result<(), String> {
+        let Some(service) = config.services.get(&destination.service) else {
+            return Err(format!(
+                "notification service '{}' is not configured",
+                destination.service
+            ));
+        };
+        let vars = Vars {
+            rollout: object,
+            recipient: &destination.recipient,
+            service: &destination.service,
+            context: &config.context,
+        };
+        let notification = render(&config.templates, templates, &vars)?;
+        services::send(&self.http, service, &notification, destination).await
+    }
+
+    /// The object an Event is about, as JSON, read afresh.
+    async fn read(&self, regarding: &ObjectReference) -> Result<Value, String> {
+        let api_version = regarding.api_version.as_deref().unwrap_or("v1");
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let kind = regarding.kind.as_deref().unwrap_or_default();
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let resource =
+            ApiResource::from_gvk_with_plural(&gvk, &format!("{}s", kind.to_lowercase()));
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            regarding.namespace.as_deref().unwrap_or_default(),
+            &resource,
+        );
+        let name = regarding.name.as_deref().unwrap_or_default();
+        let object = api.get(name).await.map_err(|e| e.to_string())?;
+        serde_json::to_value(object).map_err(|e| e.to_string())
+    }
+
+    /// Records on `event` what has been sent for it.
+    async fn record(&self, event: &Event, notified: &serde_json::Map<String, Value>) {
+        let (Some(name), Some(namespace)) = (
+            event.metadata.name.as_deref(),
+            event.metadata.namespace.as_deref(),
+        ) else {
+            return;
+        };
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let text = Value::Object(notified.clone()).to_string();
+        let patch = json!({"metadata": {"annotations": {NOTIFIED: text}}});
+        if let Err(e) = api
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            warn!(event = %name, error = %e, "Cannot record the notifications sent for an Event");
+        }
+    }
+
+    /// Tells a notification that cannot be sent: a log line and a Warning Event on the object, secrets hidden.
+    fn failed(
+        &self,
+        config: &Config,
+        regarding: &ObjectReference,
+        trigger: &str,
+        reason: &str,
+        error: String,
+    ) {
+        let error = crate::engine::scrub::text(error, &config.secrets.0);
+        warn!(trigger = %trigger, event_reason = %reason, error = %error, "Notification failed");
+        let what = Happened {
+            action: "Notify",
+            reason: FAILED,
+            note: format!("Notification for trigger '{trigger}' failed: {error}"),
+            warning: true,
+        };
+        let now = self.clock.now();
+        self.events.push(events::about(
+            &self.reporter,
+            regarding.clone(),
+            what,
+            now,
+            0,
+        ));
+    }
+
+    /// Notifies what the Events canaryd created in the last [`RECOVERY_WINDOW`] fire and have not recorded as
+    /// sent: a new leader's catch-up after a restart or a failover.
+    pub async fn recover(&self) {
+        let apis: Vec<Api<Event>> = if self.watched.is_empty() {
+            vec![Api::all(self.client.clone())]
+        } else {
+            let namespaced = |n: &String| Api::namespaced(self.client.clone(), n);
+            self.watched.iter().map(namespaced).collect()
+        };
+        let mut listed = Vec::new();
+        for api in apis {
+            match api.list(&ListParams::default()).await {
+                Ok(list) => listed.extend(list.items),
+                Err(e) => warn!(error = %e, "Cannot list the Events to catch up on notifications"),
+            }
+        }
+        let now = self.clock.now();
+        let since = now
+            .checked_sub(jiff::SignedDuration::try_from(RECOVERY_WINDOW).unwrap_or_default())
+            .unwrap_or(now);
+        for event in listed {
+            let ours =
+                event.reporting_controller.as_deref() == Some(self.reporter.controller.as_str());
+            let recent = event.event_time.as_ref().is_some_and(|t| t.0 >= since);
+            if ours && recent {
+                self.notify(event).await;
+            }
+        }
+    }
+}
+
+/// What `event` records as already sent.
+fn recorded(event: &Event) -> serde_json::Map<String, Value> {
+    event
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(NOTIFIED))
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default()
+}

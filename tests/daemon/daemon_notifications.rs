@@ -1,0 +1,301 @@
+//! Notifications sent by the daemon against the fake API server and a wiremock webhook: a subscribed Rollout
+//! aborted is notified exactly once with the rendered body (Argo's built-in trigger and template, the webhook
+//! body of a template of the user's), once after a retry that first met a 500, not again after a restart, and
+//! an Event a daemon died before notifying is notified by the next one, once; a configuration created while
+//! the daemon runs applies at once. A service that keeps failing is
+//! a Warning Event that shows no secret.
+
+#![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use canaryd_testkit::fake_apiserver::CrdSet;
+use canaryd_testkit::harness::{self, Answer, eventually};
+use canaryd_testkit::rollout::cluster::*;
+use canaryd_testkit::with_each_crd_set;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+const BUILTIN: &str = include_str!("../../charts/canaryd/files/notifications-builtin.yaml");
+const TOKEN: &str = "hook-s3cr3t-token";
+
+fn notifying() -> canaryd::controller::Config {
+    canaryd::controller::Config {
+        notifications_namespace: Some("default".to_string()),
+        ..config()
+    }
+}
+
+/// Argo's built-ins, with `on-rollout-aborted` also sending a webhook body, and the webhook service `hook`
+/// at `url` with a secret header.
+async fn configure(client: &kube::Client, url: &str) {
+    let mut data: BTreeMap<String, String> =
+        serde_json::from_value(canaryd::notify::settings::yaml_value(BUILTIN).expect("YAML"))
+            .expect("the built-ins");
+    data.insert(
+        "trigger.on-rollout-aborted".into(),
+        "- send: [rollout-aborted, hook-body]".into(),
+    );
+    data.insert(
+        "template.hook-body".into(),
+        "webhook:\n  hook:\n    method: POST\n    path: /aborted\n    body: |\n      {\"rollout\": \"{{.rollout.metadata.name}}\", \"image\": \"{{(index .rollout.spec.template.spec.containers 0).image}}\"}\n".into(),
+    );
+    data.insert(
+        "service.webhook.hook".into(),
+        format!("url: {url}\nheaders:\n- name: Authorization\n  value: Bearer $hook-token\nretryWaitMin: 10ms\nretryWaitMax: 50ms\nretryMax: 2\n"),
+    );
+    let config_map: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "argo-rollouts-notification-configmap", "namespace": "default"},
+        "data": data,
+    }))
+    .expect("a ConfigMap");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "argo-rollouts-notification-secret", "namespace": "default"},
+        "stringData": {"hook-token": TOKEN},
+    }))
+    .expect("a Secret");
+    Api::<ConfigMap>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &config_map)
+        .await
+        .expect("the ConfigMap is created");
+    Api::<Secret>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("the Secret is created");
+}
+
+/// `web`, subscribed to `on-rollout-aborted` through the webhook `hook`, paused an hour at its first step.
+fn subscribed() -> canaryd::api::Rollout {
+    let mut rollout = rollout("web:1", "1h");
+    rollout.metadata.annotations = Some(BTreeMap::from([(
+        "notifications.argoproj.io/subscribe.on-rollout-aborted.hook".to_string(),
+        String::new(),
+    )]));
+    rollout
+}
+
+async fn webhook(first: Option<u16>) -> MockServer {
+    let hook = MockServer::start().await;
+    if let Some(status) = first {
+        Mock::given(method("POST"))
+            .and(path("/aborted"))
+            .respond_with(ResponseTemplate::new(status))
+            .up_to_n_times(1)
+            .with_priority(1)
+            .mount(&hook)
+            .await;
+    }
+    Mock::given(method("POST"))
+        .and(path("/aborted"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&hook)
+        .await;
+    hook
+}
+
+async fn received(hook: &MockServer) -> Vec<Request> {
+    hook.received_requests().await.unwrap_or_default()
+}
+
+/// Deploys, updates to `web:2` and aborts it while paused; returns when the abort is notified.
+async fn abort_notified(
+    crds: CrdSet,
+    first: Option<u16>,
+) -> (Deployed, MockServer, harness::Running) {
+    let hook = webhook(first).await;
+    let deployed = deployed_with(crds, Answer::Scalar(1.0), &subscribed()).await;
+    let (server, client) = (&deployed.0, &deployed.1);
+    let daemon = harness::spawn(client.clone(), notifying()).await;
+    until(server, "the first deploy", |s| healthy_at(s, None)).await;
+    // Configured while the daemon runs: the watch applies it without a restart.
+    configure(client, &hook.uri()).await;
+    set_image(client, "web:2").await;
+    until(server, "the pause", |s| s.current_step_index == Some(1)).await;
+    patch_status(client, json!({"status": {"abort": true}})).await;
+    until(server, "the abort", |s| s.phase == "Degraded").await;
+    let wanted = if first.is_some() { 2 } else { 1 };
+    eventually(WAIT, "the webhook to be called", || async {
+        (received(&hook).await.len() >= wanted).then_some(())
+    })
+    .await;
+    (deployed, hook, daemon)
+}
+
+/// Long enough for a second notification, were one sent, to arrive.
+const SETTLE: Duration = Duration::from_secs(2);
+
+fn notified_annotation(events: &[Event]) -> Option<String> {
+    events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("RolloutAborted"))
+        .and_then(|e| {
+            e.metadata
+                .annotations
+                .as_ref()?
+                .get(canaryd::notify::NOTIFIED)
+                .cloned()
+        })
+}
+
+async fn all_events(client: &kube::Client) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+}
+
+async fn an_aborted_rollout_is_notified_once_with_the_rendered_body_and_not_again_after_a_restart(
+    crds: CrdSet,
+) {
+    let (deployed, hook, daemon) = abort_notified(crds, None).await;
+    let client = &deployed.1;
+    tokio::time::sleep(SETTLE).await;
+    let requests = received(&hook).await;
+    assert_eq!(requests.len(), 1, "exactly one notification");
+    let body: Value = serde_json::from_slice(&requests[0].body).expect("a JSON body");
+    assert_eq!(body, json!({"rollout": "web", "image": "web:2"}));
+    assert_eq!(
+        requests[0]
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok()),
+        Some(format!("Bearer {TOKEN}").as_str()),
+        "the secret filled in"
+    );
+    eventually(WAIT, "the send to be recorded on the Event", || async {
+        notified_annotation(&all_events(client).await)
+    })
+    .await;
+    let labels = [
+        ("namespace", "default"),
+        ("name", "web"),
+        ("type", "Warning"),
+        ("reason", "RolloutAborted"),
+    ];
+    assert_eq!(
+        daemon.metric("notification_send_success", &labels).await,
+        1.0
+    );
+    daemon.kill().await;
+    let again = harness::spawn(client.clone(), notifying()).await;
+    tokio::time::sleep(SETTLE).await;
+    again.stop().await;
+    assert_eq!(received(&hook).await.len(), 1, "none after the restart");
+}
+
+with_each_crd_set!(
+    an_aborted_rollout_is_notified_once_with_the_rendered_body_and_not_again_after_a_restart
+);
+
+async fn a_send_that_first_meets_a_500_is_retried_and_arrives_once(crds: CrdSet) {
+    let (_deployed, hook, daemon) = abort_notified(crds, Some(500)).await;
+    tokio::time::sleep(SETTLE).await;
+    daemon.stop().await;
+    let statuses: Vec<String> = received(&hook)
+        .await
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    assert_eq!(
+        statuses.len(),
+        2,
+        "the 500, then the one that arrives: {statuses:?}"
+    );
+    assert_eq!(statuses[0], statuses[1], "the same rendered body retried");
+}
+
+with_each_crd_set!(a_send_that_first_meets_a_500_is_retried_and_arrives_once);
+
+async fn a_service_that_keeps_failing_is_a_warning_event_that_shows_no_secret(crds: CrdSet) {
+    let hook = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(503).set_body_string(format!("denied for Bearer {TOKEN}")),
+        )
+        .mount(&hook)
+        .await;
+    let deployed = deployed_with(crds, Answer::Scalar(1.0), &subscribed()).await;
+    let (server, client) = (&deployed.0, &deployed.1);
+    configure(client, &hook.uri()).await;
+    let daemon = harness::spawn(client.clone(), notifying()).await;
+    until(server, "the first deploy", |s| healthy_at(s, None)).await;
+    set_image(client, "web:2").await;
+    until(server, "the pause", |s| s.current_step_index == Some(1)).await;
+    patch_status(client, json!({"status": {"abort": true}})).await;
+    let failed = eventually(WAIT, "the failure to be told", || async {
+        all_events(client)
+            .await
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some(canaryd::notify::FAILED))
+    })
+    .await;
+    let labels = [("name", "web"), ("reason", "RolloutAborted")];
+    assert_eq!(daemon.metric("notification_send_error", &labels).await, 1.0);
+    daemon.stop().await;
+    assert_eq!(
+        received(&hook).await.len(),
+        3,
+        "the first try and retryMax: 2 retries"
+    );
+    let note = failed.note.clone().unwrap_or_default();
+    assert_eq!(failed.type_.as_deref(), Some("Warning"));
+    assert!(
+        note.starts_with("Notification for trigger 'on-rollout-aborted' failed: request to POST"),
+        "{note}"
+    );
+    assert!(
+        note.contains("503") && note.contains("denied for Bearer *****"),
+        "{note}"
+    );
+    assert!(!note.contains(TOKEN), "{note}");
+    let regarding = failed.regarding.as_ref().and_then(|r| r.name.as_deref());
+    assert_eq!(regarding, Some("web"));
+}
+
+with_each_crd_set!(a_service_that_keeps_failing_is_a_warning_event_that_shows_no_secret);
+
+async fn an_event_a_daemon_died_before_notifying_is_notified_by_the_next_once(crds: CrdSet) {
+    let hook = webhook(None).await;
+    let deployed = deployed_with(crds, Answer::Scalar(1.0), &subscribed()).await;
+    let client = &deployed.1;
+    configure(client, &hook.uri()).await;
+    // The Event a daemon created just before it was killed, not yet notified.
+    let recorded: Event = serde_json::from_value(json!({
+        "metadata": {"name": "web.recorded", "namespace": "default"},
+        "eventTime": jiff::Timestamp::now().to_string(),
+        "reason": "RolloutAborted", "type": "Warning", "action": "Reconcile",
+        "note": "Rollout aborted update to revision 2",
+        "reportingController": "canaryd", "reportingInstance": "gone",
+        "regarding": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "namespace": "default", "name": "web"},
+    }))
+    .expect("an Event");
+    Api::<Event>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &recorded)
+        .await
+        .expect("the Event is created");
+    let daemon = harness::spawn(client.clone(), notifying()).await;
+    eventually(WAIT, "the catch-up to notify it", || async {
+        (!received(&hook).await.is_empty()).then_some(())
+    })
+    .await;
+    eventually(WAIT, "the send to be recorded", || async {
+        notified_annotation(&all_events(client).await)
+    })
+    .await;
+    daemon.kill().await;
+    let again = harness::spawn(client.clone(), notifying()).await;
+    tokio::time::sleep(SETTLE).await;
+    again.stop().await;
+    let requests = received(&hook).await;
+    assert_eq!(requests.len(), 1, "notified once across the restart");
+    let body: Value = serde_json::from_slice(&requests[0].body).expect("a JSON body");
+    assert_eq!(body, json!({"rollout": "web", "image": "web:1"}));
+}
+
+with_each_crd_set!(an_event_a_daemon_died_before_notifying_is_notified_by_the_next_once);
