@@ -159,13 +159,18 @@ fn judge(m: &MeasurableMetric, progress: Progress, secrets: &[String]) -> Outcom
         Ok(Answer { result, verdict }) => {
             let value = result.value.render();
             let no_conditions = m.success.is_none() && m.failure.is_none();
-            let phase = match verdict {
+            let phase = match &verdict {
                 // canaryd/compare without conditions: the verdict decides.
-                Some(v) if no_conditions => Ok(compare::verdict_phase(v)),
-                _ => measurement_phase(m.success.as_ref(), m.failure.as_ref(), &result.value),
+                Some(j) if no_conditions => Ok(compare::judged_phase(j, None)),
+                _ => measurement_phase(m.success.as_ref(), m.failure.as_ref(), &result.value).map(
+                    |p| match &verdict {
+                        Some(j) => compare::judged_phase(j, Some(p)),
+                        None => p,
+                    },
+                ),
             };
             let (phase, message) = match phase {
-                Ok(phase) => (phase, None),
+                Ok(phase) => (phase, verdict.and_then(|j| j.sparse)),
                 Err(e) => (AnalysisPhase::Error, Some(e.to_string())),
             };
             let (metric_metadata, metadata) = result

@@ -9,7 +9,7 @@ use clap::Subcommand;
 
 use super::{Exit, OutputFormat};
 use crate::engine::judge::{
-    Direction, DistributionParams, ErrorRateParams, ErrorRateResult, Look, Verdict,
+    Direction, DistributionParams, ErrorRateParams, ErrorRateResult, Look, Mixture, Verdict,
     judge_distribution, judge_error_rate,
 };
 
@@ -34,17 +34,20 @@ pub struct ErrorRateArgs {
     #[arg(long)]
     pub csv: PathBuf,
     /// Probability of no false `fail` (and no false `pass`) over all looks together.
-    #[arg(long, default_value_t = 0.95)]
+    #[arg(long, default_value_t = ErrorRateParams::default().confidence)]
     pub confidence: f64,
     /// Allowed relative increase r: fail only if canary rate > baseline rate × (1 + r) + a.
-    #[arg(long, default_value_t = 0.10)]
+    #[arg(long, default_value_t = ErrorRateParams::default().max_relative_increase)]
     pub max_relative_increase: f64,
     /// Allowed absolute increase a, in rate units (0.001 = 0.1 percentage points).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = ErrorRateParams::default().max_absolute_increase)]
     pub max_absolute_increase: f64,
     /// Requests each side must have served before a verdict other than inconclusive.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = ErrorRateParams::default().min_requests)]
     pub min_requests: u64,
+    /// Which regressions `fail` is fastest on: focused (1.5-2×, as the shipped templates) or wide.
+    #[arg(long, default_value_t = ErrorRateParams::default().mixture)]
+    pub mixture: Mixture,
     /// `text`: a verdict line per look; `json`: one JSON object per line.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
@@ -109,6 +112,7 @@ fn error_rate(args: &ErrorRateArgs) -> Result<Exit, String> {
         max_absolute_increase: args.max_absolute_increase,
         confidence: args.confidence,
         min_requests: args.min_requests,
+        mixture: args.mixture,
     };
     let (looks, lines) = read_looks(&args.csv)?;
     let results = judge_error_rate(&params, &looks).map_err(|e| {
@@ -170,7 +174,10 @@ fn write_error_rate_table(
             bound(r.ratio_upper),
         )?;
     }
-    Ok(())
+    match results.last().and_then(ErrorRateResult::sparse_message) {
+        Some(message) => writeln!(out, "{message}"),
+        None => Ok(()),
+    }
 }
 
 fn percent(rate: f64) -> String {

@@ -15,7 +15,7 @@ use super::{ProviderError, ProviderResult};
 use crate::api::compare::{COMPARE_PLUGIN, CompareSpec, DistributionCompare, ErrorRateCompare};
 use crate::api::duration::parse_step;
 use crate::api::{Metric, PrometheusMetric, PrometheusRangeQuery};
-use crate::engine::compare;
+use crate::engine::compare::{self, Judgement};
 use crate::engine::judge::Verdict;
 use crate::engine::template::{Finding, check_url};
 use crate::engine::value::MetricValue;
@@ -40,12 +40,12 @@ impl Compare {
     }
 
     /// `canaryd/compare`: the queries of both sides over the window, judged together. Returns the judgement
-    /// as a JSON `result` and the verdict (which decides when the metric has no conditions).
+    /// as a JSON `result` and the judgement (whose verdict decides when the metric has no conditions).
     async fn compare(
         &self,
         spec: &CompareSpec,
         at: MeasureAt<'_>,
-    ) -> Result<(ProviderResult, Verdict), ProviderError> {
+    ) -> Result<(ProviderResult, Judgement), ProviderError> {
         let until = at.eval_time.unwrap_or(at.now);
         let window = compare::window(at.window_start, until);
         let query = |text: &str, range: Option<PrometheusRangeQuery>| PrometheusMetric {
@@ -56,12 +56,15 @@ impl Compare {
             ..Default::default()
         };
         let mut metadata = BTreeMap::from([("window".to_string(), window.clone())]);
-        let (value, verdict) = match (&spec.error_rate, &spec.distribution) {
+        let (value, judgement) = match (&spec.error_rate, &spec.distribution) {
             (Some(e), None) => {
                 self.compare_error_rate(e, &query, at, &mut metadata)
                     .await?
             }
-            (None, Some(d)) => self.compare_distribution(d, &query, at, until).await?,
+            (None, Some(d)) => {
+                let (value, verdict) = self.compare_distribution(d, &query, at, until).await?;
+                (value, Judgement::from(verdict))
+            }
             _ => {
                 return Err(ProviderError::Invalid(format!(
                     "plugin {COMPARE_PLUGIN}: set exactly one of errorRate and distribution"
@@ -73,7 +76,7 @@ impl Compare {
                 value: MetricValue::Json(value),
                 metadata,
             },
-            verdict,
+            judgement,
         ))
     }
 
@@ -83,7 +86,7 @@ impl Compare {
         query: &(dyn Fn(&str, Option<PrometheusRangeQuery>) -> PrometheusMetric + Sync),
         at: MeasureAt<'_>,
         metadata: &mut BTreeMap<String, String>,
-    ) -> Result<(serde_json::Value, Verdict), ProviderError> {
+    ) -> Result<(serde_json::Value, Judgement), ProviderError> {
         let params = compare::error_rate_params(e);
         let invalid = |e: String| ProviderError::Invalid(format!("plugin {COMPARE_PLUGIN}: {e}"));
         let history =
@@ -111,10 +114,10 @@ impl Compare {
         for (slot, c) in numbers.iter_mut().zip(counts) {
             *slot = c.map_err(|e| invalid(e.to_string()))?;
         }
-        let (result, verdict, looks) = compare::error_rate_look(&params, numbers, history)
+        let (result, judgement, looks) = compare::error_rate_look(&params, numbers, history)
             .map_err(|e| invalid(e.to_string()))?;
         metadata.insert(compare::LOOKS_KEY.to_string(), compare::looks_to(&looks));
-        Ok((result, verdict))
+        Ok((result, judgement))
     }
 
     async fn compare_distribution(
@@ -192,9 +195,9 @@ impl MetricProvider for Compare {
                     "the metric has no plugin {COMPARE_PLUGIN}"
                 ))),
             };
-            Progress::Finished(answer.map(|(result, verdict)| Answer {
+            Progress::Finished(answer.map(|(result, judgement)| Answer {
                 result,
-                verdict: Some(verdict),
+                verdict: Some(judgement),
             }))
         })
     }

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 
 use super::{ProviderError, ProviderResult};
 use crate::api::{AnalysisPhase, Measurement, Metric, MetricResult};
-use crate::engine::judge::Verdict;
+use crate::engine::compare::Judgement;
 use crate::engine::template::Finding;
 
 /// When and with what one measurement is taken.
@@ -68,9 +68,9 @@ impl RunRef {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
     pub result: ProviderResult,
-    /// A provider that judges by itself (`canaryd/compare`): its verdict, which decides a metric without
-    /// conditions.
-    pub verdict: Option<Verdict>,
+    /// A provider that judges by itself (`canaryd/compare`): its judgement, whose verdict decides a metric
+    /// without conditions and whose sparse-traffic reason becomes the measurement's message.
+    pub verdict: Option<Judgement>,
 }
 
 /// Where one measurement stands when [`MetricProvider::measure`] returns.

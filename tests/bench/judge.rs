@@ -6,15 +6,24 @@
 use std::time::Instant;
 
 use canaryd::engine::judge::{
-    DistributionParams, ErrorRateParams, ErrorRateTest, Look, judge_distribution, judge_error_rate,
+    DistributionParams, ErrorRateParams, ErrorRateTest, Look, Mixture, judge_distribution,
+    judge_error_rate,
 };
 use canaryd_testkit::judge_sim::distribution::{
     DistributionScenario, normal, simulate_distribution,
 };
-use canaryd_testkit::judge_sim::error_rate::{Binomial, ErrorRateScenario, simulate_error_rate};
+use canaryd_testkit::judge_sim::error_rate::{
+    Binomial, ErrorRateScenario, first_verdicts, fraction_within, median_first, simulate_error_rate,
+};
 use canaryd_testkit::judge_sim::rng::Rng;
 
-const RUNS: usize = 10_000;
+/// Runs per row: 10,000, or `JUDGE_BENCH_RUNS` for a quicker look while developing.
+fn runs() -> usize {
+    std::env::var("JUDGE_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
 
 /// A fraction with its 95 % binomial (Wilson) interval.
 fn with_interval(p: f64, n: usize) -> String {
@@ -33,9 +42,9 @@ fn looks(m: Option<usize>) -> String {
     m.map_or("-".to_string(), |m| m.to_string())
 }
 
-fn error_rate_figures() {
+fn error_rate_figures(runs: usize) {
     println!(
-        "error-rate judge, {RUNS} seeded runs per row, 1,000 requests per side per look, confidence 0.95"
+        "error-rate judge, {runs} seeded runs per row, 1,000 requests per side per look, confidence 0.95"
     );
     println!(
         "{:<52} {:>6} {:>27} {:>27} {:>9} {:>9}",
@@ -52,37 +61,37 @@ fn error_rate_figures() {
     let rows: Vec<(&str, ErrorRateScenario)> = vec![
         (
             "A/A 0.1%, margin 10%",
-            ErrorRateScenario::new(RUNS, 200, 0.001, 0.001),
+            ErrorRateScenario::new(runs, 200, 0.001, 0.001),
         ),
         (
             "A/A 1%, margin 10%",
-            ErrorRateScenario::new(RUNS, 200, 0.01, 0.01),
+            ErrorRateScenario::new(runs, 200, 0.01, 0.01),
         ),
         (
             "A/A 10%, margin 10%",
-            ErrorRateScenario::new(RUNS, 200, 0.10, 0.10),
+            ErrorRateScenario::new(runs, 200, 0.10, 0.10),
         ),
         (
             "at margin: 1% vs 1.1%",
-            ErrorRateScenario::at_margin(RUNS, 200, 0.01, ErrorRateParams::default()),
+            ErrorRateScenario::at_margin(runs, 200, 0.01, ErrorRateParams::default()),
         ),
         (
             "at margin: 0.5% vs 0.75% (r 10%, a 0.2 points)",
-            ErrorRateScenario::at_margin(RUNS, 200, 0.005, absolute),
+            ErrorRateScenario::at_margin(runs, 200, 0.005, absolute),
         ),
         (
             "regression 1% -> 2%",
-            ErrorRateScenario::new(RUNS, 20, 0.01, 0.02),
+            ErrorRateScenario::new(runs, 20, 0.01, 0.02),
         ),
         (
             "regression 1% -> 1.5%",
-            ErrorRateScenario::new(RUNS, 60, 0.01, 0.015),
+            ErrorRateScenario::new(runs, 60, 0.01, 0.015),
         ),
         (
             "A/A 1%, margin 20%",
             ErrorRateScenario {
                 params: wide,
-                ..ErrorRateScenario::new(RUNS, 300, 0.01, 0.01)
+                ..ErrorRateScenario::new(runs, 300, 0.01, 0.01)
             },
         ),
     ];
@@ -115,10 +124,102 @@ fn error_rate_figures() {
     }
 }
 
-fn distribution_figures() {
+/// The low-traffic table: 10 requests/s per track and a look a minute (600 requests per side per
+/// look), baseline 1 %, confidence 0.95, margin 10 %; the `wide` mixture (before) against `focused` (now).
+fn low_traffic_figures(runs: usize) {
     println!();
     println!(
-        "distribution judge (one look), lognormal latencies median 100 ms, sigma 0.3, {RUNS} runs per row"
+        "error-rate judge at 10 requests/s per track, a look a minute, baseline 1%, confidence 0.95, margin 10%, {runs} seeded runs per row"
+    );
+    println!("{:<58} {:>20} {:>20}", "", "wide (before)", "focused (now)");
+    type Cell = fn(&[Option<usize>]) -> String;
+    let rows: Vec<(&str, usize, f64, f64, Cell)> = vec![
+        (
+            "A/A false rollback, 10 / 60 / 200 looks",
+            200,
+            0.01,
+            0.01,
+            |f| {
+                format!(
+                    "{:.2}/{:.2}/{:.2}%",
+                    100.0 * fraction_within(f, 10),
+                    100.0 * fraction_within(f, 60),
+                    100.0 * fraction_within(f, 200)
+                )
+            },
+        ),
+        (
+            "at the margin (1% vs 1.1%) false rollback, 200 looks",
+            200,
+            0.01,
+            0.011,
+            |f| format!("{:.2}%", 100.0 * fraction_within(f, 200)),
+        ),
+        (
+            "incident (both 2%) rolled back, 10 / 60 looks",
+            60,
+            0.02,
+            0.02,
+            |f| {
+                format!(
+                    "{:.2}/{:.2}%",
+                    100.0 * fraction_within(f, 10),
+                    100.0 * fraction_within(f, 60)
+                )
+            },
+        ),
+        (
+            "1.5x caught within 10 / 60 looks (median look over 60)",
+            60,
+            0.01,
+            0.015,
+            |f| {
+                format!(
+                    "{:.1}/{:.1}% ({})",
+                    100.0 * fraction_within(f, 10),
+                    100.0 * fraction_within(f, 60),
+                    looks(median_first(f))
+                )
+            },
+        ),
+        (
+            "2x caught within 10 looks (median look)",
+            60,
+            0.01,
+            0.02,
+            |f| {
+                format!(
+                    "{:.1}% ({})",
+                    100.0 * fraction_within(f, 10),
+                    looks(median_first(f))
+                )
+            },
+        ),
+    ];
+    for (seed, (name, n, baseline, canary, cell)) in rows.into_iter().enumerate() {
+        let cells: Vec<String> = [Mixture::Wide, Mixture::Focused]
+            .into_iter()
+            .map(|mixture| {
+                let scenario = ErrorRateScenario {
+                    requests_per_look: 600,
+                    params: ErrorRateParams {
+                        mixture,
+                        ..ErrorRateParams::default()
+                    },
+                    ..ErrorRateScenario::new(runs, n, baseline, canary)
+                };
+                // The same seed for both columns: the same simulated traffic, judged twice.
+                cell(&first_verdicts(&scenario, 3000 + seed as u64).0)
+            })
+            .collect();
+        println!("{:<58} {:>20} {:>20}", name, cells[0], cells[1]);
+    }
+}
+
+fn distribution_figures(runs: usize) {
+    println!();
+    println!(
+        "distribution judge (one look), lognormal latencies median 100 ms, sigma 0.3, {runs} runs per row"
     );
     println!(
         "{:<52} {:>27} {:>27} {:>27}",
@@ -127,23 +228,23 @@ fn distribution_figures() {
     let rows: Vec<(&str, DistributionScenario)> = vec![
         (
             "A/A, 100 per side, margin 0",
-            DistributionScenario::aa(RUNS, 100, 0.0),
+            DistributionScenario::aa(runs, 100, 0.0),
         ),
         (
             "A/A, 100 per side, margin 10%",
-            DistributionScenario::aa(RUNS, 100, 0.10),
+            DistributionScenario::aa(runs, 100, 0.10),
         ),
         (
             "+10 ms (at the 10% margin), 100 per side",
-            DistributionScenario::shifted(RUNS, 100, 1.1),
+            DistributionScenario::shifted(runs, 100, 1.1),
         ),
         (
             "+30 ms, 100 per side",
-            DistributionScenario::shifted(RUNS, 100, 1.3),
+            DistributionScenario::shifted(runs, 100, 1.3),
         ),
         (
             "+20 ms, 50 per side",
-            DistributionScenario::shifted(RUNS, 50, 1.2),
+            DistributionScenario::shifted(runs, 50, 1.2),
         ),
     ];
     for (seed, (name, scenario)) in rows.iter().enumerate() {
@@ -229,8 +330,10 @@ fn speed_figures() {
 
 fn main() {
     let start = Instant::now();
-    error_rate_figures();
-    distribution_figures();
+    let runs = runs();
+    error_rate_figures(runs);
+    low_traffic_figures(runs);
+    distribution_figures(runs);
     speed_figures();
     println!("\ntotal {:.1} s", start.elapsed().as_secs_f64());
 }

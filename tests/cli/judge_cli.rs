@@ -259,3 +259,35 @@ fn a_bad_sample_line_names_the_file_and_line() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn error_rate_without_flags_decides_as_the_shipped_templates() {
+    // 99 canary errors against 60 on equal traffic: the templates' focused mixture fails it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = file(
+        &dir,
+        "looks.csv",
+        "canary_errors,canary_requests,baseline_errors,baseline_requests\n99,10000,60,10000\n",
+    );
+    let defaults = canaryd(&["judge", "error-rate", "--csv", &csv]);
+    let templates = canaryd(&[
+        "judge",
+        "error-rate",
+        "--csv",
+        &csv,
+        "--max-relative-increase",
+        "0.10",
+        "--max-absolute-increase",
+        "0",
+        "--confidence",
+        "0.95",
+        "--min-requests",
+        "500",
+        "--mixture",
+        "focused",
+    ]);
+    assert_eq!(defaults.status.code(), Some(1), "{}", stderr(&defaults));
+    assert_eq!(stdout(&defaults), stdout(&templates));
+    let bad = canaryd(&["judge", "error-rate", "--csv", &csv, "--mixture", "narrow"]);
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -135,6 +135,14 @@ fn no_traffic_on_either_side_is_inconclusive_never_failed() {
         (count, successful, failed, inconclusive, error),
         (30, 0, 0, 30, 0)
     );
+    // The sparse-traffic guard's reason reaches the run's message, after Argo's own.
+    let message = run.status.message.clone().unwrap_or_default();
+    assert!(
+        message.contains(
+            "Error Message: too few errors for any verdict: canary served 0 requests, baseline 0"
+        ),
+        "{message}"
+    );
 }
 
 #[test]

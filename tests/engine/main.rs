@@ -9,6 +9,8 @@ mod conditions;
 mod conditions_props;
 mod judge_distribution;
 mod judge_error_rate;
+mod judge_mixture;
+mod judge_sparse;
 mod load_truncated;
 mod notifications;
 mod progressive_engine;

@@ -176,6 +176,7 @@ pub fn error_rate_params(e: &ErrorRateCompare) -> ErrorRateParams {
             .unwrap_or(defaults.max_absolute_increase),
         confidence: e.confidence.unwrap_or(defaults.confidence),
         min_requests: e.min_requests.unwrap_or(defaults.min_requests),
+        mixture: e.mixture.unwrap_or(defaults.mixture),
     }
 }
 
@@ -196,15 +197,32 @@ pub fn distribution_params(d: &DistributionCompare) -> Result<DistributionParams
 /// The resolution of the distribution queries' samples when the metric sets none.
 pub const DEFAULT_DISTRIBUTION_STEP: &str = "30s";
 
+/// What `canaryd/compare` concluded at one look: the verdict, and the reason it is undecided when the
+/// traffic was too sparse for any verdict (the measurement's message).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    pub verdict: Verdict,
+    pub sparse: Option<String>,
+}
+
+impl From<Verdict> for Judgement {
+    fn from(verdict: Verdict) -> Self {
+        Judgement {
+            verdict,
+            sparse: None,
+        }
+    }
+}
+
 /// One look of the error-rate test: `counts` are canary errors, canary requests, baseline errors, baseline
 /// requests (`None`: no series or NaN). `history` is the looks so far. Without traffic on both sides (no
 /// series, NaN, or zero requests) nothing is looked at and the measurement is undecided. Returns the result
-/// as JSON, the verdict and the looks to keep.
+/// as JSON, the judgement and the looks to keep.
 pub fn error_rate_look(
     params: &ErrorRateParams,
     counts: [Option<u64>; 4],
     history: Vec<Look>,
-) -> Result<(serde_json::Value, Verdict, Vec<Look>), JudgeError> {
+) -> Result<(serde_json::Value, Judgement, Vec<Look>), JudgeError> {
     let mut test = ErrorRateTest::replay(params, &history)?;
     let mut looks = history;
     let looked = match counts {
@@ -217,12 +235,15 @@ pub fn error_rate_look(
         _ => false,
     };
     let result = test.result();
-    let verdict = if looked {
-        result.verdict
-    } else {
-        Verdict::Inconclusive
+    let judgement = Judgement {
+        verdict: if looked {
+            result.verdict
+        } else {
+            Verdict::Inconclusive
+        },
+        sparse: result.sparse_message(),
     };
-    Ok((result.to_json(), verdict, looks))
+    Ok((result.to_json(), judgement, looks))
 }
 
 /// The distribution test's result as JSON and its verdict.
@@ -235,12 +256,19 @@ pub fn distribution_judgement(
     Ok((result.to_json(), result.verdict))
 }
 
-/// With no conditions, the verdict decides the measurement.
-pub fn verdict_phase(v: Verdict) -> AnalysisPhase {
-    match v {
+/// The measurement's phase: the verdict's when the metric has no conditions (`conditions` is `None`), else
+/// the conditions'. On traffic too sparse for any verdict it is never Successful: a canary that served too
+/// little to be judged has not passed, whatever a condition such as `result.verdict != "fail"` says.
+pub fn judged_phase(judgement: &Judgement, conditions: Option<AnalysisPhase>) -> AnalysisPhase {
+    let phase = conditions.unwrap_or(match judgement.verdict {
         Verdict::Pass => AnalysisPhase::Successful,
         Verdict::Fail => AnalysisPhase::Failed,
         Verdict::Inconclusive => AnalysisPhase::Inconclusive,
+    });
+    if judgement.sparse.is_some() && phase == AnalysisPhase::Successful {
+        AnalysisPhase::Inconclusive
+    } else {
+        phase
     }
 }
 

@@ -49,6 +49,9 @@ pub struct ErrorRateCompare {
     pub confidence: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_requests: Option<u64>,
+    /// `focused` (default) or `wide`: which regressions the `fail` test is fastest on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixture: Option<crate::judge::Mixture>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -10,6 +10,12 @@
 //! `α`, however many looks. `fail` is that crossing for the boundary `ρ0 = 1 + maxRelativeIncrease`; `pass` is
 //! the mirrored test (mixture over ρ < ρ0) rejecting "the canary is worse than the margin".
 //!
+//! The mixture may be any probability distribution over the alternatives ([`Mixture`]): if each `M_i` is a
+//! nonnegative supermartingale starting at 1 and `w_i >= 0` sum to 1, then
+//! `E[Σ w_i M_i(t+1) | F_t] = Σ w_i E[M_i(t+1) | F_t] <= Σ w_i M_i(t)`, so the mixture is one too, point
+//! masses included. `Focused` (the default) puts 0.9 on ρ = 1.45·ρ0 and 0.1 on `Wide`'s half-normal grid;
+//! `pass` always mixes with `Wide`.
+//!
 //! Exact for binomial counts, not only Poisson ones: with `a = θ(ρ)/θ(ρ0)` and `b = (1-θ(ρ))/(1-θ(ρ0))`,
 //! `E[a^xc b^xb] = (1 + pc(a-1))^nc (1 + pb(b-1))^nb <= exp(nc·pc(a-1) + nb·pb(b-1))` (as `ln(1+x) <= x`), and
 //! the exponent equals `(θ-θ0)(ρ0·nc + nb)(pc/ρ0 - pb)`, which is `<= 0` under either null.
@@ -26,6 +32,7 @@
 
 use serde::Serialize;
 
+use super::mixture::{Mixture, crossed, log_sum_exp, mixture_points};
 use super::{JudgeError, Verdict, alpha, non_negative};
 
 /// What the error-rate judge allows and how sure it must be.
@@ -40,6 +47,8 @@ pub struct ErrorRateParams {
     pub confidence: f64,
     /// Requests each side must have served before any verdict other than `inconclusive`.
     pub min_requests: u64,
+    /// Which regressions the `fail` test spends its evidence on.
+    pub mixture: Mixture,
 }
 
 impl Default for ErrorRateParams {
@@ -49,6 +58,7 @@ impl Default for ErrorRateParams {
             max_absolute_increase: 0.0,
             confidence: 0.95,
             min_requests: 500,
+            mixture: Mixture::Focused,
         }
     }
 }
@@ -77,12 +87,47 @@ pub struct ErrorRateResult {
     pub baseline_rate: f64,
     pub ratio_lower: Option<f64>,
     pub ratio_upper: Option<f64>,
+    /// Set while undecided on too little traffic for any verdict (see [`ErrorRateTest::sparse`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sparse: Option<Sparse>,
+}
+
+/// Too little traffic for any verdict: `requests_needed` per side is the fewest with which the test could
+/// decide at the error rate seen so far; `None` when no error has been seen and `maxAbsoluteIncrease` is 0,
+/// so that error-free requests alone can never decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sparse {
+    pub requests_needed: Option<u64>,
 }
 
 impl ErrorRateResult {
     /// The camelCase JSON object; non-finite numbers become `null`.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Why the look is undecided when traffic was too sparse for any verdict, in an SRE's terms.
+    pub fn sparse_message(&self) -> Option<String> {
+        let needed = self.sparse?.requests_needed;
+        let served = format!(
+            "canary served {} requests, baseline {}",
+            self.canary_requests, self.baseline_requests
+        );
+        Some(match needed {
+            Some(n) => {
+                let errors = self.canary_errors + self.baseline_errors;
+                let requests = self.canary_requests + self.baseline_requests;
+                format!(
+                    "too few requests for any verdict: {served}; at the error rate seen ({errors} in {requests}) \
+                     no verdict is possible below {n} requests per side"
+                )
+            }
+            None => format!(
+                "too few errors for any verdict: {served}, without any error; with maxAbsoluteIncrease 0 \
+                 only errors are evidence"
+            ),
+        })
     }
 }
 
@@ -101,15 +146,12 @@ pub fn judge_error_rate(
         .collect()
 }
 
-/// Mixture points: `δ = ln(ρ/ρ0)` on a grid that is fine near 0 (where small regressions live) and reaches
-/// ρ = e⁸·ρ0, weighted by a half-normal prior of scale 1 on δ. Any weights summing to 1 keep the guarantee;
-/// this prior spends its evidence on ratios between ~1.05× and ~10× the boundary.
-const MIXTURE_POINTS: usize = 32;
-const MIXTURE_MAX_DELTA: f64 = 8.0;
 /// The interval search covers ratios e^±30; beyond that it reports the bracket end.
 const RATIO_SEARCH_BOUND: f64 = 30.0;
 /// Bisection stops when the bound is known to 0.01 % of its value.
 const RATIO_TOLERANCE: f64 = 1e-4;
+/// The sparse-traffic search looks no further than this many requests per side (about 2^40).
+const REQUESTS_SEARCH_LIMIT: u64 = 1 << 40;
 
 /// The sequential test's state: rebuilt by replaying the cumulative looks, never stored elsewhere.
 #[derive(Debug, Clone)]
@@ -118,7 +160,9 @@ pub struct ErrorRateTest {
     log_threshold: f64,
     boundary: f64,
     deltas: Vec<f64>,
-    log_weights: Vec<f64>,
+    /// Log prior weight of each point for `fail` (above the boundary) and `pass` (below); `-inf`: unused.
+    log_weights_above: Vec<f64>,
+    log_weights_below: Vec<f64>,
     /// Log likelihood ratio at each mixture point, above (`fail`) and below (`pass`) the boundary.
     log_lr_above: Vec<f64>,
     log_lr_below: Vec<f64>,
@@ -164,24 +208,13 @@ impl ErrorRateTest {
                 value: absolute,
             });
         }
-        let deltas: Vec<f64> = (1..=MIXTURE_POINTS)
-            .map(|k| MIXTURE_MAX_DELTA * (k as f64 / MIXTURE_POINTS as f64).powi(2))
-            .collect();
-        let mut previous = 0.0;
-        let raw: Vec<f64> = deltas
-            .iter()
-            .map(|&d| {
-                let width = d - previous;
-                previous = d;
-                (-0.5 * d * d).exp() * width
-            })
-            .collect();
-        let total: f64 = raw.iter().sum();
+        let (deltas, log_weights_above, log_weights_below) = mixture_points(params.mixture);
         Ok(ErrorRateTest {
             params: *params,
             log_threshold: -alpha.ln(),
             boundary: (1.0 + relative).ln(),
-            log_weights: raw.iter().map(|w| (w / total).ln()).collect(),
+            log_weights_above,
+            log_weights_below,
             log_lr_above: vec![0.0; deltas.len()],
             log_lr_below: vec![0.0; deltas.len()],
             largest_above: 0.0,
@@ -262,10 +295,20 @@ impl ErrorRateTest {
             && look.baseline_requests >= self.params.min_requests;
         // A crossing is final, so a crossed side needs no more checks.
         if enough && !self.failed {
-            self.failed = self.crossed(self.largest_above, &self.log_lr_above);
+            self.failed = crossed(
+                self.log_threshold,
+                self.largest_above,
+                &self.log_weights_above,
+                &self.log_lr_above,
+            );
         }
         if enough && !self.passed {
-            self.passed = self.crossed(self.largest_below, &self.log_lr_below);
+            self.passed = crossed(
+                self.log_threshold,
+                self.largest_below,
+                &self.log_weights_below,
+                &self.log_lr_below,
+            );
         }
         Ok(self.verdict())
     }
@@ -295,7 +338,72 @@ impl ErrorRateTest {
             baseline_rate: l.baseline_errors as f64 / l.baseline_requests as f64,
             ratio_lower: self.ratio_bound(1.0),
             ratio_upper: self.ratio_bound(-1.0),
+            sparse: self.sparse(),
         }
+    }
+
+    /// `Some` when the test is undecided and the traffic so far is below the fewest requests per side with
+    /// which it could reach any verdict at the error rate seen (pooled over both sides). That figure comes
+    /// from the test's own boundary: the fewest `n` for which a single look of `n` requests per side, holding
+    /// `ceil(2n·rate)` errors all on the canary (`fail`) or all on the baseline (`pass`), the most one-sided
+    /// evidence that rate allows, crosses `1/α`. Real traffic needs more, so it is a lower bound.
+    pub fn sparse(&self) -> Option<Sparse> {
+        if self.verdict() != Verdict::Inconclusive {
+            return None;
+        }
+        let l = &self.last;
+        let requests = l.canary_requests.saturating_add(l.baseline_requests);
+        let errors = l.canary_errors.saturating_add(l.baseline_errors);
+        let rate = if requests == 0 {
+            0.0
+        } else {
+            errors as f64 / requests as f64
+        };
+        let needed = self.fewest_deciding_requests(rate);
+        let served = l.canary_requests.min(l.baseline_requests);
+        match needed {
+            Some(n) if n <= served => None,
+            _ => Some(Sparse {
+                requests_needed: needed,
+            }),
+        }
+    }
+
+    /// The search behind [`ErrorRateTest::sparse`]: doubling, then bisection on the requests per side.
+    fn fewest_deciding_requests(&self, rate: f64) -> Option<u64> {
+        let decides = |n: u64| {
+            let errors = ((2 * n) as f64 * rate).ceil().min(n as f64) as u64;
+            let one_sided = |canary_errors, baseline_errors| {
+                ErrorRateTest::new(&self.params)
+                    .and_then(|mut t| {
+                        t.observe(&Look {
+                            canary_errors,
+                            canary_requests: n,
+                            baseline_errors,
+                            baseline_requests: n,
+                        })
+                    })
+                    .is_ok_and(|v| v != Verdict::Inconclusive)
+            };
+            one_sided(errors, 0) || one_sided(0, errors)
+        };
+        let mut high = 1;
+        while !decides(high) {
+            if high >= REQUESTS_SEARCH_LIMIT {
+                return None;
+            }
+            high *= 2;
+        }
+        let mut low = high / 2; // does not decide (or is 0)
+        while high - low > 1 {
+            let mid = low + (high - low) / 2;
+            if decides(mid) {
+                high = mid;
+            } else {
+                low = mid;
+            }
+        }
+        Some(high)
     }
 
     /// Finds (or creates) the pool of this request split and loads its coefficients.
@@ -339,14 +447,6 @@ impl ErrorRateTest {
         index
     }
 
-    /// Whether the mixture `Σ w·LR` has reached `1/α`. The weights sum to 1, so the mixture is at most the
-    /// largest LR: most looks are settled by that bound without any `exp`.
-    fn crossed(&self, largest: f64, log_lr: &[f64]) -> bool {
-        largest >= self.log_threshold
-            && log_sum_exp(self.log_weights.iter().zip(log_lr).map(|(w, l)| w + l))
-                >= self.log_threshold
-    }
-
     /// The conditional log likelihood of all errors at `u = ln ρ`; concave in `u`.
     fn log_likelihood(&self, u: f64) -> f64 {
         self.pools
@@ -362,8 +462,13 @@ impl ErrorRateTest {
     /// without the absolute margin: the ratio bounds are about the pure rate ratio.
     fn boundary_statistic(&self, u: f64, sign: f64) -> f64 {
         let base = self.log_likelihood(u);
+        let weights = if sign > 0.0 {
+            &self.log_weights_above
+        } else {
+            &self.log_weights_below
+        };
         log_sum_exp(
-            self.log_weights
+            weights
                 .iter()
                 .zip(&self.deltas)
                 .map(|(w, d)| w + self.log_likelihood(u + sign * d) - base),
@@ -445,14 +550,6 @@ fn increment(
 fn log_theta(z: f64) -> f64 {
     // ln σ(z) = -softplus(-z) = -(max(-z, 0) + ln(1 + e^-|z|))
     -((-z).max(0.0) + (-z.abs()).exp().ln_1p())
-}
-
-fn log_sum_exp(values: impl Iterator<Item = f64> + Clone) -> f64 {
-    let max = values.clone().fold(f64::NEG_INFINITY, f64::max);
-    if !max.is_finite() {
-        return max;
-    }
-    max + values.map(|v| (v - max).exp()).sum::<f64>().ln()
 }
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {

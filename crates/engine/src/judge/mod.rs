@@ -10,10 +10,14 @@
 
 pub mod distribution;
 pub mod error_rate;
+pub mod mixture;
 mod normal;
 
 pub use distribution::{Direction, DistributionParams, DistributionResult, judge_distribution};
-pub use error_rate::{ErrorRateParams, ErrorRateResult, ErrorRateTest, Look, judge_error_rate};
+pub use error_rate::{
+    ErrorRateParams, ErrorRateResult, ErrorRateTest, Look, Sparse, judge_error_rate,
+};
+pub use mixture::Mixture;
 
 use serde::Serialize;
 

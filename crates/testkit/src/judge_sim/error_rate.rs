@@ -96,6 +96,20 @@ pub struct ErrorRateSummary {
 }
 
 pub fn simulate_error_rate(s: &ErrorRateScenario, seed: u64) -> ErrorRateSummary {
+    let (first_fail, first_pass) = first_verdicts(s, seed);
+    ErrorRateSummary {
+        fail_fraction: fraction(&first_fail),
+        pass_fraction: fraction(&first_pass),
+        median_looks_to_fail: median_first(&first_fail),
+        median_looks_to_pass: median_first(&first_pass),
+    }
+}
+
+/// Per run, the first look that said `fail` and the first that said `pass` (`None`: never).
+pub fn first_verdicts(
+    s: &ErrorRateScenario,
+    seed: u64,
+) -> (Vec<Option<usize>>, Vec<Option<usize>>) {
     let mut rng = Rng::new(seed);
     let canary = Binomial::new(s.requests_per_look, s.canary_rate);
     let baseline = Binomial::new(s.requests_per_look, s.baseline_rate);
@@ -124,19 +138,25 @@ pub fn simulate_error_rate(s: &ErrorRateScenario, seed: u64) -> ErrorRateSummary
         first_fail.push(fail_at);
         first_pass.push(pass_at);
     }
-    ErrorRateSummary {
-        fail_fraction: fraction(&first_fail),
-        pass_fraction: fraction(&first_pass),
-        median_looks_to_fail: median_first(&first_fail),
-        median_looks_to_pass: median_first(&first_pass),
-    }
+    (first_fail, first_pass)
 }
 
-fn fraction(firsts: &[Option<usize>]) -> f64 {
-    firsts.iter().filter(|f| f.is_some()).count() as f64 / firsts.len().max(1) as f64
+/// The fraction of runs whose first verdict came at all.
+pub fn fraction(firsts: &[Option<usize>]) -> f64 {
+    fraction_within(firsts, usize::MAX)
 }
 
-fn median_first(firsts: &[Option<usize>]) -> Option<usize> {
+/// The fraction of runs whose first verdict came at look `looks` or earlier.
+pub fn fraction_within(firsts: &[Option<usize>], looks: usize) -> f64 {
+    firsts
+        .iter()
+        .filter(|f| f.is_some_and(|l| l <= looks))
+        .count() as f64
+        / firsts.len().max(1) as f64
+}
+
+/// The median first look, `None` when fewer than half the runs reached the verdict.
+pub fn median_first(firsts: &[Option<usize>]) -> Option<usize> {
     let mut v: Vec<usize> = firsts.iter().map(|f| f.unwrap_or(usize::MAX)).collect();
     v.sort_unstable();
     v.get(v.len() / 2).copied().filter(|&m| m != usize::MAX)
