@@ -17,6 +17,7 @@ use super::load::{self, SourceDoc};
 use super::located::Located;
 use super::{Exit, OutputFormat, helm_template, validate_rollout};
 use crate::api::{self, AnalysisTemplateRef, AnalysisTemplateSpec};
+use crate::engine::rollout::spec;
 use crate::engine::routing::memory::is_router_object;
 use crate::engine::template::{self, Finding, Severity, SpecView};
 use crate::providers::registry::Providers;
@@ -109,7 +110,15 @@ pub fn validate_documents(docs: &[SourceDoc], progressed: bool) -> (Vec<Located>
             }
             Object::Run(r) => analysis_findings(&r.metadata, SpecView::of_run(&r.spec), &lookup),
         };
-        findings.extend(object_findings.into_iter().map(|f| Located::at(doc, f)));
+        let rollout = matches!(object, Object::Rollout(_));
+        findings.extend(object_findings.into_iter().map(|f| {
+            let mut located = Located::at(doc, f);
+            if rollout {
+                // Argo names a canary field one level up; its line is where it is written.
+                located.line = doc.line_of(&spec::written_at(&located.path));
+            }
+            located
+        }));
     }
     (findings, decoded.len(), skipped)
 }

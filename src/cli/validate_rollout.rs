@@ -46,18 +46,22 @@ pub fn check(rollout: &Rollout, lookup: &Lookup<'_>, given: &Given<'_>) -> Vec<F
             .into_iter()
             .map(|f| unsupported_as_warning(f, given.progressed)),
     );
-    out.extend(services(rollout, given.services));
-    out.extend(analysis::template_findings(
+    let templates = analysis::template_findings(
         rollout,
         lookup,
         Missing::Warning {
             given: given.templates,
         },
-    ));
+    );
     // A routing canaryd does not drive is spec::check's finding; there is nothing to read then.
-    if let Ok(routers) = Routers::new(rollout, given.router_objects.to_vec()) {
-        out.extend(references::routers(rollout, &routers.read(rollout)));
-    }
+    let routers = Routers::new(rollout, given.router_objects.to_vec())
+        .map(|routers| references::routers(rollout, &routers.read(rollout)))
+        .unwrap_or_default();
+    out.extend(references::in_argo_order(
+        services(rollout, given.services),
+        templates,
+        routers,
+    ));
     out
 }
 

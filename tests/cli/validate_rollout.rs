@@ -47,22 +47,24 @@ fn a_rollout_with_its_templates_and_args_supplied_is_valid() {
 fn rollout_mistakes_are_each_named_on_their_line() {
     let (code, lines) = validate("tests/fixtures/validate/rollout/mistakes.yaml");
     let f = "tests/fixtures/validate/rollout/mistakes.yaml";
+    // Argo names the canary strategy's fields under `spec.strategy`; each is on the line where it is written.
+    let argo_steps = "Rollout/web: spec.strategy.steps";
     let steps = "Rollout/web: spec.strategy.canary.steps";
     assert_eq!(code, 1, "{lines:#?}");
     assert_eq!(
         lines,
         [
             format!(
-                "{f}:30: {steps}[0].setWeight: Invalid value: 120: SetWeight must be between 0 and 100"
+                "{f}:30: {argo_steps}[0].setWeight: Invalid value: 120: SetWeight needs to be between 0 and 100"
             ),
             format!(
-                "{f}:31: {steps}[1]: Step must have only one action set, found setWeight, pause"
+                "{f}:31: {argo_steps}[1]: Invalid value: \"step.Experiment: false step.Pause: true step.SetWeight: true step.Analysis: false\": Step must have one of the following set: experiment, setWeight, setCanaryScale, plugin or pause"
             ),
             format!(
-                "{f}:33: {steps}[2].pause.duration: invalid duration \"5 minutes\": unknown unit \" minutes\" (expected ns, us, ms, s, m or h)"
+                "{f}:33: {argo_steps}[2].pause.duration: Invalid value: -1: Duration needs to be greater than 0"
             ),
             format!(
-                "{f}:34: {steps}[3].setHeaderRoute: warning: this step is not supported by canaryd yet; {LEFT_TO_ARGO}"
+                "{f}:34: {steps}[3].setHeaderRoute: warning: Forbidden: this step is not supported by canaryd yet; {LEFT_TO_ARGO}"
             ),
             format!(
                 "{f}:35: {steps}[4].analysis.args: args.service was not resolved: the templates require it"
@@ -125,7 +127,7 @@ fn what_canaryds_controller_does_not_run_is_an_error_only_with_rollouts() {
     let lines = |suffix: &str| {
         vec![
             format!(
-                "{f}:12: Rollout/blue-green: spec.strategy.blueGreen: {}not supported by canaryd: it runs the canary strategy only{suffix}",
+                "{f}:12: Rollout/blue-green: spec.strategy.blueGreen: {}Forbidden: not supported by canaryd: it runs the canary strategy only{suffix}",
                 if suffix.is_empty() { "" } else { "warning: " }
             ),
             format!(
@@ -135,11 +137,11 @@ fn what_canaryds_controller_does_not_run_is_an_error_only_with_rollouts() {
                 "{f}:28: {canary}.stableService: warning: Service \"web-stable\" is not among the given files; it must exist in the cluster"
             ),
             format!(
-                "{f}:30: {canary}.trafficRouting.alb: {}not supported by canaryd: it drives Istio, NGINX Ingress and the Gateway API plugin{suffix}",
+                "{f}:30: {canary}.trafficRouting.alb: {}Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress and the Gateway API plugin{suffix}",
                 if suffix.is_empty() { "" } else { "warning: " }
             ),
             format!(
-                "{f}:35: {canary}.steps[1].experiment: {}this step is not supported by canaryd yet{suffix}",
+                "{f}:35: {canary}.steps[1].experiment: {}Forbidden: this step is not supported by canaryd yet{suffix}",
                 if suffix.is_empty() { "" } else { "warning: " }
             ),
         ]

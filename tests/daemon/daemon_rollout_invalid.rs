@@ -3,7 +3,9 @@
 //! through) and one without a selector are reported on themselves (the
 //! InvalidSpec condition naming the field, phase Degraded), while the healthy one still progresses; each
 //! recovers once fixed. So is one whose Service selects a label its pods lack, or whose VirtualService is
-//! missing or lacks the route it names, before anything is created for it.
+//! missing or lacks the route it names, before anything is created for it. The condition carries Argo's
+//! ValidateRollout error word for word, and twenty Rollouts broken in different ways are each reported on the
+//! field while the healthy ones progress.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server and the harness wait on real time.
 
@@ -264,6 +266,175 @@ async fn a_missing_or_unfit_virtual_service_is_invalid_spec_before_anything_is_c
     daemon.stop().await;
 }
 
+/// Argo's ValidateRollout errors as the condition's message, whole: apimachinery's `field.Error` text and
+/// Argo's paths (canary fields under `spec.strategy`), beside a healthy Rollout.
+async fn the_condition_carries_argos_validate_rollout_error_word_for_word(crds: CrdSet) {
+    let (server, client, _prom, _rsc) =
+        deployed_with(crds, Answer::Scalar(1.0), &with_steps("web:1", json!([]))).await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    let cases: [(&str, SpecChange, &str); 4] = [
+        (
+            "weight",
+            |s| s["strategy"]["canary"]["steps"] = json!([{"setWeight": 120}]),
+            "spec.strategy.steps[0].setWeight: Invalid value: 120: SetWeight needs to be between 0 and 100",
+        ),
+        (
+            "two-actions",
+            |s| s["strategy"]["canary"]["steps"] = json!([{"setWeight": 10, "pause": {}}]),
+            "spec.strategy.steps[0]: Invalid value: \"step.Experiment: false step.Pause: true \
+             step.SetWeight: true step.Analysis: false\": Step must have one of the following set: \
+             experiment, setWeight, setCanaryScale, plugin or pause",
+        ),
+        (
+            "no-surge",
+            |s| s["strategy"]["canary"] = json!({"maxSurge": 0, "maxUnavailable": "0%"}),
+            "spec.strategy.maxSurge: Invalid value: 0: MaxSurge and MaxUnavailable both can not be zero",
+        ),
+        (
+            "deadline",
+            |s| s["minReadySeconds"] = json!(600),
+            "spec.progressDeadlineSeconds: Invalid value: 600: must be greater than minReadySeconds",
+        ),
+    ];
+    for (name, change, _) in &cases {
+        server.put(&stored(name, change));
+    }
+    for (name, _, error) in cases {
+        let s = until_status(&server, name, "InvalidSpec", |s| {
+            condition(s, "InvalidSpec").0 == "True"
+        })
+        .await;
+        assert_eq!(
+            condition(&s, "InvalidSpec").2,
+            format!("The Rollout {name:?} is invalid: {error}")
+        );
+    }
+    until(&server, "web to stay Healthy", |s| healthy_at(s, None)).await;
+    daemon.stop().await;
+}
+
+/// A change to a stored Rollout's spec.
+type SpecChange = fn(&mut Value);
+
+/// More than the int32 a pause's duration is: both CRDs' int-or-string lets it through, canaryd (as Argo)
+/// cannot hold it.
+const BIG: i64 = 1_099_511_627_776;
+
+fn steps(spec: &mut Value, steps: Value) {
+    spec["strategy"]["canary"]["steps"] = steps;
+}
+
+/// Twenty Rollouts broken in different ways (a number its field cannot hold, which the CRDs' schemas let
+/// through where they refuse a value of the wrong JSON type; missing required fields; bad values and steps)
+/// beside two
+/// healthy ones: each broken one is InvalidSpec naming its field, the healthy ones deploy and update, and
+/// the daemon stays up.
+async fn twenty_broken_rollouts_are_each_invalid_spec_naming_the_field_and_the_healthy_ones_progress(
+    crds: CrdSet,
+) {
+    let (server, client, _prom, _rsc) =
+        deployed_with(crds, Answer::Scalar(1.0), &with_steps("web:1", json!([]))).await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    server.put(&stored("calm", |_| {}));
+    let broken: [(SpecChange, &str); 20] = [
+        (
+            |s| steps(s, json!([{"pause": {"duration": BIG}}])),
+            "spec.strategy.canary.steps[0].pause.duration",
+        ),
+        (|s| s["replicas"] = json!(-1), "spec.replicas"),
+        (
+            |s| drop(s.as_object_mut().map(|m| m.remove("selector"))),
+            "spec.selector",
+        ),
+        (
+            |s| s["selector"] = json!({"matchLabels": {}}),
+            "spec.selector",
+        ),
+        (
+            |s| s["template"]["metadata"]["labels"] = json!({"app": "other"}),
+            "spec.template.metadata.labels",
+        ),
+        (
+            |s| drop(s.as_object_mut().map(|m| m.remove("template"))),
+            "spec.template.metadata.labels",
+        ),
+        (
+            |s| s["minReadySeconds"] = json!(900),
+            "spec.progressDeadlineSeconds",
+        ),
+        (|s| s["minReadySeconds"] = json!(-1), "spec.minReadySeconds"),
+        (
+            |s| s["progressDeadlineSeconds"] = json!(-5),
+            "spec.progressDeadlineSeconds",
+        ),
+        (
+            |s| s["revisionHistoryLimit"] = json!(-1),
+            "spec.revisionHistoryLimit",
+        ),
+        (|s| s["strategy"] = json!({}), "spec.strategy.strategy"),
+        (
+            |s| s["strategy"]["canary"]["maxSurge"] = json!("lots"),
+            "spec.strategy.canary.maxSurge",
+        ),
+        (
+            |s| s["strategy"]["canary"]["dynamicStableScale"] = json!(true),
+            "spec.strategy.dynamicStableScale",
+        ),
+        (
+            |s| s["strategy"]["canary"] = json!({"maxSurge": 0, "maxUnavailable": 0}),
+            "spec.strategy.maxSurge",
+        ),
+        (
+            |s| steps(s, json!([{"setWeight": 120}])),
+            "spec.strategy.steps[0].setWeight",
+        ),
+        (|s| steps(s, json!([{}])), "spec.strategy.steps[0]"),
+        (
+            |s| steps(s, json!([{"pause": {"duration": "soon"}}])),
+            "spec.strategy.steps[0].pause.duration",
+        ),
+        (
+            |s| steps(s, json!([{"setCanaryScale": {"replicas": 1}}])),
+            "spec.strategy.trafficRouting",
+        ),
+        (
+            |s| s["strategy"]["canary"]["scaleDownDelaySeconds"] = json!(30),
+            "spec.strategy.scaleDownDelaySeconds",
+        ),
+        (
+            |s| s["strategy"]["canary"] = json!({"canaryService": "same", "stableService": "same"}),
+            "spec.strategy.stableService",
+        ),
+    ];
+    for (i, (change, _)) in broken.iter().enumerate() {
+        server.put(&stored(&format!("broken-{i}"), change));
+    }
+    for (i, (_, field)) in broken.iter().enumerate() {
+        let name = format!("broken-{i}");
+        let s = until_status(&server, &name, "InvalidSpec", |s| {
+            condition(s, "InvalidSpec").0 == "True"
+        })
+        .await;
+        let said = condition(&s, "InvalidSpec").2;
+        let shown = said.strip_prefix(&format!("The Rollout {name:?} is invalid: "));
+        let named = shown.map(|m| m.strip_prefix("cannot decode the Rollout: ").unwrap_or(m));
+        assert!(
+            named.is_some_and(|m| m.starts_with(&format!("{field}: "))),
+            "{name} names {field}: {said}"
+        );
+        assert_eq!(s.phase, "Degraded", "{name}");
+    }
+    until_status(&server, "calm", "Healthy", |s| healthy_at(s, None)).await;
+    until(&server, "web to be Healthy", |s| healthy_at(s, None)).await;
+    set_image(&client, "web:2").await;
+    let first = status(&server).stable_rs;
+    until(&server, "web's update to be Healthy", |s| {
+        healthy_at(s, None) && s.stable_rs != first
+    })
+    .await;
+    daemon.stop().await;
+}
+
 /// The Warning Events about the Rollout `name`, as (reason, note).
 async fn events_of(client: &kube::Client, name: &str) -> Vec<(String, String)> {
     let api: kube::Api<k8s_openapi::api::events::v1::Event> =
@@ -281,5 +452,7 @@ async fn events_of(client: &kube::Client, name: &str) -> Vec<(String, String)> {
 with_each_crd_set!(
     rollouts_it_cannot_read_are_invalid_spec_and_the_others_progress,
     a_misconfigured_service_is_invalid_spec_before_anything_is_created_and_blocks_no_other_rollout,
-    a_missing_or_unfit_virtual_service_is_invalid_spec_before_anything_is_created_until_fixed
+    a_missing_or_unfit_virtual_service_is_invalid_spec_before_anything_is_created_until_fixed,
+    the_condition_carries_argos_validate_rollout_error_word_for_word,
+    twenty_broken_rollouts_are_each_invalid_spec_naming_the_field_and_the_healthy_ones_progress
 );

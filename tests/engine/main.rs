@@ -21,5 +21,6 @@ mod rollout_parity;
 mod rollout_planner;
 mod rollout_references;
 mod rollout_scenarios;
+mod rollout_spec_messages;
 mod rollout_traffic;
 mod routing_golden;

@@ -367,7 +367,7 @@ fn unsupported_strategies_and_missing_templates_are_invalid_spec_never_a_crash()
     assert_eq!(plan.status.phase, "Degraded");
     assert_eq!(
         plan.status.message,
-        "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.blueGreen: not supported by canaryd: it runs the canary strategy only"
+        "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.strategy: Invalid value: \"blueGreen: true canary: true\": Multiple Strategies can not be listed"
     );
 
     let mut c = MemoryCluster::new(rollout(

@@ -85,6 +85,37 @@ fn argos_get_referenced_services_the_stable_service_then_the_canary_one_then_the
     );
 }
 
+/// Argo's getRolloutValidationErrors: getRolloutReferencedResources stops at the first object missing (the
+/// canary Service, then a template) before ValidateRolloutReferencedResources looks at a Service read (its
+/// selector's labels).
+#[test]
+fn argos_referenced_resources_every_missing_object_before_a_service_that_does_not_fit() {
+    let mut c = MemoryCluster::new(rollout(
+        1,
+        json!({"canaryService": "web-canary", "stableService": "web-stable",
+               "analysis": {"templates": [{"templateName": "later"}]}}),
+    ));
+    c.add_service("web-stable", selector(&[("app", "web"), ("tier", "front")]));
+    assert_eq!(
+        invalid(&mut c, 0),
+        "spec.strategy.canary.canaryService: Invalid value: \"web-canary\": service \"web-canary\" not found"
+    );
+    c.add_service("web-canary", selector(&[("app", "web")]));
+    assert_eq!(
+        invalid(&mut c, 1),
+        "spec.strategy.canary.analysis.templates: Invalid value: \"later\": AnalysisTemplate 'later' not found"
+    );
+    with_analysis_template(
+        &mut c,
+        "later",
+        json!([{"name": "m", "interval": "1m", "provider": {"prometheus": {"query": "up"}}}]),
+    );
+    assert_eq!(
+        invalid(&mut c, 2),
+        "spec.strategy.canary.stableService: Invalid value: \"web-stable\": Service \"web-stable\" has unmatch label \"tier\" in rollout"
+    );
+}
+
 #[test]
 fn argos_max_traffic_weight_is_invalid_with_istio_alone_and_valid_with_nginx() {
     let canary = |routing: serde_json::Value| {
@@ -99,7 +130,7 @@ fn argos_max_traffic_weight_is_invalid_with_istio_alone_and_valid_with_nginx() {
     ));
     assert_eq!(
         invalid(&mut c, 0),
-        "spec.strategy.canary.trafficRouting.maxTrafficWeight: Invalid value: 1000: Canary maxTrafficWeight in traffic routing only supported in Nginx and Plugins"
+        "spec.strategy.trafficRouting.maxTrafficWeight: Invalid value: 1000: Canary maxTrafficWeight in traffic routing only supported in Nginx and Plugins"
     );
     let nginx = rollout(
         1,

@@ -481,7 +481,8 @@ fn a_restart_of_a_healthy_rollout_goes_one_pod_at_a_time_and_reads_restarting() 
 #[test]
 fn every_unsupported_part_is_invalid_spec_naming_its_field_never_a_crash() {
     let parts = [
-        ("blueGreen", "spec.strategy.blueGreen"),
+        // Beside the canary strategy, Argo's ValidateRolloutStrategy: Multiple Strategies.
+        ("blueGreen", "spec.strategy.strategy"),
         ("experiment", "spec.strategy.canary.steps[0].experiment"),
         (
             "setHeaderRoute",

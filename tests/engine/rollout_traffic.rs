@@ -402,7 +402,7 @@ fn routers_canaryd_does_not_drive_and_set_canary_scale_without_one_are_invalid_s
     let plan = c.reconcile(at(0));
     assert_eq!(
         plan.status.message,
-        "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.canary.trafficRouting.smi: not supported by canaryd: it drives Istio, NGINX Ingress and the Gateway API plugin"
+        "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.canary.trafficRouting.smi: Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress and the Gateway API plugin"
     );
     assert!(plan.route.is_none());
 
@@ -412,7 +412,7 @@ fn routers_canaryd_does_not_drive_and_set_canary_scale_without_one_are_invalid_s
     ));
     let plan = c.reconcile(at(0));
     assert!(
-        plan.status.message.ends_with("spec.strategy.canary.steps[0].setCanaryScale: SetCanaryScale requires TrafficRouting to be set"),
+        plan.status.message.ends_with("spec.strategy.trafficRouting: Required value: SetCanaryScale requires TrafficRouting to be set"),
         "{}",
         plan.status.message
     );
@@ -420,7 +420,7 @@ fn routers_canaryd_does_not_drive_and_set_canary_scale_without_one_are_invalid_s
     let mut c = MemoryCluster::new(rollout(1, json!({"scaleDownDelaySeconds": 30})));
     let plan = c.reconcile(at(0));
     assert!(
-        plan.status.message.ends_with("spec.strategy.canary.scaleDownDelaySeconds: Canary scaleDownDelaySeconds can only be used with traffic routing"),
+        plan.status.message.ends_with("spec.strategy.scaleDownDelaySeconds: Invalid value: 30: Canary scaleDownDelaySeconds can only be used with traffic routing"),
         "{}",
         plan.status.message
     );
@@ -470,7 +470,7 @@ fn set_weight_is_checked_against_max_traffic_weight_as_argo_does() {
     let plan = c.reconcile(at(0));
     assert!(
         plan.status.message.ends_with(
-            "spec.strategy.canary.steps[0].setWeight: Invalid value: 50: SetWeight must be between 0 and 10"
+            "spec.strategy.steps[0].setWeight: Invalid value: 50: SetWeight needs to be between 0 and 10"
         ),
         "{}",
         plan.status.message

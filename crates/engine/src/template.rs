@@ -37,6 +37,15 @@ pub trait ProviderRules {
     fn check(&self, metric: &Metric, path: &str, findings: &mut Vec<Finding>);
 }
 
+/// apimachinery's `field.Error` body: the error type, then `: <detail>` when the detail is not empty.
+fn with_detail(kind: &str, detail: &str) -> String {
+    if detail.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}: {detail}")
+    }
+}
+
 impl Finding {
     pub fn warning(path: impl Into<String>, message: impl Into<String>) -> Finding {
         Finding {
@@ -54,6 +63,16 @@ impl Finding {
         message: impl std::fmt::Display,
     ) -> Finding {
         Finding::error(path, format!("Invalid value: {value}: {message}"))
+    }
+
+    /// Argo's `field.Required`: `Required value`, then the detail when there is one.
+    pub fn required(path: impl Into<String>, detail: &str) -> Finding {
+        Finding::error(path, with_detail("Required value", detail))
+    }
+
+    /// Argo's `field.Forbidden`: `Forbidden: <detail>`, a value that is well formed but not allowed here.
+    pub fn forbidden(path: impl Into<String>, detail: &str) -> Finding {
+        Finding::error(path, with_detail("Forbidden", detail))
     }
 
     pub fn error(path: impl Into<String>, message: impl Into<String>) -> Finding {

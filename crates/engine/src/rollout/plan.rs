@@ -172,17 +172,15 @@ impl Reconcile<'_, '_> {
     }
 
     /// Argo's getRolloutValidationErrors: the Rollout's own checks, then those of the objects it names as read
-    /// (its Services, its analysis templates, then its router objects); the first error.
+    /// (`references::in_argo_order`); the first error.
     fn validate(&self) -> Result<(), String> {
         let rollout = self.o.rollout;
         let mut findings = spec::check(rollout);
-        findings.extend(references::services(rollout, self.o.services));
-        findings.extend(analysis::template_findings(
-            rollout,
-            self.o.templates,
-            analysis::Missing::Error,
+        findings.extend(references::in_argo_order(
+            references::services(rollout, self.o.services),
+            analysis::template_findings(rollout, self.o.templates, analysis::Missing::Error),
+            references::routers(rollout, self.o.routers),
         ));
-        findings.extend(references::routers(rollout, self.o.routers));
         match findings.into_iter().find(|f| f.severity == Severity::Error) {
             Some(f) => Err(format!("{}: {}", f.path, f.message)),
             None => Ok(()),

@@ -15,6 +15,24 @@ use crate::api::traffic_routing::GATEWAY_API_PLUGIN;
 use crate::routing::{self, Desired, RouterObject, Routing, Target, nginx};
 use crate::template::Finding;
 
+/// Argo's getRolloutValidationErrors past the spec, from what the Services (`services`), the analysis
+/// templates (`templates`) and the router objects (`routers`) checks found, each in its own order: reading
+/// the objects stops at the first one missing (getRolloutReferencedResources: Services, templates, then
+/// router objects), so every not-found comes before what ValidateRolloutReferencedResources then finds in
+/// those read (in the same order of kinds). Argo's not-found messages (the lister's NotFound, and
+/// getReferencedAnalysisTemplatesFromRef's) each end in ` not found`.
+pub fn in_argo_order(
+    services: Vec<Finding>,
+    templates: Vec<Finding>,
+    routers: Vec<Finding>,
+) -> Vec<Finding> {
+    let (missing, read): (Vec<Finding>, Vec<Finding>) = [services, templates, routers]
+        .into_iter()
+        .flatten()
+        .partition(|f| f.message.ends_with(" not found"));
+    missing.into_iter().chain(read).collect()
+}
+
 /// The Services `rollout` names, stable before canary, checked against `services` (those read).
 pub fn services(rollout: &Rollout, services: &[Service]) -> Vec<Finding> {
     let Some(canary) = rollout.spec.canary() else {

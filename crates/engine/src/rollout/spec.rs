@@ -1,22 +1,19 @@
-//! The static checks of a Rollout that canaryd can run: Argo's own spec rules plus the parts canaryd does
-//! not run yet, each named by its field. The planner turns the first error into the `InvalidSpec`
-//! condition; `canaryd validate` reports them all with file and line. Template-dependent checks (missing
-//! templates, args, finite counts) are `analysis`'s; this module sees the Rollout alone.
+//! The static checks of a Rollout that canaryd can run: Argo's own spec rules (`ValidateRollout`, in its order
+//! and with its `field.Error` text: `<path>: Invalid value: <value>: <detail>`, `Required value`, ...) plus the
+//! parts canaryd does not run, each named by its field. The planner turns the first error into the
+//! `InvalidSpec` condition; `canaryd validate` reports them all with file and line. Template-dependent checks
+//! (missing templates, args, finite counts) are `analysis`'s; this module sees the Rollout alone.
+
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::basic_canary;
 use super::steps::pause_seconds;
 use crate::api::Rollout;
 use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutAnalysis};
 use crate::routing::RoutingError;
-use crate::template::{Finding, Severity};
-
-fn error(path: impl Into<String>, message: impl Into<String>) -> Finding {
-    Finding {
-        severity: Severity::Error,
-        path: path.into(),
-        message: message.into(),
-    }
-}
+use crate::template::Finding;
 
 /// The words that every finding of what canaryd's Rollout controller does not run carries (this module's and
 /// `routing::routing`'s). Argo Rollouts progresses such a Rollout when canaryd only runs its analyses, so
@@ -28,51 +25,50 @@ pub fn is_unsupported(finding: &Finding) -> bool {
     finding.message.contains(UNSUPPORTED)
 }
 
-/// The one place that says what canaryd does not run. Traffic routing is planned (the desired weight) and
-/// applied by the routers (`engine/routing` builds the objects; `rehearse` and `demo` show them).
-fn unsupported(canary: &CanaryStrategy, out: &mut Vec<Finding>) {
-    let path = "spec.strategy.canary";
-    if canary.dynamic_stable_scale == Some(true) {
-        out.push(error(
-            format!("{path}.dynamicStableScale"),
-            if canary.traffic_routing.is_some() {
-                "not supported by canaryd: with a traffic router the stable ReplicaSet stays at full size"
-            } else {
-                "Canary dynamicStableScale can only be used with traffic routing"
-            },
-        ));
+/// Where canaryd's own findings on the canary strategy are (they name the field where it is written).
+const CANARY: &str = "spec.strategy.canary";
+
+/// The path Argo reports for the canary strategy's `field`: ValidateRolloutStrategy hands
+/// ValidateRolloutStrategyCanary the path `spec.strategy`, so Argo names canary fields one level up
+/// (its validation_test expects `spec.strategy.scaleDownDelaySeconds`).
+fn argo_canary(field: &str) -> String {
+    format!("spec.strategy.{field}")
+}
+
+/// Where the field a finding names is written: Argo's `spec.strategy.<canary field>` ([`argo_canary`]) is
+/// `spec.strategy.canary.<canary field>` in the object. `canaryd validate` places findings on lines by it.
+pub fn written_at(path: &str) -> Cow<'_, str> {
+    let Some(rest) = path.strip_prefix("spec.strategy.") else {
+        return Cow::Borrowed(path);
+    };
+    let first = rest.split(['.', '[']).next().unwrap_or_default();
+    if matches!(first, "canary" | "blueGreen") {
+        Cow::Borrowed(path)
+    } else {
+        Cow::Owned(format!("{CANARY}.{rest}"))
     }
-    if canary.traffic_routing.is_none() && canary.scale_down_delay_seconds.is_some() {
-        out.push(error(
-            format!("{path}.scaleDownDelaySeconds"),
-            "Canary scaleDownDelaySeconds can only be used with traffic routing",
-        ));
-    }
-    if needs_both_services(canary) {
-        for (set, field) in [
-            (canary.canary_service.is_some(), "canaryService"),
-            (canary.stable_service.is_some(), "stableService"),
-        ] {
-            if !set {
-                out.push(error(
-                    format!("{path}.{field}"),
-                    "Canary service and Stable service must to be set to use Traffic Routing",
-                ));
-            }
-        }
-    }
-    for (set, field) in [
-        (canary.ping_pong.is_some(), "pingPong"),
-        (canary.anti_affinity.is_some(), "antiAffinity"),
-        (
-            canary.replica_progress_threshold.is_some(),
-            "replicaProgressThreshold",
-        ),
-    ] {
-        if set {
-            out.push(error(format!("{path}.{field}"), "not supported by canaryd"));
-        }
-    }
+}
+
+/// Something canaryd's controller does not run, in `field.Forbidden`'s form (Argo has no such check; the
+/// words are canaryd's).
+fn unsupported(path: impl Into<String>, what: &str) -> Finding {
+    let detail = if what.is_empty() {
+        UNSUPPORTED.to_string()
+    } else {
+        format!("{UNSUPPORTED}: {what}")
+    };
+    Finding::forbidden(path, &detail)
+}
+
+/// A value as apimachinery prints a `field.Invalid` value that is neither a number, a bool nor a string:
+/// its JSON (`{}`, `{"app":"web"}`, `"25%"`).
+fn json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_string())
+}
+
+/// A string value as apimachinery prints it (Go's `%q`).
+fn quoted(value: &str) -> String {
+    format!("{value:?}")
 }
 
 /// Argo's requireCanaryStableServices: the routers that split traffic between two Services.
@@ -94,130 +90,151 @@ fn needs_both_services(canary: &CanaryStrategy) -> bool {
         || r.traefik.is_some()
 }
 
-/// Every problem canaryd finds in the Rollout on its own, in field order.
+/// Every problem canaryd finds in the Rollout on its own, in the order Argo's ValidateRollout finds them,
+/// then what canaryd's routers cannot drive.
 pub fn check(rollout: &Rollout) -> Vec<Finding> {
     let mut out = Vec::new();
-    let spec = &rollout.spec;
-    if spec.workload_ref.is_some() {
-        out.push(error(
-            "spec.workloadRef",
-            "not supported by canaryd: write the pod template in spec.template",
-        ));
-    }
-    let selector_labels = spec.selector.as_ref().and_then(|s| s.match_labels.as_ref());
-    let has_expressions = spec
-        .selector
-        .as_ref()
-        .is_some_and(|s| s.match_expressions.as_ref().is_some_and(|e| !e.is_empty()));
-    if spec.selector.is_none() && spec.workload_ref.is_none() {
-        // Argo's ValidateRolloutSpec: field.Required.
-        out.push(error(
-            "spec.selector",
-            "Required value: Rollout has missing field '.spec.selector'",
-        ));
-    } else if selector_labels.is_none_or(|l| l.is_empty())
-        && !has_expressions
-        && spec.workload_ref.is_none()
-    {
-        out.push(error(
-            "spec.selector",
-            "This rollout is selecting all pods. A non-empty selector is required.",
-        ));
-    }
-    match &spec.template {
-        None if spec.workload_ref.is_none() => out.push(error(
-            "spec.template",
-            "Rollout has missing field 'spec.template'",
+    check_spec(rollout, &mut out);
+    let strategy = rollout.spec.strategy.as_ref();
+    let blue_green = strategy.and_then(|s| s.blue_green.as_ref());
+    // Argo's ValidateRolloutStrategy, which names the strategy `spec.strategy.strategy`.
+    match (blue_green, strategy.and_then(|s| s.canary.as_ref())) {
+        (None, None) => out.push(Finding::required(
+            "spec.strategy.strategy",
+            "Rollout has missing field '.spec.strategy.canary or .spec.strategy.blueGreen'",
         )),
-        Some(template) => {
-            for (key, value) in selector_labels.into_iter().flatten() {
-                let label = template
-                    .pointer("/metadata/labels")
-                    .and_then(|l| l.get(key))
-                    .and_then(|v| v.as_str());
-                if label != Some(value.as_str()) {
-                    out.push(error(
-                        "spec.selector",
-                        format!("`selector` does not match template `labels`: label {key}={value} is missing from spec.template.metadata.labels"),
-                    ));
-                }
-            }
-        }
-        None => {}
-    }
-    if spec.replicas.is_some_and(|r| r < 0) {
-        out.push(error("spec.replicas", "must be >= 0"));
-    }
-    if let (Some(deadline), Some(ready)) = (spec.progress_deadline_seconds, spec.min_ready_seconds)
-        && deadline <= ready
-    {
-        out.push(error(
-            "spec.progressDeadlineSeconds",
-            "progressDeadlineSeconds must be greater than minReadySeconds",
-        ));
-    }
-    let Some(strategy) = &spec.strategy else {
-        out.push(error(
-            "spec.strategy.canary",
-            "required: canaryd runs the canary strategy",
-        ));
-        return out;
-    };
-    if strategy.blue_green.is_some() {
-        out.push(error(
+        (Some(_), Some(_)) => out.push(Finding::invalid(
+            "spec.strategy.strategy",
+            &quoted("blueGreen: true canary: true"),
+            "Multiple Strategies can not be listed",
+        )),
+        (Some(_), None) => out.push(unsupported(
             "spec.strategy.blueGreen",
-            "not supported by canaryd: it runs the canary strategy only",
-        ));
-    }
-    let Some(canary) = &strategy.canary else {
-        if strategy.blue_green.is_none() {
-            out.push(error(
-                "spec.strategy.canary",
-                "required: canaryd runs the canary strategy",
-            ));
+            "it runs the canary strategy only",
+        )),
+        (None, Some(canary)) => {
+            check_canary(canary, rollout.spec.replicas.unwrap_or(1), &mut out);
+            check_routing(rollout, &mut out);
         }
-        return out;
-    };
-    check_canary(canary, spec.replicas.unwrap_or(1), &mut out);
-    if let Err(e) = crate::routing::routing(rollout) {
-        let (path, message) = match e {
-            RoutingError::Config { field, message } => (field, message),
-            other => (
-                "spec.strategy.canary.trafficRouting".to_string(),
-                other.to_string(),
-            ),
-        };
-        out.push(error(path, message));
     }
     out
 }
 
-/// The canary strategy's checks: what canaryd does not run, the surge and unavailability bounds, distinct
-/// Services, each step and the background analysis.
+/// Argo's ValidateRolloutSpec before the strategy: replicas, selector, pod template, then the durations
+/// (each with Argo's default when absent).
+fn check_spec(rollout: &Rollout, out: &mut Vec<Finding>) {
+    let spec = &rollout.spec;
+    non_negative("spec.replicas", spec.replicas.unwrap_or(1), out);
+    if spec.workload_ref.is_some() {
+        out.push(unsupported(
+            "spec.workloadRef",
+            "write the pod template in spec.template",
+        ));
+    } else {
+        check_selector_and_template(rollout, out);
+    }
+    let min_ready = spec.min_ready_seconds.unwrap_or(0);
+    non_negative("spec.minReadySeconds", min_ready, out);
+    non_negative(
+        "spec.revisionHistoryLimit",
+        spec.revision_history_limit.unwrap_or(10),
+        out,
+    );
+    let deadline = spec.progress_deadline_seconds.unwrap_or(600);
+    non_negative("spec.progressDeadlineSeconds", deadline, out);
+    if deadline <= min_ready {
+        out.push(Finding::invalid(
+            "spec.progressDeadlineSeconds",
+            &deadline.to_string(),
+            "must be greater than minReadySeconds",
+        ));
+    }
+}
+
+/// apimachinery's ValidateNonnegativeField.
+fn non_negative(path: &str, value: i32, out: &mut Vec<Finding>) {
+    if value < 0 {
+        out.push(Finding::invalid(
+            path,
+            &value.to_string(),
+            "must be greater than or equal to 0",
+        ));
+    }
+}
+
+/// Argo's selector checks, then ValidatePodTemplateSpecForReplicaSet's first: the template's labels match
+/// the selector's `matchLabels` (canaryd does not evaluate `matchExpressions`), and a template is there.
+fn check_selector_and_template(rollout: &Rollout, out: &mut Vec<Finding>) {
+    let spec = &rollout.spec;
+    let Some(selector) = &spec.selector else {
+        out.push(Finding::required(
+            "spec.selector",
+            "Rollout has missing field '.spec.selector'",
+        ));
+        return;
+    };
+    let match_labels = selector.match_labels.as_ref();
+    let expressions = selector.match_expressions.as_ref();
+    if match_labels.is_none_or(|l| l.is_empty()) && expressions.is_none_or(|e| e.is_empty()) {
+        // Argo's value is the selector, whose empty fields its JSON leaves out.
+        out.push(Finding::invalid(
+            "spec.selector",
+            "{}",
+            "empty selector is invalid for deployment",
+        ));
+    }
+    let labels = spec
+        .template
+        .as_ref()
+        .and_then(|t| t.pointer("/metadata/labels"));
+    let matches = match_labels.into_iter().flatten().all(|(key, value)| {
+        labels.and_then(|l| l.get(key)).and_then(|v| v.as_str()) == Some(value.as_str())
+    });
+    if !matches {
+        out.push(Finding::invalid(
+            "spec.template.metadata.labels",
+            &json(&labels),
+            "`selector` does not match template `labels`",
+        ));
+    }
+    // Argo's template is never absent: an empty one fails ValidatePodSpec on its containers.
+    if spec.template.is_none() {
+        out.push(Finding::required("spec.template.spec.containers", ""));
+    }
+}
+
+/// Argo's ValidateRolloutStrategyCanary, in its order, with what canaryd does not run where Argo checks it.
 fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) {
-    let path = "spec.strategy.canary";
-    unsupported(canary, out);
     check_surge(canary, replicas, out);
     if let (Some(c), Some(s)) = (&canary.canary_service, &canary.stable_service)
+        && !s.is_empty()
         && c == s
     {
-        out.push(error(
-            format!("{path}.stableService"),
+        out.push(Finding::invalid(
+            argo_canary("stableService"),
+            &quoted(s),
             "This rollout uses the same service for the stable and canary services, but two different services are required.",
         ));
     }
-    // Argo's ValidateRolloutStrategyCanary: only NGINX and the plugins scale to another total.
-    if let Some(routing) = &canary.traffic_routing
-        && let Some(max) = routing.max_traffic_weight
-        && routing.nginx.is_none()
-        && routing.plugins.as_ref().is_none_or(|p| p.is_empty())
-    {
-        out.push(Finding::invalid(
-            format!("{path}.trafficRouting.maxTrafficWeight"),
-            &max.to_string(),
-            "Canary maxTrafficWeight in traffic routing only supported in Nginx and Plugins",
-        ));
+    if canary.ping_pong.is_some() {
+        out.push(unsupported(format!("{CANARY}.pingPong"), ""));
     }
+    if needs_both_services(canary) {
+        for (name, field) in [
+            (&canary.stable_service, "stableService"),
+            (&canary.canary_service, "canaryService"),
+        ] {
+            let name = name.as_deref().unwrap_or_default();
+            if name.is_empty() {
+                out.push(Finding::invalid(
+                    argo_canary(field),
+                    &quoted(name),
+                    "Canary service and Stable service must to be set to use Traffic Routing",
+                ));
+            }
+        }
+    }
+    check_scale_down(canary, out);
     let steps = canary.steps.as_deref().unwrap_or_default();
     // Argo's weightutil.MaxTrafficWeight: a setWeight is out of maxTrafficWeight with a router.
     let max_weight = canary
@@ -226,17 +243,27 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
         .and_then(|t| t.max_traffic_weight)
         .unwrap_or(basic_canary::MAX_WEIGHT);
     for (i, step) in steps.iter().enumerate() {
-        let at = format!("{path}.steps[{i}]");
-        check_step_actions(step, &at, out);
-        check_step(step, &at, canary.traffic_routing.is_some(), max_weight, out);
+        check_step_actions(step, i, out);
+        check_step(step, i, canary.traffic_routing.is_some(), max_weight, out);
+    }
+    if canary.anti_affinity.is_some() {
+        out.push(unsupported(format!("{CANARY}.antiAffinity"), ""));
+    }
+    if canary.replica_progress_threshold.is_some() {
+        out.push(unsupported(
+            format!("{CANARY}.replicaProgressThreshold"),
+            "",
+        ));
     }
     if let Some(background) = &canary.analysis {
-        check_analysis(&background.analysis, &format!("{path}.analysis"), out);
+        check_analysis(&background.analysis, &format!("{CANARY}.analysis"), out);
         if let Some(start) = background.starting_step
             && (start < 0 || start as usize > steps.len())
         {
-            out.push(error(
-                format!("{path}.analysis.startingStep"),
+            // canaryd's own check: Argo starts a background analysis past the steps never.
+            out.push(Finding::invalid(
+                format!("{CANARY}.analysis.startingStep"),
+                &start.to_string(),
                 format!(
                     "StartingStep {start} is outside the steps (0 to {})",
                     steps.len()
@@ -246,242 +273,238 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
     }
 }
 
-/// maxSurge and maxUnavailable: valid for `replicas`, and not both zero.
+/// Argo's checks of scaleDownDelaySeconds, dynamicStableScale (which canaryd does not run with a router)
+/// and maxTrafficWeight (only NGINX and the plugins scale to another total).
+fn check_scale_down(canary: &CanaryStrategy, out: &mut Vec<Finding>) {
+    let dynamic = canary.dynamic_stable_scale == Some(true);
+    let Some(routing) = &canary.traffic_routing else {
+        if let Some(delay) = canary.scale_down_delay_seconds {
+            out.push(Finding::invalid(
+                argo_canary("scaleDownDelaySeconds"),
+                &delay.to_string(),
+                "Canary scaleDownDelaySeconds can only be used with traffic routing",
+            ));
+        }
+        if dynamic {
+            out.push(Finding::invalid(
+                argo_canary("dynamicStableScale"),
+                "true",
+                "Canary dynamicStableScale can only be used with traffic routing",
+            ));
+        }
+        return;
+    };
+    if dynamic && canary.scale_down_delay_seconds.is_some() {
+        out.push(Finding::invalid(
+            argo_canary("dynamicStableScale"),
+            "true",
+            "Canary dynamicStableScale cannot be used with scaleDownDelaySeconds",
+        ));
+    } else if dynamic {
+        out.push(unsupported(
+            format!("{CANARY}.dynamicStableScale"),
+            "with a traffic router the stable ReplicaSet stays at full size",
+        ));
+    }
+    if let Some(max) = routing.max_traffic_weight
+        && routing.nginx.is_none()
+        && routing.plugins.as_ref().is_none_or(|p| p.is_empty())
+    {
+        out.push(Finding::invalid(
+            argo_canary("trafficRouting.maxTrafficWeight"),
+            &max.to_string(),
+            "Canary maxTrafficWeight in traffic routing only supported in Nginx and Plugins",
+        ));
+    }
+}
+
+/// What canaryd's routers cannot drive or find contradictory (`routing::routing`): Argo reads the router
+/// configuration only once the spec passed, so this comes last.
+fn check_routing(rollout: &Rollout, out: &mut Vec<Finding>) {
+    let Err(e) = crate::routing::routing(rollout) else {
+        return;
+    };
+    out.push(match e {
+        RoutingError::Config { field, message } if message.contains(UNSUPPORTED) => {
+            Finding::forbidden(field, &message)
+        }
+        RoutingError::Config { field, message } => Finding::error(field, message),
+        other => Finding::error(format!("{CANARY}.trafficRouting"), other.to_string()),
+    });
+}
+
+/// Argo's invalidMaxSurgeMaxUnavailable (reported on maxSurge, with its value), after canaryd's own check
+/// that each is a count or a percentage it can use (`basic_canary::fenceposts`).
 fn check_surge(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) {
-    let path = "spec.strategy.canary";
-    match basic_canary::fenceposts(
+    let written = [
+        ("maxSurge", &canary.max_surge),
+        ("maxUnavailable", &canary.max_unavailable),
+    ];
+    if let Err(e) = basic_canary::fenceposts(
         canary.max_surge.as_ref(),
         canary.max_unavailable.as_ref(),
         replicas,
     ) {
-        Err(e) => out.push(error(path, e)),
-        Ok(_) => {
-            let zero = |v: &Option<_>| {
-                matches!(
-                    v,
-                    Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(0))
-                ) || matches!(v, Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s)) if s == "0%")
-            };
-            if zero(&canary.max_surge) && zero(&canary.max_unavailable) {
-                out.push(error(
-                    format!("{path}.maxUnavailable"),
-                    "MaxSurge and MaxUnavailable both can not be zero",
-                ));
-            }
-        }
+        let (field, value) = written
+            .iter()
+            .find(|(field, _)| e.starts_with(field))
+            .map_or(("maxSurge", &None), |(f, v)| (*f, *v));
+        let detail = e.split_once(": ").map_or(e.as_str(), |(_, d)| d);
+        out.push(Finding::invalid(
+            format!("{CANARY}.{field}"),
+            &json(value),
+            detail,
+        ));
+        return;
+    }
+    // Argo's getIntOrPercentValue: "0", "0%" and 0 are all zero.
+    let zero = |v: &Option<IntOrString>| match v {
+        Some(IntOrString::Int(n)) => *n == 0,
+        Some(IntOrString::String(s)) => s.trim_end_matches('%') == "0",
+        None => false,
+    };
+    if zero(&canary.max_surge) && zero(&canary.max_unavailable) {
+        out.push(Finding::invalid(
+            argo_canary("maxSurge"),
+            &json(&canary.max_surge),
+            "MaxSurge and MaxUnavailable both can not be zero",
+        ));
     }
 }
 
-/// Which actions the step at `at` sets: at most one of the exclusive ones, at least one known one, and none
-/// that canaryd does not run yet.
-fn check_step_actions(step: &CanaryStep, at: &str, out: &mut Vec<Finding>) {
-    // Argo allows one of setWeight, pause, experiment and analysis per step; the others may combine.
-    let exclusive: Vec<&str> = [
-        (step.set_weight.is_some(), "setWeight"),
-        (step.pause.is_some(), "pause"),
-        (step.experiment.is_some(), "experiment"),
-        (step.analysis.is_some(), "analysis"),
-    ]
-    .into_iter()
-    .filter_map(|(set, name)| set.then_some(name))
-    .collect();
-    let others: Vec<&str> = [
+/// Argo's message for a step with too many or no actions.
+const INVALID_STEP: &str = "Step must have one of the following set: experiment, setWeight, setCanaryScale, plugin or pause";
+
+/// Which actions the step `i` sets: at most one of the exclusive ones (Argo's hasMultipleStepsType), at least
+/// one (Argo's check for none, then canaryd's name for a key it does not know), and none that canaryd does
+/// not run yet.
+fn check_step_actions(step: &CanaryStep, i: usize, out: &mut Vec<Finding>) {
+    let at = argo_canary(&format!("steps[{i}]"));
+    let (weight, pause) = (step.set_weight.is_some(), step.pause.is_some());
+    let (experiment, analysis) = (step.experiment.is_some(), step.analysis.is_some());
+    if [weight, pause, experiment, analysis]
+        .iter()
+        .filter(|s| **s)
+        .count()
+        > 1
+    {
+        let value = format!(
+            "step.Experiment: {experiment} step.Pause: {pause} step.SetWeight: {weight} step.Analysis: {analysis}"
+        );
+        out.push(Finding::invalid(&at, &quoted(&value), INVALID_STEP));
+    }
+    let others = [
         (step.set_canary_scale.is_some(), "setCanaryScale"),
         (step.set_header_route.is_some(), "setHeaderRoute"),
         (step.set_mirror_route.is_some(), "setMirrorRoute"),
         (step.plugin.is_some(), "plugin"),
-    ]
-    .into_iter()
-    .filter_map(|(set, name)| set.then_some(name))
-    .collect();
-    let unknown: Vec<&String> = step.rest.keys().collect();
-    if exclusive.len() > 1 {
-        out.push(error(
-            at,
-            format!(
-                "Step must have only one action set, found {}",
-                exclusive.join(", ")
-            ),
-        ));
-    } else if exclusive.is_empty() && others.is_empty() {
-        match unknown.first() {
-            Some(key) => out.push(error(format!("{at}.{key}"), format!("unknown step {key:?}"))),
-            None => out.push(error(
-                at,
-                "Step must have one of the following set: experiment, setWeight, setCanaryScale, plugin or pause",
-            )),
-        }
-    }
-    for name in exclusive.iter().chain(&others) {
-        if matches!(
-            *name,
-            "experiment" | "setHeaderRoute" | "setMirrorRoute" | "plugin"
-        ) {
-            out.push(error(
-                format!("{at}.{name}"),
-                "this step is not supported by canaryd yet",
+    ];
+    if !(weight || pause || experiment || analysis || others.iter().any(|(set, _)| *set)) {
+        // Argo prints whether each action is unset.
+        let value = "step.Experiment: true step.Pause: true step.SetWeight: true step.Analysis: true \
+                     step.SetCanaryScale: true step.SetHeaderRoute: true step.SetMirrorRoute: true step.Plugin: true";
+        out.push(Finding::invalid(&at, &quoted(value), INVALID_STEP));
+        if let Some(key) = step.rest.keys().next() {
+            // canaryd's own: the API server prunes a key the CRD does not know, so Argo never sees it.
+            out.push(Finding::error(
+                format!("{CANARY}.steps[{i}].{key}"),
+                format!("unknown step {key:?}"),
             ));
         }
+    }
+    let unrun = [(experiment, "experiment")].into_iter().chain(others);
+    for (_, name) in unrun.filter(|(set, name)| *set && *name != "setCanaryScale") {
+        out.push(Finding::forbidden(
+            format!("{CANARY}.steps[{i}].{name}"),
+            "this step is not supported by canaryd yet",
+        ));
     }
 }
 
-/// The values of the step at `at`: setCanaryScale (which needs a router, `routed`), setWeight (up to
-/// `max_weight`), the pause's duration and the step analysis.
-fn check_step(step: &CanaryStep, at: &str, routed: bool, max_weight: i32, out: &mut Vec<Finding>) {
-    if let Some(scale) = &step.set_canary_scale {
-        if !routed {
-            out.push(error(
-                format!("{at}.setCanaryScale"),
-                "SetCanaryScale requires TrafficRouting to be set",
-            ));
-        }
-        if let Err(e) = super::steps::CanaryScale::read(scale) {
-            out.push(error(format!("{at}.setCanaryScale"), e));
-        }
-    }
+/// The values of the step `i`, in Argo's order: setWeight (up to `max_weight`), the pause's duration,
+/// setCanaryScale (which needs a router, `routed`); then canaryd's own checks of the canary scale and the
+/// step analysis.
+fn check_step(step: &CanaryStep, i: usize, routed: bool, max_weight: i32, out: &mut Vec<Finding>) {
+    let at = argo_canary(&format!("steps[{i}]"));
     if let Some(w) = step.set_weight
         && !(0..=max_weight).contains(&w)
     {
         out.push(Finding::invalid(
             format!("{at}.setWeight"),
             &w.to_string(),
-            format!("SetWeight must be between 0 and {max_weight}"),
+            format!("SetWeight needs to be between 0 and {max_weight}"),
         ));
     }
     if let Some(pause) = &step.pause {
-        match pause_seconds(pause.duration.as_ref()) {
-            Err(e) => out.push(error(format!("{at}.pause.duration"), e)),
-            Ok(Some(s)) if s < 0 => out.push(Finding::invalid(
+        // Argo's RolloutPause.DurationSeconds: a duration it cannot read is -1.
+        let seconds = pause_seconds(pause.duration.as_ref()).unwrap_or(Some(-1));
+        if let Some(s) = seconds.filter(|s| *s < 0) {
+            out.push(Finding::invalid(
                 format!("{at}.pause.duration"),
                 &s.to_string(),
-                "Pause duration must be >= 0",
-            )),
-            Ok(_) => {}
+                "Duration needs to be greater than 0",
+            ));
+        }
+    }
+    if let Some(scale) = &step.set_canary_scale {
+        if !routed {
+            out.push(Finding::required(
+                argo_canary("trafficRouting"),
+                "SetCanaryScale requires TrafficRouting to be set",
+            ));
+        }
+        if let Err(e) = super::steps::CanaryScale::read(scale) {
+            out.push(Finding::invalid(
+                format!("{CANARY}.steps[{i}].setCanaryScale"),
+                &json(scale),
+                e,
+            ));
         }
     }
     if let Some(analysis) = &step.analysis {
-        check_analysis(analysis, &format!("{at}.analysis"), out);
+        check_analysis(analysis, &format!("{CANARY}.steps[{i}].analysis"), out);
     }
 }
 
+/// canaryd's own checks of an analysis as written (the CRD's schema's, which Argo leaves to the API server):
+/// templates named, args named, and each arg's `valueFrom` one canaryd can resolve.
 fn check_analysis(analysis: &RolloutAnalysis, path: &str, out: &mut Vec<Finding>) {
     let templates = analysis.templates.as_deref().unwrap_or_default();
     if templates.is_empty() {
-        out.push(error(
+        out.push(Finding::required(
             format!("{path}.templates"),
             "at least one template is required",
         ));
     }
     for (i, t) in templates.iter().enumerate() {
         if t.template_name.as_deref().is_none_or(str::is_empty) {
-            out.push(error(
+            out.push(Finding::required(
                 format!("{path}.templates[{i}].templateName"),
-                "required",
+                "",
             ));
         }
     }
     for (i, arg) in analysis.args.iter().flatten().enumerate() {
         let at = format!("{path}.args[{i}]");
         if arg.name.is_empty() {
-            out.push(error(format!("{at}.name"), "required"));
+            out.push(Finding::required(format!("{at}.name"), ""));
         }
-        if let Some(from) = &arg.value_from {
-            if let Some(h) = &from.pod_template_hash_value
-                && h != "Stable"
-                && h != "Latest"
-            {
-                out.push(error(
-                    format!("{at}.valueFrom.podTemplateHashValue"),
-                    format!("{h:?} is neither \"Stable\" nor \"Latest\""),
-                ));
-            }
-            if from.pod_template_hash_value.is_none() && from.field_ref.is_none() {
-                out.push(error(
-                    format!("{at}.valueFrom"),
-                    "expected podTemplateHashValue or fieldRef",
-                ));
-            }
+        let Some(from) = &arg.value_from else {
+            continue;
+        };
+        match (&from.pod_template_hash_value, &from.field_ref) {
+            (Some(h), _) if h != "Stable" && h != "Latest" => out.push(Finding::error(
+                format!("{at}.valueFrom.podTemplateHashValue"),
+                format!(
+                    "Unsupported value: {}: supported values: \"Stable\", \"Latest\"",
+                    quoted(h)
+                ),
+            )),
+            (None, None) => out.push(Finding::required(
+                format!("{at}.valueFrom"),
+                "expected podTemplateHashValue or fieldRef",
+            )),
+            _ => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn rollout(spec: serde_json::Value) -> Rollout {
-        serde_json::from_value(
-            json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-            "metadata": {"name": "web"}, "spec": spec}),
-        )
-        .unwrap()
-    }
-
-    fn paths(r: &Rollout) -> Vec<String> {
-        check(r)
-            .into_iter()
-            .map(|f| format!("{}: {}", f.path, f.message))
-            .collect()
-    }
-
-    #[test]
-    fn a_plain_canary_has_no_findings() {
-        let r = rollout(json!({"selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}},
-            "strategy": {"canary": {"steps": [{"setWeight": 20}, {"pause": {"duration": "1m"}}, {"pause": {}}]}}}));
-        assert_eq!(paths(&r), Vec::<String>::new());
-    }
-
-    #[test]
-    fn unsupported_parts_and_malformed_steps_are_named_by_field() {
-        let r = rollout(json!({"selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "other"}}},
-            "strategy": {"blueGreen": {"activeService": "a"}, "canary": {
-                "trafficRouting": {"smi": {}},
-                "steps": [{"setWeight": 120}, {"setWeight": 10, "pause": {}}, {"experiment": {}},
-                          {"pause": {"duration": "soon"}}, {"setWieght": 5}, {}]}}}));
-        let found = paths(&r);
-        let has = |p: &str| found.iter().any(|f| f.starts_with(p));
-        assert!(
-            has("spec.selector: `selector` does not match"),
-            "{found:#?}"
-        );
-        assert!(has("spec.strategy.blueGreen: not supported"), "{found:#?}");
-        assert!(
-            has("spec.strategy.canary.canaryService: Canary service and Stable service must"),
-            "{found:#?}"
-        );
-        assert!(
-            has("spec.strategy.canary.trafficRouting.smi: not supported by canaryd"),
-            "{found:#?}"
-        );
-        assert!(has(
-            "spec.strategy.canary.steps[0].setWeight: Invalid value: 120: SetWeight must be between 0 and 100"
-        ));
-        assert!(has(
-            "spec.strategy.canary.steps[1]: Step must have only one action set, found setWeight, pause"
-        ));
-        assert!(has(
-            "spec.strategy.canary.steps[2].experiment: this step is not supported"
-        ));
-        assert!(has(
-            "spec.strategy.canary.steps[3].pause.duration: invalid duration"
-        ));
-        assert!(has("spec.strategy.canary.steps[4].setWieght: unknown step"));
-        assert!(has("spec.strategy.canary.steps[5]: Step must have one of"));
-        let unsupported: Vec<String> = check(&r)
-            .into_iter()
-            .filter(is_unsupported)
-            .map(|f| f.path)
-            .collect();
-        assert_eq!(
-            unsupported,
-            [
-                "spec.strategy.blueGreen",
-                "spec.strategy.canary.steps[2].experiment",
-                "spec.strategy.canary.trafficRouting.smi",
-            ]
-        );
     }
 }
