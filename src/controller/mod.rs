@@ -126,6 +126,7 @@ pub struct Context {
     routine_writes: tokio::sync::Semaphore,
     runs: KindState<AnalysisRun>,
     rollouts: KindState<Rollout>,
+    status_writes: rollout::StatusWrites,
     leadership_known: AtomicBool,
     /// What every reconcile reads the time from and sleeps on.
     pub clock: Arc<Clock>,
@@ -227,6 +228,7 @@ impl Daemon {
             reporter,
             runs: KindState::default(),
             rollouts: KindState::default(),
+            status_writes: rollout::StatusWrites::default(),
             clock,
             leadership_known: AtomicBool::new(config.leader_election.is_none()),
             config,
