@@ -131,6 +131,7 @@ pub struct Context {
     routine_writes: tokio::sync::Semaphore,
     runs: KindState<AnalysisRun>,
     rollouts: KindState<Rollout>,
+    status_writes: rollout::StatusWrites,
     leadership_known: AtomicBool,
     /// Sends the notifications of the Events created; see [`crate::notify`].
     notifier: Option<Arc<Notifier>>,
@@ -270,6 +271,7 @@ impl Daemon {
             reporter,
             runs: KindState::default(),
             rollouts: KindState::default(),
+            status_writes: rollout::StatusWrites::default(),
             clock,
             leadership_known: AtomicBool::new(config.leader_election.is_none()),
             config,

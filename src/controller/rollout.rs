@@ -11,7 +11,8 @@
 //! triggers). The AnalysisRuns a plan creates are executed by the AnalysisRun controller, like any other run
 //! this process owns.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::stream::BoxStream;
@@ -41,6 +42,27 @@ const AGAIN: Duration = Duration::from_millis(50);
 
 /// How long a reconcile whose every attempt met a change waits before trying again.
 const CONTENDED: Duration = Duration::from_secs(1);
+
+/// When this process last wrote each Rollout's status (the `now` of the plan it stored), so that a change of
+/// the counts alone waits until it is due (`engine::rollout::status_write`). Forgotten when the Rollout is
+/// gone; after a restart every Rollout's first change is written at once.
+#[derive(Default)]
+pub struct StatusWrites(Mutex<HashMap<Key, jiff::Timestamp>>);
+
+impl StatusWrites {
+    fn last(&self, key: &Key) -> Option<jiff::Timestamp> {
+        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.get(key).copied()
+    }
+
+    fn record(&self, key: Key, at: Option<jiff::Timestamp>) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match at {
+            Some(at) => map.insert(key, at),
+            None => map.remove(&key),
+        };
+    }
+}
 
 impl Reconciled for Rollout {
     type Status = RolloutStatus;
@@ -114,7 +136,10 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
         rv: String::new(),
     };
     Ok(match reconcile_loop::reconcile(&mut cluster).await? {
-        reconcile_loop::Reconciliation::Gone => Next::Change,
+        reconcile_loop::Reconciliation::Gone => {
+            ctx.status_writes.record(cluster.key(), None);
+            Next::Change
+        }
         reconcile_loop::Reconciliation::Planned { changed: true, .. } => Next::After(AGAIN),
         reconcile_loop::Reconciliation::Planned { plan, .. } => {
             requeue_at(plan.wake_at, ctx.clock.now())
@@ -178,6 +203,12 @@ struct ApiCluster<'a> {
     name: String,
     /// The Rollout's resourceVersion: as read, then as this reconcile's own writes to it left it.
     rv: String,
+}
+
+impl ApiCluster<'_> {
+    fn key(&self) -> Key {
+        (self.namespace.clone(), self.name.clone())
+    }
 }
 
 impl reconcile_loop::Cluster for ApiCluster<'_> {
@@ -265,7 +296,8 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
             Ok(meta) => {
                 let durations = &self.ctx.metrics.rollout_durations;
                 durations.written(old.duration.as_ref(), status.duration.as_ref());
-                let key = (self.namespace.clone(), self.name.clone());
+                let key = self.key();
+                self.ctx.status_writes.record(key.clone(), Some(seen.now));
                 let ahead = Ahead {
                     base_rv: self.rv.clone(),
                     status: status.clone(),
@@ -287,6 +319,10 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
 
     fn publish(&mut self, rollout: &Rollout, events: &[rollout::Event]) {
         publish(self.ctx, rollout, events);
+    }
+
+    fn status_written_at(&self) -> Option<jiff::Timestamp> {
+        self.ctx.status_writes.last(&self.key())
     }
 }
 

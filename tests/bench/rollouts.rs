@@ -16,10 +16,20 @@
 //! Every time comes from the fake API server's change history (each committed version and when). **API
 //! writes per step per Rollout** are the Rollout controller's requests recorded by the fake API server from
 //! the update on (everything but GETs, the AnalysisRun controller's run writes and Events), divided by the N
-//! Rollouts and the 5 steps; promotion's writes after the last step count too. Also printed: the daemon's
-//! peak resident memory (VmHWM) and its average CPU over the update, and how many Rollouts were promoted.
-//! Targets (issues 18 and 19), printed next to the figures, not asserted: step latency p99 < 1 s, API writes
-//! per step per Rollout <= 3, router writes per weight change 1, RSS < 400 MB, CPU < 1 core.
+//! Rollouts and the 5 steps; promotion's writes after the last step count too. They are broken down by kind:
+//! Rollout status, Rollout spec/metadata, ReplicaSet create, scale (a version whose `spec.replicas` changed,
+//! its annotations with it or not), annotate (only its metadata changed) and unchanged (a patch that made no
+//! new version, or one the history cannot tell), Service, router and AnalysisRun create. Also printed: the
+//! daemon's peak resident memory (VmHWM) and its average CPU over the update, this process's CPU (the fakes'),
+//! and how many Rollouts were promoted.
+//! Targets (issues 18, 19 and 34), printed next to the figures, not asserted: step latency p99 < 1 s, API
+//! writes per step per Rollout <= 3, router writes per weight change 1, RSS < 400 MB, CPU < 1 core.
+//!
+//! The last line printed is one JSON object for scripts: `rollouts`, `promoted`, `step_latency_p50_ms`,
+//! `step_latency_p99_ms`, `api_writes_per_step`, `writes_per_step_by_kind`, `events_lost` (the daemon's
+//! `canaryd_reconcile_errors_total{reason="event"}`), `daemon_rss_mb` (peak), `daemon_cpu_cores`,
+//! `fake_cpu_cores` (this process: fake API server, simulated ReplicaSet controller, fake Prometheus) and
+//! `valid`, false when the fakes used more than half a core, so the figures measure them rather than canaryd.
 //!
 //! Every wait is bounded: what did not finish is printed, and the figures are made from what did.
 
@@ -34,10 +44,10 @@ use canaryd::routers::objects::VirtualService;
 use canaryd_testkit::child_daemon::{self, env, percentile};
 use canaryd_testkit::cli::Canaryd;
 use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
-use canaryd_testkit::harness::{Answer, FakePrometheus};
+use canaryd_testkit::harness::{self, Answer, FakePrometheus};
 use canaryd_testkit::rollout::cluster::{
     POD_START, create_rollout, create_service_of, create_template, healthy_at, named,
-    rollout_writes, routed_through, set_image_of,
+    rollout_writes, routed_through, set_image_of, writes_by_kind,
 };
 use canaryd_testkit::router_objects;
 use futures::{StreamExt, stream};
@@ -54,6 +64,8 @@ const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const REPLICAS: i32 = 10;
+/// The fakes' CPU, in cores, above which a run measures them rather than the daemon.
+const FAKES_BOTTLENECK: f64 = 0.5;
 const PAUSE_SECONDS: i64 = 10;
 /// Who the bench's own writes (the image updates) are from, so they are not counted as the daemon's.
 const FIELD_MANAGER: &str = "canaryd-bench";
@@ -233,6 +245,12 @@ async fn bench(n: usize) {
     let fakes_cpu = child_daemon::cpu_seconds(std::process::id()) - fakes_cpu_before;
     let peak_rss = daemon.peak_rss();
     let errors = reconcile_errors(metrics_addr).await;
+    let events_lost = harness::metric_at(
+        metrics_addr,
+        "canaryd_reconcile_errors_total",
+        &[("reason", "event")],
+    )
+    .await;
     daemon.stop();
 
     println!(
@@ -247,14 +265,14 @@ async fn bench(n: usize) {
         not_promoted(&server, &is_promoted);
     }
     let measured = step_latencies(&server, from_rv, &stable);
-    print_latencies(measured.latencies);
+    let (p50, p99) = print_latencies(measured.latencies);
     let requests = server.requests();
     let writes: Vec<_> = requests[from_request..]
         .iter()
         .filter(|r| !r.query.contains(&format!("fieldManager={FIELD_MANAGER}")))
         .cloned()
         .collect();
-    print_writes(&writes, updated, &measured.weight_changes);
+    let by_kind = print_writes(&server, &writes, from_rv, updated, &measured.weight_changes);
     println!("  reconcile errors        {errors}");
     for (count, line) in warnings(&std::fs::read_to_string(log.path()).unwrap_or_default()) {
         println!("    {count} x {line}");
@@ -265,10 +283,38 @@ async fn bench(n: usize) {
         cpu / elapsed.as_secs_f64().max(1e-9)
     );
     println!("  daemon peak RSS (VmHWM) {peak_rss}  (target < 400 MB)");
+    let fake_cores = fakes_cpu / elapsed.as_secs_f64().max(1e-9);
     println!(
-        "  fakes' CPU (this process) {fakes_cpu:.1} s ({:.2} core): the machine's other load",
-        fakes_cpu / elapsed.as_secs_f64().max(1e-9)
+        "  fakes' CPU (this process) {fakes_cpu:.1} s ({fake_cores:.2} core): the machine's other load{}",
+        if fake_cores > FAKES_BOTTLENECK {
+            format!(" -- over {FAKES_BOTTLENECK} core: the run measures the fakes, not valid")
+        } else {
+            String::new()
+        }
     );
+    let total: f64 = by_kind.values().sum();
+    let summary = json!({
+        "rollouts": n,
+        "promoted": promoted,
+        "step_latency_p50_ms": (p50 * 1e3).round(),
+        "step_latency_p99_ms": (p99 * 1e3).round(),
+        "api_writes_per_step": hundredths(total),
+        "writes_per_step_by_kind": by_kind
+            .iter()
+            .map(|(kind, per_step)| (*kind, hundredths(*per_step)))
+            .collect::<BTreeMap<_, _>>(),
+        "events_lost": events_lost as u64,
+        "daemon_rss_mb": kilobytes(&peak_rss).map(|kb| (kb / 1024.0).round()),
+        "daemon_cpu_cores": hundredths(cpu / elapsed.as_secs_f64().max(1e-9)),
+        "fake_cpu_cores": hundredths(fake_cores),
+        "valid": fake_cores <= FAKES_BOTTLENECK,
+    });
+    println!("{summary}");
+}
+
+/// A `/proc` size such as `78696 kB`, in kB.
+fn kilobytes(field: &str) -> Option<f64> {
+    field.split_whitespace().next()?.parse().ok()
 }
 
 /// The daemon's `canaryd_reconcile_errors_total` by reason, as its /metrics prints them.
@@ -472,7 +518,8 @@ struct Measured {
     weight_changes: BTreeMap<Vec<i64>, usize>,
 }
 
-fn print_latencies(mut latencies: BTreeMap<&'static str, Vec<f64>>) {
+/// Prints the step latencies; returns the p50 and p99 of all steps, in seconds.
+fn print_latencies(mut latencies: BTreeMap<&'static str, Vec<f64>>) -> (f64, f64) {
     let mut all: Vec<f64> = latencies.values().flatten().copied().collect();
     let line = |what: &str, sorted: &mut Vec<f64>| {
         sorted.sort_by(f64::total_cmp);
@@ -497,28 +544,19 @@ fn print_latencies(mut latencies: BTreeMap<&'static str, Vec<f64>>) {
     for (what, sorted) in &mut latencies {
         line(what, sorted);
     }
+    (percentile(&all, 0.5), percentile(&all, 0.99))
 }
 
-/// The Rollout controller's writes by kind, per step per Rollout.
+/// The Rollout controller's writes by kind (`rollout::cluster::writes_by_kind`), per step per Rollout:
+/// prints them and returns them.
 fn print_writes(
+    server: &FakeApiServer,
     requests: &[fake_apiserver::RecordedRequest],
+    from_rv: u64,
     rollouts: usize,
     weight_changes: &BTreeMap<Vec<i64>, usize>,
-) {
-    let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
-    let writes = rollout_writes(requests);
-    for (what, count) in &writes {
-        let kind = match what.split_once(' ').map_or("", |(_, k)| k) {
-            "rollouts/status" => "status",
-            "rollouts" => "Rollout (revision)",
-            "replicasets" => "ReplicaSet",
-            "services" => "Service",
-            "analysisruns" => "AnalysisRun",
-            "virtualservices" => "router",
-            _ => "other",
-        };
-        *by_kind.entry(kind).or_default() += count;
-    }
+) -> BTreeMap<&'static str, f64> {
+    let by_kind = writes_by_kind(server, requests, from_rv);
     let total: usize = by_kind.values().sum();
     let per_step = |count: usize| count as f64 / (rollouts.max(1) * STEPS.len()) as f64;
     println!(
@@ -531,7 +569,7 @@ fn print_writes(
         .map(|(kind, count)| format!("{kind} {:.2}", per_step(*count)))
         .collect();
     println!("    by kind: {}", kinds.join(", "));
-    println!("    by request: {writes:?}");
+    println!("    by request: {:?}", rollout_writes(requests));
     let router = by_kind.get("router").copied().unwrap_or(0);
     let changes: usize = weight_changes
         .iter()
@@ -547,4 +585,13 @@ fn print_writes(
         router as f64 / changes.max(1) as f64,
         sequences.join(", ")
     );
+    by_kind
+        .into_iter()
+        .map(|(kind, count)| (kind, per_step(count)))
+        .collect()
+}
+
+/// `x` to two decimals, for the JSON line.
+fn hundredths(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
 }

@@ -1,21 +1,34 @@
 //! How many API writes `canaryd run --rollouts` makes to take one update of a Rollout through its steps,
-//! counted by the fake API server, so the figure cannot grow unnoticed. Everything else about the same update
-//! (status, Events, counts) is tests/daemon/daemon_rollouts.rs'.
+//! counted by the fake API server, so the figure cannot grow unnoticed, and that the status holding back a
+//! change of the counts alone (`engine::rollout::status_write`) still ends with the final counts. Everything
+//! else about the same update (status, Events, counts) is tests/daemon/daemon_rollouts.rs'.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
-use canaryd_testkit::fake_apiserver::CrdSet;
+use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer};
 use canaryd_testkit::harness::{self, Answer, eventually};
 use canaryd_testkit::rollout::cluster::*;
-use canaryd_testkit::with_each_crd_set;
+use canaryd_testkit::{router_objects, with_each_crd_set};
+use serde_json::json;
 
 /// The steps of `rollout::cluster::rollout`.
 const STEPS: usize = 4;
 
-/// API writes per step per Rollout one update may take, as measured (30 for the 4 steps: 17 status, 8
-/// ReplicaSet, 2 Service, 1 revision, 2 creates). The target is 3: most status writes follow the
-/// ReplicaSets' counts as their pods come up (one per change seen), which only the planner can thin out.
-const WRITES_PER_STEP: f64 = 7.5;
+/// API writes per step per Rollout one update may take: measured 26-27 for the 4 steps (6.5-6.75), 12-14 of them
+/// status writes; 30 (7.5) before a change of the counts alone was held back.
+const WRITES_PER_STEP: f64 = 7.0;
+
+/// The writes since request `from`, printed by kind; per step.
+fn writes_per_step(server: &FakeApiServer, from: usize, from_rv: u64) -> f64 {
+    let requests = &server.requests()[from..];
+    let total: usize = rollout_writes(requests).values().sum();
+    let per_step = total as f64 / STEPS as f64;
+    println!(
+        "{total} writes for {STEPS} steps ({per_step:.2} per step): {:?}",
+        writes_by_kind(server, requests, from_rv)
+    );
+    per_step
+}
 
 async fn an_update_through_its_steps_takes_few_api_writes_per_step(crds: CrdSet) {
     let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "1s").await;
@@ -28,7 +41,7 @@ async fn an_update_through_its_steps_takes_few_api_writes_per_step(crds: CrdSet)
     })
     .await;
     set_image(&client, "web:2").await;
-    let from = server.requests().len();
+    let (from, from_rv) = (server.requests().len(), server.resource_version());
     let done = until(&server, "the promotion", |s| {
         s.stable_rs != first.stable_rs
             && healthy_at(s, Some(&s.current_pod_hash))
@@ -40,14 +53,67 @@ async fn an_update_through_its_steps_takes_few_api_writes_per_step(crds: CrdSet)
     })
     .await;
     daemon.stop().await;
-    let writes = rollout_writes(&server.requests()[from..]);
-    let total: usize = writes.values().sum();
-    let per_step = total as f64 / STEPS as f64;
-    println!("{total} writes for {STEPS} steps ({per_step:.2} per step): {writes:?}");
-    assert!(
-        per_step <= WRITES_PER_STEP,
-        "{per_step:.2} writes per step: {writes:?}"
-    );
+    let per_step = writes_per_step(&server, from, from_rv);
+    assert!(per_step <= WRITES_PER_STEP, "{per_step:.2} writes per step");
 }
 
 with_each_crd_set!(an_update_through_its_steps_takes_few_api_writes_per_step);
+
+/// Behind a router the old ReplicaSet keeps its pods for `scaleDownDelaySeconds` (2 s here) after the
+/// promotion, so the last change the Rollout sees is its pods going, a change of the counts alone: the status
+/// ends with them. (Whether it is held back here depends on timing: this test passes without the wake-up too;
+/// the wake-up for counts held back is tests/engine/rollout_act.rs'.)
+async fn the_counts_after_the_old_pods_go_are_written_in_the_end(crds: CrdSet) {
+    let mut rollout = routed_through(
+        rollout("web:1", "1s"),
+        json!({"istio": {"virtualService": {"name": "web-vsvc"}}}),
+    );
+    if let Some(canary) = rollout
+        .spec
+        .strategy
+        .as_mut()
+        .and_then(|s| s.canary.as_mut())
+    {
+        canary.scale_down_delay_seconds = Some(2);
+    }
+    let (server, client, _prom, _rsc) = deployed_with(crds, Answer::Scalar(1.0), &rollout).await;
+    server.put(&router_objects::virtual_service(
+        "default", "web-vsvc", "web",
+    ));
+    let daemon = harness::spawn(client.clone(), config()).await;
+    let first = until(&server, "the first deploy", |s| {
+        healthy_at(s, None) && s.available_replicas == 5
+    })
+    .await;
+    set_image(&client, "web:2").await;
+    let (from, from_rv) = (server.requests().len(), server.resource_version());
+    let promoted = until(&server, "the promotion", |s| {
+        s.stable_rs != first.stable_rs && healthy_at(s, Some(&s.current_pod_hash))
+    })
+    .await;
+    assert_eq!(promoted.replicas, 10, "the old pods wait out their delay");
+    eventually(WAIT, "the old ReplicaSet's pods gone", || async {
+        let old = server.get::<k8s_openapi::api::apps::v1::ReplicaSet>(
+            "default",
+            &format!("web-{}", first.stable_rs),
+        )?;
+        (old.status?.replicas == 0).then_some(())
+    })
+    .await;
+    let last = until(&server, "the final counts", |s| s.replicas == 5).await;
+    daemon.stop().await;
+    assert_eq!(
+        (
+            last.replicas,
+            last.updated_replicas,
+            last.ready_replicas,
+            last.available_replicas
+        ),
+        (5, 5, 5, 5)
+    );
+    assert_eq!(last.phase, "Healthy");
+    let per_step = writes_per_step(&server, from, from_rv);
+    assert!(per_step <= WRITES_PER_STEP, "{per_step:.2} writes per step");
+}
+
+with_each_crd_set!(the_counts_after_the_old_pods_go_are_written_in_the_end);

@@ -2,7 +2,8 @@
 //! real API server and router can give: a write that meets a change is planned again after a fresh read; one
 //! that always does gives up after three reads; a router that cannot be written stops the plan at the route;
 //! and the daemon's coalescing of status-only plans ends where one reconcile per plan ends, with fewer
-//! status writes.
+//! status writes; a change of the counts alone waits for `COUNTS_EVERY` after the last status write, any
+//! other change is written at once, and the counts always are in the end.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -14,6 +15,7 @@ use canaryd::engine::rollout::memory::MemoryCluster;
 use canaryd::engine::rollout::reconcile_loop::{
     self, ATTEMPTS, Made, Reconciliation, Snapshot, Stored,
 };
+use canaryd::engine::rollout::status_write::COUNTS_EVERY;
 use canaryd::engine::rollout::{Event, Route, Write};
 use canaryd::engine::routing::RouteFailure;
 use canaryd_testkit::rollout::memory::*;
@@ -33,6 +35,8 @@ struct Faulty<const COALESCE: bool> {
     observed: usize,
     made: usize,
     stored: usize,
+    /// The `now` of the last status stored.
+    written_at: Option<Timestamp>,
 }
 
 impl<const COALESCE: bool> Faulty<COALESCE> {
@@ -45,6 +49,7 @@ impl<const COALESCE: bool> Faulty<COALESCE> {
             observed: 0,
             made: 0,
             stored: 0,
+            written_at: None,
         }
     }
 
@@ -110,7 +115,13 @@ impl<const COALESCE: bool> reconcile_loop::Cluster for Faulty<COALESCE> {
             return Ok(Stored::Changed);
         }
         self.stored += 1;
+        self.written_at = Some(seen.now);
         self.sim.store_status(seen, status).await
+    }
+
+    /// As the daemon: it remembers its last status write; a rehearsal writes every change.
+    fn status_written_at(&self) -> Option<Timestamp> {
+        self.written_at.filter(|_| COALESCE)
     }
 
     fn publish(&mut self, rollout: &Rollout, events: &[Event]) {
@@ -330,6 +341,8 @@ fn coalesced_status_plans_end_where_one_reconcile_per_plan_ends_with_fewer_statu
         daemon.settle(now);
         rehearsal.settle(now);
     }
+    // The counts the daemon held back, written once they are due.
+    daemon.settle(at(41) + COUNTS_EVERY);
     assert_eq!(phase(&rehearsal.sim).0, "Healthy", "promoted");
     assert_eq!(daemon.sim.status(), rehearsal.sim.status());
     assert_eq!(daemon.sim.events, rehearsal.sim.events);
@@ -339,5 +352,79 @@ fn coalesced_status_plans_end_where_one_reconcile_per_plan_ends_with_fewer_statu
         "{} status writes coalesced, {} one per plan",
         daemon.stored,
         rehearsal.stored
+    );
+}
+
+/// One pod of the stable ReplicaSet stops being ready and available (the canary's would move the weight).
+fn one_stable_pod_unavailable(c: &mut MemoryCluster) {
+    let name = format!("web-{}", c.status().stable_rs);
+    let stable = c
+        .replica_sets
+        .iter_mut()
+        .find(|rs| rs.metadata.name.as_ref() == Some(&name))
+        .and_then(|rs| rs.status.as_mut())
+        .expect("the stable ReplicaSet's status");
+    stable.ready_replicas = stable.ready_replicas.map(|n| n - 1);
+    stable.available_replicas = stable.available_replicas.map(|n| n - 1);
+}
+
+/// A deliberate difference from Argo, which writes each status it computes: the daemon holds back a change
+/// of the counts alone until `COUNTS_EVERY` after its last status write, wakes then, and writes them.
+#[test]
+fn a_change_of_the_counts_alone_waits_for_the_bound_and_is_written_then() {
+    let mut c: Faulty<true> = Faulty::new(routed());
+    c.settle(at(10));
+    let paused = c.sim.status();
+    assert_eq!(paused.current_step_index, Some(1), "at the pause");
+    let stored = c.stored;
+    // During the pause a stable pod stops being available: only the counts change.
+    one_stable_pod_unavailable(&mut c.sim);
+    let Reconciliation::Planned { plan, changed } = c.reconcile(at(12)) else {
+        panic!("not carried out");
+    };
+    assert!(!changed, "{plan:#?}");
+    assert!(
+        plan.status.available_replicas < paused.available_replicas,
+        "the counts changed: {plan:#?}"
+    );
+    assert_eq!(
+        (c.stored, c.sim.status()),
+        (stored, paused.clone()),
+        "held back"
+    );
+    let due = at(10) + COUNTS_EVERY;
+    assert_eq!(plan.wake_at, Some(due), "woken when the counts are due");
+    c.reconcile(due - jiff::SignedDuration::from_secs(1));
+    assert_eq!(c.stored, stored, "still held back before the bound");
+    let Reconciliation::Planned { plan, .. } = c.reconcile(due) else {
+        panic!("not carried out");
+    };
+    assert_eq!(c.stored, stored + 1, "written at the bound");
+    assert_eq!(c.sim.status(), plan.status, "with the last counts");
+    assert_eq!(c.sim.status().phase, paused.phase);
+}
+
+/// Anything but the counts (here the step, once the canary's pods are available) is written at once, however
+/// recent the last write, and the counts seen by then go with it.
+#[test]
+fn a_change_beyond_the_counts_is_written_at_once_with_the_counts() {
+    let mut c: Faulty<true> = Faulty::new(routed());
+    // The update is planned up to the canary's pods, which are not available yet.
+    for _ in 0..30 {
+        if let Reconciliation::Planned { changed: false, .. } = c.reconcile(at(10)) {
+            break;
+        }
+    }
+    let waiting = c.sim.status();
+    assert_eq!(waiting.current_step_index, Some(0), "{waiting:#?}");
+    let stored = c.stored;
+    c.sim.make_available();
+    c.reconcile(at(11));
+    let moved = c.sim.status();
+    assert_eq!(c.stored, stored + 1, "written at once");
+    assert_eq!(moved.current_step_index, Some(1));
+    assert!(
+        moved.available_replicas > waiting.available_replicas,
+        "{moved:#?}"
     );
 }

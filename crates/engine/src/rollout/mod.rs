@@ -29,6 +29,7 @@ mod rollback;
 mod runs;
 mod scaling_only;
 pub mod spec;
+pub mod status_write;
 pub mod steps;
 pub mod traffic;
 mod workloads;

@@ -1,6 +1,6 @@
 //! One reconcile of one Rollout, whatever cluster it acts on: read afresh, plan, make the plan's writes in
 //! Argo's order with the traffic routers brought to the plan's weight between them, store the status when it
-//! changed, publish the Events. The daemon acts on the API server (`controller::rollout`), `rehearse`, `demo`
+//! changed (a change of the counts alone when [`status_write`] says it is due), publish the Events. The daemon acts on the API server (`controller::rollout`), `rehearse`, `demo`
 //! and the planner's tests on memory ([`super::memory`]): both are a [`Cluster`], and this loop is the only one,
 //! so a rehearsal makes the daemon's moves by construction.
 //!
@@ -16,6 +16,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 
+use super::status_write::{StatusWrite, status_write};
 use super::{Event, Observed, Plan, Route, Write, plan};
 use crate::api::reasons::rollout as reasons;
 use crate::api::rollout::RolloutStatus;
@@ -146,6 +147,13 @@ pub trait Cluster {
     /// Publishes Events about the Rollout, in order.
     fn publish(&mut self, rollout: &Rollout, events: &[Event]);
 
+    /// The `now` of the snapshot whose plan's status this cluster last stored for the Rollout, when it keeps
+    /// it: then a change of the counts alone waits until [`status_write`] says it is due. `None` (a
+    /// rehearsal, which shows every status) stores each change at once.
+    fn status_written_at(&self) -> Option<Timestamp> {
+        None
+    }
+
     /// Takes back what [`Cluster::observe`] read, once the loop is done with it (after each attempt, whatever
     /// its end). The in-memory cluster lends its own state to the loop rather than copying it on every
     /// reconcile, and gets it back here; other clusters drop it.
@@ -160,7 +168,8 @@ pub enum Reconciliation {
     /// The Rollout is gone, or not this instance's.
     Gone,
     /// The plan was carried out; `changed` when it wrote anything (look again at once, as the status write's
-    /// own watch event makes Argo's controller do), else look again at `plan.wake_at`.
+    /// own watch event makes Argo's controller do), else look again at `plan.wake_at` (which includes when
+    /// counts held back are due).
     Planned { plan: Plan, changed: bool },
     /// The routers could not be brought to the plan's route: nothing after it was made (the status would say
     /// the weight is applied), and, where Argo records one, a `TrafficRoutingError` Event says why.
@@ -213,7 +222,7 @@ async fn step<C: Cluster + Send>(
         instance_id: cluster.instance_id(),
         restart,
     };
-    let plan = if C::COALESCE {
+    let mut plan = if C::COALESCE {
         coalesced(seen, how)
     } else {
         seen.plan_for(&seen.rollout, how)
@@ -260,7 +269,16 @@ async fn step<C: Cluster + Send>(
     if tally.evictions > 0 && tally.refused == tally.evictions {
         return Ok(Stepped::Refused);
     }
-    let changed = seen.rollout.status.as_ref() != Some(&plan.status);
+    let when = status_write(
+        seen.rollout.status.as_ref(),
+        &plan.status,
+        cluster.status_written_at(),
+        seen.now,
+    );
+    if let StatusWrite::At(due) = when {
+        plan.wake_at = Some(plan.wake_at.map_or(due, |at| at.min(due)));
+    }
+    let changed = when == StatusWrite::Now;
     if changed {
         let stored = cluster.store_status(seen, &plan.status).await;
         if !matches!(stored, Ok(Stored::Written)) {

@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::fake_apiserver::{self, CrdSet, FakeApiServer, RequestPattern};
 use crate::harness::{self, Answer, FakePrometheus, eventually};
@@ -339,4 +339,65 @@ pub fn events_after_step_analysis(old: &str, new: &str, run: &str) -> Vec<(Strin
     .into_iter()
     .map(|(r, m)| (r.to_string(), m))
     .collect()
+}
+
+/// The Rollout controller's writes among `requests` (made after the server's resourceVersion `from_rv`) by
+/// kind: `rollout_status`, `rollout_spec_metadata`, `replicaset_create`, `replicaset_scale` (a version whose
+/// `spec.replicas` changed, its metadata with it or not), `replicaset_annotate` (its metadata alone changed),
+/// `replicaset_unchanged` (a patch that made no such change), `service`, `router` and `analysisrun_create`.
+/// The ReplicaSets' changes are read from the server's change history, so it must keep every version since
+/// `from_rv`; the simulated ReplicaSet controller's status updates change neither spec nor metadata.
+pub fn writes_by_kind(
+    server: &FakeApiServer,
+    requests: &[fake_apiserver::RecordedRequest],
+    from_rv: u64,
+) -> BTreeMap<&'static str, usize> {
+    let mut by_kind: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for (what, count) in rollout_writes(requests) {
+        let kind = match what.as_str() {
+            "PATCH rollouts/status" => "rollout_status",
+            "PATCH rollouts" => "rollout_spec_metadata",
+            "POST replicasets" => "replicaset_create",
+            "PATCH replicasets" => "replicaset_unchanged",
+            "PATCH services" => "service",
+            "POST analysisruns" => "analysisrun_create",
+            "PUT virtualservices" | "PATCH virtualservices" => "router",
+            _ => "other",
+        };
+        *by_kind.entry(kind).or_default() += count;
+    }
+    let mut last: BTreeMap<String, (Value, Value)> = BTreeMap::new();
+    server.versions_after::<ReplicaSet>(0, |_, rs| {
+        let name = rs["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let rv: u64 = rs["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let mut metadata = rs["metadata"].clone();
+        if let Some(m) = metadata.as_object_mut() {
+            m.remove("resourceVersion");
+            m.remove("managedFields");
+        }
+        let seen = (rs["spec"]["replicas"].clone(), metadata);
+        if let Some(before) = last.get(&name).filter(|_| rv > from_rv) {
+            let kind = if before.0 != seen.0 {
+                "replicaset_scale"
+            } else if before.1 != seen.1 {
+                "replicaset_annotate"
+            } else {
+                ""
+            };
+            if !kind.is_empty() {
+                *by_kind.entry(kind).or_default() += 1;
+                if let Some(patches) = by_kind.get_mut("replicaset_unchanged") {
+                    *patches = patches.saturating_sub(1);
+                }
+            }
+        }
+        last.insert(name, seen);
+    });
+    by_kind
 }
