@@ -237,3 +237,34 @@ fn argos_canary_paths_one_level_up_are_written_under_the_canary_strategy() {
         assert_eq!(spec::written_at(argo), written);
     }
 }
+
+/// ValidateRolloutNginxIngressesConfig and ValidateRolloutVirtualServicesConfig report with
+/// `field.InternalError`, whose text apimachinery prints as `<path>: Internal error: <detail>`.
+#[test]
+fn router_configuration_errors_are_argos_internal_errors() {
+    let routed = |routing: Value| {
+        canary_error(json!({
+            "canaryService": "web-canary", "stableService": "web-stable",
+            "trafficRouting": routing,
+        }))
+    };
+    let nginx = "spec.strategy.canary.trafficRouting.nginx: Internal error: Either StableIngress or \
+                 StableIngresses must be configured.";
+    assert_eq!(
+        routed(json!({"nginx": {"stableIngress": "a", "stableIngresses": ["b"]}})),
+        format!("{PREFIX}{nginx} Both are configured.")
+    );
+    assert_eq!(
+        routed(json!({"nginx": {}})),
+        format!("{PREFIX}{nginx} Neither are configured.")
+    );
+    assert_eq!(
+        routed(json!({"istio": {
+            "virtualService": {"name": "a"}, "virtualServices": [{"name": "b"}],
+        }})),
+        format!(
+            "{PREFIX}spec.strategy.canary.trafficRouting.istio: Internal error: either VirtualService \
+             or VirtualServices must be configured"
+        )
+    );
+}

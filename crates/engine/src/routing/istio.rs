@@ -11,12 +11,12 @@ use crate::api::rollout::MANAGED_BY_ANNOTATION;
 use crate::api::traffic_routing::{IstioDestinationRule, IstioTrafficRouting, IstioVirtualService};
 use crate::rollout::hash::HASH_LABEL;
 
-/// Argo's ValidateRolloutVirtualServicesConfig and the names every reference needs.
+/// Argo's ValidateRolloutVirtualServicesConfig (a `field.InternalError`) and the names every reference needs.
 pub(super) fn check(istio: &IstioTrafficRouting, field: &str) -> Result<(), RoutingError> {
     if istio.virtual_service.is_some() == istio.virtual_services.is_some() {
         return Err(config(
             field,
-            "either VirtualService or VirtualServices must be configured",
+            "Internal error: either VirtualService or VirtualServices must be configured",
         ));
     }
     for vs in virtual_services(istio) {

@@ -18,7 +18,7 @@ use crate::rollout::analysis::owner_reference;
 const DEFAULT_PREFIX: &str = "nginx.ingress.kubernetes.io";
 const INGRESS_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 
-/// Argo's ValidateRolloutNginxIngressesConfig.
+/// Argo's ValidateRolloutNginxIngressesConfig, whose errors are `field.InternalError`s.
 pub(super) fn check(nginx: &NginxTrafficRouting, field: &str) -> Result<(), RoutingError> {
     let single = nginx.stable_ingress.as_ref().is_some_and(|s| !s.is_empty());
     let multiple = nginx
@@ -28,11 +28,12 @@ pub(super) fn check(nginx: &NginxTrafficRouting, field: &str) -> Result<(), Rout
     match (single, multiple) {
         (true, true) => Err(config(
             field,
-            "Either StableIngress or StableIngresses must be configured. Both are configured.",
+            "Internal error: Either StableIngress or StableIngresses must be configured. Both are configured.",
         )),
         (false, false) => Err(config(
             field,
-            "Either StableIngress or StableIngresses must be configured. Neither are configured.",
+            "Internal error: Either StableIngress or StableIngresses must be configured. Neither are \
+             configured.",
         )),
         _ => Ok(()),
     }
