@@ -22,18 +22,7 @@ const CANARY: &str = "7c9d5f6b8";
 
 /// `canaryd ARGS` against `server`'s cluster (its kubeconfig, no in-cluster settings, a home without one).
 pub async fn get(server: &FakeApiServer, args: &[&str]) -> Ran {
-    let home = tempfile::tempdir().expect("a home without ~/.kube");
-    let mut command = CANARYD.command();
-    command
-        .args(args)
-        .env("KUBECONFIG", server.kubeconfig_path())
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("HOME", home.path());
-    tokio::task::spawn_blocking(move || command.output())
-        .await
-        .expect("joined")
-        .expect("the canaryd binary runs")
-        .into()
+    CANARYD.on_cluster(server.kubeconfig_path(), args).await
 }
 
 /// The Rollout `checkout` paused at its second step (20% through an NGINX router), its three revisions

@@ -23,19 +23,7 @@ pub async fn canaryd(server: &FakeApiServer, args: &[&str]) -> Ran {
 }
 
 pub async fn canaryd_with(kubeconfig: &std::path::Path, args: &[&str]) -> Ran {
-    let home = tempfile::tempdir().expect("a home without ~/.kube");
-    let mut command = CANARYD.command();
-    command
-        .args(args)
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove("KUBERNETES_SERVICE_PORT")
-        .env("KUBECONFIG", kubeconfig)
-        .env("HOME", home.path());
-    tokio::task::spawn_blocking(move || command.output())
-        .await
-        .expect("joined")
-        .expect("the canaryd binary runs")
-        .into()
+    CANARYD.on_cluster(kubeconfig, args).await
 }
 
 /// The requests made to Rollouts and ReplicaSets (not discovery or `/version`), in order.

@@ -4,7 +4,7 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
-use canaryd_testkit::cli::{Canaryd, Ran};
+use canaryd_testkit::cli::Canaryd;
 use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer};
 use canaryd_testkit::harness::{self, Answer};
 use canaryd_testkit::rollout::cluster::*;
@@ -13,26 +13,9 @@ use serde_json::json;
 
 const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
-/// `canaryd ARGS` against `server`, which must succeed.
-async fn canaryd(server: &FakeApiServer, args: &[&str]) -> Ran {
-    let home = tempfile::tempdir().expect("a home without ~/.kube");
-    let mut command = CANARYD.command();
-    command
-        .args(args)
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove("KUBERNETES_SERVICE_PORT")
-        .env("KUBECONFIG", server.kubeconfig_path())
-        .env("HOME", home.path());
-    let ran: Ran = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .expect("joined")
-        .expect("the canaryd binary runs")
-        .into();
-    ran
-}
-
+/// `canaryd ARGS` against `server`'s cluster, which must succeed.
 async fn act(server: &FakeApiServer, args: &[&str]) {
-    let ran = canaryd(server, args).await;
+    let ran = CANARYD.on_cluster(server.kubeconfig_path(), args).await;
     assert_eq!(ran.code, Some(0), "canaryd {args:?}: {}", ran.stderr);
 }
 
@@ -92,7 +75,9 @@ async fn canaryds_actions_steer_the_daemon_as_the_plugins_do(crds: CrdSet) {
         healthy_at(s, Some(&canary)) && s.available_replicas == 5
     })
     .await;
-    let ran = canaryd(&server, &["promote", "web"]).await;
+    let ran = CANARYD
+        .on_cluster(server.kubeconfig_path(), &["promote", "web"])
+        .await;
     assert_eq!(ran.code, Some(1), "already fully promoted: {}", ran.stderr);
 
     // undo: revision 1's template again, so its ReplicaSet is the canary once more.

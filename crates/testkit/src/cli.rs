@@ -48,6 +48,24 @@ impl Canaryd {
             .into()
     }
 
+    /// Runs `canaryd ARGS` against the cluster `kubeconfig` names, as kubectl would reach it: no in-cluster
+    /// settings and a home without `~/.kube`, so nothing else can answer. Off the async runtime's threads.
+    pub async fn on_cluster(self, kubeconfig: &std::path::Path, args: &[&str]) -> Ran {
+        let home = tempfile::tempdir().expect("a home without ~/.kube");
+        let mut command = self.command();
+        command
+            .args(args)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .env("KUBECONFIG", kubeconfig)
+            .env("HOME", home.path());
+        tokio::task::spawn_blocking(move || command.output())
+            .await
+            .expect("joined")
+            .expect("the canaryd binary runs")
+            .into()
+    }
+
     /// Runs `canaryd ARGS`, which must be refused as bad input (exit code 2, nothing on stdout); its stderr.
     pub fn refused(self, args: &[&str]) -> String {
         let ran = self.run(args);
