@@ -136,7 +136,8 @@ impl Routers {
             route.weight,
             &route.canary_hash,
             &route.stable_hash,
-        );
+        )
+        .with_managed(&route.managed);
         let shares = || {
             vec![
                 (d.canary_service.to_string(), i64::from(d.canary_weight)),
