@@ -77,9 +77,20 @@ async fn json_logs_have_one_line_per_measurement_with_run_metric_value_and_phase
         harness::finished(&server, "logged", Duration::from_secs(30)),
     )
     .await;
+    // The daemon logs the completion after the status write the test saw: wait for the line, not the write.
+    let logged = tokio::time::timeout(Duration::from_secs(10), async {
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("AnalysisRun completed")
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
     let _ = daemon.kill();
     let _ = daemon.wait();
     let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(logged.is_ok(), "no completion line:\n{text}");
     assert!(
         finished.is_ok(),
         "the run did not finish; the daemon said:\n{text}"
