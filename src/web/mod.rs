@@ -5,4 +5,5 @@
 
 pub mod analysis;
 pub mod page;
+pub mod report;
 pub mod svg;

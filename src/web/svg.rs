@@ -175,8 +175,15 @@ pub fn line_chart(chart: &Chart) -> String {
     for band in &chart.bands {
         band_path(&mut svg, band, &scale);
     }
+    let mut labelled: Vec<f64> = Vec::new();
     for rule in &chart.rules {
         let y = scale.py(rule.y);
+        // Labels of lines at (nearly) the same height are stacked, not drawn over each other.
+        let mut label_y = y;
+        while labelled.iter().any(|l| (l - label_y).abs() < 13.0) {
+            label_y += 13.0;
+        }
+        labelled.push(label_y);
         let _ = write!(
             svg,
             "<line class=\"{class}\" x1=\"{LEFT}\" x2=\"{x2:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
@@ -184,7 +191,7 @@ pub fn line_chart(chart: &Chart) -> String {
             class = escape(&rule.class),
             x2 = WIDTH - RIGHT,
             tx = WIDTH - RIGHT + 6.0,
-            ty = y + 4.0,
+            ty = label_y + 4.0,
             label = escape(&rule.label),
         );
     }

@@ -3,10 +3,13 @@
 //! at every look (replayed from the looks its status keeps, so they are the judge's own), the look that
 //! decided and the sentence saying why. `mod.rs` lays this out as HTML; the tests read it directly.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 
 use crate::api::compare::{COMPARE_PLUGIN, CompareSpec};
 use crate::api::{AnalysisPhase, AnalysisRun, Measurement, Metric, MetricResult};
+use crate::engine::args::substitute;
 use crate::engine::compare;
 use crate::engine::condition::thresholds::{Comparison, thresholds};
 use crate::engine::judge::{ErrorRateParams, ErrorRateResult, Verdict, judge_error_rate};
@@ -99,13 +102,22 @@ impl RunView {
     pub fn of(run: &AnalysisRun) -> RunView {
         let status = run.status.as_ref();
         let started = status.and_then(|s| s.started_at.as_ref()).map(|t| t.0);
+        // A run keeps its metrics' `{{args.NAME}}` as written (Argo resolves them at each measurement):
+        // the values given in the run's own args are what its conditions compare with.
+        let args: BTreeMap<String, Option<String>> = run
+            .spec
+            .args
+            .iter()
+            .flatten()
+            .map(|a| (a.name.clone(), a.value.clone()))
+            .collect();
         let metrics = run
             .spec
             .metrics
             .iter()
             .map(|metric| {
                 let result = status.and_then(|s| s.result(&metric.name));
-                MetricView::of(metric, result, started)
+                MetricView::of(metric, result, started, &args)
             })
             .collect();
         RunView {
@@ -118,15 +130,17 @@ impl RunView {
 }
 
 impl MetricView {
+    /// `args`: the run's arg values, for the placeholders in the metric's conditions.
     pub fn of(
         metric: &Metric,
         result: Option<&MetricResult>,
         started: Option<Timestamp>,
+        args: &BTreeMap<String, Option<String>>,
     ) -> MetricView {
         let picture = match error_rate_spec(metric) {
             Some(Ok(params)) => error_rate(&params, result),
             Some(Err(e)) => Picture::Unreadable(format!("plugin {COMPARE_PLUGIN}: {e}")),
-            None => Picture::Measurements(measurements(metric, result, started)),
+            None => Picture::Measurements(measurements(metric, result, started, args)),
         };
         MetricView {
             name: metric.name.clone(),
@@ -186,6 +200,7 @@ fn measurements(
     metric: &Metric,
     result: Option<&MetricResult>,
     started: Option<Timestamp>,
+    args: &BTreeMap<String, Option<String>>,
 ) -> MeasurementsView {
     let taken = result.map_or(&[][..], |r| r.measurements.as_slice());
     let numbers: Vec<Vec<f64>> = taken.iter().map(numbers_of).collect();
@@ -195,9 +210,19 @@ fn measurements(
         (ConditionKind::Failure, &metric.failure_condition),
     ]
     .into_iter()
-    .filter_map(|(kind, c)| c.as_deref().map(|c| (kind, thresholds(c))))
+    .filter_map(|(kind, c)| {
+        let text = c.as_deref()?;
+        let resolved = substitute(text, args, &|_| None).unwrap_or_else(|_| text.to_string());
+        Some((kind, thresholds(&resolved)))
+    })
     .collect();
-    let scalar = width <= 1
+    let vector = taken.iter().any(|m| {
+        m.value
+            .as_deref()
+            .is_some_and(|v| v.trim_start().starts_with('['))
+    });
+    let scalar = !vector
+        && width <= 1
         && lines
             .iter()
             .flat_map(|(_, t)| t)

@@ -258,3 +258,28 @@ fn strings_from_outside_are_escaped() {
     assert!(html.contains("&lt;img src=x onerror=alert(3)&gt;"));
     assert!(html.contains("metric &lt;script&gt;alert(4)&lt;/script&gt;"));
 }
+
+#[test]
+fn a_condition_s_placeholders_take_the_run_s_arg_values() {
+    let mut run = prometheus_run(&["[0.995]"]);
+    run.spec.metrics[0].success_condition =
+        Some("len(result) > 0 && !isNaN(result[0]) && result[0] >= {{args.threshold}}".to_string());
+    run.spec.metrics[0].failure_condition = Some("result[0] < {{args.missing}}".to_string());
+    run.spec.args = Some(vec![
+        serde_json::from_value(json!({"name": "threshold", "value": "0.99"}))
+            .unwrap_or_else(|e| panic!("{e}")),
+    ]);
+    let Picture::Measurements(view) = only_metric(&run).picture else {
+        panic!("not measurements");
+    };
+    let lines: Vec<_> = view
+        .thresholds
+        .iter()
+        .map(|t| (t.condition, t.comparison, t.value))
+        .collect();
+    assert_eq!(
+        lines,
+        [(ConditionKind::Success, Comparison::AtLeast, 0.99)],
+        "an arg the run does not give draws nothing"
+    );
+}
