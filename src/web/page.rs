@@ -51,7 +51,7 @@ th, td { border-bottom: 1px solid var(--line); padding: .2rem .6rem; text-align:
 th:first-child, td:first-child { text-align: left; }
 tr.decided td { font-weight: 700; }
 ol.timeline { list-style: none; padding: 0; font-size: .9rem; }
-ol.timeline li { border-left: 3px solid var(--line); padding: .15rem .8rem; white-space: pre-wrap;
+ol.timeline li { border-left: 3px solid var(--line); padding: .15rem .8rem; white-space: pre-wrap; overflow-wrap: anywhere;
   font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: .8rem; }
 ol.timeline li.step { border-color: var(--baseline); font-weight: 600; }
 ol.timeline li.warning, ol.timeline li.failed { border-color: var(--bad); }
