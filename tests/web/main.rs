@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use canaryd::api::Rollout;
 use canaryd_testkit::browser::Browser;
+use canaryd_testkit::child_daemon;
 use canaryd_testkit::cli::Canaryd;
 use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer};
 use canaryd_testkit::rollout::checkout::{NAME, NAMESPACE, from, rollout_object, serve_fixture};
@@ -204,6 +205,45 @@ async fn with_actions_off_a_forged_abort_is_refused() {
         .expect("an answer");
     assert_eq!(answer.status(), reqwest::StatusCode::FORBIDDEN);
     assert!(!aborted(&server), "status.abort was set");
+}
+
+/// `canaryd run --dashboard-addr` (the daemon, without --rollouts or leader election) serves the same list, and
+/// refuses an action without --dashboard-actions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_serves_the_pages_read_only_behind_dashboard_addr() {
+    let server = serve_fixture(CrdSet::Argo).await;
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port");
+    let log = tempfile::NamedTempFile::new().expect("a log file");
+    let args = ["--dashboard-addr".to_string(), addr.to_string()];
+    let (daemon, _) = child_daemon::spawn(CANARYD, &server, &args, &log);
+    let http = reqwest::Client::new();
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let page = loop {
+        match http.get(format!("http://{addr}/")).send().await {
+            Ok(answer) if answer.status().is_success() => {
+                break answer.text().await.expect("the page");
+            }
+            _ if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => panic!("the daemon's dashboard did not answer: {other:?}"),
+        }
+    };
+    assert!(
+        page.contains(&format!("data-rollout=\"{NAMESPACE}/{NAME}\"")),
+        "{page}"
+    );
+    let action = http
+        .post(format!("http://{addr}/rollouts/{NAMESPACE}/{NAME}/abort"))
+        .header("x-canaryd-action", "1")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(action.status(), reqwest::StatusCode::FORBIDDEN);
+    assert!(!aborted(&server), "status.abort was set");
+    daemon.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
