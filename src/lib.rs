@@ -19,3 +19,4 @@ pub mod runner;
 pub use canaryd_engine::scrub;
 pub mod time;
 pub mod view;
+pub mod web;

@@ -34,6 +34,7 @@ pub mod plan;
 pub mod rehearse;
 pub mod rehearse_many;
 pub mod rehearse_report;
+pub mod report_file;
 pub mod rollout_actions;
 pub mod run;
 pub mod validate;
