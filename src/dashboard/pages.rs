@@ -15,6 +15,8 @@ use super::actions::ACTIONS;
 use crate::api::{AnalysisRun, Rollout};
 use crate::k8s::rollout_reads;
 use crate::view::{self, RolloutView, StepState};
+use crate::web;
+use crate::web::page::escape;
 
 /// A page that could not be made: the status to answer with, and the page that says why.
 pub type Refusal = (StatusCode, String);
@@ -91,7 +93,7 @@ fn rollout_table(rows: &[view::RolloutRow]) -> String {
         let _ = write!(
             table,
             "<tr data-rollout=\"{ns}/{name}\"><td>{ns}</td><td><a href=\"/rollouts/{ns}/{name}\">{name}</a></td>\
-             <td>{strategy}</td><td class=\"phase {phase}\">{phase}</td><td>{step}</td><td>{weight}</td>\
+             <td>{strategy}</td><td><span class=\"phase phase-{phase}\">{phase}</span></td><td>{step}</td><td>{weight}</td>\
              <td>{ready}/{desired}</td><td>{message}</td></tr>",
             ns = escape(&row.namespace),
             name = escape(&row.name),
@@ -133,6 +135,7 @@ pub async fn rollout(
     }
     main.push_str(&timeline(&view::step_timeline(&rollout)));
     main.push_str(&revisions(&view));
+    main.push_str(&newest_analysis(&view, &owned.analysis_runs));
     match rollout_reads::events(client, namespace, name).await {
         Ok(events) => main.push_str(&events_table(&events)),
         Err(e) => {
@@ -154,11 +157,10 @@ pub async fn rollout(
 fn summary(view: &RolloutView) -> String {
     let mut out = format!(
         "<h1>{name} <small>{ns}</small></h1><dl id=summary>\
-         <dt>phase</dt><dd class=\"phase {phase}\" id=phase>{icon} {phase}</dd>\
+         <dt>phase</dt><dd id=phase><span class=\"phase phase-{phase}\">{phase}</span></dd>\
          <dt>message</dt><dd id=message>{message}</dd><dt>strategy</dt><dd>{strategy}</dd>",
         name = escape(&view.name),
         ns = escape(&view.namespace),
-        icon = view.icon,
         phase = escape(&view.status),
         message = escape(&view.message),
         strategy = escape(&view.strategy),
@@ -276,6 +278,28 @@ fn revisions(view: &RolloutView) -> String {
     out
 }
 
+/// The AnalysisRuns of the newest revision that has any, each drawn as the reports draw it (its metrics over
+/// time, the judge's looks and the sentence saying why), so the page says why a canary is being aborted.
+fn newest_analysis(view: &RolloutView, runs: &[AnalysisRun]) -> String {
+    let Some(revision) = view.revisions.iter().find(|r| !r.analysis_runs.is_empty()) else {
+        return String::new();
+    };
+    let mut out = format!(
+        "<section id=analysis><h2>Analysis of revision {}</h2>",
+        revision.revision
+    );
+    for shown in &revision.analysis_runs {
+        let run = runs
+            .iter()
+            .find(|run| run.metadata.name.as_deref() == Some(shown.name.as_str()));
+        if let Some(run) = run {
+            out.push_str(&web::analysis::section(run));
+        }
+    }
+    out.push_str("</section>");
+    out
+}
+
 fn events_table(events: &[Event]) -> String {
     let mut out = String::from(
         "<section id=events><h2>Events</h2><table><thead><tr><th>last seen</th><th>type</th><th>reason</th>\
@@ -315,34 +339,7 @@ pub async fn analysis_run(
         Ok(None) => return Err(not_found(&what)),
         Err(e) => return Err(unreadable(&what, &e)),
     };
-    let view = view::analysis_run_view(&run);
-    let mut main = format!(
-        "<h1>AnalysisRun {} <small>{}</small></h1><p id=run-phase>{} {}</p>",
-        escape(&view.name),
-        escape(namespace),
-        view.icon,
-        escape(&view.status)
-    );
-    for metric in &view.metrics {
-        let _ = write!(
-            main,
-            "<section class=metric><h2>{} {} {}</h2><table><thead><tr><th>started</th><th>phase</th><th>value</th></tr></thead><tbody>",
-            metric.icon,
-            escape(&metric.name),
-            escape(&metric.phase)
-        );
-        for m in &metric.measurements {
-            let _ = write!(
-                main,
-                "<tr><td>{}</td><td>{} {}</td><td>{}</td></tr>",
-                m.started_at.map(|t| t.to_string()).unwrap_or_default(),
-                m.icon,
-                escape(&m.phase),
-                escape(m.value.as_deref().unwrap_or_default())
-            );
-        }
-        main.push_str("</tbody></table></section>");
-    }
+    let main = web::analysis::section(&run);
     Ok(page(&what, &live_url(Some(namespace)), &main))
 }
 
@@ -376,7 +373,7 @@ fn live_url(namespace: Option<&str>) -> String {
 /// header the server requires, and say what came back.
 const SCRIPT: &str = r##"
 (function () {
-  const live = document.body.dataset.live;
+  const live = document.querySelector("main").dataset.live;
   let busy = false, again = false;
   async function refresh() {
     if (busy) { again = true; return; }
@@ -404,47 +401,22 @@ const SCRIPT: &str = r##"
 })();
 "##;
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}\
-table{border-collapse:collapse}td,th{border-bottom:1px solid #ddd;padding:.3em .6em;text-align:left}\
-.timeline li.done{color:#777}.timeline li.current{font-weight:bold}.timeline li.to-come{color:#999}\
-.Degraded{color:#b00}.Healthy{color:#070}.Paused{color:#a60}.error{color:#b00}dt{font-weight:bold}";
+/// What the dashboard adds to the shared style sheet: its navigation, filter, timeline states and tables.
+const STYLE: &str = "nav{margin-bottom:1rem}#filter{margin:.5rem 0 1rem}#filter input{margin-right:.5rem}\
+#rollouts td,#events td,#rollouts th,#events th{text-align:left}dl#summary{display:grid;\
+grid-template-columns:max-content auto;gap:.2rem 1rem}dl#summary dt{font-weight:600}dl#summary dd{margin:0}\
+ol.timeline li.done{color:var(--muted)}ol.timeline li.current{border-color:var(--canary);font-weight:700}\
+ol.timeline li.to-come{color:var(--muted);border-left-style:dashed}#actions{margin:1rem 0}#actions button{margin-right:.4rem}\
+.error{color:var(--bad)}.phase-Healthy{color:var(--ok)}.phase-Degraded{color:var(--bad)}\
+.phase-Paused,.phase-Progressing{color:var(--warn)}";
 
-/// The page around `main`, listening to `live` (no stream when empty).
+/// The page around `main` in the shared document shell (`web::page`), listening to `live` (no stream when
+/// empty); `main` is built from escaped parts.
 fn page(title: &str, live: &str, main: &str) -> String {
-    format!(
-        "<!doctype html><html lang=en><head><meta charset=utf-8><title>{title} · canaryd</title>\
-         <style>{STYLE}</style></head><body data-live=\"{live}\"><nav><a href=/>Rollouts</a></nav>\
-         <main>{main}</main><script>{SCRIPT}</script></body></html>",
-        title = escape(title),
+    let body = format!(
+        "<style>{STYLE}</style><nav><a href=\"/\">Rollouts</a></nav>\
+         <main data-live=\"{live}\">{main}</main><script>{SCRIPT}</script>",
         live = escape(live),
-    )
-}
-
-/// `text` safe inside HTML text and quoted attributes.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn markup_in_a_message_is_shown_as_text() {
-        assert_eq!(
-            escape("<script>\"a\" & 'b'</script>"),
-            "&lt;script&gt;&quot;a&quot; &amp; &#39;b&#39;&lt;/script&gt;"
-        );
-    }
+    );
+    web::page::document(&format!("{title} · canaryd"), &body)
 }

@@ -224,11 +224,6 @@ pub fn rollout_view(rollout: &Rollout, owned: &Owned) -> RolloutView {
     }
 }
 
-/// One AnalysisRun as `get rollout` shows it under its revision (Argo's `getAnalysisRunInfo`).
-pub fn analysis_run_view(run: &AnalysisRun) -> AnalysisRunView {
-    objects::analysis_run(run).1
-}
-
 /// Where a canary step stands in the Rollout's progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

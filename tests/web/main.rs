@@ -12,12 +12,14 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use canaryd::api::Rollout;
+use canaryd::api::{AnalysisRun, Rollout};
 use canaryd_testkit::browser::Browser;
 use canaryd_testkit::child_daemon;
 use canaryd_testkit::cli::Canaryd;
 use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer};
-use canaryd_testkit::rollout::checkout::{NAME, NAMESPACE, from, rollout_object, serve_fixture};
+use canaryd_testkit::rollout::checkout::{
+    NAME, NAMESPACE, from, owner, rollout_object, serve_fixture,
+};
 use serde_json::json;
 
 /// The binary under test.
@@ -87,6 +89,43 @@ fn advance(server: &FakeApiServer) {
     rollout["status"]["canary"]["weights"]["canary"]["weight"] = json!(50);
     rollout["status"]["canary"]["weights"]["stable"]["weight"] = json!(50);
     server.put::<Rollout>(&from(rollout));
+}
+
+/// Three times the baseline's error rate on 300 requests per side per look: the judge fails at look 4.
+const FAILS_AT_FOUR: &str = "9:300:3:300,18:600:6:600,27:900:9:900,36:1200:12:1200";
+
+/// The canary of revision 3 failed by the `canaryd/compare` judge at its fourth look, and the Rollout aborted
+/// for it, as the daemon would have written them.
+fn abort_on_errors(server: &FakeApiServer) {
+    let rollout = server.get::<Rollout>(NAMESPACE, NAME).expect("the Rollout");
+    let uid = rollout.metadata.uid.clone().expect("a uid");
+    server.put::<AnalysisRun>(&from(json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
+        "metadata": {
+            "name": "checkout-7c9d5f6b8-3-2", "namespace": NAMESPACE, "labels": {"app": NAME},
+            "annotations": {"rollout.argoproj.io/revision": "3"},
+            "ownerReferences": owner("Rollout", NAME, &uid),
+        },
+        "spec": {"metrics": [{"name": "errors", "interval": "1m", "provider": {"plugin": {"canaryd/compare": {
+            "errorRate": {
+                "canary": {"errors": "sum(e{v=\"c\"})", "requests": "sum(r{v=\"c\"})"},
+                "baseline": {"errors": "sum(e{v=\"b\"})", "requests": "sum(r{v=\"b\"})"},
+                "maxRelativeIncrease": 0.1, "confidence": 0.95
+            }}}}}]},
+        "status": {"phase": "Failed", "startedAt": "2026-12-05T00:01:00Z", "metricResults": [{
+            "name": "errors", "phase": "Failed", "count": 4, "failed": 1, "inconclusive": 3,
+            "metadata": {"canaryd.io/compare-looks": FAILS_AT_FOUR},
+        }]},
+    })));
+    let mut aborted = rollout_object();
+    aborted["status"]["abort"] = json!(true);
+    aborted["status"]["phase"] = json!("Degraded");
+    aborted["status"]["message"] = json!(
+        "RolloutAborted: Rollout aborted update to revision 3: Metric \"errors\" assessed Failed due to failed (1) > failureLimit (0)"
+    );
+    aborted["status"]["pauseConditions"] = json!([]);
+    aborted["status"]["controllerPause"] = json!(false);
+    server.put::<Rollout>(&from(aborted));
 }
 
 fn aborted(server: &FakeApiServer) -> bool {
@@ -162,10 +201,52 @@ async fn the_pages_show_the_canary_and_follow_a_change_without_a_reload() {
 
     browser.click("a[href$=\"/checkout-7c9d5f6b8-3-1\"]").await;
     browser
-        .wait_for_text("h1", "AnalysisRun checkout-7c9d5f6b8-3-1", PATIENCE)
+        .wait_for_text(
+            "section.analysis-run h2",
+            "AnalysisRun checkout-7c9d5f6b8-3-1",
+            PATIENCE,
+        )
         .await;
-    assert_eq!(browser.count("section.metric").await, 2);
+    assert_eq!(browser.count("section.analysis-run .metric").await, 2);
     browser.screenshot(&screenshot("analysisrun.png")).await;
+}
+
+/// The "done when": on the page of a Rollout being aborted, which metric failed, when, by how much and
+/// why the judge decided, arriving live on a page opened before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_rollouts_page_shows_which_metric_failed_and_why() {
+    let server = serve_fixture(CrdSet::Argo).await;
+    let dashboard = Dashboard::start(&server, &[]);
+    let browser = Browser::start().await;
+    browser
+        .open(&format!("{}/rollouts/{NAMESPACE}/{NAME}", dashboard.url))
+        .await;
+    abort_on_errors(&server);
+    browser.wait_for_text("#phase", "Degraded", PATIENCE).await;
+    assert!(
+        browser.texts("#message").await[0].contains("Metric \"errors\" assessed Failed"),
+        "{:?}",
+        browser.texts("#message").await
+    );
+    let why = browser
+        .wait_for_text(
+            "#run-checkout-7c9d5f6b8-3-2 .why",
+            "the canary's error rate exceeds the baseline's by more than 10% with 95% confidence after 4 looks",
+            PATIENCE,
+        )
+        .await;
+    assert!(
+        why.contains("canary 3% of 1200 requests, baseline 1% of 1200"),
+        "{why}"
+    );
+    let charts = browser.count("#run-checkout-7c9d5f6b8-3-2 svg.chart").await;
+    assert!(charts > 0, "the failed metric is not drawn");
+    browser
+        .script(
+            "document.getElementById('run-checkout-7c9d5f6b8-3-2').scrollIntoView(); return null",
+        )
+        .await;
+    browser.screenshot(&screenshot("aborted-rollout.png")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -116,7 +116,8 @@ pub fn rollout_object() -> Value {
     })
 }
 
-fn owner(kind: &str, name: &str, uid: &str) -> Value {
+/// The ownerReferences naming `kind` `name` (`uid`) as the controller.
+pub fn owner(kind: &str, name: &str, uid: &str) -> Value {
     json!([{
         "apiVersion": if kind == "Rollout" { "argoproj.io/v1alpha1" } else { "apps/v1" },
         "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true,
