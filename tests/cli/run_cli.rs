@@ -34,6 +34,20 @@ fn a_share_window_under_a_second_is_refused_naming_the_flag() {
 }
 
 #[test]
+fn dashboard_actions_without_a_dashboard_address_are_refused() {
+    let (code, stderr) = check(&["--dashboard-actions", "true"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("--dashboard-addr"), "{stderr}");
+    let both = [
+        "--dashboard-addr",
+        "0.0.0.0:3100",
+        "--dashboard-actions",
+        "true",
+    ];
+    assert_eq!(check(&both).0, Some(0));
+}
+
+#[test]
 fn a_renew_deadline_not_shorter_than_the_lease_is_refused() {
     let (code, stderr) = check(&["--lease-duration", "10s", "--renew-deadline", "10s"]);
     assert_eq!(code, Some(2));
