@@ -3,7 +3,7 @@
 //! header_route_test and mirror_route_test, `routes: [primary]`). The VirtualService's `http` list is
 //! compared whole at each pause: the routes the steps add sit ahead of `primary` in `managedRoutes` order,
 //! a step with only the name removes its route, and promotion or an abort removes every route the Rollout
-//! added while `primary` (the user's) is only ever re-weighted.
+//! added while `primary` (the user's) is only ever re-weighted and the user's other route is never touched.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
@@ -39,6 +39,17 @@ fn mirror_route(canary: i64) -> Value {
 
 fn primary(canary: i64) -> Value {
     json!({"name": "primary", "route": split(canary)})
+}
+
+/// A route of the user's own, not named in the Rollout: Argo's routers leave it as it is, after the others.
+fn users_route() -> Value {
+    json!({"name": "debug", "match": [{"headers": {"x-debug": {"exact": "1"}}}],
+           "route": [{"destination": {"host": "web-stable"}}]})
+}
+
+/// The VirtualService's `http` list: `routes`, then the user's own route.
+fn http(routes: &[Value]) -> Value {
+    routes.iter().cloned().chain([users_route()]).collect()
 }
 
 fn rollout() -> Rollout {
@@ -96,9 +107,12 @@ struct Paused {
 async fn paused_with_both_routes(crds: CrdSet) -> Paused {
     let (server, client, _prometheus, _replica_sets) =
         deployed_with(crds, Answer::Scalar(1.0), &rollout()).await;
-    server.put(&router_objects::virtual_service(
+    let mut vs = serde_json::to_value(router_objects::virtual_service(
         "default", "web-vsvc", "web",
-    ));
+    ))
+    .expect("a VirtualService");
+    vs["spec"]["http"] = http(&[primary(0)]);
+    server.put(&serde_json::from_value::<VirtualService>(vs).expect("a VirtualService"));
     let daemon = harness::spawn(client.clone(), config()).await;
     until(&server, "the first deploy to be Healthy", |s| {
         healthy_at(s, None) && s.available_replicas == 5
@@ -107,7 +121,7 @@ async fn paused_with_both_routes(crds: CrdSet) -> Paused {
     until_routes(
         &server,
         "no route added on the first deploy",
-        json!([primary(0)]),
+        http(&[primary(0)]),
     )
     .await;
 
@@ -119,7 +133,7 @@ async fn paused_with_both_routes(crds: CrdSet) -> Paused {
     until_routes(
         &server,
         "the header and mirror routes ahead of primary, in managedRoutes order",
-        json!([header_route(), mirror_route(20), primary(20)]),
+        http(&[header_route(), mirror_route(20), primary(20)]),
     )
     .await;
     Paused {
@@ -143,7 +157,7 @@ async fn routes_come_and_go_with_the_steps_and_go_on_promotion(crds: CrdSet) {
     until_routes(
         server,
         "the header route removed, the mirror route kept",
-        json!([mirror_route(20), primary(20)]),
+        http(&[mirror_route(20), primary(20)]),
     )
     .await;
 
@@ -152,7 +166,7 @@ async fn routes_come_and_go_with_the_steps_and_go_on_promotion(crds: CrdSet) {
     until_routes(
         server,
         "every managed route removed once promoted",
-        json!([primary(0)]),
+        http(&[primary(0)]),
     )
     .await;
     p.daemon.stop().await;
@@ -166,7 +180,7 @@ async fn an_abort_removes_the_routes(crds: CrdSet) {
     until_routes(
         server,
         "every managed route removed on the abort, all traffic to the stable",
-        json!([primary(0)]),
+        http(&[primary(0)]),
     )
     .await;
     p.daemon.stop().await;
