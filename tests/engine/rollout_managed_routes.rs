@@ -220,27 +220,21 @@ fn each_header_and_mirror_route_mistake_gets_argos_message() {
     }
 }
 
+/// The Gateway API plugin takes header routes (and does nothing with mirror routes), as Argo lets it.
 #[test]
-fn a_route_step_the_gateway_api_would_take_is_named_as_not_run_by_canaryd() {
-    let got = findings(with(
-        json!({"managedRoutes": [{"name": "h"}], "plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}),
-        json!([{"setHeaderRoute": {"name": "h"}}]),
-    ));
-    assert_eq!(
-        got,
-        [
-            "spec.strategy.steps[0].setHeaderRoute: Forbidden: not supported by canaryd: header and mirror routes are written to Istio VirtualServices only"
-        ]
-    );
-    assert!(spec::is_unsupported(
-        &spec::check(&rollout(
-            1,
-            with(
-                json!({"managedRoutes": [{"name": "h"}], "plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}),
-                json!([{"setHeaderRoute": {"name": "h"}}]),
-            )
-        ))[0]
-    ));
+fn route_steps_with_the_gateway_api_plugin_are_accepted() {
+    for step in [
+        json!({"setHeaderRoute": {"name": "h", "match": [{"headerName": "agent", "headerValue": {"exact": "x"}}]}}),
+        json!({"setHeaderRoute": {"name": "h"}}),
+        json!({"setMirrorRoute": {"name": "h", "match": [{"method": {"exact": "GET"}}]}}),
+    ] {
+        let canary = with(
+            json!({"managedRoutes": [{"name": "h"}], "plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}),
+            json!([step]),
+        );
+        assert_eq!(findings(canary.clone()), Vec::<String>::new(), "{canary}");
+        assert_eq!(spec::check(&rollout(1, canary)), [], "{step}");
+    }
 }
 
 #[test]

@@ -224,7 +224,8 @@ fn every_http_route_case_matches_the_gateway_api_plugin_and_the_crd() {
         let rollout = case.rollout();
         let routing = case.routing(&rollout);
         let config = routing.gateway_api.as_ref().unwrap();
-        let desired = Desired::new(&rollout, &routing, case.weight(), "", "");
+        let change = case.managed_change();
+        let desired = Desired::new(&rollout, &routing, case.weight(), "", "").with_managed(&change);
         let got =
             gateway::http_route(&case.doc["input"], config, &desired).map_err(|e| e.to_string());
         if let Ok(Some(out)) = &got

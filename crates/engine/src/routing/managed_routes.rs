@@ -11,7 +11,6 @@ use serde_json::Value;
 use crate::api::managed_routes::{ManagedRoute, SetHeaderRoute, SetMirrorRoute, StringMatch};
 use crate::api::rollout::CanaryStep;
 use crate::api::traffic_routing::TrafficRouting;
-use crate::rollout::spec::UNSUPPORTED;
 use crate::template::Finding;
 
 /// A step's header or mirror route, read.
@@ -223,14 +222,6 @@ pub fn check_step(
     let Some(routing) = routing else {
         return;
     };
-    if plugins && !istio {
-        out.push(Finding::forbidden(
-            format!("{at}.{key}"),
-            &format!(
-                "{UNSUPPORTED}: header and mirror routes are written to Istio VirtualServices only"
-            ),
-        ));
-    }
     if routing.managed_routes.is_none() {
         out.push(Finding::required(
             "spec.strategy.trafficRouting.managedRoutes",

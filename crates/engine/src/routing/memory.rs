@@ -202,11 +202,18 @@ fn destination_weights(object: &Value) -> Vec<(String, i64)> {
             .collect()
     };
     if object.get("kind").and_then(Value::as_str) == Some("HTTPRoute") {
+        // A rule with a match and a name (a header rule among them) names itself first; a backendRef
+        // without a weight has the Gateway API's default, 1.
         return routes(&["rules"])
             .iter()
             .flat_map(|rule| {
-                weights(rule, "backendRefs", |b| {
-                    b.get("name")?.as_str().map(str::to_string)
+                let name = rule
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .filter(|_| rule.get("matches").is_some());
+                weights(rule, "backendRefs", 1, |b| {
+                    let backend = b.get("name")?.as_str()?;
+                    Some(name.map_or(backend.to_string(), |n| format!("{n}: {backend}")))
                 })
             })
             .collect();
@@ -230,7 +237,7 @@ fn destination_weights(object: &Value) -> Vec<(String, i64)> {
                 dest
             }
         };
-        out.extend(weights(&route, "route", |d| {
+        out.extend(weights(&route, "route", 0, |d| {
             host(d.get("destination")?).map(named)
         }));
         if let Some(mirror) = route.get("mirror").and_then(host) {
@@ -244,17 +251,18 @@ fn destination_weights(object: &Value) -> Vec<(String, i64)> {
     out
 }
 
-/// The weight of every destination in `route`'s `dests` list, named by `name`.
+/// The weight of every destination in `route`'s `dests` list (`unset` when it has none), named by `name`.
 fn weights(
     route: &Value,
     dests: &str,
+    unset: i64,
     name: impl Fn(&Value) -> Option<String>,
 ) -> Vec<(String, i64)> {
     let list = route.get(dests).and_then(Value::as_array);
     list.into_iter()
         .flatten()
         .filter_map(|dest| {
-            let weight = dest.get("weight").and_then(Value::as_i64).unwrap_or(0);
+            let weight = dest.get("weight").and_then(Value::as_i64).unwrap_or(unset);
             Some((name(dest)?, weight))
         })
         .collect()

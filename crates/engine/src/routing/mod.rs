@@ -7,6 +7,7 @@
 //! and writes.
 
 pub mod gateway;
+mod gateway_managed;
 pub mod istio;
 mod istio_managed;
 pub mod managed_routes;
