@@ -184,6 +184,12 @@ fn each_header_and_mirror_route_mistake_gets_argos_message() {
                  json!([{"setMirrorRoute": {"name": "m"}}])),
             format!("{at}.setMirrorRoute: Invalid value: {{\"name\":\"m\"}}: SetMirrorRoute requires TrafficRouting, supports Istio and Plugins"),
         ),
+        // NGINX takes neither (Argo's NGINX router ignores them): canary-by-header annotations instead.
+        (
+            with(json!({"managedRoutes": [{"name": "h"}], "nginx": {"stableIngress": "web"}}),
+                 json!([{"setHeaderRoute": {"name": "h"}}])),
+            format!("{at}.setHeaderRoute: Invalid value: {{\"name\":\"h\"}}: SetHeaderRoute requires TrafficRouting, supports Istio and ALB and Apisix"),
+        ),
         (
             with(json!({"istio": {"virtualService": {"name": "web-vsvc"}}}), json!([header_step()])),
             "spec.strategy.trafficRouting.managedRoutes: Required value: Rollout has missing field 'spec.strategy.canary.trafficRouting.managedRoutes'".to_string(),
