@@ -227,7 +227,7 @@ async fn promote_is_refused_when_already_fully_promoted_or_not_a_canary_or_not_f
     let mut blue_green = rollout_with(json!({}));
     if let Some(strategy) = blue_green.spec.strategy.as_mut() {
         strategy.canary = None;
-        strategy.blue_green = Some(json!({"activeService": "web"}));
+        strategy.blue_green = serde_json::from_value(json!({"activeService": "web"})).ok();
     }
     let server = server_with(CrdSet::Argo, &blue_green).await;
     let ran = canaryd(&server, &["promote", "web"]).await;

@@ -499,7 +499,8 @@ fn every_unsupported_part_is_invalid_spec_naming_its_field_never_a_crash() {
         let mut r = rollout(1, json!({"steps": [{"setWeight": 10}]}));
         match part {
             "blueGreen" => {
-                r.spec.strategy.as_mut().unwrap().blue_green = Some(json!({"activeService": "a"}))
+                r.spec.strategy.as_mut().unwrap().blue_green =
+                    serde_json::from_value(json!({"activeService": "a"})).ok()
             }
             "workloadRef" => {
                 r.spec.workload_ref =

@@ -1,9 +1,10 @@
 //! Wire types for Argo's `Rollout` (`argoproj.io/v1alpha1`): the whole canary strategy with Argo's field
-//! names, and (in `status`) the status Argo writes. Parts canaryd does not run (blueGreen, experiments,
+//! names, the blue-green one (`blue_green`), and (in `status`) the status Argo writes. Parts canaryd does not run (experiments,
 //! header/mirror routes, step plugins, workloadRef) are kept as raw JSON so they are named in errors and
 //! written back untouched; `trafficRouting` has the types of `api::traffic_routing`; every struct also keeps fields it does not know in `rest`, so a Rollout
 //! round-trips without loss. Shapes only: defaults, validation and meaning live in `engine/rollout`.
 
+mod blue_green;
 mod status;
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::analysis::{AnalysisTemplateRef, DryRun, MeasurementRetention};
+pub use blue_green::*;
 pub use status::*;
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -113,9 +115,8 @@ pub struct PodTemplateMetadata {
 pub struct RolloutStrategy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanaryStrategy>,
-    /// Not run by canaryd: kept so it can be named in the InvalidSpec condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blue_green: Option<Value>,
+    pub blue_green: Option<BlueGreenStrategy>,
     #[serde(flatten)]
     pub rest: BTreeMap<String, Value>,
 }
@@ -203,6 +204,11 @@ impl RolloutSpec {
     /// The canary strategy, when the Rollout has one.
     pub fn canary(&self) -> Option<&CanaryStrategy> {
         self.strategy.as_ref().and_then(|s| s.canary.as_ref())
+    }
+
+    /// The blue-green strategy, when the Rollout has one.
+    pub fn blue_green(&self) -> Option<&BlueGreenStrategy> {
+        self.strategy.as_ref().and_then(|s| s.blue_green.as_ref())
     }
 }
 
