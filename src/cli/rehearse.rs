@@ -344,13 +344,7 @@ fn known_metrics(setup: &Setup) -> Vec<api::Metric> {
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     let mut metrics = Vec::new();
-    for named in setup
-        .rollout
-        .spec
-        .canary()
-        .into_iter()
-        .flat_map(|c| c.analyses())
-    {
+    for named in setup.rollout.spec.analyses() {
         let given = named.analysis.args.iter().flatten();
         for reference in named.analysis.templates.iter().flatten() {
             let Some(template) = setup.templates.get(&template_key(reference)) else {

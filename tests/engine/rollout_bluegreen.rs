@@ -213,3 +213,202 @@ fn an_abort_keeps_the_stable_pods_active_and_scales_the_preview_down_after_its_d
         "{reasons:?}"
     );
 }
+
+/// Argo's blue-green example with `prePromotionAnalysis` and `postPromotionAnalysis` on `smoke`, which takes
+/// the new pods' hash (`podTemplateHashValue: Latest`).
+fn analysed(extra: serde_json::Value) -> MemoryCluster {
+    let analysis = json!({"templates": [{"templateName": "smoke"}],
+                          "args": [{"name": "service", "value": "web-preview"},
+                                   {"name": "hash", "valueFrom": {"podTemplateHashValue": "Latest"}}]});
+    let mut strategy = json!({"activeService": "web-active", "previewService": "web-preview"});
+    for (field, value) in extra.as_object().unwrap() {
+        strategy[field] = if value == &json!("smoke") {
+            analysis.clone()
+        } else {
+            value.clone()
+        };
+    }
+    let mut c = blue_green_rollout(2, strategy);
+    with_analysis_template(
+        &mut c,
+        "smoke",
+        json!([{"name": "up", "count": 1, "provider": {"prometheus": {"query": "up"}}}]),
+    );
+    c.templates
+        .get_mut(&(false, "smoke".to_string()))
+        .unwrap()
+        .args =
+        Some(serde_json::from_value(json!([{"name": "service"}, {"name": "hash"}])).unwrap());
+    first_deploy(&mut c);
+    set_image(&mut c, "web:2");
+    c
+}
+
+fn run_named(c: &MemoryCluster, suffix: &str) -> canaryd::api::AnalysisRun {
+    c.analysis_runs
+        .iter()
+        .find(|r| r.metadata.name.as_deref().unwrap().ends_with(suffix))
+        .unwrap_or_else(|| panic!("no run ending {suffix}"))
+        .clone()
+}
+
+/// A pre-promotion run (Argo's `<rollout>-<hash>-<revision>-pre`, rollout-type PrePromotion) starts once the
+/// preview is at full size and holds the switch until it succeeds.
+#[test]
+fn a_pre_promotion_analysis_runs_against_the_preview_and_its_success_switches_the_active_service() {
+    let mut c = analysed(json!({"prePromotionAnalysis": "smoke"}));
+    let old = c.status().stable_rs;
+    run(&mut c, at(10));
+    let new = c.status().current_pod_hash;
+    let pre = run_named(&c, "-pre");
+    assert_eq!(
+        pre.metadata.name.as_deref(),
+        Some(format!("web-{new}-2-pre").as_str())
+    );
+    let labels = pre.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["rollout-type"], "PrePromotion");
+    assert_eq!(labels["rollouts-pod-template-hash"], new);
+    let args = pre.spec.args.as_ref().unwrap();
+    assert_eq!(
+        args.iter()
+            .find(|a| a.name == "hash")
+            .unwrap()
+            .value
+            .as_deref(),
+        Some(new.as_str())
+    );
+    assert_eq!(
+        service_hash(&c, "web-active"),
+        old,
+        "not before the analysis succeeds"
+    );
+    assert_eq!(phase(&c).1, "active service cutover pending");
+    let recorded = c
+        .status()
+        .blue_green
+        .unwrap()
+        .pre_promotion_analysis_run_status
+        .unwrap();
+    assert_eq!(recorded.name, pre.metadata.name.clone().unwrap());
+
+    c.finish_run(
+        pre.metadata.name.as_deref().unwrap(),
+        canaryd::api::AnalysisPhase::Successful,
+        "",
+    );
+    run(&mut c, at(20));
+    assert_eq!(service_hash(&c, "web-active"), new);
+    assert_eq!(c.status().stable_rs, new);
+    assert_eq!(phase(&c), ("Healthy".into(), String::new()));
+    let recorded = c
+        .status()
+        .blue_green
+        .unwrap()
+        .pre_promotion_analysis_run_status
+        .unwrap();
+    assert_eq!(
+        recorded.status, "Successful",
+        "kept once stable, as Argo keeps blue-green's runs"
+    );
+}
+
+/// A failed pre-promotion run aborts: the active Service never moves, the preview goes after its delay.
+#[test]
+fn a_failed_pre_promotion_analysis_aborts_before_the_switch() {
+    let mut c = analysed(json!({"prePromotionAnalysis": "smoke"}));
+    let old = c.status().stable_rs;
+    run(&mut c, at(10));
+    let pre = run_named(&c, "-pre").metadata.name.unwrap();
+    c.finish_run(
+        &pre,
+        canaryd::api::AnalysisPhase::Failed,
+        "error rate too high",
+    );
+    run(&mut c, at(20));
+    assert_eq!(
+        phase(&c),
+        (
+            "Degraded".into(),
+            "RolloutAborted: Rollout aborted update to revision 2: Blue/green pre-promotion analysis phase \
+             error/failed: error rate too high"
+                .into()
+        )
+    );
+    assert_eq!(service_hash(&c, "web-active"), old);
+    run(&mut c, at(50));
+    assert_eq!(replicas(&c), [2, 0]);
+}
+
+/// An inconclusive pre-promotion run pauses the Rollout (InconclusiveAnalysisRun) and holds the Services.
+#[test]
+fn an_inconclusive_pre_promotion_analysis_pauses() {
+    let mut c = analysed(json!({"prePromotionAnalysis": "smoke"}));
+    run(&mut c, at(10));
+    let pre = run_named(&c, "-pre").metadata.name.unwrap();
+    c.finish_run(&pre, canaryd::api::AnalysisPhase::Inconclusive, "");
+    run(&mut c, at(20));
+    assert_eq!(
+        phase(&c),
+        ("Paused".into(), "InconclusiveAnalysisRun".into())
+    );
+    assert_eq!(service_hash(&c, "web-active"), c.status().stable_rs);
+}
+
+/// The post-promotion run starts after the switch; while it runs the new ReplicaSet is not stable and the
+/// old one keeps its pods; when it fails, the active Service goes back to the old pods, still up (Argo's
+/// TestBlueGreenPostPromotionFail).
+#[test]
+fn a_failed_post_promotion_analysis_switches_the_active_service_back_to_the_old_pods() {
+    let mut c = analysed(json!({"postPromotionAnalysis": "smoke"}));
+    let old = c.status().stable_rs;
+    run(&mut c, at(10));
+    let new = c.status().current_pod_hash;
+    assert_eq!(service_hash(&c, "web-active"), new);
+    let post = run_named(&c, "-post");
+    assert_eq!(
+        post.metadata.labels.as_ref().unwrap()["rollout-type"],
+        "PostPromotion"
+    );
+    assert_eq!(
+        c.status().stable_rs,
+        old,
+        "not stable before the analysis succeeds"
+    );
+    assert_eq!(phase(&c).1, "waiting for analysis to complete");
+    run(&mut c, at(100));
+    assert_eq!(
+        replicas(&c),
+        [2, 2],
+        "the old pods stay while the analysis runs"
+    );
+
+    c.finish_run(
+        post.metadata.name.as_deref().unwrap(),
+        canaryd::api::AnalysisPhase::Failed,
+        "",
+    );
+    run(&mut c, at(110));
+    assert_eq!(service_hash(&c, "web-active"), old, "switched back");
+    assert_eq!(c.status().stable_rs, old);
+    assert_eq!(phase(&c).0, "Degraded");
+    assert_eq!(
+        replicas(&c)[0],
+        2,
+        "the old pods took the traffic back at full size"
+    );
+}
+
+/// A successful post-promotion run makes the new ReplicaSet stable; then the old one waits its delay.
+#[test]
+fn a_successful_post_promotion_analysis_completes_the_update() {
+    let mut c = analysed(json!({"postPromotionAnalysis": "smoke"}));
+    run(&mut c, at(10));
+    let post = run_named(&c, "-post").metadata.name.unwrap();
+    c.finish_run(&post, canaryd::api::AnalysisPhase::Successful, "");
+    run(&mut c, at(20));
+    let s = c.status();
+    assert_eq!(s.stable_rs, s.current_pod_hash);
+    assert_eq!(phase(&c), ("Healthy".into(), String::new()));
+    run(&mut c, at(50));
+    assert_eq!(replicas(&c), [0, 2]);
+}

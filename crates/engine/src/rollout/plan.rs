@@ -193,7 +193,7 @@ impl Reconcile<'_, '_> {
 
     /// The InvalidSpec condition (`conditions::invalid_spec`), phase Degraded; nothing else moves. Looked at
     /// again in 20 s, as Argo does: a missing template or Service may have appeared.
-    fn invalid(&mut self, message: String) {
+    pub(super) fn invalid(&mut self, message: String) {
         let status = cond::invalid_spec(self.o.rollout, self.prev.clone(), &message, self.o.now);
         self.status = Some(status);
         if let Ok(at) = self.o.now.checked_add(jiff::SignedDuration::from_secs(20)) {

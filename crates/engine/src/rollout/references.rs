@@ -35,7 +35,7 @@ pub fn in_argo_order(
 
 /// The Services a Rollout's strategy names, in the order Argo reads them (getRolloutReferencedResources):
 /// a blue-green one's active then preview, a canary's stable then canary; each with its field path.
-pub(super) fn named_services(rollout: &Rollout) -> [(&'static str, Option<&str>); 2] {
+pub fn named_services(rollout: &Rollout) -> [(&'static str, Option<&str>); 2] {
     if let Some(blue_green) = rollout.spec.blue_green() {
         return [
             (

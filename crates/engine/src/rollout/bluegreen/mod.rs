@@ -1,9 +1,11 @@
 //! The blue-green strategy (Argo's `rolloutBlueGreen`, rollout/bluegreen.go): one reconcile in Argo's order
 //! — the preview Service to the new pods, the ReplicaSets (`replicas`), the pause before promotion, the
-//! active Service's switch (`services`), then the status (`status`). The shared parts (the new ReplicaSet,
+//! active Service's switch (`services`), the pre- and post-promotion analyses (`analysis`), then the
+//! status (`status`). The shared parts (the new ReplicaSet,
 //! revisions, pause bookkeeping, conditions, persisting) are the planner's; `plan` hands a blue-green
 //! Rollout to [`Reconcile::blue_green`] once its new ReplicaSet exists.
 
+mod analysis;
 mod replicas;
 mod services;
 mod status;
@@ -32,7 +34,7 @@ impl Reconcile<'_, '_> {
         let mut sides = self.read_sides(strategy);
         self.switch_preview(strategy, &mut sides);
         if self.pod_template_changed() {
-            self.blue_green_status(strategy, &sides);
+            self.blue_green_status(strategy, &sides, None);
             return;
         }
         if self.restart_pods() {
@@ -41,7 +43,10 @@ impl Reconcile<'_, '_> {
         self.blue_green_replica_sets(strategy);
         self.blue_green_pause(strategy, &sides);
         self.switch_active(strategy, &mut sides);
-        self.blue_green_status(strategy, &sides);
+        match self.blue_green_analysis(strategy, &sides) {
+            Ok(post) => self.blue_green_status(strategy, &sides, post.as_ref()),
+            Err(message) => self.invalid(message),
+        }
     }
 
     /// Argo's CheckPodSpecChange: the new ReplicaSet is not the one the status last recorded.
@@ -92,6 +97,9 @@ impl Reconcile<'_, '_> {
         let checkpoint = self.prev_blue_green().scale_up_preview_check_point;
         if self.fast_tracked(sides) || checkpoint || !needs_controller_pause(strategy) {
             self.pause.remove(BLUE_GREEN_PAUSE);
+            return;
+        }
+        if !self.completed_pre_promotion(strategy) {
             return;
         }
         match self.pause_condition_start() {

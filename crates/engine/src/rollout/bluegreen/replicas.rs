@@ -65,19 +65,20 @@ impl Reconcile<'_, '_> {
                 self.scale_to(n, count);
             }
         }
-        self.scale_down_old_blue_green();
+        self.scale_down_old_blue_green(strategy);
         self.revision_history();
     }
 
-    /// Argo's scaleDownOldReplicaSetsForBlueGreen: nothing while an inconclusive analysis pauses; else the
-    /// others with pods, newest revision first, each after its scale-down delay.
-    fn scale_down_old_blue_green(&mut self) {
+    /// Argo's scaleDownOldReplicaSetsForBlueGreen: nothing while an inconclusive analysis pauses or a
+    /// post-promotion run is awaited; else the others with pods, newest revision first, each after its
+    /// scale-down delay.
+    fn scale_down_old_blue_green(&mut self, strategy: &BlueGreenStrategy) {
         let inconclusive = self
             .prev
             .pause_conditions
             .iter()
             .any(|p| p.reason == cond::INCONCLUSIVE_ANALYSIS);
-        if inconclusive {
+        if inconclusive || self.waits_for_post_promotion(strategy) {
             return;
         }
         let mut old: Vec<usize> = (0..self.rss.len())

@@ -106,7 +106,7 @@ impl Reconcile<'_, '_> {
         if self.fast_tracked(sides) {
             target = self.new_hash();
         }
-        if self.completed_blue_green_pause(strategy) {
+        if self.completed_blue_green_pause(strategy) && self.completed_pre_promotion(strategy) {
             target = self.new_hash();
         }
         if self.prev.abort {
