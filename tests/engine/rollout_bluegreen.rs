@@ -412,3 +412,24 @@ fn a_successful_post_promotion_analysis_completes_the_update() {
     run(&mut c, at(50));
     assert_eq!(replicas(&c), [0, 2]);
 }
+
+/// An update interrupted before its promotion (Argo's scaleDownOldReplicaSetsForBlueGreen): the preview of
+/// the abandoned revision is neither new nor stable, and it too keeps its pods `scaleDownDelaySeconds` once no
+/// Service selects it.
+#[test]
+fn an_abandoned_preview_waits_out_the_scale_down_delay_too() {
+    let mut c = blue_green_rollout(
+        1,
+        json!({"activeService": "web-active", "previewService": "web-preview", "autoPromotionEnabled": false}),
+    );
+    first_deploy(&mut c);
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert_eq!(replicas(&c), [1, 1]);
+    set_image(&mut c, "web:3");
+    run(&mut c, at(20));
+    assert_eq!(replicas(&c), [1, 1, 1], "revision 2 waits out its delay");
+    assert_eq!(deadline_of(&c, 1).as_deref(), Some("2027-01-15T08:00:50Z"));
+    run(&mut c, at(50));
+    assert_eq!(replicas(&c), [1, 0, 1]);
+}
