@@ -281,14 +281,11 @@ fn refuse_jobs(
     Ok(())
 }
 
-/// The canary and stable Services the Rollout names and the files lack, selecting the Rollout's pods as a
-/// user's Services would.
+/// The Services the Rollout names (canary and stable, or active and preview) and the files lack, selecting the
+/// Rollout's pods as a user's Services would.
 fn add_named_services(rollout: &Rollout, services: &mut Vec<Service>) {
-    let canary = rollout.spec.canary();
-    let named = [
-        canary.and_then(|c| c.canary_service.clone()),
-        canary.and_then(|c| c.stable_service.clone()),
-    ];
+    let named = crate::engine::rollout::references::named_services(rollout)
+        .map(|(_, name)| name.map(str::to_string));
     let selector = rollout
         .spec
         .selector

@@ -20,7 +20,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Service;
 
 use crate::api::Rollout;
-use crate::api::reasons::rollout::{CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
+use crate::api::reasons::rollout::{BLUE_GREEN_PAUSE, CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
 use crate::api::rollout::RolloutStatus;
 use crate::engine::rollout::memory::MemoryCluster;
 use crate::engine::rollout::reconcile_loop::{Reconciliation, Templates};
@@ -447,7 +447,8 @@ fn needs_pods(cluster: &MemoryCluster) -> bool {
     })
 }
 
-/// The pause only a person ends (one without a duration, or an Inconclusive analysis's): since when, why.
+/// The pause only a person ends (one without a duration, a blue-green one without `autoPromotionSeconds`, or an
+/// Inconclusive analysis's): since when, why.
 fn waiting_for_a_person(
     rollout: &Rollout,
     status: &RolloutStatus,
@@ -460,10 +461,14 @@ fn waiting_for_a_person(
             .is_some_and(|p| matches!(steps::pause_seconds(p.duration.as_ref()), Ok(None))),
         None => false,
     };
+    let auto_promoted = (rollout.spec.blue_green())
+        .and_then(|b| b.auto_promotion_seconds)
+        .is_some_and(|s| s > 0);
     status.pause_conditions.iter().find_map(|p| {
         let reason = match p.reason.as_str() {
             INCONCLUSIVE_ANALYSIS => INCONCLUSIVE_ANALYSIS,
             CANARY_PAUSE_STEP if indefinite_step => CANARY_PAUSE_STEP,
+            BLUE_GREEN_PAUSE if !auto_promoted => BLUE_GREEN_PAUSE,
             _ => return None,
         };
         Some((p.start_time.0, reason))
