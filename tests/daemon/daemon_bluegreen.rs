@@ -1,16 +1,27 @@
 //! `canaryd run --rollouts` progressing Argo's blue-green example (`examples/rollout-bluegreen.yaml` with the
 //! analyses of `docs/features/bluegreen.md`) against the fake API server under both CRD sets: promoted after
 //! its pre-promotion analysis and a person's `promote`, with the daemon restarted while it waits; a failed
-//! post-promotion analysis putting the active Service back on the old pods; an abort before the switch.
+//! post-promotion analysis putting the active Service back on the old pods; an abort before the switch;
+//! canaryd's own actions (`set image`, `abort`, `retry`, `promote`, `undo`) as kubectl-argo-rollouts' plugin
+//! sends them.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the tests wait on real time.
 
 use canaryd::api::{AnalysisPhase, AnalysisRun, Rollout};
-use canaryd_testkit::fake_apiserver::CrdSet;
+use canaryd_testkit::cli::Canaryd;
+use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer};
 use canaryd_testkit::harness::{self, Answer, eventually};
 use canaryd_testkit::rollout::cluster::*;
 use canaryd_testkit::with_each_crd_set;
 use serde_json::{Value, json};
+
+const CANARYD: Canaryd = canaryd_testkit::canaryd!();
+
+/// `canaryd ARGS` against `server`'s cluster, which must succeed.
+async fn act(server: &FakeApiServer, args: &[&str]) {
+    let ran = CANARYD.on_cluster(server.kubeconfig_path(), args).await;
+    assert_eq!(ran.code, Some(0), "canaryd {args:?}: {}", ran.stderr);
+}
 
 /// `web`, 2 replicas, behind `web-active` and `web-preview`, with the blue-green `strategy` (whose
 /// `"success-rate"` analyses name the scripted Prometheus's template), and a ReplicaSet controller.
@@ -36,7 +47,7 @@ fn blue_green_status(s: &canaryd::api::rollout::RolloutStatus) -> (String, Strin
     (b.active_selector, b.preview_selector)
 }
 
-fn runs(server: &canaryd_testkit::fake_apiserver::FakeApiServer) -> Vec<AnalysisRun> {
+fn runs(server: &FakeApiServer) -> Vec<AnalysisRun> {
     server.list::<AnalysisRun>("default")
 }
 
@@ -137,14 +148,13 @@ async fn a_failed_post_promotion_analysis_switches_the_active_service_back(crds:
     })
     .await;
     set_image(&client, "web:2").await;
-    let switched = until(&server, "the switch", |s| {
-        !s.current_pod_hash.is_empty()
-            && s.current_pod_hash != first.stable_rs
-            && blue_green_status(s).0 == s.current_pod_hash
+    // The switch to the new pods lasts only until the run fails, too briefly to be seen reliably by polling;
+    // the post-promotion run, which starts only after it, is checked below.
+    let aborted = until(&server, "the abort", |s| {
+        s.abort && !s.current_pod_hash.is_empty() && s.current_pod_hash != first.stable_rs
     })
     .await;
-    let new = switched.current_pod_hash.clone();
-    let aborted = until(&server, "the abort", |s| s.abort).await;
+    let new = aborted.current_pod_hash.clone();
     eventually(WAIT, "the active Service switched back", || async {
         (service_hash(&server, "web-active") == first.stable_rs).then_some(())
     })
@@ -196,3 +206,66 @@ async fn an_abort_before_the_switch_scales_the_preview_down_after_its_delay(crds
 }
 
 with_each_crd_set!(an_abort_before_the_switch_scales_the_preview_down_after_its_delay);
+
+/// The plugin's actions on a blue-green Rollout: `abort` leaves the active Service on the stable pods and
+/// scales the preview down, `retry` brings the preview and the pause back, `promote` switches the active
+/// Service, and `undo` within `scaleDownDelaySeconds` is Argo's fast rollback: the old pods, still up, take
+/// the traffic again without a pause.
+async fn canaryds_actions_steer_a_blue_green_rollout(crds: CrdSet) {
+    let strategy = json!({"activeService": "web-active", "previewService": "web-preview",
+                          "autoPromotionEnabled": false, "abortScaleDownDelaySeconds": 1,
+                          "scaleDownDelaySeconds": 600});
+    let (server, client, _prom, _rsc) = blue_green(crds, Answer::Scalar(1.0), strategy).await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    let first = until(&server, "the first deploy", |s| healthy_at(s, None)).await;
+    let stable = first.stable_rs.clone();
+    // Argo's isRollback compares the ReplicaSets' creationTimestamps, which have whole seconds: revision 2's
+    // must come a second later for the undo to be a rollback at all.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+
+    act(&server, &["set", "image", "web", "web=web:2"]).await;
+    let paused = until(&server, "the pause", |s| s.message == "BlueGreenPause").await;
+    let new = paused.current_pod_hash.clone();
+    assert_eq!(service_hash(&server, "web-preview"), new);
+
+    act(&server, &["abort", "web"]).await;
+    let aborted = until(&server, "the abort", |s| s.phase == "Degraded").await;
+    assert_eq!(
+        aborted.message,
+        "RolloutAborted: Rollout aborted update to revision 2"
+    );
+    eventually(WAIT, "the preview scaled down", || async {
+        (replicas_of(&server, &new) == Some(0)).then_some(())
+    })
+    .await;
+    assert_eq!(service_hash(&server, "web-active"), stable);
+
+    act(&server, &["retry", "web"]).await;
+    until(&server, "the retried pause", |s| {
+        s.message == "BlueGreenPause" && !s.abort
+    })
+    .await;
+    assert_eq!(replicas_of(&server, &new), Some(2), "the preview back up");
+
+    act(&server, &["promote", "web"]).await;
+    until(&server, "the promotion", |s| healthy_at(s, Some(&new))).await;
+    assert_eq!(service_hash(&server, "web-active"), new);
+    assert_eq!(replicas_of(&server, &stable), Some(2), "within its delay");
+
+    act(&server, &["undo", "web"]).await;
+    let back = until(&server, "revision 1's pods active again", |s| {
+        healthy_at(s, Some(&stable))
+    })
+    .await;
+    daemon.stop().await;
+    assert_eq!(back.current_pod_hash, stable);
+    assert!(
+        back.pause_conditions.is_empty(),
+        "{:?}",
+        back.pause_conditions
+    );
+    assert_eq!(service_hash(&server, "web-active"), stable);
+    assert_eq!(blue_green_status(&back), (stable.clone(), stable));
+}
+
+with_each_crd_set!(canaryds_actions_steer_a_blue_green_rollout);
