@@ -433,3 +433,35 @@ fn an_abandoned_preview_waits_out_the_scale_down_delay_too() {
     run(&mut c, at(50));
     assert_eq!(replicas(&c), [1, 0, 1]);
 }
+
+/// `scaleDownDelayRevisionLimit` (Argo's TestBlueGreenScaleDownLimit): of the old ReplicaSets waiting out
+/// `scaleDownDelaySeconds`, only the newest `limit` keep their pods; an older one goes at once.
+#[test]
+fn scale_down_delay_revision_limit_keeps_only_the_newest_old_pods_up() {
+    for (limit, expected) in [
+        (None, [2, 2, 2]),
+        (Some(1), [0, 2, 2]),
+        (Some(0), [0, 0, 2]),
+    ] {
+        let mut strategy = json!({"activeService": "web-active", "previewService": "web-preview"});
+        if let Some(limit) = limit {
+            strategy["scaleDownDelayRevisionLimit"] = json!(limit);
+        }
+        let mut c = blue_green_rollout(2, strategy);
+        first_deploy(&mut c);
+        set_image(&mut c, "web:2");
+        run(&mut c, at(10));
+        set_image(&mut c, "web:3");
+        run(&mut c, at(20));
+        let s = c.status();
+        assert_eq!(service_hash(&c, "web-active"), s.current_pod_hash);
+        assert_eq!(s.stable_rs, s.current_pod_hash, "limit {limit:?}");
+        assert_eq!(replicas(&c), expected, "limit {limit:?}");
+        run(&mut c, at(50));
+        assert_eq!(
+            replicas(&c),
+            [0, 0, 2],
+            "every delay over (limit {limit:?})"
+        );
+    }
+}
