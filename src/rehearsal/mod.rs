@@ -100,6 +100,8 @@ async fn play_on(
 ) -> Result<Ending, RehearsalError> {
     let clock = Clock::virtual_at(opts.from);
     let steps = steps::steps(&cluster.rollout).len();
+    // A blue-green Rollout has no steps to name.
+    let canary = cluster.rollout.spec.canary().is_some();
     let mut runs = runs::Runs::new(&setup.args, setup.prometheus.as_deref());
     let mut available_at: Option<Timestamp> = None;
     let mut shown = Shown::default();
@@ -129,7 +131,7 @@ async fn play_on(
             Ok(ending(
                 opts,
                 now,
-                progressing_step,
+                canary.then_some(progressing_step),
                 &status,
                 outcome,
                 reason,
@@ -254,7 +256,7 @@ fn settle(
 fn ending(
     opts: &Options,
     now: Timestamp,
-    step: usize,
+    step: Option<usize>,
     status: &RolloutStatus,
     outcome: Outcome,
     reason: String,
@@ -265,7 +267,7 @@ fn ending(
         started: shown(opts.from),
         ended: shown(now),
         seconds: now.duration_since(opts.from).as_secs(),
-        step: (outcome != Outcome::Promoted).then_some(step),
+        step: step.filter(|_| outcome != Outcome::Promoted),
         metric,
         reason,
         status: status.clone(),
@@ -489,7 +491,7 @@ fn waiting_for_a_person(
     })
 }
 
-/// Reports the step and weight when either changed, with what the routers show.
+/// Reports the step and weight of a canary when either changed, with what the routers show.
 fn show_step(
     cluster: &MemoryCluster,
     plan: &Plan,
@@ -498,6 +500,9 @@ fn show_step(
     now: Timestamp,
     on: &mut dyn FnMut(&Entry),
 ) {
+    if cluster.rollout.spec.canary().is_none() {
+        return;
+    }
     let status = cluster.status();
     // An abort sets currentStepIndex back to 0 (Argo's syncRolloutStatusCanary): the timeline keeps naming
     // the step the rollout was aborted at, as the outcome does.

@@ -517,6 +517,8 @@ fn a_blue_green_rollout_is_promoted_after_its_pre_promotion_analysis_passes_on_t
         "Successful"
     );
     assert_eq!(r.of_type("measurement").len(), 10);
+    assert!(r.of_type("step").is_empty(), "no steps: {:#?}", r.lines);
+    assert!(r.outcome().get("step").is_none(), "{:#}", r.outcome());
 }
 
 #[test]
@@ -525,6 +527,7 @@ fn a_blue_green_preview_that_regresses_is_aborted_before_the_switch() {
     assert_eq!(r.code, 1, "{:#?}\n{}", r.lines, r.stderr);
     let status = &r.outcome()["status"];
     assert_eq!(r.outcome()["outcome"], "aborted");
+    assert!(r.outcome().get("step").is_none(), "{:#}", r.outcome());
     assert_ne!(
         status["blueGreen"]["activeSelector"],
         status["currentPodHash"]
