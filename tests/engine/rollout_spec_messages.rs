@@ -231,11 +231,9 @@ fn blue_green_fields_are_checked_as_argos_validate_rollout_does() {
         )
     );
     assert_eq!(
-        blue_green(
-            json!({"activeService": "a", "previewMetadata": {"labels": {"role": "preview"}}})
-        ),
+        blue_green(json!({"activeService": "a", "antiAffinity": {}})),
         format!(
-            "{PREFIX}spec.strategy.blueGreen.previewMetadata: Forbidden: not supported by canaryd"
+            "{PREFIX}spec.strategy.blueGreen.antiAffinity: Forbidden: not supported by canaryd"
         )
     );
 }

@@ -280,14 +280,8 @@ fn check_blue_green(rollout: &Rollout, blue_green: &BlueGreenStrategy, out: &mut
             "This rollout's revision history limit can not be smaller than the rollout's scale down limit",
         ));
     }
-    for (field, unrun) in [
-        ("antiAffinity", blue_green.anti_affinity.is_some()),
-        ("activeMetadata", blue_green.active_metadata.is_some()),
-        ("previewMetadata", blue_green.preview_metadata.is_some()),
-    ] {
-        if unrun {
-            out.push(unsupported(format!("{BLUE_GREEN}.{field}"), ""));
-        }
+    if blue_green.anti_affinity.is_some() {
+        out.push(unsupported(format!("{BLUE_GREEN}.antiAffinity"), ""));
     }
     for (field, analysis) in [
         ("prePromotionAnalysis", &blue_green.pre_promotion_analysis),

@@ -101,7 +101,7 @@ impl Reconcile<'_, '_> {
         let mut pod_annotations = meta.annotations.clone().unwrap_or_default();
         let (inject, recorded) = ephemeral::for_new_replica_set(
             self.stable_rs.is_some(),
-            self.canary,
+            self.o.rollout,
             &pod_labels,
             &pod_annotations,
         );

@@ -44,7 +44,10 @@ impl Reconcile<'_, '_> {
         self.blue_green_pause(strategy, &sides);
         self.switch_active(strategy, &mut sides);
         match self.blue_green_analysis(strategy, &sides) {
-            Ok(post) => self.blue_green_status(strategy, &sides, post.as_ref()),
+            Ok(post) => {
+                self.ephemeral_metadata();
+                self.blue_green_status(strategy, &sides, post.as_ref());
+            }
             Err(message) => self.invalid(message),
         }
     }
