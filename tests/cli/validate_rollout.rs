@@ -118,7 +118,7 @@ fn the_services_router_objects_and_templates_among_the_files_are_checked_as_a_ru
 }
 
 /// Without `--rollouts` canaryd runs a Rollout's analyses while Argo Rollouts progresses it, so a blue-green
-/// strategy, an ALB router or an experiment step is a warning; with it, canaryd would refuse the Rollout.
+/// `antiAffinity`, an ALB router or an experiment step is a warning; with it, canaryd would refuse the Rollout.
 /// Services named while the files hold none are warnings either way: they may be in the cluster.
 #[test]
 fn what_canaryds_controller_does_not_run_is_an_error_only_with_rollouts() {
@@ -127,8 +127,11 @@ fn what_canaryds_controller_does_not_run_is_an_error_only_with_rollouts() {
     let lines = |suffix: &str| {
         vec![
             format!(
-                "{f}:12: Rollout/blue-green: spec.strategy.blueGreen: {}Forbidden: not supported by canaryd: it runs the canary strategy only{suffix}",
+                "{f}:12: Rollout/blue-green: spec.strategy.blueGreen.antiAffinity: {}Forbidden: not supported by canaryd{suffix}",
                 if suffix.is_empty() { "" } else { "warning: " }
+            ),
+            format!(
+                "{f}:12: Rollout/blue-green: spec.strategy.blueGreen.activeService: warning: Service \"web-active\" is not among the given files; it must exist in the cluster"
             ),
             format!(
                 "{f}:27: {canary}.canaryService: warning: Service \"web-canary\" is not among the given files; it must exist in the cluster"

@@ -1,5 +1,5 @@
 //! One reconcile of a Rollout, in Argo's order: pause-state conditions, spec validation, the new
-//! ReplicaSet, a restart of the steps when the template or steps changed, Services, analysis, scaling, the
+//! ReplicaSet (a blue-green Rollout goes on in `bluegreen`), a restart of the steps when the template or steps changed, Services, analysis, scaling, the
 //! pause step, then the status (`persist`). Like Argo, a reconcile that scaled something stops there and
 //! lets the next one continue, so each Plan is one small step a restart can resume from.
 
@@ -71,6 +71,10 @@ impl Reconcile<'_, '_> {
                     return;
                 }
             }
+        }
+        if let Some(strategy) = self.blue_green {
+            self.blue_green(strategy);
+            return;
         }
         if self.template_or_steps_changed() {
             self.sync_status();
@@ -189,7 +193,7 @@ impl Reconcile<'_, '_> {
 
     /// The InvalidSpec condition (`conditions::invalid_spec`), phase Degraded; nothing else moves. Looked at
     /// again in 20 s, as Argo does: a missing template or Service may have appeared.
-    fn invalid(&mut self, message: String) {
+    pub(super) fn invalid(&mut self, message: String) {
         let status = cond::invalid_spec(self.o.rollout, self.prev.clone(), &message, self.o.now);
         self.status = Some(status);
         if let Ok(at) = self.o.now.checked_add(jiff::SignedDuration::from_secs(20)) {
@@ -372,7 +376,7 @@ impl Reconcile<'_, '_> {
         self.persist(new);
     }
 
-    fn reset(&mut self, new: &mut RolloutStatus) {
+    pub(super) fn reset(&mut self, new: &mut RolloutStatus) {
         self.pause.clear = true;
         self.pause.remove_abort = true;
         new.restarted_at = self.o.rollout.spec.restart_at.clone();
@@ -407,7 +411,7 @@ impl Reconcile<'_, '_> {
         (count == 0 || index == Some(count)).then(|| format!("Completed all {count} canary steps"))
     }
 
-    fn promote_stable(&mut self, new: &mut RolloutStatus, reason: &str) {
+    pub(super) fn promote_stable(&mut self, new: &mut RolloutStatus, reason: &str) {
         self.pause.clear = true;
         self.pause.remove_abort = true;
         new.promote_full = false;

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::steps::pause_seconds;
 use super::{basic_canary, pod_template};
 use crate::api::Rollout;
-use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutAnalysis};
+use crate::api::rollout::{BlueGreenStrategy, CanaryStep, CanaryStrategy, RolloutAnalysis};
 use crate::api::traffic_routing::TrafficRouting;
 use crate::routing::{RoutingError, managed_routes};
 use crate::template::Finding;
@@ -28,6 +28,8 @@ pub fn is_unsupported(finding: &Finding) -> bool {
 
 /// Where canaryd's own findings on the canary strategy are (they name the field where it is written).
 const CANARY: &str = "spec.strategy.canary";
+/// And those on the blue-green strategy.
+const BLUE_GREEN: &str = "spec.strategy.blueGreen";
 
 /// The path Argo reports for the canary strategy's `field`: ValidateRolloutStrategy hands
 /// ValidateRolloutStrategyCanary the path `spec.strategy`, so Argo names canary fields one level up
@@ -109,10 +111,7 @@ pub fn check(rollout: &Rollout) -> Vec<Finding> {
             &quoted("blueGreen: true canary: true"),
             "Multiple Strategies can not be listed",
         )),
-        (Some(_), None) => out.push(unsupported(
-            "spec.strategy.blueGreen",
-            "it runs the canary strategy only",
-        )),
+        (Some(blue_green), None) => check_blue_green(rollout, blue_green, &mut out),
         (None, Some(canary)) => {
             check_canary(canary, rollout.spec.replicas.unwrap_or(1), &mut out);
             check_routing(rollout, &mut out);
@@ -257,6 +256,40 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
                     steps.len()
                 ),
             ));
+        }
+    }
+}
+
+/// Argo's ValidateRolloutStrategyBlueGreen (which, like the canary's, names its fields one level up:
+/// `spec.strategy.activeService`), then what canaryd does not run and its own checks of the analyses.
+fn check_blue_green(rollout: &Rollout, blue_green: &BlueGreenStrategy, out: &mut Vec<Finding>) {
+    let preview = blue_green.preview_service.as_deref().unwrap_or_default();
+    if blue_green.active_service == preview {
+        out.push(Finding::invalid(
+            "spec.strategy.activeService",
+            &quoted(&blue_green.active_service),
+            "This rollout uses the same service for the active and preview services, but two different services are required.",
+        ));
+    }
+    let history = rollout.spec.revision_history_limit.unwrap_or(10);
+    if let Some(limit) = blue_green.scale_down_delay_revision_limit
+        && history < limit
+    {
+        out.push(Finding::invalid(
+            "spec.strategy.scaleDownDelayRevisionLimit",
+            &limit.to_string(),
+            "This rollout's revision history limit can not be smaller than the rollout's scale down limit",
+        ));
+    }
+    if blue_green.anti_affinity.is_some() {
+        out.push(unsupported(format!("{BLUE_GREEN}.antiAffinity"), ""));
+    }
+    for (field, analysis) in [
+        ("prePromotionAnalysis", &blue_green.pre_promotion_analysis),
+        ("postPromotionAnalysis", &blue_green.post_promotion_analysis),
+    ] {
+        if let Some(analysis) = analysis {
+            check_analysis(analysis, &format!("{BLUE_GREEN}.{field}"), out);
         }
     }
 }
