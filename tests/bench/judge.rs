@@ -18,6 +18,9 @@ use canaryd_testkit::judge_sim::error_rate::{
 };
 use canaryd_testkit::judge_sim::rng::Rng;
 
+#[path = "judge/latency.rs"]
+mod latency;
+
 /// Runs per row: `default`, or the environment variable `var` for a quicker look while developing.
 fn runs_per_row(var: &str, default: usize) -> usize {
     std::env::var(var)
@@ -337,7 +340,7 @@ fn speed_figures() {
 }
 
 /// The sections to print: all, or those `JUDGE_BENCH_ONLY` names (comma-separated: error-rate, low-traffic,
-/// distribution, speed).
+/// distribution, latency, speed).
 fn wanted(section: &str) -> bool {
     std::env::var("JUDGE_BENCH_ONLY")
         .map_or(true, |only| only.split(',').any(|s| s.trim() == section))
@@ -354,6 +357,10 @@ fn main() {
     }
     if wanted("distribution") {
         distribution_figures(runs);
+    }
+    if wanted("latency") {
+        // Each latency run simulates every request of both tracks: fewer runs per row.
+        latency::figures(runs_per_row("JUDGE_LATENCY_RUNS", 2_000));
     }
     if wanted("speed") {
         speed_figures();

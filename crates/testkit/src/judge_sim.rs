@@ -4,5 +4,6 @@
 
 pub mod distribution;
 pub mod error_rate;
+pub mod latency;
 pub mod peers;
 pub mod rng;
