@@ -1,7 +1,7 @@
 //! Latency judged as the share of slow requests (`slow-requests-vs-baseline.yaml`): on simulated latency
 //! histograms the sequential test keeps its false-rollback bound over 200 looks (where Kayenta's per-look
-//! Mann-Whitney on the same traffic does not), ignores a cluster-wide
-//! slowdown that an absolute p99 threshold rolls back on, and catches a 30% slower canary within a few looks.
+//! Mann-Whitney on the same traffic does not), ignores a cluster-wide slowdown that an absolute p99 threshold
+//! rolls back on, and catches a 30% slower canary within a few looks.
 //! The template counts as slow what the simulation does, with the judge's defaults.
 
 use std::path::Path;
