@@ -13,16 +13,20 @@ use canaryd_testkit::judge_sim::distribution::{
     DistributionScenario, normal, simulate_distribution,
 };
 use canaryd_testkit::judge_sim::error_rate::{
-    Binomial, ErrorRateScenario, first_verdicts, fraction_within, median_first, simulate_error_rate,
+    Binomial, ErrorRateScenario, first_verdicts, fraction_within, median_first, peer_first_fails,
+    simulate_error_rate,
 };
 use canaryd_testkit::judge_sim::rng::Rng;
 
-/// Runs per row: 10,000, or `JUDGE_BENCH_RUNS` for a quicker look while developing.
-fn runs() -> usize {
-    std::env::var("JUDGE_BENCH_RUNS")
+#[path = "judge/latency.rs"]
+mod latency;
+
+/// Runs per row: `default`, or the environment variable `var` for a quicker look while developing.
+fn runs_per_row(var: &str, default: usize) -> usize {
+    std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000)
+        .unwrap_or(default)
 }
 
 /// A fraction with its 95 % binomial (Wilson) interval.
@@ -125,95 +129,102 @@ fn error_rate_figures(runs: usize) {
 }
 
 /// The low-traffic table: 10 requests/s per track and a look a minute (600 requests per side per
-/// look), baseline 1 %, confidence 0.95, margin 10 %; the `wide` mixture (before) against `focused` (now).
+/// look), baseline 1 %, confidence 0.95, margin 10 %. The same simulated traffic (one seed per row) judged by
+/// the peers (a 1.5 % threshold with `failureLimit: 1`, Kayenta-style Mann-Whitney per look) and by the
+/// sequential test with the `wide` mixture (before) and `focused` (now).
 fn low_traffic_figures(runs: usize) {
     println!();
     println!(
         "error-rate judge at 10 requests/s per track, a look a minute, baseline 1%, confidence 0.95, margin 10%, {runs} seeded runs per row"
     );
-    println!("{:<58} {:>20} {:>20}", "", "wide (before)", "focused (now)");
-    type Cell = fn(&[Option<usize>]) -> String;
+    let columns = [
+        "threshold 1.5%",
+        "Kayenta-style",
+        "wide (before)",
+        "focused (now)",
+    ];
+    println!(
+        "{:<58} {:>20} {:>20} {:>20} {:>20}",
+        "", columns[0], columns[1], columns[2], columns[3]
+    );
     let rows: Vec<(&str, usize, f64, f64, Cell)> = vec![
         (
             "A/A false rollback, 10 / 60 / 200 looks",
             200,
             0.01,
             0.01,
-            |f| {
-                format!(
-                    "{:.2}/{:.2}/{:.2}%",
-                    100.0 * fraction_within(f, 10),
-                    100.0 * fraction_within(f, 60),
-                    100.0 * fraction_within(f, 200)
-                )
-            },
+            |f| within(f, &[10, 60, 200]),
         ),
         (
             "at the margin (1% vs 1.1%) false rollback, 200 looks",
             200,
             0.01,
             0.011,
-            |f| format!("{:.2}%", 100.0 * fraction_within(f, 200)),
+            |f| within(f, &[200]),
         ),
         (
             "incident (both 2%) rolled back, 10 / 60 looks",
             60,
             0.02,
             0.02,
-            |f| {
-                format!(
-                    "{:.2}/{:.2}%",
-                    100.0 * fraction_within(f, 10),
-                    100.0 * fraction_within(f, 60)
-                )
-            },
+            |f| within(f, &[10, 60]),
         ),
         (
             "1.5x caught within 10 / 60 looks (median look over 60)",
             60,
             0.01,
             0.015,
-            |f| {
-                format!(
-                    "{:.1}/{:.1}% ({})",
-                    100.0 * fraction_within(f, 10),
-                    100.0 * fraction_within(f, 60),
-                    looks(median_first(f))
-                )
-            },
+            |f| caught(f, &[10, 60]),
         ),
         (
             "2x caught within 10 looks (median look)",
             60,
             0.01,
             0.02,
-            |f| {
-                format!(
-                    "{:.1}% ({})",
-                    100.0 * fraction_within(f, 10),
-                    looks(median_first(f))
-                )
-            },
+            |f| caught(f, &[10]),
         ),
     ];
     for (seed, (name, n, baseline, canary, cell)) in rows.into_iter().enumerate() {
-        let cells: Vec<String> = [Mixture::Wide, Mixture::Focused]
-            .into_iter()
-            .map(|mixture| {
-                let scenario = ErrorRateScenario {
-                    requests_per_look: 600,
-                    params: ErrorRateParams {
-                        mixture,
-                        ..ErrorRateParams::default()
-                    },
-                    ..ErrorRateScenario::new(runs, n, baseline, canary)
-                };
-                // The same seed for both columns: the same simulated traffic, judged twice.
-                cell(&first_verdicts(&scenario, 3000 + seed as u64).0)
-            })
-            .collect();
-        println!("{:<58} {:>20} {:>20}", name, cells[0], cells[1]);
+        let seed = 3000 + seed as u64;
+        let scenario = |mixture| ErrorRateScenario {
+            requests_per_look: 600,
+            params: ErrorRateParams {
+                mixture,
+                ..ErrorRateParams::default()
+            },
+            ..ErrorRateScenario::new(runs, n, baseline, canary)
+        };
+        // One seed per row: the same simulated traffic, judged by each rule.
+        let peers = peer_first_fails(&scenario(Mixture::Focused), seed, 0.015);
+        let wide = first_verdicts(&scenario(Mixture::Wide), seed).0;
+        let focused = first_verdicts(&scenario(Mixture::Focused), seed).0;
+        let cells = [&peers.threshold, &peers.kayenta, &wide, &focused].map(|f| cell(f));
+        println!(
+            "{:<58} {:>20} {:>20} {:>20} {:>20}",
+            name, cells[0], cells[1], cells[2], cells[3]
+        );
     }
+}
+
+/// A table cell from each run's first rollback.
+type Cell = fn(&[Option<usize>]) -> String;
+
+/// Runs rolled back within each number of looks, in percent: `0.34/0.52%`.
+fn within(firsts: &[Option<usize>], looks: &[usize]) -> String {
+    let shares: Vec<String> = looks
+        .iter()
+        .map(|&l| format!("{:.2}", 100.0 * fraction_within(firsts, l)))
+        .collect();
+    format!("{}%", shares.join("/"))
+}
+
+/// [`within`] followed by the median first look: `33.3/95.5% (15)`.
+fn caught(firsts: &[Option<usize>], looks_within: &[usize]) -> String {
+    format!(
+        "{} ({})",
+        within(firsts, looks_within),
+        looks(median_first(firsts))
+    )
 }
 
 fn distribution_figures(runs: usize) {
@@ -328,12 +339,31 @@ fn speed_figures() {
     }
 }
 
+/// The sections to print: all, or those `JUDGE_BENCH_ONLY` names (comma-separated: error-rate, low-traffic,
+/// distribution, latency, speed).
+fn wanted(section: &str) -> bool {
+    std::env::var("JUDGE_BENCH_ONLY")
+        .map_or(true, |only| only.split(',').any(|s| s.trim() == section))
+}
+
 fn main() {
     let start = Instant::now();
-    let runs = runs();
-    error_rate_figures(runs);
-    low_traffic_figures(runs);
-    distribution_figures(runs);
-    speed_figures();
+    let runs = runs_per_row("JUDGE_BENCH_RUNS", 10_000);
+    if wanted("error-rate") {
+        error_rate_figures(runs);
+    }
+    if wanted("low-traffic") {
+        low_traffic_figures(runs);
+    }
+    if wanted("distribution") {
+        distribution_figures(runs);
+    }
+    if wanted("latency") {
+        // Each latency run simulates every request of both tracks: fewer runs per row.
+        latency::figures(runs_per_row("JUDGE_LATENCY_RUNS", 2_000));
+    }
+    if wanted("speed") {
+        speed_figures();
+    }
     println!("\ntotal {:.1} s", start.elapsed().as_secs_f64());
 }

@@ -1,7 +1,8 @@
 //! canaryd/compare end to end against a real Prometheus: canary judged against baseline with the shipped
-//! `error-rate-vs-baseline.yaml` and `latency-vs-baseline.yaml`. The point of comparing: a cluster-wide
-//! incident (both tracks at 5% errors) passes the comparison while the absolute `success-rate.yaml` fails;
-//! a canary-only regression fails it; no traffic is Inconclusive.
+//! `error-rate-vs-baseline.yaml`, `latency-vs-baseline.yaml` and `slow-requests-vs-baseline.yaml`. The point
+//! of comparing: a cluster-wide incident (both tracks at 5% errors, or both slow) passes the comparison while
+//! the absolute `success-rate.yaml` (`latency-p99.yaml`) fails; a canary-only regression fails it; no traffic
+//! is Inconclusive.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
 
@@ -53,7 +54,10 @@ fn scenario() -> Scenario {
     let s = latency(s, "slow-canary", 0.3);
     let s = latency(s, "slow-baseline", 0.08);
     let s = latency(s, "same-canary", 0.08);
-    latency(s, "same-baseline", 0.08)
+    let s = latency(s, "same-baseline", 0.08);
+    // A cluster-wide slowdown: both tracks answer in 0.6 s.
+    let s = latency(s, "slowdown-canary", 0.6);
+    latency(s, "slowdown-baseline", 0.6)
 }
 
 fn prometheus() -> &'static Prometheus {
@@ -210,4 +214,29 @@ fn a_slower_canary_fails_the_latency_comparison_and_an_equal_one_passes() {
         value["canarySamples"].as_u64().is_some_and(|n| n >= 20),
         "{value}"
     );
+}
+
+#[test]
+fn slow_requests_fail_a_slower_canary_at_its_first_look_and_pass_a_cluster_wide_slowdown() {
+    let name = "slow-requests-vs-baseline";
+    let slow = versus("slow-requests-vs-baseline.yaml", name, "slow")
+        .minutes(5, 40)
+        .run();
+    assert_eq!(slow.phase(), Some(Failed), "{:?}", slow.status);
+    assert_eq!(
+        slow.counters(name),
+        (1, 0, 1, 0, 0),
+        "failed at the first look"
+    );
+    let slowdown = versus("slow-requests-vs-baseline.yaml", name, "slowdown")
+        .minutes(5, 40)
+        .run();
+    assert_eq!(slowdown.phase(), Some(Successful), "{:?}", slowdown.status);
+    let absolute = Analyze::shipped(CANARYD, "latency-p99.yaml")
+        .arg("service", "slowdown-canary")
+        .arg("namespace", "shop")
+        .prometheus(prometheus())
+        .minutes(5, 40)
+        .run();
+    assert_eq!(absolute.phase(), Some(Failed), "{:?}", absolute.status);
 }

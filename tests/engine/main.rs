@@ -9,6 +9,7 @@ mod conditions;
 mod conditions_props;
 mod judge_distribution;
 mod judge_error_rate;
+mod judge_latency;
 mod judge_mixture;
 mod judge_sparse;
 mod load_truncated;

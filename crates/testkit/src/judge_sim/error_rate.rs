@@ -4,6 +4,7 @@
 
 use canaryd::engine::judge::{ErrorRateParams, ErrorRateTest, Look, Verdict};
 
+use super::peers::{failure_limit_exceeded, kayenta_high};
 use super::rng::Rng;
 
 /// Exact Binomial(n, p) sampling by inversion of a precomputed CDF table (n and p are fixed per scenario).
@@ -110,22 +111,19 @@ pub fn first_verdicts(
     s: &ErrorRateScenario,
     seed: u64,
 ) -> (Vec<Option<usize>>, Vec<Option<usize>>) {
-    let mut rng = Rng::new(seed);
-    let canary = Binomial::new(s.requests_per_look, s.canary_rate);
-    let baseline = Binomial::new(s.requests_per_look, s.baseline_rate);
     let mut first_fail = Vec::with_capacity(s.runs);
     let mut first_pass = Vec::with_capacity(s.runs);
-    for _ in 0..s.runs {
+    for errors in traffic(s, seed) {
         let Ok(mut test) = ErrorRateTest::new(&s.params) else {
             break;
         };
         let mut look = Look::default();
         let (mut fail_at, mut pass_at) = (None, None);
-        for number in 1..=s.looks {
+        for (number, &(canary, baseline)) in (1..).zip(&errors) {
             look.canary_requests += s.requests_per_look;
             look.baseline_requests += s.requests_per_look;
-            look.canary_errors += canary.sample(&mut rng);
-            look.baseline_errors += baseline.sample(&mut rng);
+            look.canary_errors += canary;
+            look.baseline_errors += baseline;
             match test.observe(&look) {
                 Ok(Verdict::Fail) => fail_at = fail_at.or(Some(number)),
                 Ok(Verdict::Pass) => pass_at = pass_at.or(Some(number)),
@@ -139,6 +137,51 @@ pub fn first_verdicts(
         first_pass.push(pass_at);
     }
     (first_fail, first_pass)
+}
+
+/// The scenario's simulated traffic: per run, the errors canary and baseline served between looks. A seed
+/// gives the same traffic to [`first_verdicts`] and [`peer_first_fails`].
+pub fn traffic(s: &ErrorRateScenario, seed: u64) -> impl Iterator<Item = Vec<(u64, u64)>> {
+    let mut rng = Rng::new(seed);
+    let canary = Binomial::new(s.requests_per_look, s.canary_rate);
+    let baseline = Binomial::new(s.requests_per_look, s.baseline_rate);
+    let looks = s.looks;
+    (0..s.runs).map(move |_| {
+        (0..looks)
+            .map(|_| (canary.sample(&mut rng), baseline.sample(&mut rng)))
+            .collect()
+    })
+}
+
+/// Per run, the look at which each peer rule first rolled back (`None`: never within the scenario's looks).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PeerFirstFails {
+    /// `error-rate.yaml`'s shape: the canary's rate over the last 2 looks above `max_error_rate`, rolled
+    /// back on the second such look (`failureLimit: 1`).
+    pub threshold: Vec<Option<usize>>,
+    /// Mann-Whitney on each track's error rate per look since the start, at every look
+    /// ([`kayenta_high`]).
+    pub kayenta: Vec<Option<usize>>,
+}
+
+/// The peers' rules on the same traffic as [`first_verdicts`] with the same seed.
+pub fn peer_first_fails(s: &ErrorRateScenario, seed: u64, max_error_rate: f64) -> PeerFirstFails {
+    let mut out = PeerFirstFails::default();
+    let per_look = s.requests_per_look as f64;
+    for errors in traffic(s, seed) {
+        let over = (0..errors.len()).map(|i| {
+            let recent = errors.get(i.saturating_sub(1)..=i).unwrap_or_default();
+            let canary: u64 = recent.iter().map(|e| e.0).sum();
+            canary as f64 / (per_look * recent.len() as f64) > max_error_rate
+        });
+        out.threshold.push(failure_limit_exceeded(over, 1));
+        let canary: Vec<f64> = errors.iter().map(|e| e.0 as f64 / per_look).collect();
+        let baseline: Vec<f64> = errors.iter().map(|e| e.1 as f64 / per_look).collect();
+        out.kayenta.push(
+            (1..=errors.len()).find(|&look| kayenta_high(&canary[..look], &baseline[..look])),
+        );
+    }
+    out
 }
 
 /// The fraction of runs whose first verdict came at all.
