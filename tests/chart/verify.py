@@ -95,7 +95,8 @@ MATRIX: dict[str, dict[str, Any]] = {
         }},
     },
     "notifications off": {"notifications": {"enabled": False}},
-    "every traffic router": {"rbac": {"routers": {"istio": True, "nginx": True, "gatewayAPI": True}}},
+    "every traffic router": {"rbac": {"routers": {"istio": True, "nginx": True, "gatewayAPI": True, "smi": True}}},
+    "SMI only": {"rbac": {"routers": {"smi": True}}},
     "Istio only, in a namespace list": {"watch": {"namespaces": ["team-a"]}, "rbac": {"routers": {"istio": True}}},
     "CRDs not kept on uninstall": {"crds": {"keep": False}},
     "existing service account": {"serviceAccount": {"create": False, "name": "platform-canaryd"}},
@@ -205,6 +206,7 @@ ROUTER_RULES = {
               ("networking.istio.io", "destinationrules"): {"get", "list", "watch", "update", "patch"}},
     "nginx": {("networking.k8s.io", "ingresses"): {"get", "list", "watch", "create", "update", "patch"}},
     "gatewayAPI": {("gateway.networking.k8s.io", "httproutes"): {"get", "list", "watch", "update", "patch"}},
+    "smi": {("split.smi-spec.io", "trafficsplits"): {"get", "create", "patch"}},
 }
 
 

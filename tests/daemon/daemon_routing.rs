@@ -1,6 +1,6 @@
 //! `canaryd run --rollouts` with each traffic router, against the fake API server: the same Rollout pointed at
-//! an Istio VirtualService (split by host, or by subset with a DestinationRule), an NGINX stable Ingress or a
-//! Gateway API HTTPRoute gets each `setWeight` into the
+//! an Istio VirtualService (split by host, or by subset with a DestinationRule), an NGINX stable Ingress, SMI
+//! (a TrafficSplit canaryd creates) or a Gateway API HTTPRoute gets each `setWeight` into the
 //! router before the step counts as done, all traffic to the canary after the last step then back to the new
 //! stable on promotion, and weight 0 at once on an abort while the canary's pods wait out
 //! `abortScaleDownDelaySeconds`. A router object that is missing holds the Rollout where it is with a
@@ -32,9 +32,25 @@ enum Router {
     IstioSubsets,
     Nginx,
     GatewayApi,
+    /// SMI: no object of the user's; canaryd creates the TrafficSplit (v1alpha1, the daemon's default).
+    Smi,
 }
 
 use Router::*;
+
+/// SMI's TrafficSplit as the fake API server serves it (v1alpha1, the storage version of Linkerd's CRD).
+#[derive(kube::CustomResource, serde::Serialize, serde::Deserialize, Clone, Debug, Default)]
+#[kube(
+    group = "split.smi-spec.io",
+    version = "v1alpha1",
+    kind = "TrafficSplit",
+    namespaced,
+    schema = "disabled"
+)]
+struct TrafficSplitSpec {
+    #[serde(flatten)]
+    fields: std::collections::BTreeMap<String, Value>,
+}
 
 impl Router {
     /// `spec.strategy.canary.trafficRouting`, as a user of Argo Rollouts writes it.
@@ -47,6 +63,7 @@ impl Router {
             }}),
             Nginx => json!({"nginx": {"stableIngress": "web"}}),
             GatewayApi => json!({"plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}),
+            Smi => json!({"smi": {}}),
         }
     }
 
@@ -76,6 +93,7 @@ impl Router {
             GatewayApi => server
                 .put(&router_objects::http_route("default"))
                 .resource_version(),
+            Smi => None,
         }
     }
 
@@ -99,6 +117,13 @@ impl Router {
                 .parse()
                 .ok(),
             GatewayApi => backend(&object["spec"]["rules"][0]["backendRefs"], "/name"),
+            Smi => object["spec"]["backends"]
+                .as_array()?
+                .iter()
+                .find(|b| b["service"] == "web-canary")?["weight"]
+                .as_str()?
+                .parse()
+                .ok(),
         }
     }
 
@@ -108,6 +133,7 @@ impl Router {
             Istio | IstioSubsets => Weights::watch::<VirtualService>(client, "web-vsvc", self),
             Nginx => Weights::watch::<Ingress>(client, "web-web-canary", self),
             GatewayApi => Weights::watch::<HttpRoute>(client, "web", self),
+            Smi => Weights::watch::<TrafficSplit>(client, "web", self),
         }
     }
 }
@@ -366,6 +392,10 @@ macro_rules! with_each_router {
             async fn gateway_api() {
                 $flow(GatewayApi).await
             }
+            #[tokio::test]
+            async fn smi() {
+                $flow(Smi).await
+            }
         }
     };
 }
@@ -380,6 +410,7 @@ async fn router_events(client: &kube::Client) -> Vec<(String, String)> {
         "Updated VirtualService",
         "CreatingCanaryIngress",
         "PatchingCanaryIngress",
+        "TrafficSplitCreated",
     ];
     let mut events = events(client).await;
     events.retain(|(reason, _)| told.contains(&reason.as_str()));
@@ -400,7 +431,7 @@ fn told(reason: &str, note: String) -> (String, String) {
 }
 
 /// Argo's Istio router (`UpdateHash`, `SetWeight`) and NGINX router (`SetWeight`) record an Event on the
-/// Rollout for each object they write.
+/// Rollout for each object they write; its SMI router only when it creates the TrafficSplit.
 async fn each_router_write_is_told_in_argos_event(crds: CrdSet) {
     let (stable, canary, events) = told_by(IstioSubsets, crds).await;
     assert_eq!(
@@ -438,6 +469,14 @@ async fn each_router_write_is_told_in_argos_event(crds: CrdSet) {
             ),
         ]
     );
+    let (_, _, events) = told_by(Smi, crds).await;
+    assert_eq!(
+        events,
+        [told(
+            "TrafficSplitCreated",
+            "TrafficSplit `web` created".to_string()
+        )]
+    );
 }
 
 canaryd_testkit::with_each_crd_set!(each_router_write_is_told_in_argos_event);
@@ -465,3 +504,33 @@ async fn the_stable_ingress_and_the_other_backends_are_left_alone() {
     );
     assert_eq!(refs[2], json!({"name": "extra", "port": 80}), "{route}");
 }
+
+/// The TrafficSplit as Argo's SMI router leaves it at each weight (its generateTrafficSplits): named after the
+/// Rollout, controlled by it, the stable Service as the root, the canary's backend then the stable's, v1alpha1
+/// quantities; only the weights change.
+async fn the_traffic_split_is_argos_at_every_weight(crds: CrdSet) {
+    let r = deployed_behind_with(Smi, crds).await;
+    let split = |canary: &str, stable: &str| {
+        json!({"service": "web-stable", "backends": [
+            {"service": "web-canary", "weight": canary},
+            {"service": "web-stable", "weight": stable},
+        ]})
+    };
+    let written = || r.server.get_json::<TrafficSplit>("default", "web").unwrap();
+    assert_eq!(written()["spec"], split("0", "100"));
+    let uid = r
+        .server
+        .get::<Rollout>("default", "web")
+        .and_then(|o| o.metadata.uid);
+    let owner = &written()["metadata"]["ownerReferences"];
+    assert_eq!(
+        owner,
+        &json!([{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "web",
+                  "uid": uid, "controller": true, "blockOwnerDeletion": true}])
+    );
+    updated_to_twenty(&r).await;
+    assert_eq!(written()["spec"], split("20", "80"));
+    r.daemon.stop().await;
+}
+
+canaryd_testkit::with_each_crd_set!(the_traffic_split_is_argos_at_every_weight);

@@ -398,11 +398,11 @@ fn routers_canaryd_does_not_drive_and_set_canary_scale_without_one_are_invalid_s
         .as_mut()
         .unwrap()
         .traffic_routing =
-        Some(serde_json::from_value(json!({"smi": {"rootService": "root"}})).unwrap());
+        Some(serde_json::from_value(json!({"ambassador": {"mappings": ["web"]}})).unwrap());
     let plan = c.reconcile(at(0));
     assert_eq!(
         plan.status.message,
-        "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.canary.trafficRouting.smi: Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress and the Gateway API plugin"
+        "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.canary.trafficRouting.ambassador: Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress, SMI and the Gateway API plugin"
     );
     assert!(plan.route.is_none());
 
@@ -497,5 +497,40 @@ fn a_weight_in_the_status_out_of_range_is_planned_without_overflow() {
             .is_none_or(|r| (0..=100).contains(&r.weight)),
         "{:?}",
         plan.route
+    );
+}
+
+/// The in-memory routers a rehearsal plays on create the TrafficSplit as the daemon does (Argo's SMI
+/// SetWeight), tell it once with `TrafficSplitCreated`, and show its backends' weights at each route.
+#[test]
+fn a_rehearsal_shows_the_traffic_split_the_rollout_creates() {
+    use canaryd::engine::routing::memory::Routers;
+    let mut c = MemoryCluster::new(rollout(
+        4,
+        json!({"canaryService": "web-canary", "stableService": "web-stable",
+               "trafficRouting": {"smi": {"rootService": "web"}},
+               "steps": [{"setWeight": 20}, {"pause": {}}]}),
+    ));
+    let selector = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    c.add_service("web-canary", selector.clone());
+    c.add_service("web-stable", selector);
+    c.routers = Routers::new(&c.rollout, Vec::new()).unwrap();
+    run(&mut c, at(0));
+    let shown = |c: &MemoryCluster| -> Vec<String> {
+        c.routers.shown().iter().map(ToString::to_string).collect()
+    };
+    assert_eq!(
+        shown(&c),
+        ["TrafficSplit/web: web-canary 0, web-stable 100"]
+    );
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert_eq!(
+        shown(&c),
+        ["TrafficSplit/web: web-canary 20, web-stable 80"]
+    );
+    assert_eq!(
+        messages_since(&c, 0, "TrafficSplitCreated"),
+        ["TrafficSplit `web` created"]
     );
 }

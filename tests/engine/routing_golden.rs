@@ -13,6 +13,7 @@ use canaryd::api::Rollout;
 use canaryd::api::traffic_routing::{IstioDestinationRule, IstioVirtualService};
 use canaryd::cli::load::load_file;
 use canaryd::engine::routing::nginx::{self, CanaryIngress};
+use canaryd::engine::routing::smi::{self, SmiApiVersion, TrafficSplitWrite};
 use canaryd::engine::routing::{Desired, Routing, gateway, istio, routing};
 use canaryd_testkit::fake_apiserver::schema;
 use k8s_openapi::api::networking::v1::Ingress;
@@ -289,6 +290,51 @@ fn every_canary_ingress_case_matches_argo_and_kubernetes_validate_strict() {
     }
     if let Err(e) = kubernetes_validate(&written) {
         failures.push(e);
+    }
+    finish(failures);
+}
+
+fn traffic_split_result(result: &TrafficSplitWrite) -> Value {
+    match result {
+        TrafficSplitWrite::Create(o) => json!({"create": o}),
+        TrafficSplitWrite::Patch(p) => json!({"patch": p}),
+        TrafficSplitWrite::Unchanged => json!({"unchanged": true}),
+    }
+}
+
+/// Argo's SMI router (`rollout/trafficrouting/smi`), each version's TrafficSplit admitted by its CRD: Linkerd's
+/// for v1alpha1 and v1alpha2, smi-sdk-go's for v1alpha3.
+#[test]
+fn every_traffic_split_case_matches_argo_and_the_smi_crds() {
+    let mut failures = Vec::new();
+    for case in cases("smi") {
+        let rollout = case.rollout();
+        let routing = case.routing(&rollout);
+        let config = routing.smi.as_ref().unwrap();
+        let version: SmiApiVersion = case.str("version").parse().unwrap();
+        let desired = Desired::new(&rollout, &routing, case.weight(), "", "");
+        let existing = case.doc.get("existing");
+        let got =
+            smi::traffic_split(existing, config, version, &desired).map_err(|e| e.to_string());
+        let after = match &got {
+            Ok(TrafficSplitWrite::Create(o)) => Some(o.clone()),
+            Ok(TrafficSplitWrite::Patch(p)) => {
+                let mut object = case.doc["existing"].clone();
+                json_patch::merge(&mut object, p);
+                Some(object)
+            }
+            _ => None,
+        };
+        let crd = match version {
+            SmiApiVersion::V1alpha3 => "smi-sdk-go-split-crd.yaml",
+            _ => "smi-trafficsplits-crd.yaml",
+        };
+        if let Some(object) = after
+            && let Err(e) = admitted(crd, &object)
+        {
+            failures.push(format!("{}: {e}", case.name()));
+        }
+        case.check(got.map(|r| traffic_split_result(&r)), &mut failures);
     }
     finish(failures);
 }

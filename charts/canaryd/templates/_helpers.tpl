@@ -182,4 +182,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["httproutes"]
   verbs: ["get", "list", "watch", "update", "patch"]
 {{- end }}
+{{- if .Values.rbac.routers.smi }}
+- apiGroups: ["split.smi-spec.io"]
+  resources: ["trafficsplits"]
+  verbs: ["get", "create", "patch"]
+{{- end }}
 {{- end -}}

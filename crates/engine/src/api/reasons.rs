@@ -126,4 +126,6 @@ pub mod rollout {
     pub const CREATING_CANARY_INGRESS: &str = "CreatingCanaryIngress";
     /// Argo's NGINX router patches the canary Ingress.
     pub const PATCHING_CANARY_INGRESS: &str = "PatchingCanaryIngress";
+    /// Argo's SMI router created the TrafficSplit (`SetWeight`).
+    pub const TRAFFIC_SPLIT_CREATED: &str = "TrafficSplitCreated";
 }

@@ -193,6 +193,21 @@ pub struct GatewayApiHttpRoute {
     pub rest: BTreeMap<String, Value>,
 }
 
+/// `trafficRouting.smi`: the TrafficSplit the Rollout creates and owns. Read from the raw `smi` field by
+/// `engine::routing::routing`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SmiTrafficRouting {
+    /// The TrafficSplit's `spec.service`; the stable Service when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_service: Option<String>,
+    /// The TrafficSplit's name; the Rollout's when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_split_name: Option<String>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

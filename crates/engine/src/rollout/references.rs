@@ -189,5 +189,9 @@ fn named_at(target: &Target<'_>, routing: &Routing) -> (String, &'static str) {
             format!("{at}.plugins.{GATEWAY_API_PLUGIN}"),
             "httproutes.gateway.networking.k8s.io",
         ),
+        Target::TrafficSplit { .. } => (
+            format!("{at}.smi.trafficSplitName"),
+            "trafficsplits.split.smi-spec.io",
+        ),
     }
 }

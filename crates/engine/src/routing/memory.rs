@@ -13,6 +13,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 
 use crate::api::Rollout;
 use crate::rollout::{Event, Route};
+use crate::routing::smi::{self, SmiApiVersion, TrafficSplitWrite};
 use crate::routing::{self, Desired, RouteFailure, RouterObject, Routing, RoutingError, Target};
 
 /// One router object and its destinations' weights, as written at a step.
@@ -100,6 +101,7 @@ impl Routers {
         let d = Desired::new(rollout, routing, 0, "", "");
         routing::targets(routing, &d)
             .into_iter()
+            .filter(Target::referenced)
             .filter_map(|target| {
                 let (kind, name) = (target.kind(), target.read_name());
                 let (_, object) = self.objects.iter().find(|(_, o)| is(o, kind, name))?;
@@ -156,6 +158,31 @@ impl Routers {
                 Target::CanaryIngress { .. } => {
                     vec![("canary-weight".to_string(), i64::from(d.canary_weight))]
                 }
+                Target::TrafficSplit { config, .. } => {
+                    let existing = named(&mut self.objects, kind, &name);
+                    let current = existing.as_ref().map(|(_, o)| o);
+                    let version = SmiApiVersion::default();
+                    let write = smi::traffic_split(current, config, version, &d).map_err(|e| {
+                        RouteFailure::new(
+                            Some(kind),
+                            false,
+                            format!("{kind} {namespace}/{name}: {e}"),
+                        )
+                    })?;
+                    match (write, existing) {
+                        (TrafficSplitWrite::Create(object), _) => {
+                            self.objects
+                                .push(("created by the Rollout".to_string(), object));
+                            announced.extend(target.written(&d, true));
+                        }
+                        (TrafficSplitWrite::Patch(patch), Some((_, object))) => {
+                            crate::merge_patch::apply(object, &patch);
+                        }
+                        _ => {}
+                    }
+                    let written = named(&mut self.objects, kind, &name).map(|(_, o)| o.clone());
+                    written.map_or_else(Vec::new, |o| split_weights(&o))
+                }
                 Target::DestinationRule { .. }
                 | Target::VirtualService { .. }
                 | Target::HttpRoute { .. } => match named(&mut self.objects, kind, &name) {
@@ -185,6 +212,24 @@ impl Routers {
         self.shown = out;
         Ok(announced)
     }
+}
+
+/// The weights of a TrafficSplit's backends, by Service (a v1alpha1 quantity read as its number).
+fn split_weights(object: &Value) -> Vec<(String, i64)> {
+    let backends = object.pointer("/spec/backends").and_then(Value::as_array);
+    backends
+        .into_iter()
+        .flatten()
+        .map(|b| {
+            let service = b.get("service").and_then(Value::as_str).unwrap_or("");
+            let weight = match b.get("weight") {
+                Some(Value::String(s)) => s.parse().unwrap_or(0),
+                Some(w) => w.as_i64().unwrap_or(0),
+                None => 0,
+            };
+            (service.to_string(), weight)
+        })
+        .collect()
 }
 
 /// The weights of every destination of a VirtualService's routes (by host, and subset) or an HTTPRoute's

@@ -10,6 +10,7 @@ pub mod gateway;
 pub mod istio;
 pub mod memory;
 pub mod nginx;
+pub mod smi;
 mod targets;
 
 pub use targets::{RouteFailure, RouterObject, Target, targets};
@@ -19,6 +20,7 @@ use serde_json::{Map, Value};
 use crate::api::Rollout;
 use crate::api::traffic_routing::{
     GATEWAY_API_PLUGIN, GatewayApiTrafficRouting, IstioTrafficRouting, NginxTrafficRouting,
+    SmiTrafficRouting,
 };
 
 const FIELD: &str = "spec.strategy.canary.trafficRouting";
@@ -53,6 +55,7 @@ pub struct Routing {
     pub istio: Option<IstioTrafficRouting>,
     pub nginx: Option<NginxTrafficRouting>,
     pub gateway_api: Option<GatewayApiTrafficRouting>,
+    pub smi: Option<SmiTrafficRouting>,
     /// `maxTrafficWeight` as written; see [`Desired::max_weight`].
     pub max_traffic_weight: Option<i32>,
 }
@@ -76,7 +79,6 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
     };
     let unsupported = [
         ("alb", tr.alb.is_some()),
-        ("smi", tr.smi.is_some()),
         ("ambassador", tr.ambassador.is_some()),
         ("appMesh", tr.app_mesh.is_some()),
         ("traefik", tr.traefik.is_some()),
@@ -90,7 +92,7 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
         if set {
             return Err(config(
                 format!("{FIELD}.{name}"),
-                "not supported by canaryd: it drives Istio, NGINX Ingress and the Gateway API plugin",
+                "not supported by canaryd: it drives Istio, NGINX Ingress, SMI and the Gateway API plugin",
             ));
         }
     }
@@ -121,10 +123,18 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
     if let Some(nginx) = &tr.nginx {
         nginx::check(nginx, &format!("{FIELD}.nginx"))?;
     }
+    let smi = match &tr.smi {
+        None => None,
+        Some(value) => Some(
+            serde_path_to_error::deserialize(value)
+                .map_err(|e| config(format!("{FIELD}.smi.{}", e.path()), e.inner().to_string()))?,
+        ),
+    };
     Ok(Some(Routing {
         istio: tr.istio.clone(),
         nginx: tr.nginx.clone(),
         gateway_api,
+        smi,
         max_traffic_weight: tr.max_traffic_weight,
     }))
 }
@@ -288,10 +298,6 @@ mod tests {
     #[test]
     fn every_router_canaryd_does_not_drive_is_named_in_the_error() {
         for (written, field) in [
-            (
-                json!({"smi": {}}),
-                "spec.strategy.canary.trafficRouting.smi",
-            ),
             (
                 json!({"alb": {"ingress": "i"}}),
                 "spec.strategy.canary.trafficRouting.alb",

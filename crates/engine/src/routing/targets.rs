@@ -1,15 +1,16 @@
 //! The router objects a Rollout's traffic routing names, in the order Argo brings them to a weight
-//! (Istio's DestinationRule before its VirtualServices, then NGINX's canary Ingresses, then the Gateway API's
-//! HTTPRoutes), each with the builder that re-weights it. One list for every driver: the daemon's edge
+//! (Istio's DestinationRule before its VirtualServices, then NGINX's canary Ingresses, SMI's TrafficSplit,
+//! then the Gateway API's HTTPRoutes), each with the builder that re-weights it. One list for every driver: the daemon's edge
 //! (`routers/`) reads and writes these objects through the API server, a rehearsal in memory.
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::Value;
 
-use super::{Desired, Routing, RoutingError, gateway, istio, nginx};
+use super::{Desired, Routing, RoutingError, gateway, istio, nginx, smi};
 use crate::api::reasons::rollout as reasons;
 use crate::api::traffic_routing::{
     GatewayApiTrafficRouting, IstioDestinationRule, IstioVirtualService, NginxTrafficRouting,
+    SmiTrafficRouting,
 };
 use crate::rollout::Event;
 
@@ -73,6 +74,12 @@ pub enum Target<'r> {
         name: &'r str,
         config: &'r GatewayApiTrafficRouting,
     },
+    /// SMI's TrafficSplit, created and controlled by the Rollout (`smi::traffic_split`).
+    TrafficSplit {
+        namespace: &'r str,
+        name: &'r str,
+        config: &'r SmiTrafficRouting,
+    },
 }
 
 impl<'r> Target<'r> {
@@ -83,6 +90,7 @@ impl<'r> Target<'r> {
             Target::VirtualService { .. } => "VirtualService",
             Target::CanaryIngress { .. } => "Ingress",
             Target::HttpRoute { .. } => "HTTPRoute",
+            Target::TrafficSplit { .. } => smi::KIND,
         }
     }
 
@@ -91,7 +99,8 @@ impl<'r> Target<'r> {
             Target::DestinationRule { namespace, .. }
             | Target::VirtualService { namespace, .. }
             | Target::CanaryIngress { namespace, .. }
-            | Target::HttpRoute { namespace, .. } => namespace,
+            | Target::HttpRoute { namespace, .. }
+            | Target::TrafficSplit { namespace, .. } => namespace,
         }
     }
 
@@ -100,9 +109,17 @@ impl<'r> Target<'r> {
     pub fn read_name(&self) -> &'r str {
         match self {
             Target::DestinationRule { config, .. } => &config.name,
-            Target::VirtualService { name, .. } | Target::HttpRoute { name, .. } => name,
+            Target::VirtualService { name, .. }
+            | Target::HttpRoute { name, .. }
+            | Target::TrafficSplit { name, .. } => name,
             Target::CanaryIngress { stable, .. } => stable,
         }
+    }
+
+    /// Whether the object is one Argo reads and checks before acting (its getRolloutReferencedResources):
+    /// all but the TrafficSplit, which the Rollout creates.
+    pub fn referenced(&self) -> bool {
+        !matches!(self, Target::TrafficSplit { .. })
     }
 
     /// What `read` holds of the object [`Target::read_name`] names; `None` when it was not read.
@@ -116,9 +133,9 @@ impl<'r> Target<'r> {
     pub fn name(&self, d: &Desired) -> String {
         match self {
             Target::DestinationRule { config, .. } => config.name.clone(),
-            Target::VirtualService { name, .. } | Target::HttpRoute { name, .. } => {
-                name.to_string()
-            }
+            Target::VirtualService { name, .. }
+            | Target::HttpRoute { name, .. }
+            | Target::TrafficSplit { name, .. } => name.to_string(),
             Target::CanaryIngress { stable, .. } => {
                 nginx::canary_ingress_name(d.rollout_name(), stable)
             }
@@ -137,13 +154,15 @@ impl<'r> Target<'r> {
             }
             Target::VirtualService { .. }
             | Target::HttpRoute { .. }
-            | Target::CanaryIngress { .. } => Ok(()),
+            | Target::CanaryIngress { .. }
+            | Target::TrafficSplit { .. } => Ok(()),
         }
     }
 
     /// The object `current` (as read) at the desired weight and hashes, for an update that keeps its
     /// resourceVersion; `Ok(None)` when it already says so. The canary Ingress is made from two objects
-    /// (`nginx::canary_ingress`) and is not built here.
+    /// (`nginx::canary_ingress`) and the TrafficSplit is created or patched (`smi::traffic_split`): neither
+    /// is built here.
     pub fn build(&self, current: &Value, d: &Desired) -> Result<Option<Value>, RoutingError> {
         match self {
             Target::DestinationRule { config, .. } => istio::destination_rule(current, config, d),
@@ -156,12 +175,16 @@ impl<'r> Target<'r> {
             Target::CanaryIngress { .. } => Err(RoutingError::Mismatch(
                 "the canary Ingress is made from its stable Ingress".to_string(),
             )),
+            Target::TrafficSplit { .. } => Err(RoutingError::Mismatch(
+                "the TrafficSplit is created or patched, not updated".to_string(),
+            )),
         }
     }
 
     /// The Event Argo's router records on the Rollout once it has written this object at `d` (`created`: the
     /// canary Ingress was made rather than patched): Istio's `UpdateHash` and `SetWeight`, NGINX's
-    /// `SetWeight`. `None` for an HTTPRoute: Argo's Gateway API plugin records none.
+    /// `SetWeight`, SMI's `TrafficSplitCreated`. `None` for an HTTPRoute (Argo's Gateway API plugin records
+    /// none) and a patched TrafficSplit.
     pub fn written(&self, d: &Desired, created: bool) -> Option<Event> {
         let (reason, message) = match self {
             Target::DestinationRule { config, .. } => (
@@ -198,7 +221,11 @@ impl<'r> Target<'r> {
                     d.canary_weight
                 ),
             ),
-            Target::HttpRoute { .. } => return None,
+            Target::TrafficSplit { name, .. } if created => (
+                reasons::TRAFFIC_SPLIT_CREATED,
+                format!("TrafficSplit `{name}` created"),
+            ),
+            Target::HttpRoute { .. } | Target::TrafficSplit { .. } => return None,
         };
         Some(Event {
             reason: reason.to_string(),
@@ -239,6 +266,13 @@ pub fn targets<'r>(routing: &'r Routing, d: &Desired<'r>) -> Vec<Target<'r>> {
                 config,
             });
         }
+    }
+    if let Some(config) = &routing.smi {
+        out.push(Target::TrafficSplit {
+            namespace,
+            name: smi::traffic_split_name(config, d),
+            config,
+        });
     }
     if let Some(config) = &routing.gateway_api {
         let route_namespace = gateway::namespace(config, d);
