@@ -1,6 +1,6 @@
 //! [`ApiRouter`]: the routers through the API server. Each object is read, handed to its
 //! `engine::routing` builder, and written only when the builder changes it: a full update carrying the
-//! resourceVersion it read (VirtualService, DestinationRule, HTTPRoute), or for the NGINX canary Ingress and
+//! resourceVersion it read (VirtualService, DestinationRule, HTTPRoute, TraefikService), or for the NGINX canary Ingress and
 //! SMI's TrafficSplit a create, or a merge patch carrying that resourceVersion. A 409 (the object changed since it was read)
 //! reads it again and retries; any other refusal is returned with the server's message.
 
@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::objects::{DestinationRule, HttpRoute, VirtualService};
+use super::objects::{DestinationRule, HttpRoute, TraefikService, VirtualService};
 use super::{Action, Change, FIELD_MANAGER, Route, RouterError};
 use crate::api::Rollout;
 use crate::engine::routing::nginx::CanaryIngress;
@@ -178,6 +178,10 @@ impl ApiRouter {
                     let api: Api<HttpRoute> = Api::namespaced(self.client.clone(), namespace);
                     update(&api, &object, build).await?
                 }
+                Target::TraefikService { namespace, .. } => {
+                    let api: Api<TraefikService> = Api::namespaced(self.client.clone(), namespace);
+                    update(&api, &object, build).await?
+                }
                 Target::CanaryIngress { stable, config, .. } => {
                     self.canary_ingress(stable, &name, config, &d).await?
                 }
@@ -218,7 +222,7 @@ impl ApiRouter {
                 Target::CanaryIngress { .. } => {
                     get::<Ingress>(&self.client, namespace, name).await?
                 }
-                Target::TrafficSplit { .. } => continue,
+                Target::TrafficSplit { .. } | Target::TraefikService { .. } => continue,
             };
             out.push(RouterObject {
                 kind: target.kind(),

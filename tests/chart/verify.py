@@ -95,8 +95,10 @@ MATRIX: dict[str, dict[str, Any]] = {
         }},
     },
     "notifications off": {"notifications": {"enabled": False}},
-    "every traffic router": {"rbac": {"routers": {"istio": True, "nginx": True, "gatewayAPI": True, "smi": True}}},
+    "every traffic router": {"rbac": {"routers": {"istio": True, "nginx": True, "gatewayAPI": True, "smi": True,
+                                                  "traefik": True}}},
     "SMI only": {"rbac": {"routers": {"smi": True}}},
+    "Traefik only": {"rbac": {"routers": {"traefik": True}}},
     "Istio only, in a namespace list": {"watch": {"namespaces": ["team-a"]}, "rbac": {"routers": {"istio": True}}},
     "CRDs not kept on uninstall": {"crds": {"keep": False}},
     "existing service account": {"serviceAccount": {"create": False, "name": "platform-canaryd"}},
@@ -207,6 +209,7 @@ ROUTER_RULES = {
     "nginx": {("networking.k8s.io", "ingresses"): {"get", "list", "watch", "create", "update", "patch"}},
     "gatewayAPI": {("gateway.networking.k8s.io", "httproutes"): {"get", "list", "watch", "update", "patch"}},
     "smi": {("split.smi-spec.io", "trafficsplits"): {"get", "create", "patch"}},
+    "traefik": {("traefik.io", "traefikservices"): {"get", "update"}},
 }
 
 

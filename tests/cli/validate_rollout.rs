@@ -137,7 +137,7 @@ fn what_canaryds_controller_does_not_run_is_an_error_only_with_rollouts() {
                 "{f}:28: {canary}.stableService: warning: Service \"web-stable\" is not among the given files; it must exist in the cluster"
             ),
             format!(
-                "{f}:30: {canary}.trafficRouting.alb: {}Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress, SMI and the Gateway API plugin{suffix}",
+                "{f}:30: {canary}.trafficRouting.alb: {}Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress, SMI, Traefik and the Gateway API plugin{suffix}",
                 if suffix.is_empty() { "" } else { "warning: " }
             ),
             format!(

@@ -1,6 +1,6 @@
 //! `canaryd run --rollouts` with each traffic router, against the fake API server: the same Rollout pointed at
 //! an Istio VirtualService (split by host, or by subset with a DestinationRule), an NGINX stable Ingress, SMI
-//! (a TrafficSplit canaryd creates) or a Gateway API HTTPRoute gets each `setWeight` into the
+//! (a TrafficSplit canaryd creates), a Traefik TraefikService or a Gateway API HTTPRoute gets each `setWeight` into the
 //! router before the step counts as done, all traffic to the canary after the last step then back to the new
 //! stable on promotion, and weight 0 at once on an abort while the canary's pods wait out
 //! `abortScaleDownDelaySeconds`. A router object that is missing holds the Rollout where it is with a
@@ -12,7 +12,7 @@
 use std::sync::{Arc, Mutex};
 
 use canaryd::api::Rollout;
-use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
+use canaryd::routers::objects::{DestinationRule, HttpRoute, TraefikService, VirtualService};
 use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
 use canaryd_testkit::harness::{self, Answer, eventually};
 use canaryd_testkit::rollout::cluster::*;
@@ -34,6 +34,8 @@ enum Router {
     GatewayApi,
     /// SMI: no object of the user's; canaryd creates the TrafficSplit (v1alpha1, the daemon's default).
     Smi,
+    /// Traefik: the weighted TraefikService of Argo's docs.
+    Traefik,
 }
 
 use Router::*;
@@ -64,6 +66,7 @@ impl Router {
             Nginx => json!({"nginx": {"stableIngress": "web"}}),
             GatewayApi => json!({"plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}),
             Smi => json!({"smi": {}}),
+            Traefik => json!({"traefik": {"weightedTraefikServiceName": "web"}}),
         }
     }
 
@@ -94,6 +97,9 @@ impl Router {
                 .put(&router_objects::http_route("default"))
                 .resource_version(),
             Smi => None,
+            Traefik => server
+                .put(&router_objects::traefik_service("default"))
+                .resource_version(),
         }
     }
 
@@ -117,6 +123,14 @@ impl Router {
                 .parse()
                 .ok(),
             GatewayApi => backend(&object["spec"]["rules"][0]["backendRefs"], "/name"),
+            Traefik => Some(
+                object["spec"]["weighted"]["services"]
+                    .as_array()?
+                    .iter()
+                    .find(|s| s["name"] == "web-canary")?["weight"]
+                    .as_i64()
+                    .unwrap_or(0),
+            ),
             Smi => object["spec"]["backends"]
                 .as_array()?
                 .iter()
@@ -134,6 +148,7 @@ impl Router {
             Nginx => Weights::watch::<Ingress>(client, "web-web-canary", self),
             GatewayApi => Weights::watch::<HttpRoute>(client, "web", self),
             Smi => Weights::watch::<TrafficSplit>(client, "web", self),
+            Traefik => Weights::watch::<TraefikService>(client, "web", self),
         }
     }
 }
@@ -396,6 +411,10 @@ macro_rules! with_each_router {
             async fn smi() {
                 $flow(Smi).await
             }
+            #[tokio::test]
+            async fn traefik() {
+                $flow(Traefik).await
+            }
         }
     };
 }
@@ -534,3 +553,30 @@ async fn the_traffic_split_is_argos_at_every_weight(crds: CrdSet) {
 }
 
 canaryd_testkit::with_each_crd_set!(the_traffic_split_is_argos_at_every_weight);
+
+/// The TraefikService as Argo's Traefik router leaves it (its SetWeight): only the canary's and the stable's
+/// entries get weights, out of 100; the other entry and fields are kept; no Event.
+async fn the_traefik_service_is_argos_at_every_weight(crds: CrdSet) {
+    let r = deployed_behind_with(Traefik, crds).await;
+    let services = |canary: i64, stable: i64| {
+        json!([
+            {"name": "web-stable", "port": 80, "weight": stable},
+            {"name": "web-canary", "port": 80, "weight": canary},
+            {"name": "extra", "port": 80, "weight": 5}
+        ])
+    };
+    let written = || {
+        let service = r
+            .server
+            .get_json::<TraefikService>("default", "web")
+            .unwrap();
+        service["spec"]["weighted"]["services"].clone()
+    };
+    assert_eq!(written(), services(0, 100));
+    updated_to_twenty(&r).await;
+    assert_eq!(written(), services(20, 80));
+    r.daemon.stop().await;
+    assert_eq!(router_events(&r.client).await, []);
+}
+
+canaryd_testkit::with_each_crd_set!(the_traefik_service_is_argos_at_every_weight);

@@ -402,7 +402,7 @@ fn routers_canaryd_does_not_drive_and_set_canary_scale_without_one_are_invalid_s
     let plan = c.reconcile(at(0));
     assert_eq!(
         plan.status.message,
-        "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.canary.trafficRouting.ambassador: Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress, SMI and the Gateway API plugin"
+        "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.canary.trafficRouting.ambassador: Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress, SMI, Traefik and the Gateway API plugin"
     );
     assert!(plan.route.is_none());
 
@@ -532,5 +532,35 @@ fn a_rehearsal_shows_the_traffic_split_the_rollout_creates() {
     assert_eq!(
         messages_since(&c, 0, "TrafficSplitCreated"),
         ["TrafficSplit `web` created"]
+    );
+}
+
+/// A TraefikService among a rehearsal's files is re-weighted as the daemon would (Argo's Traefik SetWeight),
+/// its other entries kept, and shown at each route.
+#[test]
+fn a_rehearsal_shows_the_traefik_service_among_its_files() {
+    use canaryd::engine::routing::memory::Routers;
+    let mut c = MemoryCluster::new(rollout(
+        4,
+        json!({"canaryService": "web-canary", "stableService": "web-stable",
+               "trafficRouting": {"traefik": {"weightedTraefikServiceName": "web"}},
+               "steps": [{"setWeight": 20}, {"pause": {}}]}),
+    ));
+    let selector = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    c.add_service("web-canary", selector.clone());
+    c.add_service("web-stable", selector);
+    let service = json!({"apiVersion": "traefik.io/v1alpha1", "kind": "TraefikService",
+        "metadata": {"name": "web", "namespace": "prod"},
+        "spec": {"weighted": {"services": [
+            {"name": "web-stable", "port": 80}, {"name": "web-canary", "port": 80},
+            {"name": "extra", "port": 80, "weight": 5}]}}});
+    c.routers = Routers::new(&c.rollout, vec![("traefik.yaml:1".into(), service)]).unwrap();
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    let shown: Vec<String> = c.routers.shown().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        ["TraefikService/web: web-stable 80, web-canary 20, extra 5"]
     );
 }

@@ -14,7 +14,7 @@ use canaryd::api::traffic_routing::{IstioDestinationRule, IstioVirtualService};
 use canaryd::cli::load::load_file;
 use canaryd::engine::routing::nginx::{self, CanaryIngress};
 use canaryd::engine::routing::smi::{self, SmiApiVersion, TrafficSplitWrite};
-use canaryd::engine::routing::{Desired, Routing, gateway, istio, routing};
+use canaryd::engine::routing::{Desired, Routing, gateway, istio, routing, traefik};
 use canaryd_testkit::fake_apiserver::schema;
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{Value, json};
@@ -211,6 +211,25 @@ fn every_http_route_case_matches_the_gateway_api_plugin_and_the_crd() {
             gateway::http_route(&case.doc["input"], config, &desired).map_err(|e| e.to_string());
         if let Ok(Some(out)) = &got
             && let Err(e) = admitted("gateway-api-httproutes-crd.yaml", out)
+        {
+            failures.push(format!("{}: {e}", case.name()));
+        }
+        case.check(got.map(|o| o.unwrap_or(Value::Null)), &mut failures);
+    }
+    finish(failures);
+}
+
+/// Argo's Traefik router (`rollout/trafficrouting/traefik`), every TraefikService written admitted by Traefik's CRD.
+#[test]
+fn every_traefik_service_case_matches_argo_and_the_traefik_crd() {
+    let mut failures = Vec::new();
+    for case in cases("traefik") {
+        let rollout = case.rollout();
+        let routing = case.routing(&rollout);
+        let desired = Desired::new(&rollout, &routing, case.weight(), "", "");
+        let got = traefik::traefik_service(&case.doc["input"], &desired).map_err(|e| e.to_string());
+        if let Ok(Some(out)) = &got
+            && let Err(e) = admitted("traefik-traefikservices-crd.yaml", out)
         {
             failures.push(format!("{}: {e}", case.name()));
         }

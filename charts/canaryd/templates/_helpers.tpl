@@ -187,4 +187,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["trafficsplits"]
   verbs: ["get", "create", "patch"]
 {{- end }}
+{{- if .Values.rbac.routers.traefik }}
+- apiGroups: ["traefik.io"]
+  resources: ["traefikservices"]
+  verbs: ["get", "update"]
+{{- end }}
 {{- end -}}

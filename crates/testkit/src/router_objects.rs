@@ -56,6 +56,21 @@ pub fn stable_ingress(namespace: &str) -> Ingress {
     .expect("an Ingress")
 }
 
+/// The weighted TraefikService `web` of Argo's Traefik docs: `web-stable` and `web-canary` without weights (so
+/// Argo CD keeps it in sync), and `extra` at 5, which canaryd must leave alone.
+pub fn traefik_service(namespace: &str) -> canaryd::routers::objects::TraefikService {
+    serde_json::from_value(json!({
+        "apiVersion": "traefik.io/v1alpha1", "kind": "TraefikService",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {"weighted": {"services": [
+            {"name": "web-stable", "port": 80},
+            {"name": "web-canary", "port": 80},
+            {"name": "extra", "port": 80, "weight": 5}
+        ]}}
+    }))
+    .expect("a TraefikService")
+}
+
 /// `web-stable` at 100, `web-canary` at 0 and `extra` with no weight, which canaryd must leave alone.
 pub fn http_route(namespace: &str) -> HttpRoute {
     serde_json::from_value(json!({

@@ -208,6 +208,17 @@ pub struct SmiTrafficRouting {
     pub rest: BTreeMap<String, Value>,
 }
 
+/// `trafficRouting.traefik`: the weighted TraefikService whose services' weights the Rollout sets. Read from
+/// the raw `traefik` field by `engine::routing::routing`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TraefikTrafficRouting {
+    #[serde(default)]
+    pub weighted_traefik_service_name: String,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -193,5 +193,9 @@ fn named_at(target: &Target<'_>, routing: &Routing) -> (String, &'static str) {
             format!("{at}.smi.trafficSplitName"),
             "trafficsplits.split.smi-spec.io",
         ),
+        Target::TraefikService { .. } => (
+            format!("{at}.traefik.weightedTraefikServiceName"),
+            "traefikservices.traefik.io",
+        ),
     }
 }

@@ -61,10 +61,17 @@ fn is(object: &Value, kind: &str, name: &str) -> bool {
         && object.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
 }
 
-/// The kinds of the router objects a Rollout names and the planner checks before acting: the VirtualServices
-/// and HTTPRoutes the routers re-weight, the DestinationRule whose subsets they point at the pods, the stable
-/// Ingress NGINX's canary Ingress is made from.
-pub const ROUTER_KINDS: &[&str] = &["VirtualService", "DestinationRule", "HTTPRoute", "Ingress"];
+/// The kinds of the router objects a Rollout names that a rehearsal takes from its files: the VirtualServices,
+/// HTTPRoutes and TraefikServices the routers re-weight, the DestinationRule whose subsets they point at the
+/// pods, the stable Ingress NGINX's canary Ingress is made from. The planner checks those Argo reads before
+/// acting ([`Target::referenced`]).
+pub const ROUTER_KINDS: &[&str] = &[
+    "VirtualService",
+    "DestinationRule",
+    "HTTPRoute",
+    "Ingress",
+    "TraefikService",
+];
 
 /// Whether the document `object` is of one of [`ROUTER_KINDS`].
 pub fn is_router_object(object: &Value) -> bool {
@@ -181,11 +188,13 @@ impl Routers {
                         _ => {}
                     }
                     let written = named(&mut self.objects, kind, &name).map(|(_, o)| o.clone());
-                    written.map_or_else(Vec::new, |o| split_weights(&o))
+                    written
+                        .map_or_else(Vec::new, |o| entry_weights(&o, "/spec/backends", "service"))
                 }
                 Target::DestinationRule { .. }
                 | Target::VirtualService { .. }
-                | Target::HttpRoute { .. } => match named(&mut self.objects, kind, &name) {
+                | Target::HttpRoute { .. }
+                | Target::TraefikService { .. } => match named(&mut self.objects, kind, &name) {
                     Some((origin, current)) => {
                         let built = target.build(current, &d).map_err(|e| {
                             let message = format!("{origin}: {kind} {namespace}/{name}: {e}");
@@ -214,14 +223,15 @@ impl Routers {
     }
 }
 
-/// The weights of a TrafficSplit's backends, by Service (a v1alpha1 quantity read as its number).
-fn split_weights(object: &Value) -> Vec<(String, i64)> {
-    let backends = object.pointer("/spec/backends").and_then(Value::as_array);
-    backends
+/// The weights of the entries of the list at `pointer` in `object` (a TrafficSplit's backends, a
+/// TraefikService's weighted services), each named by its `name_key` (a v1alpha1 quantity read as its number).
+fn entry_weights(object: &Value, pointer: &str, name_key: &str) -> Vec<(String, i64)> {
+    let entries = object.pointer(pointer).and_then(Value::as_array);
+    entries
         .into_iter()
         .flatten()
         .map(|b| {
-            let service = b.get("service").and_then(Value::as_str).unwrap_or("");
+            let service = b.get(name_key).and_then(Value::as_str).unwrap_or("");
             let weight = match b.get("weight") {
                 Some(Value::String(s)) => s.parse().unwrap_or(0),
                 Some(w) => w.as_i64().unwrap_or(0),
@@ -235,6 +245,9 @@ fn split_weights(object: &Value) -> Vec<(String, i64)> {
 /// The weights of every destination of a VirtualService's routes (by host, and subset) or an HTTPRoute's
 /// rules (by backend name), in the object's order.
 fn destination_weights(object: &Value) -> Vec<(String, i64)> {
+    if object.get("kind").and_then(Value::as_str) == Some("TraefikService") {
+        return entry_weights(object, "/spec/weighted/services", "name");
+    }
     if object.get("kind").and_then(Value::as_str) == Some("HTTPRoute") {
         return route_weights(object, &["rules"], "backendRefs", |b| {
             b.get("name")?.as_str().map(str::to_string)

@@ -12,6 +12,7 @@ pub mod memory;
 pub mod nginx;
 pub mod smi;
 mod targets;
+pub mod traefik;
 
 pub use targets::{RouteFailure, RouterObject, Target, targets};
 
@@ -20,7 +21,7 @@ use serde_json::{Map, Value};
 use crate::api::Rollout;
 use crate::api::traffic_routing::{
     GATEWAY_API_PLUGIN, GatewayApiTrafficRouting, IstioTrafficRouting, NginxTrafficRouting,
-    SmiTrafficRouting,
+    SmiTrafficRouting, TraefikTrafficRouting,
 };
 
 const FIELD: &str = "spec.strategy.canary.trafficRouting";
@@ -56,6 +57,7 @@ pub struct Routing {
     pub nginx: Option<NginxTrafficRouting>,
     pub gateway_api: Option<GatewayApiTrafficRouting>,
     pub smi: Option<SmiTrafficRouting>,
+    pub traefik: Option<TraefikTrafficRouting>,
     /// `maxTrafficWeight` as written; see [`Desired::max_weight`].
     pub max_traffic_weight: Option<i32>,
 }
@@ -81,7 +83,6 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
         ("alb", tr.alb.is_some()),
         ("ambassador", tr.ambassador.is_some()),
         ("appMesh", tr.app_mesh.is_some()),
-        ("traefik", tr.traefik.is_some()),
         ("apisix", tr.apisix.is_some()),
         ("managedRoutes", tr.managed_routes.is_some()),
     ];
@@ -92,7 +93,7 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
         if set {
             return Err(config(
                 format!("{FIELD}.{name}"),
-                "not supported by canaryd: it drives Istio, NGINX Ingress, SMI and the Gateway API plugin",
+                "not supported by canaryd: it drives Istio, NGINX Ingress, SMI, Traefik and the Gateway API plugin",
             ));
         }
     }
@@ -123,20 +124,34 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
     if let Some(nginx) = &tr.nginx {
         nginx::check(nginx, &format!("{FIELD}.nginx"))?;
     }
-    let smi = match &tr.smi {
-        None => None,
-        Some(value) => Some(
-            serde_path_to_error::deserialize(value)
-                .map_err(|e| config(format!("{FIELD}.smi.{}", e.path()), e.inner().to_string()))?,
-        ),
-    };
+    let smi = parsed(tr.smi.as_ref(), "smi")?;
+    let traefik = parsed(tr.traefik.as_ref(), "traefik")?;
     Ok(Some(Routing {
         istio: tr.istio.clone(),
         nginx: tr.nginx.clone(),
         gateway_api,
         smi,
+        traefik,
         max_traffic_weight: tr.max_traffic_weight,
     }))
+}
+
+/// A router's configuration kept raw in the wire type (`trafficRouting.<name>`), read into its type; an error
+/// names the field that does not read.
+fn parsed<T: serde::de::DeserializeOwned>(
+    value: Option<&Value>,
+    name: &str,
+) -> Result<Option<T>, RoutingError> {
+    value
+        .map(|v| {
+            serde_path_to_error::deserialize(v).map_err(|e| {
+                config(
+                    format!("{FIELD}.{name}.{}", e.path()),
+                    e.inner().to_string(),
+                )
+            })
+        })
+        .transpose()
 }
 
 /// What one reconcile wants the routers to show, from the planner.
@@ -301,10 +316,6 @@ mod tests {
             (
                 json!({"alb": {"ingress": "i"}}),
                 "spec.strategy.canary.trafficRouting.alb",
-            ),
-            (
-                json!({"traefik": {}}),
-                "spec.strategy.canary.trafficRouting.traefik",
             ),
             (
                 json!({"managedRoutes": [{"name": "h"}]}),

@@ -1,12 +1,12 @@
 //! The router objects a Rollout's traffic routing names, in the order Argo brings them to a weight
 //! (Istio's DestinationRule before its VirtualServices, then NGINX's canary Ingresses, SMI's TrafficSplit,
-//! then the Gateway API's HTTPRoutes), each with the builder that re-weights it. One list for every driver: the daemon's edge
+//! Traefik's TraefikService, then the Gateway API's HTTPRoutes), each with the builder that re-weights it. One list for every driver: the daemon's edge
 //! (`routers/`) reads and writes these objects through the API server, a rehearsal in memory.
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::Value;
 
-use super::{Desired, Routing, RoutingError, gateway, istio, nginx, smi};
+use super::{Desired, Routing, RoutingError, gateway, istio, nginx, smi, traefik};
 use crate::api::reasons::rollout as reasons;
 use crate::api::traffic_routing::{
     GatewayApiTrafficRouting, IstioDestinationRule, IstioVirtualService, NginxTrafficRouting,
@@ -80,6 +80,8 @@ pub enum Target<'r> {
         name: &'r str,
         config: &'r SmiTrafficRouting,
     },
+    /// Traefik's weighted TraefikService (`traefik::traefik_service`).
+    TraefikService { namespace: &'r str, name: &'r str },
 }
 
 impl<'r> Target<'r> {
@@ -91,6 +93,7 @@ impl<'r> Target<'r> {
             Target::CanaryIngress { .. } => "Ingress",
             Target::HttpRoute { .. } => "HTTPRoute",
             Target::TrafficSplit { .. } => smi::KIND,
+            Target::TraefikService { .. } => traefik::KIND,
         }
     }
 
@@ -100,7 +103,8 @@ impl<'r> Target<'r> {
             | Target::VirtualService { namespace, .. }
             | Target::CanaryIngress { namespace, .. }
             | Target::HttpRoute { namespace, .. }
-            | Target::TrafficSplit { namespace, .. } => namespace,
+            | Target::TrafficSplit { namespace, .. }
+            | Target::TraefikService { namespace, .. } => namespace,
         }
     }
 
@@ -111,15 +115,20 @@ impl<'r> Target<'r> {
             Target::DestinationRule { config, .. } => &config.name,
             Target::VirtualService { name, .. }
             | Target::HttpRoute { name, .. }
-            | Target::TrafficSplit { name, .. } => name,
+            | Target::TrafficSplit { name, .. }
+            | Target::TraefikService { name, .. } => name,
             Target::CanaryIngress { stable, .. } => stable,
         }
     }
 
     /// Whether the object is one Argo reads and checks before acting (its getRolloutReferencedResources):
-    /// all but the TrafficSplit, which the Rollout creates.
+    /// all but the TrafficSplit, which the Rollout creates, and the TraefikService, which Argo's Traefik router
+    /// first reads when it sets a weight.
     pub fn referenced(&self) -> bool {
-        !matches!(self, Target::TrafficSplit { .. })
+        !matches!(
+            self,
+            Target::TrafficSplit { .. } | Target::TraefikService { .. }
+        )
     }
 
     /// What `read` holds of the object [`Target::read_name`] names; `None` when it was not read.
@@ -135,7 +144,8 @@ impl<'r> Target<'r> {
             Target::DestinationRule { config, .. } => config.name.clone(),
             Target::VirtualService { name, .. }
             | Target::HttpRoute { name, .. }
-            | Target::TrafficSplit { name, .. } => name.to_string(),
+            | Target::TrafficSplit { name, .. }
+            | Target::TraefikService { name, .. } => name.to_string(),
             Target::CanaryIngress { stable, .. } => {
                 nginx::canary_ingress_name(d.rollout_name(), stable)
             }
@@ -155,7 +165,8 @@ impl<'r> Target<'r> {
             Target::VirtualService { .. }
             | Target::HttpRoute { .. }
             | Target::CanaryIngress { .. }
-            | Target::TrafficSplit { .. } => Ok(()),
+            | Target::TrafficSplit { .. }
+            | Target::TraefikService { .. } => Ok(()),
         }
     }
 
@@ -172,6 +183,7 @@ impl<'r> Target<'r> {
                 ..
             } => istio::virtual_service(current, config, *destination_rule, d),
             Target::HttpRoute { config, .. } => gateway::http_route(current, config, d),
+            Target::TraefikService { .. } => traefik::traefik_service(current, d),
             Target::CanaryIngress { .. } => Err(RoutingError::Mismatch(
                 "the canary Ingress is made from its stable Ingress".to_string(),
             )),
@@ -184,7 +196,7 @@ impl<'r> Target<'r> {
     /// The Event Argo's router records on the Rollout once it has written this object at `d` (`created`: the
     /// canary Ingress was made rather than patched): Istio's `UpdateHash` and `SetWeight`, NGINX's
     /// `SetWeight`, SMI's `TrafficSplitCreated`. `None` for an HTTPRoute (Argo's Gateway API plugin records
-    /// none) and a patched TrafficSplit.
+    /// none), a patched TrafficSplit and a TraefikService (Argo's Traefik router records only a failed update).
     pub fn written(&self, d: &Desired, created: bool) -> Option<Event> {
         let (reason, message) = match self {
             Target::DestinationRule { config, .. } => (
@@ -225,7 +237,11 @@ impl<'r> Target<'r> {
                 reasons::TRAFFIC_SPLIT_CREATED,
                 format!("TrafficSplit `{name}` created"),
             ),
-            Target::HttpRoute { .. } | Target::TrafficSplit { .. } => return None,
+            Target::HttpRoute { .. }
+            | Target::TrafficSplit { .. }
+            | Target::TraefikService { .. } => {
+                return None;
+            }
         };
         Some(Event {
             reason: reason.to_string(),
@@ -272,6 +288,12 @@ pub fn targets<'r>(routing: &'r Routing, d: &Desired<'r>) -> Vec<Target<'r>> {
             namespace,
             name: smi::traffic_split_name(config, d),
             config,
+        });
+    }
+    if let Some(config) = &routing.traefik {
+        out.push(Target::TraefikService {
+            namespace,
+            name: &config.weighted_traefik_service_name,
         });
     }
     if let Some(config) = &routing.gateway_api {

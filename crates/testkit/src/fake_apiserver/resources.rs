@@ -118,6 +118,7 @@ impl ResourceDef {
             "istio-destinationrules-crd.yaml",
             "gateway-api-httproutes-crd.yaml",
             "smi-trafficsplits-crd.yaml",
+            "traefik-traefikservices-crd.yaml",
         ] {
             all.extend(super::crd::load(&root.join(file)));
         }
