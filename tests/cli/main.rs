@@ -18,6 +18,7 @@ mod golden_text;
 mod judge_cli;
 mod progressive_cli;
 mod rehearse_routers;
+mod report;
 mod rollout_actions;
 mod rollout_undo_set_image;
 mod run_cli;

@@ -14,6 +14,7 @@ mod lexer;
 mod lower;
 mod parser;
 mod predicates;
+pub mod thresholds;
 mod val;
 mod values;
 
