@@ -1,6 +1,6 @@
 //! [`ApiRouter`]: the routers through the API server. Each object is read, handed to its
 //! `engine::routing` builder, and written only when the builder changes it: a full update carrying the
-//! resourceVersion it read (VirtualService, DestinationRule, HTTPRoute, TraefikService), or for the NGINX canary Ingress and
+//! resourceVersion it read (VirtualService, DestinationRule, HTTPRoute, TraefikService, ALB's Ingress), or for the NGINX canary Ingress and
 //! SMI's TrafficSplit a create, or a merge patch carrying that resourceVersion. A 409 (the object changed since it was read)
 //! reads it again and retries; any other refusal is returned with the server's message.
 
@@ -182,6 +182,10 @@ impl ApiRouter {
                     let api: Api<TraefikService> = Api::namespaced(self.client.clone(), namespace);
                     update(&api, &object, build).await?
                 }
+                Target::AlbIngress { namespace, .. } => {
+                    let api: Api<Ingress> = Api::namespaced(self.client.clone(), namespace);
+                    update(&api, &object, build).await?
+                }
                 Target::CanaryIngress { stable, config, .. } => {
                     self.canary_ingress(stable, &name, config, &d).await?
                 }
@@ -219,7 +223,7 @@ impl ApiRouter {
                     get::<VirtualService>(&self.client, namespace, name).await?
                 }
                 Target::HttpRoute { .. } => get::<HttpRoute>(&self.client, namespace, name).await?,
-                Target::CanaryIngress { .. } => {
+                Target::CanaryIngress { .. } | Target::AlbIngress { .. } => {
                     get::<Ingress>(&self.client, namespace, name).await?
                 }
                 Target::TrafficSplit { .. } | Target::TraefikService { .. } => continue,

@@ -1,6 +1,6 @@
 //! `canaryd run --rollouts` with each traffic router, against the fake API server: the same Rollout pointed at
 //! an Istio VirtualService (split by host, or by subset with a DestinationRule), an NGINX stable Ingress, SMI
-//! (a TrafficSplit canaryd creates), a Traefik TraefikService or a Gateway API HTTPRoute gets each `setWeight` into the
+//! (a TrafficSplit canaryd creates), a Traefik TraefikService, an ALB Ingress or a Gateway API HTTPRoute gets each `setWeight` into the
 //! router before the step counts as done, all traffic to the canary after the last step then back to the new
 //! stable on promotion, and weight 0 at once on an abort while the canary's pods wait out
 //! `abortScaleDownDelaySeconds`. A router object that is missing holds the Rollout where it is with a
@@ -36,7 +36,12 @@ enum Router {
     Smi,
     /// Traefik: the weighted TraefikService of Argo's docs.
     Traefik,
+    /// AWS ALB: the Ingress of Argo's docs, its action annotation re-weighted.
+    Alb,
 }
+
+/// The annotation ALB's router writes on the Ingress `web` (the action named for the stable Service).
+const ALB_ACTION: &str = "alb.ingress.kubernetes.io/actions.web-stable";
 
 use Router::*;
 
@@ -67,6 +72,7 @@ impl Router {
             GatewayApi => json!({"plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}),
             Smi => json!({"smi": {}}),
             Traefik => json!({"traefik": {"weightedTraefikServiceName": "web"}}),
+            Alb => json!({"alb": {"ingress": "web", "servicePort": 80}}),
         }
     }
 
@@ -100,6 +106,9 @@ impl Router {
             Traefik => server
                 .put(&router_objects::traefik_service("default"))
                 .resource_version(),
+            Alb => server
+                .put(&router_objects::alb_ingress("default"))
+                .resource_version(),
         }
     }
 
@@ -131,6 +140,15 @@ impl Router {
                     .as_i64()
                     .unwrap_or(0),
             ),
+            Alb => {
+                let action = object["metadata"]["annotations"][ALB_ACTION].as_str()?;
+                let action: Value = serde_json::from_str(action).ok()?;
+                action["ForwardConfig"]["TargetGroups"]
+                    .as_array()?
+                    .iter()
+                    .find(|g| g["ServiceName"] == "web-canary")?["Weight"]
+                    .as_i64()
+            }
             Smi => object["spec"]["backends"]
                 .as_array()?
                 .iter()
@@ -149,6 +167,7 @@ impl Router {
             GatewayApi => Weights::watch::<HttpRoute>(client, "web", self),
             Smi => Weights::watch::<TrafficSplit>(client, "web", self),
             Traefik => Weights::watch::<TraefikService>(client, "web", self),
+            Alb => Weights::watch::<Ingress>(client, "web", self),
         }
     }
 }
@@ -415,6 +434,10 @@ macro_rules! with_each_router {
             async fn traefik() {
                 $flow(Traefik).await
             }
+            #[tokio::test]
+            async fn alb() {
+                $flow(Alb).await
+            }
         }
     };
 }
@@ -430,6 +453,7 @@ async fn router_events(client: &kube::Client) -> Vec<(String, String)> {
         "CreatingCanaryIngress",
         "PatchingCanaryIngress",
         "TrafficSplitCreated",
+        "PatchingALBIngress",
     ];
     let mut events = events(client).await;
     events.retain(|(reason, _)| told.contains(&reason.as_str()));
@@ -580,3 +604,40 @@ async fn the_traefik_service_is_argos_at_every_weight(crds: CrdSet) {
 }
 
 canaryd_testkit::with_each_crd_set!(the_traefik_service_is_argos_at_every_weight);
+
+/// The Ingress as Argo's ALB router leaves it (its SetWeight): the action annotation forwards to the canary's
+/// and the stable's target groups on `servicePort`, the Rollout named as its manager; the Ingress's rules and
+/// other annotations kept; Argo's `PatchingALBIngress` Event for each weight written.
+async fn the_alb_ingress_is_argos_at_every_weight(crds: CrdSet) {
+    let r = deployed_behind_with(Alb, crds).await;
+    let action = |canary: i64| {
+        format!(
+            r#"{{"Type":"forward","ForwardConfig":{{"TargetGroups":[{{"ServiceName":"web-canary","ServicePort":"80","Weight":{canary}}},{{"ServiceName":"web-stable","ServicePort":"80","Weight":{}}}]}}}}"#,
+            100 - canary
+        )
+    };
+    let annotations = |canary: i64| {
+        json!({
+            "alb.ingress.kubernetes.io/scheme": "internet-facing",
+            ALB_ACTION: action(canary),
+            "rollouts.argoproj.io/managed-alb-annotations": format!(r#"{{"web":["{ALB_ACTION}"]}}"#),
+        })
+    };
+    let written = || r.server.get_json::<Ingress>("default", "web").unwrap();
+    assert_eq!(written()["metadata"]["annotations"], annotations(0));
+    updated_to_twenty(&r).await;
+    let ingress = written();
+    assert_eq!(ingress["metadata"]["annotations"], annotations(20));
+    let installed = serde_json::to_value(router_objects::alb_ingress("default")).unwrap();
+    assert_eq!(ingress["spec"], installed["spec"]);
+    r.daemon.stop().await;
+    let patched = |weight: u32| {
+        told(
+            "PatchingALBIngress",
+            format!("Updating Ingress `web` to desiredWeight '{weight}'"),
+        )
+    };
+    assert_eq!(router_events(&r.client).await, [patched(0), patched(20)]);
+}
+
+canaryd_testkit::with_each_crd_set!(the_alb_ingress_is_argos_at_every_weight);

@@ -402,7 +402,7 @@ fn routers_canaryd_does_not_drive_and_set_canary_scale_without_one_are_invalid_s
     let plan = c.reconcile(at(0));
     assert_eq!(
         plan.status.message,
-        "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.canary.trafficRouting.ambassador: Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress, SMI, Traefik and the Gateway API plugin"
+        "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.canary.trafficRouting.ambassador: Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress, ALB, SMI, Traefik and the Gateway API plugin"
     );
     assert!(plan.route.is_none());
 
@@ -562,5 +562,38 @@ fn a_rehearsal_shows_the_traefik_service_among_its_files() {
     assert_eq!(
         shown,
         ["TraefikService/web: web-stable 80, web-canary 20, extra 5"]
+    );
+}
+
+/// An ALB Ingress among a rehearsal's files gets the action annotation the daemon would write, and the route
+/// shows the target groups' shares.
+#[test]
+fn a_rehearsal_shows_the_alb_ingress_among_its_files() {
+    use canaryd::engine::routing::memory::Routers;
+    let mut c = MemoryCluster::new(rollout(
+        4,
+        json!({"canaryService": "web-canary", "stableService": "web-stable",
+               "trafficRouting": {"alb": {"ingress": "web", "servicePort": 80}},
+               "steps": [{"setWeight": 20}, {"pause": {}}]}),
+    ));
+    let selector = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    c.add_service("web-canary", selector.clone());
+    c.add_service("web-stable", selector);
+    let ingress = json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "web", "namespace": "prod"},
+        "spec": {"rules": [{"http": {"paths": [{"path": "/", "pathType": "Prefix",
+            "backend": {"service": {"name": "web-stable", "port": {"name": "use-annotation"}}}}]}}]}});
+    c.routers = Routers::new(&c.rollout, vec![("ingress.yaml:1".into(), ingress)]).unwrap();
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    let shown: Vec<String> = c.routers.shown().iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["Ingress/web: web-canary 20, web-stable 80"]);
+    assert_eq!(
+        messages_since(&c, 0, "PatchingALBIngress"),
+        [
+            "Updating Ingress `web` to desiredWeight '0'",
+            "Updating Ingress `web` to desiredWeight '20'"
+        ]
     );
 }

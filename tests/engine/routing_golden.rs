@@ -14,7 +14,7 @@ use canaryd::api::traffic_routing::{IstioDestinationRule, IstioVirtualService};
 use canaryd::cli::load::load_file;
 use canaryd::engine::routing::nginx::{self, CanaryIngress};
 use canaryd::engine::routing::smi::{self, SmiApiVersion, TrafficSplitWrite};
-use canaryd::engine::routing::{Desired, Routing, gateway, istio, routing, traefik};
+use canaryd::engine::routing::{Desired, Routing, alb, gateway, istio, routing, traefik};
 use canaryd_testkit::fake_apiserver::schema;
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{Value, json};
@@ -233,6 +233,22 @@ fn every_traefik_service_case_matches_argo_and_the_traefik_crd() {
         {
             failures.push(format!("{}: {e}", case.name()));
         }
+        case.check(got.map(|o| o.unwrap_or(Value::Null)), &mut failures);
+    }
+    finish(failures);
+}
+
+/// Argo's ALB router (`rollout/trafficrouting/alb`): the action and managed annotations it patches into each
+/// Ingress, byte for byte.
+#[test]
+fn every_alb_ingress_case_matches_argo() {
+    let mut failures = Vec::new();
+    for case in cases("alb") {
+        let rollout = case.rollout();
+        let routing = case.routing(&rollout);
+        let config = routing.alb.as_ref().unwrap();
+        let desired = Desired::new(&rollout, &routing, case.weight(), "", "");
+        let got = alb::ingress(&case.doc["input"], config, &desired).map_err(|e| e.to_string());
         case.check(got.map(|o| o.unwrap_or(Value::Null)), &mut failures);
     }
     finish(failures);

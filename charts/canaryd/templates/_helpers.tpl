@@ -212,6 +212,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["trafficsplits"]
   verbs: ["get", "create", "patch"]
 {{- end }}
+{{- if .Values.rbac.routers.alb }}
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses"]
+  verbs: ["get", "update"]
+{{- end }}
 {{- if .Values.rbac.routers.traefik }}
 - apiGroups: ["traefik.io"]
   resources: ["traefikservices"]

@@ -219,6 +219,37 @@ pub struct TraefikTrafficRouting {
     pub rest: BTreeMap<String, Value>,
 }
 
+/// `trafficRouting.alb`: the Ingresses whose AWS Load Balancer Controller action annotation the Rollout
+/// sets. Read from the raw `alb` field by `engine::routing::routing`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AlbTrafficRouting {
+    #[serde(default)]
+    pub ingress: String,
+    #[serde(default)]
+    pub ingresses: Vec<String>,
+    #[serde(default)]
+    pub service_port: i32,
+    #[serde(default)]
+    pub root_service: String,
+    #[serde(default)]
+    pub annotation_prefix: String,
+    #[serde(default)]
+    pub stickiness_config: Option<AlbStickinessConfig>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// `trafficRouting.alb.stickinessConfig`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AlbStickinessConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
+    pub duration_seconds: i64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

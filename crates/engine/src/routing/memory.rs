@@ -194,7 +194,8 @@ impl Routers {
                 Target::DestinationRule { .. }
                 | Target::VirtualService { .. }
                 | Target::HttpRoute { .. }
-                | Target::TraefikService { .. } => match named(&mut self.objects, kind, &name) {
+                | Target::TraefikService { .. }
+                | Target::AlbIngress { .. } => match named(&mut self.objects, kind, &name) {
                     Some((origin, current)) => {
                         let built = target.build(current, &d).map_err(|e| {
                             let message = format!("{origin}: {kind} {namespace}/{name}: {e}");
@@ -204,7 +205,11 @@ impl Routers {
                             *current = new;
                             announced.extend(target.written(&d, false));
                         }
-                        destination_weights(current)
+                        match target {
+                            // The action annotation's target groups: the canary's and the stable's shares.
+                            Target::AlbIngress { .. } => shares(),
+                            _ => destination_weights(current),
+                        }
                     }
                     None => shares(),
                 },

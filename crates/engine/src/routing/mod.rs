@@ -6,6 +6,7 @@
 //! configuration, and the errors. Pure and synchronous: no client, no clock; the edge (`routers/`) reads
 //! and writes.
 
+pub mod alb;
 pub mod gateway;
 pub mod istio;
 pub mod memory;
@@ -20,8 +21,8 @@ use serde_json::{Map, Value};
 
 use crate::api::Rollout;
 use crate::api::traffic_routing::{
-    GATEWAY_API_PLUGIN, GatewayApiTrafficRouting, IstioTrafficRouting, NginxTrafficRouting,
-    SmiTrafficRouting, TraefikTrafficRouting,
+    AlbTrafficRouting, GATEWAY_API_PLUGIN, GatewayApiTrafficRouting, IstioTrafficRouting,
+    NginxTrafficRouting, SmiTrafficRouting, TraefikTrafficRouting,
 };
 
 const FIELD: &str = "spec.strategy.canary.trafficRouting";
@@ -58,6 +59,7 @@ pub struct Routing {
     pub gateway_api: Option<GatewayApiTrafficRouting>,
     pub smi: Option<SmiTrafficRouting>,
     pub traefik: Option<TraefikTrafficRouting>,
+    pub alb: Option<AlbTrafficRouting>,
     /// `maxTrafficWeight` as written; see [`Desired::max_weight`].
     pub max_traffic_weight: Option<i32>,
 }
@@ -80,7 +82,6 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
         return Ok(None);
     };
     let unsupported = [
-        ("alb", tr.alb.is_some()),
         ("ambassador", tr.ambassador.is_some()),
         ("appMesh", tr.app_mesh.is_some()),
         ("apisix", tr.apisix.is_some()),
@@ -93,7 +94,7 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
         if set {
             return Err(config(
                 format!("{FIELD}.{name}"),
-                "not supported by canaryd: it drives Istio, NGINX Ingress, SMI, Traefik and the Gateway API plugin",
+                "not supported by canaryd: it drives Istio, NGINX Ingress, ALB, SMI, Traefik and the Gateway API plugin",
             ));
         }
     }
@@ -126,12 +127,17 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
     }
     let smi = parsed(tr.smi.as_ref(), "smi")?;
     let traefik = parsed(tr.traefik.as_ref(), "traefik")?;
+    let alb: Option<AlbTrafficRouting> = parsed(tr.alb.as_ref(), "alb")?;
+    if let Some(alb) = &alb {
+        alb::check(alb).map_err(|message| config(format!("{FIELD}.alb"), message))?;
+    }
     Ok(Some(Routing {
         istio: tr.istio.clone(),
         nginx: tr.nginx.clone(),
         gateway_api,
         smi,
         traefik,
+        alb,
         max_traffic_weight: tr.max_traffic_weight,
     }))
 }
@@ -314,8 +320,8 @@ mod tests {
     fn every_router_canaryd_does_not_drive_is_named_in_the_error() {
         for (written, field) in [
             (
-                json!({"alb": {"ingress": "i"}}),
-                "spec.strategy.canary.trafficRouting.alb",
+                json!({"ambassador": {"mappings": ["m"]}}),
+                "spec.strategy.canary.trafficRouting.ambassador",
             ),
             (
                 json!({"managedRoutes": [{"name": "h"}]}),

@@ -1,16 +1,16 @@
 //! The router objects a Rollout's traffic routing names, in the order Argo brings them to a weight
-//! (Istio's DestinationRule before its VirtualServices, then NGINX's canary Ingresses, SMI's TrafficSplit,
+//! (Istio's DestinationRule before its VirtualServices, then NGINX's canary Ingresses, ALB's Ingresses, SMI's TrafficSplit,
 //! Traefik's TraefikService, then the Gateway API's HTTPRoutes), each with the builder that re-weights it. One list for every driver: the daemon's edge
 //! (`routers/`) reads and writes these objects through the API server, a rehearsal in memory.
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::Value;
 
-use super::{Desired, Routing, RoutingError, gateway, istio, nginx, smi, traefik};
+use super::{Desired, Routing, RoutingError, alb, gateway, istio, nginx, smi, traefik};
 use crate::api::reasons::rollout as reasons;
 use crate::api::traffic_routing::{
-    GatewayApiTrafficRouting, IstioDestinationRule, IstioVirtualService, NginxTrafficRouting,
-    SmiTrafficRouting,
+    AlbTrafficRouting, GatewayApiTrafficRouting, IstioDestinationRule, IstioVirtualService,
+    NginxTrafficRouting, SmiTrafficRouting,
 };
 use crate::rollout::Event;
 
@@ -82,6 +82,12 @@ pub enum Target<'r> {
     },
     /// Traefik's weighted TraefikService (`traefik::traefik_service`).
     TraefikService { namespace: &'r str, name: &'r str },
+    /// An Ingress of ALB's, its action annotation re-weighted (`alb::ingress`).
+    AlbIngress {
+        namespace: &'r str,
+        name: &'r str,
+        config: &'r AlbTrafficRouting,
+    },
 }
 
 impl<'r> Target<'r> {
@@ -90,7 +96,7 @@ impl<'r> Target<'r> {
         match self {
             Target::DestinationRule { .. } => "DestinationRule",
             Target::VirtualService { .. } => "VirtualService",
-            Target::CanaryIngress { .. } => "Ingress",
+            Target::CanaryIngress { .. } | Target::AlbIngress { .. } => "Ingress",
             Target::HttpRoute { .. } => "HTTPRoute",
             Target::TrafficSplit { .. } => smi::KIND,
             Target::TraefikService { .. } => traefik::KIND,
@@ -104,7 +110,8 @@ impl<'r> Target<'r> {
             | Target::CanaryIngress { namespace, .. }
             | Target::HttpRoute { namespace, .. }
             | Target::TrafficSplit { namespace, .. }
-            | Target::TraefikService { namespace, .. } => namespace,
+            | Target::TraefikService { namespace, .. }
+            | Target::AlbIngress { namespace, .. } => namespace,
         }
     }
 
@@ -116,7 +123,8 @@ impl<'r> Target<'r> {
             Target::VirtualService { name, .. }
             | Target::HttpRoute { name, .. }
             | Target::TrafficSplit { name, .. }
-            | Target::TraefikService { name, .. } => name,
+            | Target::TraefikService { name, .. }
+            | Target::AlbIngress { name, .. } => name,
             Target::CanaryIngress { stable, .. } => stable,
         }
     }
@@ -145,7 +153,8 @@ impl<'r> Target<'r> {
             Target::VirtualService { name, .. }
             | Target::HttpRoute { name, .. }
             | Target::TrafficSplit { name, .. }
-            | Target::TraefikService { name, .. } => name.to_string(),
+            | Target::TraefikService { name, .. }
+            | Target::AlbIngress { name, .. } => name.to_string(),
             Target::CanaryIngress { stable, .. } => {
                 nginx::canary_ingress_name(d.rollout_name(), stable)
             }
@@ -166,7 +175,8 @@ impl<'r> Target<'r> {
             | Target::HttpRoute { .. }
             | Target::CanaryIngress { .. }
             | Target::TrafficSplit { .. }
-            | Target::TraefikService { .. } => Ok(()),
+            | Target::TraefikService { .. }
+            | Target::AlbIngress { .. } => Ok(()),
         }
     }
 
@@ -184,6 +194,7 @@ impl<'r> Target<'r> {
             } => istio::virtual_service(current, config, *destination_rule, d),
             Target::HttpRoute { config, .. } => gateway::http_route(current, config, d),
             Target::TraefikService { .. } => traefik::traefik_service(current, d),
+            Target::AlbIngress { config, .. } => alb::ingress(current, config, d),
             Target::CanaryIngress { .. } => Err(RoutingError::Mismatch(
                 "the canary Ingress is made from its stable Ingress".to_string(),
             )),
@@ -195,7 +206,7 @@ impl<'r> Target<'r> {
 
     /// The Event Argo's router records on the Rollout once it has written this object at `d` (`created`: the
     /// canary Ingress was made rather than patched): Istio's `UpdateHash` and `SetWeight`, NGINX's
-    /// `SetWeight`, SMI's `TrafficSplitCreated`. `None` for an HTTPRoute (Argo's Gateway API plugin records
+    /// `SetWeight`, ALB's `PatchingALBIngress`, SMI's `TrafficSplitCreated`. `None` for an HTTPRoute (Argo's Gateway API plugin records
     /// none), a patched TrafficSplit and a TraefikService (Argo's Traefik router records only a failed update).
     pub fn written(&self, d: &Desired, created: bool) -> Option<Event> {
         let (reason, message) = match self {
@@ -222,6 +233,13 @@ impl<'r> Target<'r> {
                 format!(
                     "Creating canary ingress `{}` with weight `{}`",
                     self.name(d),
+                    d.canary_weight
+                ),
+            ),
+            Target::AlbIngress { name, .. } => (
+                reasons::PATCHING_ALB_INGRESS,
+                format!(
+                    "Updating Ingress `{name}` to desiredWeight '{}'",
                     d.canary_weight
                 ),
             ),
@@ -279,6 +297,15 @@ pub fn targets<'r>(routing: &'r Routing, d: &Desired<'r>) -> Vec<Target<'r>> {
             out.push(Target::CanaryIngress {
                 namespace,
                 stable,
+                config,
+            });
+        }
+    }
+    if let Some(config) = &routing.alb {
+        for name in alb::ingresses(config) {
+            out.push(Target::AlbIngress {
+                namespace,
+                name,
                 config,
             });
         }
