@@ -239,9 +239,11 @@ fn every_traefik_service_case_matches_argo_and_the_traefik_crd() {
 }
 
 /// Argo's ALB router (`rollout/trafficrouting/alb`): the action and managed annotations it patches into each
-/// Ingress, byte for byte.
+/// Ingress, byte for byte; every Ingress written valid to `kubernetes-validate --strict`.
 #[test]
-fn every_alb_ingress_case_matches_argo() {
+fn every_alb_ingress_case_matches_argo_and_kubernetes_validate_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut written = Vec::new();
     let mut failures = Vec::new();
     for case in cases("alb") {
         let rollout = case.rollout();
@@ -249,7 +251,15 @@ fn every_alb_ingress_case_matches_argo() {
         let config = routing.alb.as_ref().unwrap();
         let desired = Desired::new(&rollout, &routing, case.weight(), "", "");
         let got = alb::ingress(&case.doc["input"], config, &desired).map_err(|e| e.to_string());
+        if let Ok(Some(out)) = &got {
+            let path = dir.path().join(case.name());
+            std::fs::write(&path, serde_json::to_string(out).unwrap()).unwrap();
+            written.push(path);
+        }
         case.check(got.map(|o| o.unwrap_or(Value::Null)), &mut failures);
+    }
+    if let Err(e) = kubernetes_validate(&written) {
+        failures.push(e);
     }
     finish(failures);
 }

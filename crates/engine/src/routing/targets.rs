@@ -352,6 +352,8 @@ mod tests {
                     "destinationRule": {"name": "dr", "canarySubsetName": "c", "stableSubsetName": "s"}
                 },
                 "nginx": {"stableIngresses": ["i1", "i2"]},
+                "alb": {"ingresses": ["a1", "a2"], "servicePort": 80},
+                "traefik": {"weightedTraefikServiceName": "t"},
                 "plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "h", "namespace": "gw"}}
             }}}}
         }))
@@ -370,6 +372,9 @@ mod tests {
                 ("VirtualService", "mesh", "b".to_string()),
                 ("Ingress", "prod", "web-i1-canary".to_string()),
                 ("Ingress", "prod", "web-i2-canary".to_string()),
+                ("Ingress", "prod", "a1".to_string()),
+                ("Ingress", "prod", "a2".to_string()),
+                ("TraefikService", "prod", "t".to_string()),
                 ("HTTPRoute", "gw", "h".to_string()),
             ]
         );
