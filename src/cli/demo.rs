@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::demo_rollout::Strategy;
 use super::demo_scenario::{SUCCESS_RATE, Scenario, ScenarioName, StandIn};
 use super::{Exit, OutputFormat, load};
 use crate::measure::Providers;
@@ -15,6 +16,9 @@ use crate::measure::Providers;
 pub struct Args {
     #[arg(long, value_enum, default_value_t = ScenarioName::Degrading)]
     pub scenario: ScenarioName,
+    /// The Rollout's strategy: canary steps, or a blue-green preview analysed before the switch.
+    #[arg(long, value_enum, default_value_t = Strategy::Canary, conflicts_with = "analysis_only")]
+    pub strategy: Strategy,
     /// Run only the success-rate analysis over the scenario (as `canaryd analyze --from/--to` would), not
     /// the Rollout.
     #[arg(long)]
@@ -57,7 +61,12 @@ pub fn run(args: Args) -> Exit {
         }
     };
     if !args.analysis_only {
-        return runtime.block_on(super::demo_rollout::run(scenario, args.output, report));
+        return runtime.block_on(super::demo_rollout::run(
+            scenario,
+            args.strategy,
+            args.output,
+            report,
+        ));
     }
     runtime.block_on(async {
         let (docs, error) = load::parse_documents(std::path::Path::new("analysis-templates/success-rate.yaml"), SUCCESS_RATE);

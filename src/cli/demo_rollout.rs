@@ -2,7 +2,9 @@
 //! success-rate analysis, setWeight 50, ...) behind an Istio VirtualService, rehearsed on a virtual clock
 //! with the scenario standing in for Prometheus, exactly as `canaryd rehearse` plays a Rollout: the
 //! weights the VirtualService is given at each step, each measurement, and the abort with its reason (or
-//! the promotion). Owns the demo's Rollout only; the playing is `rehearsal`'s and the printing `rehearse`'s.
+//! the promotion). With `--strategy bluegreen`, the same service as a blue-green Rollout whose preview is
+//! checked by the same analysis before the active Service is switched to it. Owns the demo's Rollouts only;
+//! the playing is `rehearsal`'s and the printing `rehearse`'s.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -82,11 +84,63 @@ spec:
       weight: 0
 "#;
 
-/// Plays the demo's Rollout through `scenario`.
-pub async fn run(scenario: Scenario, output: OutputFormat, report: Option<ReportFile>) -> Exit {
+/// The demo's blue-green Rollout: the new pods behind `checkout-preview` are checked by the success-rate
+/// analysis before `checkout-active` is switched to them.
+pub const BLUE_GREEN_ROLLOUT: &str = r#"apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata:
+  name: checkout
+  namespace: shop
+spec:
+  replicas: 5
+  selector:
+    matchLabels:
+      app: checkout
+  template:
+    metadata:
+      labels:
+        app: checkout
+    spec:
+      containers:
+      - name: checkout
+        image: shop/checkout:2.0.0
+  strategy:
+    blueGreen:
+      activeService: checkout-active
+      previewService: checkout-preview
+      prePromotionAnalysis:
+        templates:
+        - templateName: success-rate
+        args:
+        - name: service
+          value: checkout-preview
+        - name: namespace
+          value: shop
+"#;
+
+/// The demo's Rollout strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Strategy {
+    /// Canary steps behind an Istio VirtualService.
+    Canary,
+    /// A preview checked by the analysis before the active Service is switched to it.
+    Bluegreen,
+}
+
+/// Plays the demo's Rollout of `strategy` through `scenario`.
+pub async fn run(
+    scenario: Scenario,
+    strategy: Strategy,
+    output: OutputFormat,
+    report: Option<ReportFile>,
+) -> Exit {
+    let rollout = match strategy {
+        Strategy::Canary => ROLLOUT,
+        Strategy::Bluegreen => BLUE_GREEN_ROLLOUT,
+    };
     let mut docs = Vec::new();
     for (file, text) in [
-        ("checkout-rollout.yaml", ROLLOUT),
+        ("checkout-rollout.yaml", rollout),
         ("analysis-templates/success-rate.yaml", SUCCESS_RATE),
     ] {
         let (parsed, error) = load::parse_documents(Path::new(file), text);
@@ -111,12 +165,21 @@ pub async fn run(scenario: Scenario, output: OutputFormat, report: Option<Report
             }
             ScenarioName::Healthy => "steady at 0.8% errors",
         };
-        say!(
-            "canaryd demo: Rollout shop/checkout ships revision 2 at {from}: setWeight 20, pause 5m, the \
+        if strategy == Strategy::Bluegreen {
+            say!(
+                "canaryd demo: blue-green Rollout shop/checkout ships revision 2 at {from} behind the preview \
+                 Service checkout-preview;\nthe success-rate analysis (analysis-templates/success-rate.yaml, \
+                 threshold 0.99) checks it before checkout-active is switched to it.\nThe preview is {story};\n\
+                 the scenario stands in for Prometheus on a virtual clock.\n"
+            );
+        } else {
+            say!(
+                "canaryd demo: Rollout shop/checkout ships revision 2 at {from}: setWeight 20, pause 5m, the \
              success-rate analysis\n(analysis-templates/success-rate.yaml, threshold 0.99), setWeight 50, ... \
              through the Istio VirtualService checkout.\nThe canary is {story};\nthe scenario stands in for \
              Prometheus on a virtual clock.\n"
-        );
+            );
+        }
     }
     let providers = Providers::new(None).with_prometheus(Arc::new(StandIn(scenario)));
     let opts = Options {

@@ -1,5 +1,5 @@
 //! The demo's scenario: a built-in 30-minute history of request and error rates per track (baseline steady,
-//! canary fine or, in `degrading`, at 12% errors from minute 8), the shipped `success-rate.yaml` it is judged
+//! canary (or blue-green preview) fine or, in `degrading`, at 12% errors from minute 8), the shipped `success-rate.yaml` it is judged
 //! by, and [`StandIn`], the metric provider that answers that template's queries from the scenario as a
 //! Prometheus holding its series would. `demo` and `demo_rollout` both play it.
 
@@ -50,8 +50,12 @@ impl Scenario {
     /// Fraction of a track's requests that fail at `seconds` into the scenario.
     fn error_fraction(&self, service: &str, seconds: f64) -> f64 {
         match (service, self.name) {
-            ("checkout-canary", ScenarioName::Degrading) if seconds >= 8.0 * 60.0 => 0.12,
-            ("checkout-canary", _) => 0.008,
+            ("checkout-canary" | "checkout-preview", ScenarioName::Degrading)
+                if seconds >= 8.0 * 60.0 =>
+            {
+                0.12
+            }
+            ("checkout-canary" | "checkout-preview", _) => 0.008,
             _ => 0.01,
         }
     }
@@ -69,7 +73,10 @@ impl Scenario {
         total.round()
     }
 
-    pub const SERVICES: [&'static str; 2] = ["checkout-canary", "checkout-baseline"];
+    /// The new version's track (behind the canary Service, or the blue-green Rollout's preview Service) and
+    /// the baseline's.
+    pub const SERVICES: [&'static str; 3] =
+        ["checkout-canary", "checkout-preview", "checkout-baseline"];
 
     /// The series as OpenMetrics text.
     pub fn openmetrics(&self) -> String {

@@ -284,14 +284,11 @@ fn refuse_jobs(
     Ok(())
 }
 
-/// The canary and stable Services the Rollout names and the files lack, selecting the Rollout's pods as a
-/// user's Services would.
+/// The Services the Rollout names (canary and stable, or active and preview) and the files lack, selecting the
+/// Rollout's pods as a user's Services would.
 fn add_named_services(rollout: &Rollout, services: &mut Vec<Service>) {
-    let canary = rollout.spec.canary();
-    let named = [
-        canary.and_then(|c| c.canary_service.clone()),
-        canary.and_then(|c| c.stable_service.clone()),
-    ];
+    let named = crate::engine::rollout::references::named_services(rollout)
+        .map(|(_, name)| name.map(str::to_string));
     let selector = rollout
         .spec
         .selector
@@ -347,13 +344,7 @@ fn known_metrics(setup: &Setup) -> Vec<api::Metric> {
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     let mut metrics = Vec::new();
-    for named in setup
-        .rollout
-        .spec
-        .canary()
-        .into_iter()
-        .flat_map(|c| c.analyses())
-    {
+    for named in setup.rollout.spec.analyses() {
         let given = named.analysis.args.iter().flatten();
         for reference in named.analysis.templates.iter().flatten() {
             let Some(template) = setup.templates.get(&template_key(reference)) else {

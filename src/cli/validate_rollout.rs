@@ -79,32 +79,24 @@ fn unsupported_as_warning(finding: Finding, progressed: bool) -> Finding {
     )
 }
 
-/// The stable and canary Services the Rollout names, by the planner's rule when the files hold Services;
-/// when they hold none, a warning for each: it must exist in the cluster.
+/// The Services the Rollout names (stable and canary, or active and preview), by the planner's rule when the
+/// files hold Services; when they hold none, a warning for each: it must exist in the cluster.
 fn services(rollout: &Rollout, given: &[Service]) -> Vec<Finding> {
     if !given.is_empty() {
         return references::services(rollout, given);
     }
-    let canary = rollout.spec.canary();
-    [
-        (
-            "stableService",
-            canary.and_then(|c| c.stable_service.as_deref()),
-        ),
-        (
-            "canaryService",
-            canary.and_then(|c| c.canary_service.as_deref()),
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(field, name)| Some((field, name.filter(|n| !n.is_empty())?)))
-    .map(|(field, name)| {
-        Finding::warning(
-            format!("spec.strategy.canary.{field}"),
-            format!("Service {name:?} is not among the given files; it must exist in the cluster"),
-        )
-    })
-    .collect()
+    references::named_services(rollout)
+        .into_iter()
+        .filter_map(|(path, name)| Some((path, name.filter(|n| !n.is_empty())?)))
+        .map(|(path, name)| {
+            Finding::warning(
+                path,
+                format!(
+                    "Service {name:?} is not among the given files; it must exist in the cluster"
+                ),
+            )
+        })
+        .collect()
 }
 
 /// Fields of the spec, strategy and canary strategy that Argo's Rollout does not have (a misspelling is

@@ -23,7 +23,7 @@ const SET_IMAGE_ATTEMPTS: usize = 5;
 pub enum ActionError {
     #[error("rollout {namespace}/{name} not found")]
     NotFound { namespace: String, name: String },
-    #[error("rollout {0} is not a canary Rollout (canaryd progresses the canary strategy only)")]
+    #[error("rollout {0} is not a canary or blue-green Rollout")]
     NotCanary(String),
     #[error(
         "rollout {0} is already fully promoted: its stable ReplicaSet is the current revision and nothing pauses it"

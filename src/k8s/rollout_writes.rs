@@ -125,18 +125,17 @@ pub async fn read(
     })
 }
 
-/// The Services (canary, stable) and the analysis templates (of the steps and the background analysis) a
-/// Rollout names. Collected before any request, so no borrow of the Rollout is held across one.
+/// The Services (canary and stable, or active and preview) and the analysis templates a Rollout names.
+/// Collected before any request, so no borrow of the Rollout is held across one.
 fn named(rollout: &Rollout) -> (Vec<String>, Vec<AnalysisTemplateRef>) {
-    let Some(canary) = rollout.spec.canary() else {
-        return (Vec::new(), Vec::new());
-    };
-    let services = [&canary.canary_service, &canary.stable_service]
+    // Read in the order canaryd always has (canary before stable): the order changes nothing.
+    let services = crate::engine::rollout::references::named_services(rollout)
         .into_iter()
-        .flatten()
-        .cloned()
+        .rev()
+        .filter_map(|(_, name)| name.filter(|n| !n.is_empty()).map(str::to_string))
         .collect();
-    (services, canary.analysis_templates().cloned().collect())
+    let templates = rollout.spec.analysis_templates().into_iter().cloned();
+    (services, templates.collect())
 }
 
 /// Makes one write of a plan made from `read` as the [`Change`] it stands for (the Rollout's resourceVersion,

@@ -20,7 +20,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Service;
 
 use crate::api::Rollout;
-use crate::api::reasons::rollout::{CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
+use crate::api::reasons::rollout::{BLUE_GREEN_PAUSE, CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
 use crate::api::rollout::RolloutStatus;
 use crate::engine::rollout::memory::MemoryCluster;
 use crate::engine::rollout::reconcile_loop::{Reconciliation, Templates};
@@ -100,6 +100,8 @@ async fn play_on(
 ) -> Result<Ending, RehearsalError> {
     let clock = Clock::virtual_at(opts.from);
     let steps = steps::steps(&cluster.rollout).len();
+    // A blue-green Rollout has no steps to name.
+    let canary = cluster.rollout.spec.canary().is_some();
     let mut runs = runs::Runs::new(&setup.args, setup.prometheus.as_deref());
     let mut available_at: Option<Timestamp> = None;
     let mut shown = Shown::default();
@@ -129,7 +131,7 @@ async fn play_on(
             Ok(ending(
                 opts,
                 now,
-                progressing_step,
+                canary.then_some(progressing_step),
                 &status,
                 outcome,
                 reason,
@@ -254,7 +256,7 @@ fn settle(
 fn ending(
     opts: &Options,
     now: Timestamp,
-    step: usize,
+    step: Option<usize>,
     status: &RolloutStatus,
     outcome: Outcome,
     reason: String,
@@ -265,7 +267,7 @@ fn ending(
         started: shown(opts.from),
         ended: shown(now),
         seconds: now.duration_since(opts.from).as_secs(),
-        step: (outcome != Outcome::Promoted).then_some(step),
+        step: step.filter(|_| outcome != Outcome::Promoted),
         metric,
         reason,
         status: status.clone(),
@@ -461,7 +463,8 @@ fn needs_pods(cluster: &MemoryCluster) -> bool {
     })
 }
 
-/// The pause only a person ends (one without a duration, or an Inconclusive analysis's): since when, why.
+/// The pause only a person ends (one without a duration, a blue-green one without `autoPromotionSeconds`, or an
+/// Inconclusive analysis's): since when, why.
 fn waiting_for_a_person(
     rollout: &Rollout,
     status: &RolloutStatus,
@@ -474,17 +477,21 @@ fn waiting_for_a_person(
             .is_some_and(|p| matches!(steps::pause_seconds(p.duration.as_ref()), Ok(None))),
         None => false,
     };
+    let auto_promoted = (rollout.spec.blue_green())
+        .and_then(|b| b.auto_promotion_seconds)
+        .is_some_and(|s| s > 0);
     status.pause_conditions.iter().find_map(|p| {
         let reason = match p.reason.as_str() {
             INCONCLUSIVE_ANALYSIS => INCONCLUSIVE_ANALYSIS,
             CANARY_PAUSE_STEP if indefinite_step => CANARY_PAUSE_STEP,
+            BLUE_GREEN_PAUSE if !auto_promoted => BLUE_GREEN_PAUSE,
             _ => return None,
         };
         Some((p.start_time.0, reason))
     })
 }
 
-/// Reports the step and weight when either changed, with what the routers show.
+/// Reports the step and weight of a canary when either changed, with what the routers show.
 fn show_step(
     cluster: &MemoryCluster,
     plan: &Plan,
@@ -493,6 +500,9 @@ fn show_step(
     now: Timestamp,
     on: &mut dyn FnMut(&Entry),
 ) {
+    if cluster.rollout.spec.canary().is_none() {
+        return;
+    }
     let status = cluster.status();
     // An abort sets currentStepIndex back to 0 (Argo's syncRolloutStatusCanary): the timeline keeps naming
     // the step the rollout was aborted at, as the outcome does.

@@ -246,3 +246,41 @@ fn a_reader_that_stops_reading_ends_the_demo_quietly() {
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `--strategy bluegreen`: the same service as a blue-green Rollout; the degrading preview fails its
+/// pre-promotion analysis and the active Service never leaves the old pods, where the healthy one is
+/// switched to once the analysis has passed.
+#[test]
+fn the_blue_green_demo_aborts_the_degrading_preview_before_the_switch() {
+    let (code, out) = demo(&["--strategy", "bluegreen"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("SwitchService: Switched selector for service 'checkout-preview'"),
+        "{out}"
+    );
+    assert!(!out.contains("service 'checkout-active'"), "{out}");
+    assert!(
+        !out.contains("step "),
+        "a blue-green Rollout has no steps: {out}"
+    );
+    assert!(
+        out.trim_end().ends_with(
+            "Outcome: aborted after 8m (metric success-rate): RolloutAborted: Rollout aborted update to \
+             revision 2: Blue/green pre-promotion analysis phase error/failed: Metric \"success-rate\" \
+             assessed Failed due to failed (2) > failureLimit (1)"
+        ),
+        "{out}"
+    );
+
+    let (code, out) = demo(&["--strategy", "bluegreen", "--scenario", "healthy"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("SwitchService: Switched selector for service 'checkout-active'"),
+        "{out}"
+    );
+    assert!(
+        out.trim_end()
+            .ends_with("Outcome: promoted after 9m: the new revision is stable"),
+        "{out}"
+    );
+}

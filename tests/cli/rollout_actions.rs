@@ -224,16 +224,16 @@ async fn promote_is_refused_when_already_fully_promoted_or_not_a_canary_or_not_f
     }
     assert_eq!(sent(&server), [get(WEB), get(WEB)], "read, never written");
 
-    let mut blue_green = rollout_with(json!({}));
-    if let Some(strategy) = blue_green.spec.strategy.as_mut() {
+    let mut no_strategy = rollout_with(json!({}));
+    if let Some(strategy) = no_strategy.spec.strategy.as_mut() {
         strategy.canary = None;
-        strategy.blue_green = Some(json!({"activeService": "web"}));
     }
-    let server = server_with(CrdSet::Argo, &blue_green).await;
+    let server = server_with(CrdSet::Argo, &no_strategy).await;
     let ran = canaryd(&server, &["promote", "web"]).await;
     assert_eq!(ran.code, Some(2), "{}", ran.stderr);
     assert!(
-        ran.stderr.contains("default/web is not a canary Rollout"),
+        ran.stderr
+            .contains("default/web is not a canary or blue-green Rollout"),
         "{}",
         ran.stderr
     );

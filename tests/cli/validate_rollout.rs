@@ -64,7 +64,7 @@ fn rollout_mistakes_are_each_named_on_their_line() {
                 "{f}:33: {argo_steps}[2].pause.duration: Invalid value: -1: Duration needs to be greater than 0"
             ),
             format!(
-                "{f}:34: {steps}[3].setHeaderRoute: warning: Forbidden: this step is not supported by canaryd yet; {LEFT_TO_ARGO}"
+                "{f}:34: {argo_steps}[3].setHeaderRoute: Invalid value: {{\"name\":\"h\"}}: SetHeaderRoute requires TrafficRouting, supports Istio and ALB and Apisix"
             ),
             format!(
                 "{f}:35: {steps}[4].analysis.args: args.service was not resolved: the templates require it"
@@ -118,7 +118,7 @@ fn the_services_router_objects_and_templates_among_the_files_are_checked_as_a_ru
 }
 
 /// Without `--rollouts` canaryd runs a Rollout's analyses while Argo Rollouts progresses it, so a blue-green
-/// strategy, an Ambassador router or an experiment step is a warning; with it, canaryd would refuse the Rollout.
+/// `antiAffinity`, an Ambassador router or an experiment step is a warning; with it, canaryd would refuse the Rollout.
 /// Services named while the files hold none are warnings either way: they may be in the cluster.
 #[test]
 fn what_canaryds_controller_does_not_run_is_an_error_only_with_rollouts() {
@@ -127,8 +127,11 @@ fn what_canaryds_controller_does_not_run_is_an_error_only_with_rollouts() {
     let lines = |suffix: &str| {
         vec![
             format!(
-                "{f}:12: Rollout/blue-green: spec.strategy.blueGreen: {}Forbidden: not supported by canaryd: it runs the canary strategy only{suffix}",
+                "{f}:12: Rollout/blue-green: spec.strategy.blueGreen.antiAffinity: {}Forbidden: not supported by canaryd{suffix}",
                 if suffix.is_empty() { "" } else { "warning: " }
+            ),
+            format!(
+                "{f}:12: Rollout/blue-green: spec.strategy.blueGreen.activeService: warning: Service \"web-active\" is not among the given files; it must exist in the cluster"
             ),
             format!(
                 "{f}:27: {canary}.canaryService: warning: Service \"web-canary\" is not among the given files; it must exist in the cluster"

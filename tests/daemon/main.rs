@@ -2,11 +2,13 @@
 //! (`canaryd_testkit::harness`), on real time or on a manual clock, most tests under both canaryd's and Argo's
 //! CRDs. One test binary, a module per area.
 
+mod daemon_bluegreen;
 mod daemon_clock;
 mod daemon_decode;
 mod daemon_gate;
 mod daemon_ha;
 mod daemon_handover;
+mod daemon_header_routes;
 mod daemon_jobs;
 mod daemon_metrics;
 mod daemon_notifications;

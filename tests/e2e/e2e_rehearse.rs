@@ -465,3 +465,100 @@ fn more_starts_than_a_tally_can_hold_are_bad_input_before_any_is_played() {
         stderr
     );
 }
+
+/// A blue-green Rollout rehearsed on the same planner: its pre-promotion analysis measured against the
+/// history, then the pause a person ends (`--promote-after` among `extra`), or an abort when the preview
+/// regresses.
+fn rehearse_blue_green(service: &str, extra: &[&str]) -> Rehearsed {
+    let from = at(10).to_string();
+    let arg = format!("service={service}");
+    let mut args = vec![
+        "rehearse",
+        "-f",
+        "tests/fixtures/rehearse/bluegreen.yaml",
+        "-f",
+        "analysis-templates/success-rate.yaml",
+        "--arg",
+        &arg,
+        "--prometheus",
+        prometheus().url(),
+        "--from",
+        &from,
+        "--output",
+        "json",
+    ];
+    args.extend(extra);
+    let ran = CANARYD.run(&args);
+    let lines = ran
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    Rehearsed {
+        code: ran.code.unwrap_or(-1),
+        lines,
+        stderr: ran.stderr,
+    }
+}
+
+#[test]
+fn a_blue_green_rollout_is_promoted_after_its_pre_promotion_analysis_passes_on_the_history() {
+    let r = rehearse_blue_green("healthy", &["--promote-after", "5m"]);
+    assert_eq!(r.code, 0, "{:#?}\n{}", r.lines, r.stderr);
+    let status = &r.outcome()["status"];
+    assert_eq!(r.outcome()["outcome"], "promoted");
+    assert_eq!(status["stableRS"], status["currentPodHash"]);
+    assert_eq!(
+        status["blueGreen"]["activeSelector"],
+        status["currentPodHash"]
+    );
+    assert_eq!(
+        status["blueGreen"]["prePromotionAnalysisRunStatus"]["status"],
+        "Successful"
+    );
+    assert_eq!(r.of_type("measurement").len(), 10);
+    assert!(r.of_type("step").is_empty(), "no steps: {:#?}", r.lines);
+    assert!(r.outcome().get("step").is_none(), "{:#}", r.outcome());
+}
+
+#[test]
+fn a_blue_green_preview_that_regresses_is_aborted_before_the_switch() {
+    let r = rehearse_blue_green("regressing", &["--promote-after", "5m"]);
+    assert_eq!(r.code, 1, "{:#?}\n{}", r.lines, r.stderr);
+    let status = &r.outcome()["status"];
+    assert_eq!(r.outcome()["outcome"], "aborted");
+    assert!(r.outcome().get("step").is_none(), "{:#}", r.outcome());
+    assert_ne!(
+        status["blueGreen"]["activeSelector"],
+        status["currentPodHash"]
+    );
+    assert_eq!(
+        status["blueGreen"]["prePromotionAnalysisRunStatus"]["status"],
+        "Failed"
+    );
+}
+
+#[test]
+fn a_blue_green_pause_without_auto_promotion_waits_for_a_person() {
+    let r = rehearse_blue_green("healthy", &[]);
+    assert_eq!(r.code, 3, "{:#?}\n{}", r.lines, r.stderr);
+    let outcome = r.outcome();
+    assert_eq!(outcome["outcome"], "waiting");
+    assert!(
+        outcome["reason"]
+            .as_str()
+            .unwrap()
+            .contains("BlueGreenPause"),
+        "{outcome:#}"
+    );
+    let status = &outcome["status"];
+    assert_eq!(status["pauseConditions"][0]["reason"], "BlueGreenPause");
+    assert_eq!(
+        status["blueGreen"]["previewSelector"],
+        status["currentPodHash"]
+    );
+    assert_ne!(
+        status["blueGreen"]["activeSelector"],
+        status["currentPodHash"]
+    );
+}

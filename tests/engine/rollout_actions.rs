@@ -121,7 +121,7 @@ fn getpatches_full_unpauses_and_asks_for_promote_full_unless_the_current_revisio
 }
 
 #[test]
-fn promote_refuses_a_fully_promoted_unpaused_rollout_and_any_but_canary() {
+fn promote_refuses_a_fully_promoted_unpaused_rollout_and_ends_a_blue_green_pause() {
     let done = rollout(
         two_steps(),
         false,
@@ -133,11 +133,23 @@ fn promote_refuses_a_fully_promoted_unpaused_rollout_and_any_but_canary() {
             Err(PromoteRefusal::AlreadyPromoted)
         );
     }
-    let mut blue_green = done.clone();
+    let mut blue_green = rollout(
+        two_steps(),
+        false,
+        json!({"currentPodHash": "b", "stableRS": "a", "controllerPause": true,
+               "pauseConditions": [{"reason": "BlueGreenPause", "startTime": "2026-01-01T00:00:00Z"}]}),
+    );
     blue_green.spec.strategy =
         serde_json::from_value(json!({"blueGreen": {"activeService": "web"}})).ok();
+    let patches = actions::promote(&blue_green, false).expect("a paused blue-green Rollout");
     assert_eq!(
-        actions::promote(&blue_green, false),
+        patches.status,
+        Some(json!({"status": {"pauseConditions": null}}))
+    );
+    let mut neither = blue_green.clone();
+    neither.spec.strategy = None;
+    assert_eq!(
+        actions::promote(&neither, false),
         Err(PromoteRefusal::NotCanary)
     );
 }

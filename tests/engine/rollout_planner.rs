@@ -355,7 +355,8 @@ fn progress_deadline_abort_aborts_a_stuck_update() {
 #[test]
 fn unsupported_strategies_and_missing_templates_are_invalid_spec_never_a_crash() {
     let mut r = rollout(1, json!({"steps": [{"setHeaderRoute": {"name": "h"}}]}));
-    r.spec.strategy.as_mut().unwrap().blue_green = Some(json!({"activeService": "a"}));
+    r.spec.strategy.as_mut().unwrap().blue_green =
+        serde_json::from_value(json!({"activeService": "a"})).ok();
     let mut c = MemoryCluster::new(r);
     let plan = c.reconcile(at(0));
     assert!(plan.writes.is_empty());

@@ -206,12 +206,34 @@ fn what_canaryd_does_not_run_is_forbidden_in_canaryds_words() {
              canaryd yet"
         )
     );
+}
+
+/// Argo's ValidateRolloutStrategyBlueGreen, with its paths one level up, then what canaryd does not run.
+#[test]
+fn blue_green_fields_are_checked_as_argos_validate_rollout_does() {
+    let blue_green = |strategy: serde_json::Value| {
+        invalid_spec(json!({}), |s| {
+            s["strategy"] = json!({"blueGreen": strategy})
+        })
+    };
     assert_eq!(
-        invalid_spec(json!({}), |s| s["strategy"] =
-            json!({"blueGreen": {"activeService": "a"}})),
+        blue_green(json!({"activeService": "a", "previewService": "a"})),
         format!(
-            "{PREFIX}spec.strategy.blueGreen: Forbidden: not supported by canaryd: it runs the canary \
-             strategy only"
+            "{PREFIX}spec.strategy.activeService: Invalid value: \"a\": This rollout uses the same service \
+             for the active and preview services, but two different services are required."
+        )
+    );
+    assert_eq!(
+        blue_green(json!({"activeService": "a", "scaleDownDelayRevisionLimit": 11})),
+        format!(
+            "{PREFIX}spec.strategy.scaleDownDelayRevisionLimit: Invalid value: 11: This rollout's revision \
+             history limit can not be smaller than the rollout's scale down limit"
+        )
+    );
+    assert_eq!(
+        blue_green(json!({"activeService": "a", "antiAffinity": {}})),
+        format!(
+            "{PREFIX}spec.strategy.blueGreen.antiAffinity: Forbidden: not supported by canaryd"
         )
     );
 }

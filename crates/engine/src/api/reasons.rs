@@ -98,6 +98,7 @@ pub mod rollout {
     /// Pause reasons.
     pub const CANARY_PAUSE_STEP: &str = "CanaryPauseStep";
     pub const INCONCLUSIVE_ANALYSIS: &str = "InconclusiveAnalysisRun";
+    pub const BLUE_GREEN_PAUSE: &str = "BlueGreenPause";
 
     /// Event reasons of a Rollout's reconcile.
     pub const ROLLOUT_UPDATED: &str = "RolloutUpdated";

@@ -62,7 +62,7 @@ pub struct PromotePatches {
 /// Why `promote` refuses a Rollout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PromoteRefusal {
-    /// No `strategy.canary`: canaryd progresses canary Rollouts only.
+    /// Neither `strategy.canary` nor `strategy.blueGreen`: nothing canaryd progresses.
     NotCanary,
     /// The stable ReplicaSet is the current revision and nothing pauses the Rollout: the plugin would send
     /// nothing (`--full`) or a patch that changes nothing.
@@ -71,14 +71,9 @@ pub enum PromoteRefusal {
 
 /// The patches `promote` (`full`: `promote --full`) makes for `rollout`, by promote.go's `getPatches`.
 pub fn promote(rollout: &Rollout, full: bool) -> Result<PromotePatches, PromoteRefusal> {
-    let Some(canary) = rollout
-        .spec
-        .strategy
-        .as_ref()
-        .and_then(|s| s.canary.as_ref())
-    else {
+    if rollout.spec.canary().is_none() && rollout.spec.blue_green().is_none() {
         return Err(PromoteRefusal::NotCanary);
-    };
+    }
     let status = rollout.status.clone().unwrap_or_default();
     let paused = rollout.spec.paused == Some(true);
     // rolloututil.IsFullyPromoted: the stable ReplicaSet is the current pod template's.
@@ -95,7 +90,10 @@ pub fn promote(rollout: &Rollout, full: bool) -> Result<PromotePatches, PromoteR
         });
     }
     // GetCurrentCanaryStep's index, moved one step on and kept within the steps.
-    let steps = canary.steps.as_deref().unwrap_or_default();
+    // A blue-green Rollout has no steps: promote ends its pause (getPatches, which moves no step for it).
+    let steps = (rollout.spec.canary())
+        .and_then(|c| c.steps.as_deref())
+        .unwrap_or_default();
     let next_step = steps::current(steps, &status)
         .1
         .map(|index| (index + 1).min(steps.len()));

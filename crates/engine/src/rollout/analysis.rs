@@ -1,4 +1,4 @@
-//! The AnalysisRuns a Rollout creates: their names (`<rollout>-<hash>-<revision>[-<step>]`), Argo's labels
+//! The AnalysisRuns a Rollout creates: their names (`<rollout>-<hash>-<revision>[-<step>|-pre|-post]`), Argo's labels
 //! and annotations, and their spec, merged from the referenced templates by `engine::compose` with the
 //! Rollout's args (literals, `podTemplateHashValue`, `fieldRef`) filled in. Also the template-dependent
 //! checks of a Rollout (missing templates, unsupplied args, step metrics that never end), shared by the
@@ -26,6 +26,9 @@ pub const REVISION_ANNOTATION: &str = "rollout.argoproj.io/revision";
 pub enum RunKind {
     Step(usize),
     Background,
+    /// A blue-green Rollout's analyses before and after the active Service's switch.
+    PrePromotion,
+    PostPromotion,
 }
 
 /// What a run's identity and args are computed from.
@@ -68,19 +71,18 @@ pub enum Missing<'a> {
     Warning { given: &'a [(bool, &'a str)] },
 }
 
-/// The findings about the templates a Rollout's step and background analyses name, walked once
-/// ([`CanaryStrategy::analyses`](crate::api::rollout::CanaryStrategy::analyses)); a template not found is
-/// as `missing` says.
+/// The findings about the templates a Rollout's analyses name (a canary's steps and background, a blue-green
+/// one's promotions), walked once ([`RolloutSpec::analyses`](crate::api::rollout::RolloutSpec::analyses)); a
+/// template not found is as `missing` says.
 pub fn template_findings(
     rollout: &Rollout,
     lookup: &Lookup<'_>,
     missing: Missing<'_>,
 ) -> Vec<Finding> {
-    let Some(canary) = rollout.spec.canary() else {
-        return Vec::new();
-    };
-    canary
+    rollout
+        .spec
         .analyses()
+        .into_iter()
         .flat_map(|a| {
             let step = a.step.is_some();
             check_templates(a.analysis, &a.path(), step, missing, lookup)
@@ -256,6 +258,8 @@ pub fn run_name(rollout: &str, hash: &str, revision: &str, kind: RunKind) -> Str
     match kind {
         RunKind::Step(i) => format!("{rollout}-{hash}-{revision}-{i}"),
         RunKind::Background => format!("{rollout}-{hash}-{revision}"),
+        RunKind::PrePromotion => format!("{rollout}-{hash}-{revision}-pre"),
+        RunKind::PostPromotion => format!("{rollout}-{hash}-{revision}-post"),
     }
 }
 
@@ -288,6 +292,12 @@ pub fn build_run(
         }
         RunKind::Background => {
             labels.insert(TYPE_LABEL.into(), "Background".into());
+        }
+        RunKind::PrePromotion => {
+            labels.insert(TYPE_LABEL.into(), "PrePromotion".into());
+        }
+        RunKind::PostPromotion => {
+            labels.insert(TYPE_LABEL.into(), "PostPromotion".into());
         }
     }
     if let Some(id) = cx.instance_id {

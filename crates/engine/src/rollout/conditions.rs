@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::Rollout;
-use crate::api::rollout::{RolloutCondition, RolloutSpec, RolloutStatus};
+use crate::api::rollout::{BlueGreenStrategy, RolloutCondition, RolloutSpec, RolloutStatus};
 
 // The names are spelled once, in `api::reasons`; this module owns the rules that pick them.
 pub use crate::api::reasons::rollout::*;
@@ -89,6 +89,9 @@ pub fn phase(spec: &RolloutSpec, status: &RolloutStatus) -> (&'static str, Strin
             "updated replicas are still becoming available".to_string(),
         );
     }
+    if let Some(blue_green) = spec.blue_green() {
+        return blue_green_phase(blue_green, status);
+    }
     // Without a router old pods go as the canary grows; with one they wait out their scale-down delay.
     let routed = spec.canary().is_some_and(|c| c.traffic_routing.is_some());
     if !routed && status.replicas > status.updated_replicas {
@@ -102,6 +105,39 @@ pub fn phase(spec: &RolloutSpec, status: &RolloutStatus) -> (&'static str, Strin
             "Progressing",
             "waiting for all steps to complete".to_string(),
         );
+    }
+    ("Healthy", String::new())
+}
+
+/// The end of CalculateRolloutPhase for blueGreen: the active Service's cutover, then the promotion to stable
+/// (waiting for the post-promotion analysis while it runs).
+fn blue_green_phase(
+    strategy: &BlueGreenStrategy,
+    status: &RolloutStatus,
+) -> (&'static str, String) {
+    let blue_green = status.blue_green.clone().unwrap_or_default();
+    if blue_green.active_selector.is_empty()
+        || blue_green.active_selector != status.current_pod_hash
+    {
+        return ("Progressing", "active service cutover pending".to_string());
+    }
+    if status.stable_rs.is_empty() || !fully_promoted(status) {
+        // Argo's waitingForBlueGreenPostPromotionAnalysis.
+        let analysing = strategy.post_promotion_analysis.is_some()
+            && blue_green
+                .post_promotion_analysis_run_status
+                .is_none_or(|r| {
+                    !matches!(
+                        r.status.as_str(),
+                        "Successful" | "Failed" | "Error" | "Inconclusive"
+                    )
+                });
+        let message = if analysing {
+            "waiting for analysis to complete"
+        } else {
+            "waiting for post-promotion verification to complete"
+        };
+        return ("Progressing", message.to_string());
     }
     ("Healthy", String::new())
 }
@@ -203,6 +239,27 @@ pub fn healthy(
         && all_steps
         && completed(status)
         && status.replicas == replicas
+}
+
+/// Argo's RolloutHealthy for blueGreen: every pod updated and available, and the active (and preview)
+/// Service selecting the new ReplicaSet.
+pub fn healthy_blue_green(
+    replicas: i32,
+    strategy: &BlueGreenStrategy,
+    generation_observed: bool,
+    status: &RolloutStatus,
+) -> bool {
+    let selectors = status.blue_green.clone().unwrap_or_default();
+    let preview_done = strategy
+        .preview_service
+        .as_deref()
+        .is_none_or(str::is_empty)
+        || selectors.preview_selector == status.current_pod_hash;
+    status.updated_replicas == replicas
+        && status.available_replicas == replicas
+        && generation_observed
+        && selectors.active_selector == status.current_pod_hash
+        && preview_done
 }
 
 /// Argo's RolloutTimedOut: the Progressing condition is ProgressDeadlineExceeded already, or reported no

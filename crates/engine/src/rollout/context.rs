@@ -16,7 +16,9 @@ use super::{
     SCALE_DOWN_DEADLINE_ANNOTATION, Write, steps,
 };
 use crate::api::AnalysisPhase;
-use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutStatus, TrafficWeights};
+use crate::api::rollout::{
+    BlueGreenStrategy, CanaryStep, CanaryStrategy, RolloutStatus, TrafficWeights,
+};
 
 pub(super) struct Reconcile<'r, 'a> {
     pub o: &'r Observed<'a>,
@@ -25,6 +27,7 @@ pub(super) struct Reconcile<'r, 'a> {
     pub replicas: i32,
     pub steps: &'r [CanaryStep],
     pub canary: Option<&'r CanaryStrategy>,
+    pub blue_green: Option<&'r BlueGreenStrategy>,
     /// The status as read, with the conditions this reconcile already set on the way (Argo updates its
     /// copy of the Rollout the same way).
     pub prev: RolloutStatus,
@@ -65,6 +68,7 @@ impl<'r, 'a> Reconcile<'r, 'a> {
             replicas: o.rollout.spec.replicas.unwrap_or(1),
             steps: steps::steps(o.rollout),
             canary,
+            blue_green: o.rollout.spec.blue_green(),
             prev,
             // restartedAt carries over unless a restart completes or the steps restart, and the duration
             // until this reconcile's transitions change it (Argo's newStatus).

@@ -1,5 +1,6 @@
-//! Argo's ephemeral metadata (`canaryMetadata`, `stableMetadata`): labels and annotations the pods of the
-//! canary ReplicaSet, or of the stable one, carry only while it is that. They are written into the
+//! Argo's ephemeral metadata (`canaryMetadata`, `stableMetadata`; a blue-green Rollout's `previewMetadata`,
+//! `activeMetadata`): labels and annotations the pods of the new ReplicaSet, or of the stable one, carry only
+//! while it is that. They are written into the
 //! ReplicaSet's pod template, and what was injected is remembered in the ReplicaSet's
 //! `rollout.argoproj.io/ephemeral-metadata` annotation so it can be taken out again without touching
 //! metadata others put there. The pods that already run are relabelled the same way (when the Rollout has
@@ -87,12 +88,23 @@ fn patch(
     out
 }
 
+/// The metadata of the new ReplicaSet's pods while it is not yet stable, and the stable one's: a canary's
+/// `canaryMetadata` and `stableMetadata`, a blue-green Rollout's `previewMetadata` and `activeMetadata`.
+type Sides<'a> = (
+    Option<&'a PodTemplateMetadata>,
+    Option<&'a PodTemplateMetadata>,
+);
+
+fn strategy_metadata(rollout: &Rollout) -> Option<Sides<'_>> {
+    if let Some(c) = rollout.spec.canary() {
+        return Some((c.canary_metadata.as_ref(), c.stable_metadata.as_ref()));
+    }
+    (rollout.spec.blue_green()).map(|b| (b.preview_metadata.as_ref(), b.active_metadata.as_ref()))
+}
+
 /// Argo's hasEphemeralMetadataConfigured: only then are running pods relabelled (and so read).
 pub fn ephemeral_metadata_configured(rollout: &Rollout) -> bool {
-    rollout
-        .spec
-        .canary()
-        .is_some_and(|c| c.canary_metadata.is_some() || c.stable_metadata.is_some())
+    strategy_metadata(rollout).is_some_and(|(new, stable)| new.is_some() || stable.is_some())
 }
 
 /// The annotation recording `desired` (Argo writes it only when something was injected).
@@ -100,21 +112,16 @@ pub(super) fn record(desired: Option<&PodTemplateMetadata>) -> Option<String> {
     desired.and_then(|d| serde_json::to_string(d).ok())
 }
 
-/// What the new ReplicaSet's pod template gets: the canary's metadata when a stable ReplicaSet exists,
-/// else the stable's (it is to become the stable one).
+/// What the new ReplicaSet's pod template gets: the canary's (or preview's) metadata when a stable
+/// ReplicaSet exists, else the stable's (or active's: it is to become the stable one).
 pub(super) fn for_new_replica_set(
     has_stable: bool,
-    canary: Option<&crate::api::rollout::CanaryStrategy>,
+    rollout: &Rollout,
     labels: &BTreeMap<String, String>,
     annotations: &BTreeMap<String, String>,
 ) -> (MetadataPatch, Option<String>) {
-    let desired = canary.and_then(|c| {
-        if has_stable {
-            c.canary_metadata.as_ref()
-        } else {
-            c.stable_metadata.as_ref()
-        }
-    });
+    let desired =
+        strategy_metadata(rollout).and_then(|(new, stable)| if has_stable { new } else { stable });
     let p = patch(labels, annotations, None, desired);
     let recorded = if p.is_empty() { None } else { record(desired) };
     (p, recorded)
@@ -166,19 +173,21 @@ pub(super) fn template_without_injected(rs: &ReplicaSet) -> Option<Value> {
 
 impl Reconcile<'_, '_> {
     /// Argo's reconcileEphemeralMetadata: fully promoted, the new (stable) ReplicaSet carries the stable
-    /// metadata; mid-update the new one carries the canary's and the stable one the stable's; every other
-    /// ReplicaSet carries none.
+    /// (active) metadata; mid-update the new one carries the canary's (preview's) and the stable one the
+    /// stable's; every other ReplicaSet carries none.
     pub(super) fn ephemeral_metadata(&mut self) {
         // Even with neither in the spec: what was put in before comes out (a ReplicaSet without the
         // annotation gets no write).
-        let Some(canary) = self.canary else { return };
+        let Some((new_metadata, stable_metadata)) = strategy_metadata(self.o.rollout) else {
+            return;
+        };
         let promoted = self.prev.stable_rs.is_empty() || self.prev.stable_rs == self.new_hash();
         let mut wanted: Vec<(Option<usize>, Option<&PodTemplateMetadata>)> = if promoted {
-            vec![(self.new_rs, canary.stable_metadata.as_ref())]
+            vec![(self.new_rs, stable_metadata)]
         } else {
             vec![
-                (self.new_rs, canary.canary_metadata.as_ref()),
-                (self.stable_rs, canary.stable_metadata.as_ref()),
+                (self.new_rs, new_metadata),
+                (self.stable_rs, stable_metadata),
             ]
         };
         for i in 0..self.rss.len() {

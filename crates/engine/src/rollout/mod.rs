@@ -1,6 +1,6 @@
 //! The Rollout planner: given a Rollout, the ReplicaSets and AnalysisRuns it owns, its Services and `now`,
 //! it returns one reconcile's [`Plan`] (the writes to make in order, the new status, the Events and when to
-//! look again) following Argo Rollouts' canary controller rule for rule, so status, conditions, Events,
+//! look again) following Argo Rollouts' canary and blue-green controllers rule for rule, so status, conditions, Events,
 //! names, labels and annotations are Argo's. Pure and synchronous: the daemon, `rehearse` and `demo` run the
 //! same planner in the same reconcile loop ([`reconcile_loop`]); only the [`reconcile_loop::Cluster`] under them differs (the API
 //! server, or [`memory`]'s [`memory::MemoryCluster`]).
@@ -11,6 +11,7 @@
 pub mod actions;
 pub mod analysis;
 pub mod basic_canary;
+mod bluegreen;
 pub mod change;
 pub mod conditions;
 mod context;
@@ -192,4 +193,6 @@ pub struct Route {
     /// `rollouts-pod-template-hash` of the new and the stable ReplicaSet.
     pub canary_hash: String,
     pub stable_hash: String,
+    /// What happens to the header and mirror routes the steps add.
+    pub managed: crate::routing::ManagedRouteChange,
 }

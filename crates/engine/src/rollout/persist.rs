@@ -30,7 +30,12 @@ impl Reconcile<'_, '_> {
         new.promote_full = new.current_pod_hash != self.prev.stable_rs && self.prev.promote_full;
         new.selector = selector_string(self.o.rollout);
         new.stable_rs = self.prev.stable_rs.clone();
-        new.current_step_hash = super::hash::step_hash(self.canary.and_then(|c| c.steps.as_ref()));
+        // Argo's ComputeStepHash: none for a blue-green Rollout, whose `status.blueGreen` is its own.
+        if self.blue_green.is_none() {
+            new.current_step_hash =
+                super::hash::step_hash(self.canary.and_then(|c| c.steps.as_ref()));
+            new.blue_green = self.prev.blue_green.clone();
+        }
         new.canary.stable_ping_pong = self.prev.canary.stable_ping_pong.clone();
         new.canary.weights = self.weights.clone();
         new.rest = self.prev.rest.clone();
@@ -60,9 +65,15 @@ impl Reconcile<'_, '_> {
     fn progressing(&self, new: &RolloutStatus) -> bool {
         let prev = &self.prev;
         let index_moved = matches!((new.current_step_index, prev.current_step_index), (Some(a), Some(b)) if a != b);
+        let selectors = |s: &RolloutStatus| {
+            s.blue_green
+                .as_ref()
+                .map(|b| (b.active_selector.clone(), b.preview_selector.clone()))
+        };
         let strategy = new.stable_rs != prev.stable_rs
             || index_moved
-            || new.current_step_hash != prev.current_step_hash;
+            || new.current_step_hash != prev.current_step_hash
+            || (self.blue_green.is_some() && selectors(new) != selectors(prev));
         new.updated_replicas != prev.updated_replicas
             || new.replicas.saturating_sub(new.updated_replicas)
                 < prev.replicas.saturating_sub(prev.updated_replicas)
@@ -88,6 +99,14 @@ impl Reconcile<'_, '_> {
     }
 
     fn healthy(&self, new: &RolloutStatus) -> bool {
+        if let Some(strategy) = self.blue_green {
+            return cond::healthy_blue_green(
+                self.replicas,
+                strategy,
+                self.prev.observed_generation == self.generation,
+                new,
+            );
+        }
         cond::healthy(
             self.replicas,
             self.steps.len(),

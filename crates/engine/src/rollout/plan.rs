@@ -1,5 +1,5 @@
 //! One reconcile of a Rollout, in Argo's order: pause-state conditions, spec validation, the new
-//! ReplicaSet, a restart of the steps when the template or steps changed, Services, analysis, scaling, the
+//! ReplicaSet (a blue-green Rollout goes on in `bluegreen`), a restart of the steps when the template or steps changed, Services, analysis, scaling, the
 //! pause step, then the status (`persist`). Like Argo, a reconcile that scaled something stops there and
 //! lets the next one continue, so each Plan is one small step a restart can resume from.
 
@@ -71,6 +71,10 @@ impl Reconcile<'_, '_> {
                     return;
                 }
             }
+        }
+        if let Some(strategy) = self.blue_green {
+            self.blue_green(strategy);
+            return;
         }
         if self.template_or_steps_changed() {
             self.sync_status();
@@ -189,7 +193,7 @@ impl Reconcile<'_, '_> {
 
     /// The InvalidSpec condition (`conditions::invalid_spec`), phase Degraded; nothing else moves. Looked at
     /// again in 20 s, as Argo does: a missing template or Service may have appeared.
-    fn invalid(&mut self, message: String) {
+    pub(super) fn invalid(&mut self, message: String) {
         let status = cond::invalid_spec(self.o.rollout, self.prev.clone(), &message, self.o.now);
         self.status = Some(status);
         if let Ok(at) = self.o.now.checked_add(jiff::SignedDuration::from_secs(20)) {
@@ -301,7 +305,8 @@ impl Reconcile<'_, '_> {
                 .as_ref()
                 .is_some_and(|r| r.phase == Some(AnalysisPhase::Successful));
         }
-        false
+        // The routers set the route in this reconcile, before the step moves on.
+        step.set_header_route.is_some() || step.set_mirror_route.is_some()
     }
 
     /// Argo's syncRolloutStatusCanary: the canary part of the status, then `persist`.
@@ -371,7 +376,7 @@ impl Reconcile<'_, '_> {
         self.persist(new);
     }
 
-    fn reset(&mut self, new: &mut RolloutStatus) {
+    pub(super) fn reset(&mut self, new: &mut RolloutStatus) {
         self.pause.clear = true;
         self.pause.remove_abort = true;
         new.restarted_at = self.o.rollout.spec.restart_at.clone();
@@ -406,7 +411,7 @@ impl Reconcile<'_, '_> {
         (count == 0 || index == Some(count)).then(|| format!("Completed all {count} canary steps"))
     }
 
-    fn promote_stable(&mut self, new: &mut RolloutStatus, reason: &str) {
+    pub(super) fn promote_stable(&mut self, new: &mut RolloutStatus, reason: &str) {
         self.pause.clear = true;
         self.pause.remove_abort = true;
         new.promote_full = false;

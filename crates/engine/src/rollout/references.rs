@@ -1,6 +1,6 @@
 //! The checks of the objects a Rollout names, made on what one reconcile read of them before anything is acted
 //! on (Argo's `getRolloutReferencedResources` and `ValidateRolloutReferencedResources`): its stable and canary
-//! Services (in that order, as Argo reads them) exist, select only labels its pod template carries, and are
+//! Services, or a blue-green one's active and preview Services (in that order, as Argo reads them) exist, select only labels its pod template carries, and are
 //! managed by no other Rollout; its router objects exist and fit its configuration (the routes it names are
 //! there), as the router's own builder finds when it re-weights them. Each error is Argo's `field.Invalid` on
 //! the field that names the object; the planner turns the first into InvalidSpec, and looks again in 20 s so
@@ -33,20 +33,41 @@ pub fn in_argo_order(
     missing.into_iter().chain(read).collect()
 }
 
-/// The Services `rollout` names, stable before canary, checked against `services` (those read).
+/// The Services a Rollout's strategy names, in the order Argo reads them (getRolloutReferencedResources):
+/// a blue-green one's active then preview, a canary's stable then canary; each with its field path.
+pub fn named_services(rollout: &Rollout) -> [(&'static str, Option<&str>); 2] {
+    if let Some(blue_green) = rollout.spec.blue_green() {
+        return [
+            (
+                "spec.strategy.blueGreen.activeService",
+                Some(blue_green.active_service.as_str()),
+            ),
+            (
+                "spec.strategy.blueGreen.previewService",
+                blue_green.preview_service.as_deref(),
+            ),
+        ];
+    }
+    let canary = rollout.spec.canary();
+    [
+        (
+            "spec.strategy.canary.stableService",
+            canary.and_then(|c| c.stable_service.as_deref()),
+        ),
+        (
+            "spec.strategy.canary.canaryService",
+            canary.and_then(|c| c.canary_service.as_deref()),
+        ),
+    ]
+}
+
+/// The Services `rollout` names ([`named_services`]), checked against `services` (those read).
 pub fn services(rollout: &Rollout, services: &[Service]) -> Vec<Finding> {
-    let Some(canary) = rollout.spec.canary() else {
-        return Vec::new();
-    };
     let mut out = Vec::new();
-    for (field, name) in [
-        ("stableService", &canary.stable_service),
-        ("canaryService", &canary.canary_service),
-    ] {
-        let Some(name) = name.as_deref().filter(|n| !n.is_empty()) else {
+    for (path, name) in named_services(rollout) {
+        let Some(name) = name.filter(|n| !n.is_empty()) else {
             continue;
         };
-        let path = format!("spec.strategy.canary.{field}");
         let value = format!("{name:?}");
         let found = services
             .iter()
@@ -67,7 +88,7 @@ pub fn services(rollout: &Rollout, services: &[Service]) -> Vec<Finding> {
                     managed_elsewhere(rollout, service)
                         .then(|| format!("Service {name:?} is managed by another Rollout")),
                 )
-                .map(|message| Finding::invalid(path.clone(), &value, message)),
+                .map(|message| Finding::invalid(path, &value, message)),
         );
     }
     out

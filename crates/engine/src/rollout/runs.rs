@@ -3,7 +3,7 @@
 //! pause (Inconclusive) or an abort (Failed, Error). The runs' names, labels and specs are `analysis`'s.
 
 use super::analysis::{self, RunContext, RunKind};
-use super::conditions::{CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
+use super::conditions::{BLUE_GREEN_PAUSE, CANARY_PAUSE_STEP, INCONCLUSIVE_ANALYSIS};
 use super::context::{Reconcile, RunState};
 use super::{Write, conditions as cond};
 use crate::api::rollout::RolloutAnalysisRunStatus;
@@ -20,24 +20,7 @@ impl Reconcile<'_, '_> {
         let fast_rollback = self.fast_rollback();
         let initial = self.prev.stable_rs.is_empty();
         let promoted = cond::fully_promoted(&self.prev);
-        let find = |name: Option<&String>| {
-            let name = name?;
-            let run = self
-                .o
-                .analysis_runs
-                .iter()
-                .find(|r| r.metadata.name.as_ref() == Some(name))?;
-            Some(RunState {
-                name: name.clone(),
-                phase: run.status.as_ref().and_then(|s| s.phase),
-                step_index: run
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(analysis::STEP_INDEX_LABEL))
-                    .cloned(),
-            })
-        };
+        let find = |name: Option<&String>| self.find_run(name?);
         let canary_status = &self.prev.canary;
         let mut step_run = find(
             canary_status
@@ -62,18 +45,7 @@ impl Reconcile<'_, '_> {
         for run in [&step_run, &background].into_iter().flatten() {
             keep.push(run.name.clone());
         }
-        // Every other run of this Rollout that is still going is stopped (Argo cancels them too).
-        for run in self.o.analysis_runs {
-            let name = run.metadata.name.clone().unwrap_or_default();
-            let finished = run
-                .status
-                .as_ref()
-                .and_then(|s| s.phase)
-                .is_some_and(AnalysisPhase::is_completed);
-            if !keep.contains(&name) && !finished && run.spec.terminate != Some(true) {
-                self.writes.push(Write::TerminateAnalysisRun { name });
-            }
-        }
+        self.terminate_others(&keep);
         self.run_history(&keep);
         let prev = (
             self.prev.canary.current_step_analysis_run_status.clone(),
@@ -88,9 +60,44 @@ impl Reconcile<'_, '_> {
         Ok(())
     }
 
+    /// The run named `name` as read: the current one a status field names.
+    pub(super) fn find_run(&self, name: &str) -> Option<RunState> {
+        let run = self
+            .o
+            .analysis_runs
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(name))?;
+        Some(RunState {
+            name: name.to_string(),
+            phase: run.status.as_ref().and_then(|s| s.phase),
+            step_index: run
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(analysis::STEP_INDEX_LABEL))
+                .cloned(),
+        })
+    }
+
+    /// Every run of this Rollout but those in `keep` that is still going is stopped (Argo's
+    /// cancelAnalysisRuns).
+    pub(super) fn terminate_others(&mut self, keep: &[String]) {
+        for run in self.o.analysis_runs {
+            let name = run.metadata.name.clone().unwrap_or_default();
+            let finished = run
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .is_some_and(AnalysisPhase::is_completed);
+            if !keep.contains(&name) && !finished && run.spec.terminate != Some(true) {
+                self.writes.push(Write::TerminateAnalysisRun { name });
+            }
+        }
+    }
+
     /// Argo's emitAnalysisRunStatusChanges: an Event on the Rollout when its current `kind` run has a phase
     /// the status did not record yet (a Warning for Failed and Error).
-    fn run_status_changed(
+    pub(super) fn run_status_changed(
         &mut self,
         prev: Option<&RolloutAnalysisRunStatus>,
         run: Option<&RunState>,
@@ -117,7 +124,7 @@ impl Reconcile<'_, '_> {
         }
     }
 
-    fn run_status(&self, name: &str) -> RolloutAnalysisRunStatus {
+    pub(super) fn run_status(&self, name: &str) -> RolloutAnalysisRunStatus {
         let run = self
             .o
             .analysis_runs
@@ -135,14 +142,15 @@ impl Reconcile<'_, '_> {
     }
 
     /// Argo's needsNewAnalysisRun for an existing run: after a promote past an Inconclusive run, or a retry.
-    fn needs_new_run(&self, current: &RunState) -> bool {
+    /// A blue-green pause sets controllerPause too, so it counts as a step's pause does.
+    pub(super) fn needs_new_run(&self, current: &RunState) -> bool {
         let has = |reason| {
             self.prev
                 .pause_conditions
                 .iter()
                 .any(|p| p.reason == reason)
         };
-        if self.prev.controller_pause && !has(CANARY_PAUSE_STEP) {
+        if self.prev.controller_pause && !has(CANARY_PAUSE_STEP) && !has(BLUE_GREEN_PAUSE) {
             return current.phase == Some(AnalysisPhase::Inconclusive);
         }
         self.prev.aborted_at.is_some()
@@ -157,7 +165,7 @@ impl Reconcile<'_, '_> {
         (new_hash, stable_hash)
     }
 
-    fn create_run(
+    pub(super) fn create_run(
         &mut self,
         a: &crate::api::rollout::RolloutAnalysis,
         kind: RunKind,
@@ -203,7 +211,7 @@ impl Reconcile<'_, '_> {
                 .and_then(|s| s.phase),
             step_index: match kind {
                 RunKind::Step(i) => Some(i.to_string()),
-                RunKind::Background => None,
+                _ => None,
             },
             name,
         })
@@ -274,7 +282,7 @@ impl Reconcile<'_, '_> {
     }
 
     /// Inconclusive pauses; Failed and Error abort with the run's message, in Argo's words.
-    fn judge_run(&mut self, run: &RunState, kind: &str) {
+    pub(super) fn judge_run(&mut self, run: &RunState, kind: &str) {
         match run.phase {
             Some(AnalysisPhase::Inconclusive) => self.pause.add(INCONCLUSIVE_ANALYSIS),
             Some(AnalysisPhase::Failed | AnalysisPhase::Error) => {

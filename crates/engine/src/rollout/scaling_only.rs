@@ -24,6 +24,19 @@ impl Reconcile<'_, '_> {
         let mut new = self.prev.clone();
         new.available_replicas = self.sum(|r| r.pods.available);
         new.hpa_replicas = self.sum(|r| r.pods.current);
+        if self.blue_green.is_some() {
+            // The active ReplicaSet's, when the active Service selects one.
+            let active = self
+                .prev
+                .blue_green
+                .clone()
+                .unwrap_or_default()
+                .active_selector;
+            let mut counted = new.clone();
+            self.count_active(&active, &mut counted);
+            new.available_replicas = counted.available_replicas;
+            new.hpa_replicas = counted.hpa_replicas;
+        }
         self.persist(new);
     }
 }

@@ -11,8 +11,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::steps::pause_seconds;
 use super::{basic_canary, pod_template};
 use crate::api::Rollout;
-use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutAnalysis};
-use crate::routing::RoutingError;
+use crate::api::rollout::{BlueGreenStrategy, CanaryStep, CanaryStrategy, RolloutAnalysis};
+use crate::api::traffic_routing::TrafficRouting;
+use crate::routing::{RoutingError, managed_routes};
 use crate::template::Finding;
 
 /// The words that every finding of what canaryd's Rollout controller does not run carries (this module's and
@@ -27,6 +28,8 @@ pub fn is_unsupported(finding: &Finding) -> bool {
 
 /// Where canaryd's own findings on the canary strategy are (they name the field where it is written).
 const CANARY: &str = "spec.strategy.canary";
+/// And those on the blue-green strategy.
+const BLUE_GREEN: &str = "spec.strategy.blueGreen";
 
 /// The path Argo reports for the canary strategy's `field`: ValidateRolloutStrategy hands
 /// ValidateRolloutStrategyCanary the path `spec.strategy`, so Argo names canary fields one level up
@@ -108,10 +111,7 @@ pub fn check(rollout: &Rollout) -> Vec<Finding> {
             &quoted("blueGreen: true canary: true"),
             "Multiple Strategies can not be listed",
         )),
-        (Some(_), None) => out.push(unsupported(
-            "spec.strategy.blueGreen",
-            "it runs the canary strategy only",
-        )),
+        (Some(blue_green), None) => check_blue_green(rollout, blue_green, &mut out),
         (None, Some(canary)) => {
             check_canary(canary, rollout.spec.replicas.unwrap_or(1), &mut out);
             check_routing(rollout, &mut out);
@@ -231,7 +231,7 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
         .unwrap_or(basic_canary::MAX_WEIGHT);
     for (i, step) in steps.iter().enumerate() {
         check_step_actions(step, i, out);
-        check_step(step, i, canary.traffic_routing.is_some(), max_weight, out);
+        check_step(step, i, canary.traffic_routing.as_ref(), max_weight, out);
     }
     if canary.anti_affinity.is_some() {
         out.push(unsupported(format!("{CANARY}.antiAffinity"), ""));
@@ -256,6 +256,40 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
                     steps.len()
                 ),
             ));
+        }
+    }
+}
+
+/// Argo's ValidateRolloutStrategyBlueGreen (which, like the canary's, names its fields one level up:
+/// `spec.strategy.activeService`), then what canaryd does not run and its own checks of the analyses.
+fn check_blue_green(rollout: &Rollout, blue_green: &BlueGreenStrategy, out: &mut Vec<Finding>) {
+    let preview = blue_green.preview_service.as_deref().unwrap_or_default();
+    if blue_green.active_service == preview {
+        out.push(Finding::invalid(
+            "spec.strategy.activeService",
+            &quoted(&blue_green.active_service),
+            "This rollout uses the same service for the active and preview services, but two different services are required.",
+        ));
+    }
+    let history = rollout.spec.revision_history_limit.unwrap_or(10);
+    if let Some(limit) = blue_green.scale_down_delay_revision_limit
+        && history < limit
+    {
+        out.push(Finding::invalid(
+            "spec.strategy.scaleDownDelayRevisionLimit",
+            &limit.to_string(),
+            "This rollout's revision history limit can not be smaller than the rollout's scale down limit",
+        ));
+    }
+    if blue_green.anti_affinity.is_some() {
+        out.push(unsupported(format!("{BLUE_GREEN}.antiAffinity"), ""));
+    }
+    for (field, analysis) in [
+        ("prePromotionAnalysis", &blue_green.pre_promotion_analysis),
+        ("postPromotionAnalysis", &blue_green.post_promotion_analysis),
+    ] {
+        if let Some(analysis) = analysis {
+            check_analysis(analysis, &format!("{BLUE_GREEN}.{field}"), out);
         }
     }
 }
@@ -400,7 +434,8 @@ fn check_step_actions(step: &CanaryStep, i: usize, out: &mut Vec<Finding>) {
         }
     }
     let unrun = [(experiment, "experiment")].into_iter().chain(others);
-    for (_, name) in unrun.filter(|(set, name)| *set && *name != "setCanaryScale") {
+    let run = ["setCanaryScale", "setHeaderRoute", "setMirrorRoute"];
+    for (_, name) in unrun.filter(|(set, name)| *set && !run.contains(name)) {
         out.push(Finding::forbidden(
             format!("{CANARY}.steps[{i}].{name}"),
             "this step is not supported by canaryd yet",
@@ -409,9 +444,16 @@ fn check_step_actions(step: &CanaryStep, i: usize, out: &mut Vec<Finding>) {
 }
 
 /// The values of the step `i`, in Argo's order: setWeight (up to `max_weight`), the pause's duration,
-/// setCanaryScale (which needs a router, `routed`); then canaryd's own checks of the canary scale and the
-/// step analysis.
-fn check_step(step: &CanaryStep, i: usize, routed: bool, max_weight: i32, out: &mut Vec<Finding>) {
+/// setCanaryScale (which needs a router, `routing`), the header and mirror routes
+/// (`managed_routes::check_step`); then canaryd's own checks of the canary scale and the step analysis.
+fn check_step(
+    step: &CanaryStep,
+    i: usize,
+    routing: Option<&TrafficRouting>,
+    max_weight: i32,
+    out: &mut Vec<Finding>,
+) {
+    let routed = routing.is_some();
     let at = argo_canary(&format!("steps[{i}]"));
     if let Some(w) = step.set_weight
         && !(0..=max_weight).contains(&w)
@@ -448,6 +490,7 @@ fn check_step(step: &CanaryStep, i: usize, routed: bool, max_weight: i32, out: &
             ));
         }
     }
+    managed_routes::check_step(step, &at, routing, out);
     if let Some(analysis) = &step.analysis {
         check_analysis(analysis, &format!("{CANARY}.steps[{i}].analysis"), out);
     }

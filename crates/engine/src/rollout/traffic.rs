@@ -12,6 +12,7 @@ use super::context::Reconcile;
 use super::steps::CanaryScale;
 use super::{Route, SCALE_DOWN_DEADLINE_ANNOTATION, Write, steps};
 use crate::api::rollout::{CanaryStep, RolloutStatus, TrafficWeights, WeightDestination};
+use crate::routing::managed_routes;
 
 /// Argo's default `scaleDownDelaySeconds` and `abortScaleDownDelaySeconds` with a traffic router.
 pub const DEFAULT_SCALE_DOWN_DELAY_SECONDS: i32 = 30;
@@ -86,7 +87,10 @@ impl Reconcile<'_, '_> {
 
     /// `abortScaleDownDelaySeconds` as Argo reads it: `None` for 0 (the canary is never scaled down).
     fn abort_delay(&self) -> Option<i64> {
-        match self.canary.and_then(|c| c.abort_scale_down_delay_seconds) {
+        let written = (self.canary.and_then(|c| c.abort_scale_down_delay_seconds)).or(self
+            .blue_green
+            .and_then(|b| b.abort_scale_down_delay_seconds));
+        match written {
             Some(0) => None,
             Some(s) => Some(i64::from(s)),
             None => Some(i64::from(DEFAULT_SCALE_DOWN_DELAY_SECONDS)),
@@ -94,11 +98,9 @@ impl Reconcile<'_, '_> {
     }
 
     fn scale_down_delay(&self) -> i64 {
-        i64::from(
-            self.canary
-                .and_then(|c| c.scale_down_delay_seconds)
-                .unwrap_or(DEFAULT_SCALE_DOWN_DELAY_SECONDS),
-        )
+        let written = (self.canary.and_then(|c| c.scale_down_delay_seconds))
+            .or(self.blue_green.and_then(|b| b.scale_down_delay_seconds));
+        i64::from(written.unwrap_or(DEFAULT_SCALE_DOWN_DELAY_SECONDS))
     }
 
     /// Argo's CalculateReplicaCountsForTrafficRoutedCanary without dynamicStableScale: (canary, stable).
@@ -148,12 +150,19 @@ impl Reconcile<'_, '_> {
         let max = self.max_weight();
         let p = &self.prev;
         let new_rs = self.new_rs.map(|i| &self.rss[i]);
-        let (_, index) = self.current_step();
+        let (step, index) = self.current_step();
         // Promoted, aborted, or a canary without an available pod: no traffic to the canary.
-        let weight = if p.stable_rs == p.current_pod_hash
+        let no_canary = p.stable_rs == p.current_pod_hash
             || self.pause.aborted(p)
-            || new_rs.is_none_or(|r| r.pods.available == 0)
-        {
+            || new_rs.is_none_or(|r| r.pods.available == 0);
+        let managed = managed_routes::change(
+            self.steps,
+            self.canary.and_then(|c| c.traffic_routing.as_ref()),
+            step,
+            no_canary || p.promote_full,
+            self.revision_number(),
+        );
+        let weight = if no_canary {
             0
         } else if p.promote_full {
             // The weight the status says was applied, kept within 0..=max (the status is anyone's to write).
@@ -200,6 +209,7 @@ impl Reconcile<'_, '_> {
             weight,
             canary_hash: weights.canary.pod_template_hash.clone(),
             stable_hash: weights.stable.pod_template_hash.clone(),
+            managed,
         });
         let prev = self.prev.canary.weights.as_ref();
         let modified = prev.is_none_or(|w| {
@@ -220,10 +230,10 @@ impl Reconcile<'_, '_> {
             })
     }
 
-    /// Argo's shouldDelayScaleDownOnAbort: an aborted, routed canary waits for its deadline, unless
-    /// `abortScaleDownDelaySeconds: 0` leaves it up for good.
+    /// Argo's shouldDelayScaleDownOnAbort: an aborted, routed canary (or blue-green preview) waits for its
+    /// deadline, unless `abortScaleDownDelaySeconds: 0` leaves it up for good.
     pub(super) fn delays_scale_down_on_abort(&self) -> bool {
-        self.routed()
+        (self.routed() || self.blue_green.is_some())
             && self.pause.aborted(&self.prev)
             && self.stable_rs.is_some()
             && self.abort_delay().is_some()
@@ -263,21 +273,21 @@ impl Reconcile<'_, '_> {
         }
         let p = &self.prev;
         let mut refs = vec![&p.stable_rs, &p.current_pod_hash];
+        if let Some(b) = &p.blue_green {
+            refs.extend([&b.active_selector, &b.preview_selector]);
+        }
         if let Some(w) = &p.canary.weights {
             refs.extend([&w.canary.pod_template_hash, &w.stable.pod_template_hash]);
         }
         if refs.contains(&hash) {
             return true;
         }
-        let names = self
-            .canary
-            .map(|c| [c.canary_service.clone(), c.stable_service.clone()])
-            .unwrap_or_default();
+        let names = super::references::named_services(self.o.rollout);
         self.o.services.iter().any(|s| {
             names
                 .iter()
-                .flatten()
-                .any(|n| s.metadata.name.as_ref() == Some(n))
+                .filter_map(|(_, n)| *n)
+                .any(|n| s.metadata.name.as_deref() == Some(n))
                 && s.spec
                     .as_ref()
                     .and_then(|s| s.selector.as_ref())
@@ -337,10 +347,13 @@ impl Reconcile<'_, '_> {
     /// stable waits `scaleDownDelaySeconds` (`scaleDownDelayRevisionLimit` of them at most); an
     /// intermediate canary goes at once. True when something was scaled.
     pub(super) fn scale_down_old_routed(&mut self, old: &[usize], mut budget: i32) -> bool {
-        let promoted = self.prev.stable_rs == self.prev.current_pod_hash;
-        let limit = self
-            .canary
-            .and_then(|c| c.scale_down_delay_revision_limit)
+        // A blue-green Rollout's old ReplicaSets all wait their delay (scaleDownOldReplicaSetsForBlueGreen).
+        let promoted =
+            self.blue_green.is_some() || self.prev.stable_rs == self.prev.current_pod_hash;
+        let limit = (self.canary.and_then(|c| c.scale_down_delay_revision_limit))
+            .or(self
+                .blue_green
+                .and_then(|b| b.scale_down_delay_revision_limit))
             .unwrap_or(i32::MAX);
         let mut annotated = 0;
         let mut scaled = false;

@@ -101,7 +101,7 @@ impl Reconcile<'_, '_> {
         let mut pod_annotations = meta.annotations.clone().unwrap_or_default();
         let (inject, recorded) = ephemeral::for_new_replica_set(
             self.stable_rs.is_some(),
-            self.canary,
+            self.o.rollout,
             &pod_labels,
             &pod_annotations,
         );
@@ -348,8 +348,12 @@ impl Reconcile<'_, '_> {
     }
 
     /// Argo's reconcileCanaryReplicaSets: stable first, then new, then the old ones; true when something
-    /// was scaled (the reconcile then ends). Nothing moves while spec.paused or an inconclusive run pauses.
+    /// was scaled (the reconcile then ends). A blue-green Rollout's are `bluegreen`'s (false: it goes on). Nothing moves while spec.paused or an inconclusive run pauses.
     pub(super) fn scale(&mut self) -> bool {
+        if let Some(strategy) = self.blue_green {
+            self.blue_green_replica_sets(strategy);
+            return false;
+        }
         let inconclusive = self
             .prev
             .pause_conditions

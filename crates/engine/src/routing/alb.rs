@@ -215,4 +215,28 @@ mod tests {
         );
         assert!(with(json!({"ingresses": ["b"], "servicePort": 80})).starts_with("Ok(Some("));
     }
+
+    /// Argo writes header routes on ALB Ingresses; canaryd does not, so `managedRoutes` with ALB is refused
+    /// rather than its steps being passed over.
+    #[test]
+    fn managed_routes_with_alb_are_refused() {
+        let rollout: Rollout = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "prod"},
+            "spec": {"strategy": {"canary": {"trafficRouting": {
+                "alb": {"ingress": "web", "servicePort": 80},
+                "managedRoutes": [{"name": "header"}]
+            }}}}
+        }))
+        .unwrap();
+        match routing(&rollout) {
+            Err(RoutingError::Config { field, message }) => {
+                assert_eq!(field, "spec.strategy.canary.trafficRouting.managedRoutes");
+                assert!(
+                    message.starts_with("not supported by canaryd with ALB"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -8,13 +8,17 @@
 
 pub mod alb;
 pub mod gateway;
+mod gateway_managed;
 pub mod istio;
+mod istio_managed;
+pub mod managed_routes;
 pub mod memory;
 pub mod nginx;
 pub mod smi;
 mod targets;
 pub mod traefik;
 
+pub use managed_routes::ManagedRouteChange;
 pub use targets::{RouteFailure, RouterObject, Target, targets};
 
 use serde_json::{Map, Value};
@@ -85,7 +89,6 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
         ("ambassador", tr.ambassador.is_some()),
         ("appMesh", tr.app_mesh.is_some()),
         ("apisix", tr.apisix.is_some()),
-        ("managedRoutes", tr.managed_routes.is_some()),
     ];
     for (name, set) in unsupported
         .into_iter()
@@ -98,6 +101,7 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
             ));
         }
     }
+    managed_routes::read_list(Some(tr)).map_err(|e| config(format!("{FIELD}.managedRoutes"), e))?;
     if let Some(max) = tr.max_traffic_weight
         && max < 1
     {
@@ -130,6 +134,12 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
     let alb: Option<AlbTrafficRouting> = parsed(tr.alb.as_ref(), "alb")?;
     if let Some(alb) = &alb {
         alb::check(alb).map_err(|message| config(format!("{FIELD}.alb"), message))?;
+        if tr.managed_routes.is_some() {
+            return Err(config(
+                format!("{FIELD}.managedRoutes"),
+                "not supported by canaryd with ALB: header routes are written on Istio and the Gateway API plugin only",
+            ));
+        }
     }
     Ok(Some(Routing {
         istio: tr.istio.clone(),
@@ -174,6 +184,9 @@ pub struct Desired<'a> {
     /// `rollouts-pod-template-hash` of the canary and stable ReplicaSets; empty when there is none.
     pub canary_hash: &'a str,
     pub stable_hash: &'a str,
+    /// What this reconcile does to the managed header and mirror routes; none unless
+    /// [`Desired::with_managed`] says.
+    pub managed: &'a ManagedRouteChange,
 }
 
 impl<'a> Desired<'a> {
@@ -198,7 +211,13 @@ impl<'a> Desired<'a> {
             max_traffic_weight: routing.max_traffic_weight,
             canary_hash,
             stable_hash,
+            managed: &managed_routes::NO_CHANGE,
         }
+    }
+
+    /// The same, with the managed routes changed as `managed` says (the planner's `Route::managed`).
+    pub fn with_managed(self, managed: &'a ManagedRouteChange) -> Desired<'a> {
+        Desired { managed, ..self }
     }
 
     /// The total every weight is out of: `maxTrafficWeight`, 100 when unset.
@@ -322,10 +341,6 @@ mod tests {
             (
                 json!({"ambassador": {"mappings": ["m"]}}),
                 "spec.strategy.canary.trafficRouting.ambassador",
-            ),
-            (
-                json!({"managedRoutes": [{"name": "h"}]}),
-                "spec.strategy.canary.trafficRouting.managedRoutes",
             ),
             (
                 json!({"plugins": {"argoproj-labs/contour": {}}}),

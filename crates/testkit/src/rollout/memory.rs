@@ -134,3 +134,21 @@ pub fn counts(c: &MemoryCluster) -> (i32, i32, i32, i32, i32) {
         s.available_replicas,
     )
 }
+
+/// `web` with `replicas` pods and the blue-green strategy `blue_green`, beside the Services `web-active`
+/// and `web-preview` selecting `app: web`, as Argo's blue-green example creates them.
+pub fn blue_green_rollout(replicas: i32, blue_green: Value) -> MemoryCluster {
+    let mut r = rollout(replicas, json!({}));
+    r.spec.strategy = serde_json::from_value(json!({"blueGreen": blue_green})).ok();
+    let mut c = MemoryCluster::new(r);
+    let selector = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    c.add_service("web-active", selector.clone());
+    c.add_service("web-preview", selector);
+    c
+}
+
+/// `status.blueGreen`'s (activeSelector, previewSelector).
+pub fn blue_green_selectors(c: &MemoryCluster) -> (String, String) {
+    let s = c.status().blue_green.unwrap_or_default();
+    (s.active_selector, s.preview_selector)
+}

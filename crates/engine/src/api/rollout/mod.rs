@@ -1,9 +1,10 @@
 //! Wire types for Argo's `Rollout` (`argoproj.io/v1alpha1`): the whole canary strategy with Argo's field
-//! names, and (in `status`) the status Argo writes. Parts canaryd does not run (blueGreen, experiments,
+//! names, the blue-green one (`blue_green`), and (in `status`) the status Argo writes. Parts canaryd does not run (experiments,
 //! header/mirror routes, step plugins, workloadRef) are kept as raw JSON so they are named in errors and
 //! written back untouched; `trafficRouting` has the types of `api::traffic_routing`; every struct also keeps fields it does not know in `rest`, so a Rollout
 //! round-trips without loss. Shapes only: defaults, validation and meaning live in `engine/rollout`.
 
+mod blue_green;
 mod status;
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::analysis::{AnalysisTemplateRef, DryRun, MeasurementRetention};
+pub use blue_green::*;
 pub use status::*;
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -113,9 +115,8 @@ pub struct PodTemplateMetadata {
 pub struct RolloutStrategy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanaryStrategy>,
-    /// Not run by canaryd: kept so it can be named in the InvalidSpec condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blue_green: Option<Value>,
+    pub blue_green: Option<BlueGreenStrategy>,
     #[serde(flatten)]
     pub rest: BTreeMap<String, Value>,
 }
@@ -204,22 +205,60 @@ impl RolloutSpec {
     pub fn canary(&self) -> Option<&CanaryStrategy> {
         self.strategy.as_ref().and_then(|s| s.canary.as_ref())
     }
+
+    /// The blue-green strategy, when the Rollout has one.
+    pub fn blue_green(&self) -> Option<&BlueGreenStrategy> {
+        self.strategy.as_ref().and_then(|s| s.blue_green.as_ref())
+    }
+
+    /// Every analysis the Rollout's strategy names: a canary's ([`CanaryStrategy::analyses`]) or a
+    /// blue-green one's pre- then post-promotion analysis.
+    pub fn analyses(&self) -> Vec<NamedAnalysis<'_>> {
+        let canary = self.canary().into_iter().flat_map(|c| c.analyses());
+        let blue_green = self.blue_green().into_iter().flat_map(|b| {
+            [
+                ("prePromotionAnalysis", &b.pre_promotion_analysis),
+                ("postPromotionAnalysis", &b.post_promotion_analysis),
+            ]
+            .into_iter()
+            .filter_map(|(field, a)| {
+                a.as_ref().map(|analysis| NamedAnalysis {
+                    step: None,
+                    promotion: Some(field),
+                    analysis,
+                })
+            })
+        });
+        canary.chain(blue_green).collect()
+    }
+
+    /// The templates those analyses reference, in the same order.
+    pub fn analysis_templates(&self) -> Vec<&AnalysisTemplateRef> {
+        let analyses = self.analyses();
+        analyses
+            .iter()
+            .flat_map(|a| a.analysis.templates.iter().flatten())
+            .collect()
+    }
 }
 
-/// One analysis a canary strategy names: a step's or the background one.
+/// One analysis a strategy names: a canary step's or its background one, or a blue-green promotion's.
 #[derive(Debug, Clone, Copy)]
 pub struct NamedAnalysis<'a> {
     /// The step's index, `None` for the background analysis.
     pub step: Option<usize>,
+    /// A blue-green analysis's field (`prePromotionAnalysis`, `postPromotionAnalysis`).
+    pub promotion: Option<&'static str>,
     pub analysis: &'a RolloutAnalysis,
 }
 
 impl NamedAnalysis<'_> {
     /// Its field path in the Rollout.
     pub fn path(&self) -> String {
-        match self.step {
-            Some(i) => format!("spec.strategy.canary.steps[{i}].analysis"),
-            None => "spec.strategy.canary.analysis".to_string(),
+        match (self.promotion, self.step) {
+            (Some(field), _) => format!("spec.strategy.blueGreen.{field}"),
+            (None, Some(i)) => format!("spec.strategy.canary.steps[{i}].analysis"),
+            (None, None) => "spec.strategy.canary.analysis".to_string(),
         }
     }
 }
@@ -233,19 +272,15 @@ impl CanaryStrategy {
             .filter_map(|(i, s)| {
                 s.analysis.as_ref().map(|analysis| NamedAnalysis {
                     step: Some(i),
+                    promotion: None,
                     analysis,
                 })
             })
             .chain(self.analysis.as_ref().map(|b| NamedAnalysis {
                 step: None,
+                promotion: None,
                 analysis: &b.analysis,
             }))
-    }
-
-    /// The templates those analyses reference, in the same order.
-    pub fn analysis_templates(&self) -> impl Iterator<Item = &AnalysisTemplateRef> {
-        self.analyses()
-            .flat_map(|a| a.analysis.templates.iter().flatten())
     }
 }
 

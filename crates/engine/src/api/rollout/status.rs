@@ -1,7 +1,7 @@
 //! The Rollout status as Argo writes it (`pkg/apis/rollouts/v1alpha1` RolloutStatus): Argo's field names and
 //! types (`observedGeneration` is a string, `stableRS` and `currentPodHash` are pod-template hashes), and Go's
 //! `omitempty`: a zero number, false or empty string is left out, as Argo leaves it out. Fields canaryd does
-//! not own (blueGreen, alb, ...) stay in `rest` and are written back as they were.
+//! not own (alb, ...) stay in `rest` and are written back as they were.
 
 use std::collections::BTreeMap;
 
@@ -51,6 +51,10 @@ pub struct RolloutStatus {
     /// Argo always writes this object, even empty.
     #[serde(default)]
     pub canary: CanaryStatus,
+    /// Argo always writes this object, even empty; kept absent when it was absent, so a canary's status
+    /// written by canaryd stays as it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blue_green: Option<super::BlueGreenStatus>,
     #[serde(rename = "HPAReplicas", default, skip_serializing_if = "is_zero")]
     pub hpa_replicas: i32,
     #[serde(default, skip_serializing_if = "String::is_empty")]
