@@ -26,8 +26,8 @@ use crate::rehearsal::{Options, Setup};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Files or folders holding the Rollout and the templates it names (Services, an Istio VirtualService or
-    /// a Gateway API HTTPRoute are used when present).
+    /// Files or folders holding the Rollout and the templates it names (Services and the router objects, an
+    /// Istio VirtualService, a Gateway API HTTPRoute, a TraefikService or an ALB Ingress, are used when present).
     #[arg(short = 'f', long = "file", required = true)]
     pub files: Vec<PathBuf>,
     /// The Rollout to rehearse, when the files hold several.

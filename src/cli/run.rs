@@ -66,6 +66,10 @@ pub struct Args {
     /// Send Argo Rollouts' notifications to the subscribers of the Events canaryd records; false sends none.
     #[arg(long, env = "CANARYD_NOTIFICATIONS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub notifications: bool,
+    /// The TrafficSplit API version SMI's router writes (split.smi-spec.io): v1alpha1, v1alpha2 or v1alpha3,
+    /// as the cluster's TrafficSplit CRD serves. Argo Rollouts' flag of the same name, with its default.
+    #[arg(long, default_value = "v1alpha1", value_name = "VERSION")]
+    pub traffic_split_api_version: crate::engine::routing::smi::SmiApiVersion,
     /// Also serve the dashboard's pages here (e.g. 0.0.0.0:3100), read through the daemon's service account;
     /// off by default. Put something that authenticates in front before exposing it beyond port-forwarding.
     #[arg(long, env = "CANARYD_DASHBOARD_ADDR", value_name = "ADDR")]
@@ -169,6 +173,7 @@ impl Args {
             notifications_namespace: self
                 .notifications
                 .then(|| self.notifications_namespace.clone()),
+            smi_api_version: self.traffic_split_api_version,
         }
     }
 }

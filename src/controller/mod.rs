@@ -70,6 +70,8 @@ pub struct Config {
     /// Where `argo-rollouts-notification-configmap` and its Secret are read (`--notifications-namespace`);
     /// `None` sends no notifications.
     pub notifications_namespace: Option<String>,
+    /// The TrafficSplit version SMI's router writes (`--traffic-split-api-version`).
+    pub smi_api_version: crate::engine::routing::smi::SmiApiVersion,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -236,7 +236,8 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         let mut seen = rollout_writes::read(&self.ctx.client, rollout, now)
             .await
             .map_err(ReconcileError::Read)?;
-        let router = ApiRouter::new(self.ctx.client.clone());
+        let router = ApiRouter::new(self.ctx.client.clone())
+            .with_smi_version(self.ctx.config.smi_api_version);
         seen.routers = router
             .read(&seen.rollout)
             .await
@@ -270,7 +271,8 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         seen: &Snapshot,
         route: &Route,
     ) -> Result<Vec<rollout::Event>, RouteFailure> {
-        let router = ApiRouter::new(self.ctx.client.clone());
+        let router = ApiRouter::new(self.ctx.client.clone())
+            .with_smi_version(self.ctx.config.smi_api_version);
         let changes = router
             .apply(&seen.rollout, route, &seen.replica_sets)
             .await

@@ -1,20 +1,23 @@
 //! [`ApiRouter`]: the routers through the API server. Each object is read, handed to its
 //! `engine::routing` builder, and written only when the builder changes it: a full update carrying the
-//! resourceVersion it read (VirtualService, DestinationRule, HTTPRoute), or for the NGINX canary Ingress a
-//! create, or a merge patch carrying that resourceVersion. A 409 (the object changed since it was read)
+//! resourceVersion it read (VirtualService, DestinationRule, HTTPRoute, TraefikService, ALB's Ingress), or for the NGINX canary Ingress and
+//! SMI's TrafficSplit a create, or a merge patch carrying that resourceVersion. A 409 (the object changed since it was read)
 //! reads it again and retries; any other refusal is returned with the server's message.
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::objects::{DestinationRule, HttpRoute, VirtualService};
+use super::objects::{DestinationRule, HttpRoute, TraefikService, VirtualService};
 use super::{Action, Change, FIELD_MANAGER, Route, RouterError};
 use crate::api::Rollout;
 use crate::engine::routing::nginx::CanaryIngress;
+use crate::engine::routing::smi::{self, SmiApiVersion, TrafficSplitWrite};
 use crate::engine::routing::{self, Desired, RouterObject, RoutingError, Target, nginx};
 use crate::k8s::is_status;
 
@@ -24,11 +27,24 @@ const ATTEMPTS: usize = 5;
 #[derive(Clone)]
 pub struct ApiRouter {
     client: kube::Client,
+    /// The TrafficSplit version SMI's router writes (`--traffic-split-api-version`).
+    smi_version: SmiApiVersion,
 }
 
 impl ApiRouter {
     pub fn new(client: kube::Client) -> ApiRouter {
-        ApiRouter { client }
+        ApiRouter {
+            client,
+            smi_version: SmiApiVersion::default(),
+        }
+    }
+
+    /// The same router writing TrafficSplits of `version`.
+    pub fn with_smi_version(self, version: SmiApiVersion) -> ApiRouter {
+        ApiRouter {
+            smi_version: version,
+            ..self
+        }
     }
 }
 
@@ -163,8 +179,19 @@ impl ApiRouter {
                     let api: Api<HttpRoute> = Api::namespaced(self.client.clone(), namespace);
                     update(&api, &object, build).await?
                 }
+                Target::TraefikService { namespace, .. } => {
+                    let api: Api<TraefikService> = Api::namespaced(self.client.clone(), namespace);
+                    update(&api, &object, build).await?
+                }
+                Target::AlbIngress { namespace, .. } => {
+                    let api: Api<Ingress> = Api::namespaced(self.client.clone(), namespace);
+                    update(&api, &object, build).await?
+                }
                 Target::CanaryIngress { stable, config, .. } => {
                     self.canary_ingress(stable, &name, config, &d).await?
+                }
+                Target::TrafficSplit { config, .. } => {
+                    self.traffic_split(&object, config, &d).await?
                 }
             };
             if let Some(mut change) = change {
@@ -184,7 +211,10 @@ impl ApiRouter {
         };
         let d = Desired::new(rollout, &config, 0, "", "");
         let mut out = Vec::new();
-        for target in routing::targets(&config, &d) {
+        for target in routing::targets(&config, &d)
+            .into_iter()
+            .filter(Target::referenced)
+        {
             let (namespace, name) = (target.namespace(), target.read_name());
             let object = match target {
                 Target::DestinationRule { .. } => {
@@ -194,9 +224,10 @@ impl ApiRouter {
                     get::<VirtualService>(&self.client, namespace, name).await?
                 }
                 Target::HttpRoute { .. } => get::<HttpRoute>(&self.client, namespace, name).await?,
-                Target::CanaryIngress { .. } => {
+                Target::CanaryIngress { .. } | Target::AlbIngress { .. } => {
                     get::<Ingress>(&self.client, namespace, name).await?
                 }
+                Target::TrafficSplit { .. } | Target::TraefikService { .. } => continue,
             };
             out.push(RouterObject {
                 kind: target.kind(),
@@ -259,11 +290,7 @@ impl ApiRouter {
                     {
                         metadata.insert("resourceVersion".into(), Value::from(version));
                     }
-                    let params = PatchParams {
-                        field_manager: Some(FIELD_MANAGER.to_string()),
-                        ..PatchParams::default()
-                    };
-                    api.patch(canary_name, &params, &Patch::Merge(&patch))
+                    api.patch(canary_name, &patch_params(), &Patch::Merge(&patch))
                         .await
                         .map(|_| target.change(Action::Updated))
                 }
@@ -276,6 +303,61 @@ impl ApiRouter {
             }
         }
         Err(target.conflict())
+    }
+}
+
+impl ApiRouter {
+    /// SMI's TrafficSplit: created controlled by the Rollout, or its spec merge-patched.
+    async fn traffic_split(
+        &self,
+        target: &Object<'_>,
+        config: &crate::api::traffic_routing::SmiTrafficRouting,
+        d: &Desired<'_>,
+    ) -> Result<Option<Change>, RouterError> {
+        let gvk = GroupVersionKind::gvk(smi::GROUP, self.smi_version.as_str(), smi::KIND);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, smi::PLURAL);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), target.namespace, &resource);
+        for _ in 0..ATTEMPTS {
+            let existing = api
+                .get_opt(target.name)
+                .await
+                .map_err(|e| target.failed(e))?;
+            let existing = existing.map(|o| target.json(&o)).transpose()?;
+            let planned = smi::traffic_split(existing.as_ref(), config, self.smi_version, d)
+                .map_err(|e| target.unfit(e))?;
+            let result = match planned {
+                TrafficSplitWrite::Unchanged => return Ok(None),
+                TrafficSplitWrite::Create(object) => {
+                    let object: DynamicObject = target.decode(object)?;
+                    api.create(&post_params(), &object)
+                        .await
+                        .map(|_| target.change(Action::Created))
+                }
+                TrafficSplitWrite::Patch(mut patch) => {
+                    let version = existing
+                        .as_ref()
+                        .and_then(|o| o.pointer("/metadata/resourceVersion"));
+                    patch["metadata"] = serde_json::json!({ "resourceVersion": version });
+                    api.patch(target.name, &patch_params(), &Patch::Merge(&patch))
+                        .await
+                        .map(|_| target.change(Action::Updated))
+                }
+            };
+            match result {
+                Ok(change) => return Ok(Some(change)),
+                Err(e) if is_status(&e, 409) => continue,
+                Err(e) => return Err(target.failed(e)),
+            }
+        }
+        Err(target.conflict())
+    }
+}
+
+fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
     }
 }
 

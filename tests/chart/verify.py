@@ -102,7 +102,11 @@ MATRIX: dict[str, dict[str, Any]] = {
         "watch": {"namespaces": ["team-a"]},
         "networkPolicy": {"enabled": True},
     },
-    "every traffic router": {"rbac": {"routers": {"istio": True, "nginx": True, "gatewayAPI": True}}},
+    "every traffic router": {"rbac": {"routers": {"istio": True, "nginx": True, "gatewayAPI": True, "smi": True,
+                                                  "traefik": True, "alb": True}}},
+    "SMI only": {"rbac": {"routers": {"smi": True}}},
+    "Traefik only": {"rbac": {"routers": {"traefik": True}}},
+    "ALB only": {"rbac": {"routers": {"alb": True}}},
     "Istio only, in a namespace list": {"watch": {"namespaces": ["team-a"]}, "rbac": {"routers": {"istio": True}}},
     "CRDs not kept on uninstall": {"crds": {"keep": False}},
     "existing service account": {"serviceAccount": {"create": False, "name": "platform-canaryd"}},
@@ -226,6 +230,9 @@ ROUTER_RULES = {
               ("networking.istio.io", "destinationrules"): {"get", "list", "watch", "update", "patch"}},
     "nginx": {("networking.k8s.io", "ingresses"): {"get", "list", "watch", "create", "update", "patch"}},
     "gatewayAPI": {("gateway.networking.k8s.io", "httproutes"): {"get", "list", "watch", "update", "patch"}},
+    "smi": {("split.smi-spec.io", "trafficsplits"): {"get", "create", "patch"}},
+    "traefik": {("traefik.io", "traefikservices"): {"get", "update"}},
+    "alb": {("networking.k8s.io", "ingresses"): {"get", "update"}},
 }
 
 

@@ -118,12 +118,12 @@ fn the_services_router_objects_and_templates_among_the_files_are_checked_as_a_ru
 }
 
 /// Without `--rollouts` canaryd runs a Rollout's analyses while Argo Rollouts progresses it, so a blue-green
-/// `antiAffinity`, an ALB router or an experiment step is a warning; with it, canaryd would refuse the Rollout.
+/// `antiAffinity`, an Ambassador router or an experiment step is a warning; with it, canaryd would refuse the Rollout.
 /// Services named while the files hold none are warnings either way: they may be in the cluster.
 #[test]
 fn what_canaryds_controller_does_not_run_is_an_error_only_with_rollouts() {
     let f = "tests/fixtures/validate/rollout/unsupported.yaml";
-    let canary = "Rollout/alb: spec.strategy.canary";
+    let canary = "Rollout/ambassador: spec.strategy.canary";
     let lines = |suffix: &str| {
         vec![
             format!(
@@ -140,7 +140,7 @@ fn what_canaryds_controller_does_not_run_is_an_error_only_with_rollouts() {
                 "{f}:28: {canary}.stableService: warning: Service \"web-stable\" is not among the given files; it must exist in the cluster"
             ),
             format!(
-                "{f}:30: {canary}.trafficRouting.alb: {}Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress and the Gateway API plugin{suffix}",
+                "{f}:30: {canary}.trafficRouting.ambassador: {}Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress, ALB, SMI, Traefik and the Gateway API plugin{suffix}",
                 if suffix.is_empty() { "" } else { "warning: " }
             ),
             format!(

@@ -3,7 +3,8 @@
 //! through) and one without a selector are reported on themselves (the
 //! InvalidSpec condition naming the field, phase Degraded), while the healthy one still progresses; each
 //! recovers once fixed. So is one whose Service selects a label its pods lack, or whose VirtualService is
-//! missing or lacks the route it names, before anything is created for it. The condition carries Argo's
+//! missing or lacks the route it names, or whose ALB Ingress has no path to the stable Service, before anything
+//! is created for it. The condition carries Argo's
 //! ValidateRollout error word for word, and twenty Rollouts broken in different ways are each reported on the
 //! field while the healthy ones progress.
 
@@ -265,6 +266,45 @@ async fn a_missing_or_unfit_virtual_service_is_invalid_spec_before_anything_is_c
     assert_eq!(condition(&s, "InvalidSpec"), Default::default());
     daemon.stop().await;
 }
+
+/// Argo's validateAlbIngress: an ALB Ingress with no path to the stable Service is InvalidSpec, nothing created
+/// and nothing written to it, until it gets one.
+async fn an_alb_ingress_without_the_stable_services_path_is_invalid_spec_until_fixed(crds: CrdSet) {
+    let routing = json!({"alb": {"ingress": "web", "servicePort": 80}});
+    let rollout = routed_through(with_steps("web:1", json!([{"setWeight": 20}])), routing);
+    let (server, client, _prom, _rsc) = deployed_with(crds, Answer::Scalar(1.0), &rollout).await;
+    let mut elsewhere = router_objects::alb_ingress("default");
+    let rules = elsewhere
+        .spec
+        .as_mut()
+        .and_then(|s| s.rules.as_mut())
+        .unwrap();
+    let paths = &mut rules[0].http.as_mut().unwrap().paths;
+    paths[0].backend.service.as_mut().unwrap().name = "other".into();
+    let installed = server.put(&elsewhere).metadata.resource_version;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    let s = until(&server, "InvalidSpec naming the Ingress", |s| {
+        condition(s, "InvalidSpec").0 == "True"
+    })
+    .await;
+    assert_eq!(
+        condition(&s, "InvalidSpec").2,
+        "The Rollout \"web\" is invalid: spec.strategy.canary.trafficRouting.alb.ingress: Invalid value: \"web\": ingress `web` has no rules using service web-stable backend"
+    );
+    assert!(replica_sets(&server).is_empty(), "nothing is created");
+    let ingress = server.get::<k8s_openapi::api::networking::v1::Ingress>("default", "web");
+    assert_eq!(ingress.and_then(|i| i.metadata.resource_version), installed);
+
+    server.put(&router_objects::alb_ingress("default"));
+    let s = until(&server, "Healthy once the Ingress fits", |s| {
+        healthy_at(s, None)
+    })
+    .await;
+    assert_eq!(condition(&s, "InvalidSpec"), Default::default());
+    daemon.stop().await;
+}
+
+with_each_crd_set!(an_alb_ingress_without_the_stable_services_path_is_invalid_spec_until_fixed);
 
 /// Argo's ValidateRollout errors as the condition's message, whole: apimachinery's `field.Error` text and
 /// Argo's paths (canary fields under `spec.strategy`), beside a healthy Rollout.

@@ -1,6 +1,6 @@
 //! `canaryd run --rollouts` with each traffic router, against the fake API server: the same Rollout pointed at
-//! an Istio VirtualService (split by host, or by subset with a DestinationRule), an NGINX stable Ingress or a
-//! Gateway API HTTPRoute gets each `setWeight` into the
+//! an Istio VirtualService (split by host, or by subset with a DestinationRule), an NGINX stable Ingress, SMI
+//! (a TrafficSplit canaryd creates), a Traefik TraefikService, an ALB Ingress or a Gateway API HTTPRoute gets each `setWeight` into the
 //! router before the step counts as done, all traffic to the canary after the last step then back to the new
 //! stable on promotion, and weight 0 at once on an abort while the canary's pods wait out
 //! `abortScaleDownDelaySeconds`. A router object that is missing holds the Rollout where it is with a
@@ -12,7 +12,7 @@
 use std::sync::{Arc, Mutex};
 
 use canaryd::api::Rollout;
-use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
+use canaryd::routers::objects::{DestinationRule, HttpRoute, TraefikService, VirtualService};
 use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
 use canaryd_testkit::harness::{self, Answer, eventually};
 use canaryd_testkit::rollout::cluster::*;
@@ -32,9 +32,32 @@ enum Router {
     IstioSubsets,
     Nginx,
     GatewayApi,
+    /// SMI: no object of the user's; canaryd creates the TrafficSplit (v1alpha1, the daemon's default).
+    Smi,
+    /// Traefik: the weighted TraefikService of Argo's docs.
+    Traefik,
+    /// AWS ALB: the Ingress of Argo's docs, its action annotation re-weighted.
+    Alb,
 }
 
+/// The annotation ALB's router writes on the Ingress `web` (the action named for the stable Service).
+const ALB_ACTION: &str = "alb.ingress.kubernetes.io/actions.web-stable";
+
 use Router::*;
+
+/// SMI's TrafficSplit as the fake API server serves it (v1alpha1, the storage version of Linkerd's CRD).
+#[derive(kube::CustomResource, serde::Serialize, serde::Deserialize, Clone, Debug, Default)]
+#[kube(
+    group = "split.smi-spec.io",
+    version = "v1alpha1",
+    kind = "TrafficSplit",
+    namespaced,
+    schema = "disabled"
+)]
+struct TrafficSplitSpec {
+    #[serde(flatten)]
+    fields: std::collections::BTreeMap<String, Value>,
+}
 
 impl Router {
     /// `spec.strategy.canary.trafficRouting`, as a user of Argo Rollouts writes it.
@@ -47,6 +70,9 @@ impl Router {
             }}),
             Nginx => json!({"nginx": {"stableIngress": "web"}}),
             GatewayApi => json!({"plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}),
+            Smi => json!({"smi": {}}),
+            Traefik => json!({"traefik": {"weightedTraefikServiceName": "web"}}),
+            Alb => json!({"alb": {"ingress": "web", "servicePort": 80}}),
         }
     }
 
@@ -76,6 +102,13 @@ impl Router {
             GatewayApi => server
                 .put(&router_objects::http_route("default"))
                 .resource_version(),
+            Smi => None,
+            Traefik => server
+                .put(&router_objects::traefik_service("default"))
+                .resource_version(),
+            Alb => server
+                .put(&router_objects::alb_ingress("default"))
+                .resource_version(),
         }
     }
 
@@ -99,6 +132,30 @@ impl Router {
                 .parse()
                 .ok(),
             GatewayApi => backend(&object["spec"]["rules"][0]["backendRefs"], "/name"),
+            Traefik => Some(
+                object["spec"]["weighted"]["services"]
+                    .as_array()?
+                    .iter()
+                    .find(|s| s["name"] == "web-canary")?["weight"]
+                    .as_i64()
+                    .unwrap_or(0),
+            ),
+            Alb => {
+                let action = object["metadata"]["annotations"][ALB_ACTION].as_str()?;
+                let action: Value = serde_json::from_str(action).ok()?;
+                action["ForwardConfig"]["TargetGroups"]
+                    .as_array()?
+                    .iter()
+                    .find(|g| g["ServiceName"] == "web-canary")?["Weight"]
+                    .as_i64()
+            }
+            Smi => object["spec"]["backends"]
+                .as_array()?
+                .iter()
+                .find(|b| b["service"] == "web-canary")?["weight"]
+                .as_str()?
+                .parse()
+                .ok(),
         }
     }
 
@@ -108,6 +165,9 @@ impl Router {
             Istio | IstioSubsets => Weights::watch::<VirtualService>(client, "web-vsvc", self),
             Nginx => Weights::watch::<Ingress>(client, "web-web-canary", self),
             GatewayApi => Weights::watch::<HttpRoute>(client, "web", self),
+            Smi => Weights::watch::<TrafficSplit>(client, "web", self),
+            Traefik => Weights::watch::<TraefikService>(client, "web", self),
+            Alb => Weights::watch::<Ingress>(client, "web", self),
         }
     }
 }
@@ -366,6 +426,18 @@ macro_rules! with_each_router {
             async fn gateway_api() {
                 $flow(GatewayApi).await
             }
+            #[tokio::test]
+            async fn smi() {
+                $flow(Smi).await
+            }
+            #[tokio::test]
+            async fn traefik() {
+                $flow(Traefik).await
+            }
+            #[tokio::test]
+            async fn alb() {
+                $flow(Alb).await
+            }
         }
     };
 }
@@ -380,6 +452,8 @@ async fn router_events(client: &kube::Client) -> Vec<(String, String)> {
         "Updated VirtualService",
         "CreatingCanaryIngress",
         "PatchingCanaryIngress",
+        "TrafficSplitCreated",
+        "PatchingALBIngress",
     ];
     let mut events = events(client).await;
     events.retain(|(reason, _)| told.contains(&reason.as_str()));
@@ -400,7 +474,7 @@ fn told(reason: &str, note: String) -> (String, String) {
 }
 
 /// Argo's Istio router (`UpdateHash`, `SetWeight`) and NGINX router (`SetWeight`) record an Event on the
-/// Rollout for each object they write.
+/// Rollout for each object they write; its SMI router only when it creates the TrafficSplit.
 async fn each_router_write_is_told_in_argos_event(crds: CrdSet) {
     let (stable, canary, events) = told_by(IstioSubsets, crds).await;
     assert_eq!(
@@ -438,6 +512,14 @@ async fn each_router_write_is_told_in_argos_event(crds: CrdSet) {
             ),
         ]
     );
+    let (_, _, events) = told_by(Smi, crds).await;
+    assert_eq!(
+        events,
+        [told(
+            "TrafficSplitCreated",
+            "TrafficSplit `web` created".to_string()
+        )]
+    );
 }
 
 canaryd_testkit::with_each_crd_set!(each_router_write_is_told_in_argos_event);
@@ -465,3 +547,97 @@ async fn the_stable_ingress_and_the_other_backends_are_left_alone() {
     );
     assert_eq!(refs[2], json!({"name": "extra", "port": 80}), "{route}");
 }
+
+/// The TrafficSplit as Argo's SMI router leaves it at each weight (its generateTrafficSplits): named after the
+/// Rollout, controlled by it, the stable Service as the root, the canary's backend then the stable's, v1alpha1
+/// quantities; only the weights change.
+async fn the_traffic_split_is_argos_at_every_weight(crds: CrdSet) {
+    let r = deployed_behind_with(Smi, crds).await;
+    let split = |canary: &str, stable: &str| {
+        json!({"service": "web-stable", "backends": [
+            {"service": "web-canary", "weight": canary},
+            {"service": "web-stable", "weight": stable},
+        ]})
+    };
+    let written = || r.server.get_json::<TrafficSplit>("default", "web").unwrap();
+    assert_eq!(written()["spec"], split("0", "100"));
+    let uid = r
+        .server
+        .get::<Rollout>("default", "web")
+        .and_then(|o| o.metadata.uid);
+    let owner = &written()["metadata"]["ownerReferences"];
+    assert_eq!(
+        owner,
+        &json!([{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "web",
+                  "uid": uid, "controller": true, "blockOwnerDeletion": true}])
+    );
+    updated_to_twenty(&r).await;
+    assert_eq!(written()["spec"], split("20", "80"));
+    r.daemon.stop().await;
+}
+
+canaryd_testkit::with_each_crd_set!(the_traffic_split_is_argos_at_every_weight);
+
+/// The TraefikService as Argo's Traefik router leaves it (its SetWeight): only the canary's and the stable's
+/// entries get weights, out of 100; the other entry and fields are kept; no Event.
+async fn the_traefik_service_is_argos_at_every_weight(crds: CrdSet) {
+    let r = deployed_behind_with(Traefik, crds).await;
+    let services = |canary: i64, stable: i64| {
+        json!([
+            {"name": "web-stable", "port": 80, "weight": stable},
+            {"name": "web-canary", "port": 80, "weight": canary},
+            {"name": "extra", "port": 80, "weight": 5}
+        ])
+    };
+    let written = || {
+        let service = r
+            .server
+            .get_json::<TraefikService>("default", "web")
+            .unwrap();
+        service["spec"]["weighted"]["services"].clone()
+    };
+    assert_eq!(written(), services(0, 100));
+    updated_to_twenty(&r).await;
+    assert_eq!(written(), services(20, 80));
+    r.daemon.stop().await;
+    assert_eq!(router_events(&r.client).await, []);
+}
+
+canaryd_testkit::with_each_crd_set!(the_traefik_service_is_argos_at_every_weight);
+
+/// The Ingress as Argo's ALB router leaves it (its SetWeight): the action annotation forwards to the canary's
+/// and the stable's target groups on `servicePort`, the Rollout named as its manager; the Ingress's rules and
+/// other annotations kept; Argo's `PatchingALBIngress` Event for each weight written.
+async fn the_alb_ingress_is_argos_at_every_weight(crds: CrdSet) {
+    let r = deployed_behind_with(Alb, crds).await;
+    let action = |canary: i64| {
+        format!(
+            r#"{{"Type":"forward","ForwardConfig":{{"TargetGroups":[{{"ServiceName":"web-canary","ServicePort":"80","Weight":{canary}}},{{"ServiceName":"web-stable","ServicePort":"80","Weight":{}}}]}}}}"#,
+            100 - canary
+        )
+    };
+    let annotations = |canary: i64| {
+        json!({
+            "alb.ingress.kubernetes.io/scheme": "internet-facing",
+            ALB_ACTION: action(canary),
+            "rollouts.argoproj.io/managed-alb-annotations": format!(r#"{{"web":["{ALB_ACTION}"]}}"#),
+        })
+    };
+    let written = || r.server.get_json::<Ingress>("default", "web").unwrap();
+    assert_eq!(written()["metadata"]["annotations"], annotations(0));
+    updated_to_twenty(&r).await;
+    let ingress = written();
+    assert_eq!(ingress["metadata"]["annotations"], annotations(20));
+    let installed = serde_json::to_value(router_objects::alb_ingress("default")).unwrap();
+    assert_eq!(ingress["spec"], installed["spec"]);
+    r.daemon.stop().await;
+    let patched = |weight: u32| {
+        told(
+            "PatchingALBIngress",
+            format!("Updating Ingress `web` to desiredWeight '{weight}'"),
+        )
+    };
+    assert_eq!(router_events(&r.client).await, [patched(0), patched(20)]);
+}
+
+canaryd_testkit::with_each_crd_set!(the_alb_ingress_is_argos_at_every_weight);

@@ -245,4 +245,32 @@ fn each_router_object_read_as_missing_or_unfit_is_named_by_its_field_with_the_se
             "{at}.plugins.argoproj-labs/gatewayAPI: Invalid value: \"web\": httproutes.gateway.networking.k8s.io \"web\" not found"
         )
     );
+    // Argo's validateAlbIngress: each Ingress must route to rootService (else the stable Service).
+    let alb = routed(
+        json!({"alb": {"ingresses": ["web", "api"], "rootService": "web-root", "servicePort": 80}}),
+    );
+    assert_eq!(
+        first(&alb, &[read("Ingress", "web", None)]),
+        format!(
+            "{at}.alb.ingresses: Invalid value: \"web\": ingress.networking.k8s.io \"web\" not found"
+        )
+    );
+    let root = json!({"metadata": {"name": "api", "namespace": "prod"}, "spec": {"rules": [{"http": {"paths": [
+        {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "web-root", "port": {"name": "use-annotation"}}}}]}}]}});
+    let mut stable_only = root.clone();
+    stable_only["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] =
+        json!("web-stable");
+    stable_only["metadata"]["name"] = json!("web");
+    assert_eq!(
+        first(
+            &alb,
+            &[
+                read("Ingress", "web", Some(stable_only)),
+                read("Ingress", "api", Some(root))
+            ]
+        ),
+        format!(
+            "{at}.alb.ingresses: Invalid value: \"web\": ingress `web` has no rules using service web-root backend"
+        )
+    );
 }

@@ -399,11 +399,11 @@ fn routers_canaryd_does_not_drive_and_set_canary_scale_without_one_are_invalid_s
         .as_mut()
         .unwrap()
         .traffic_routing =
-        Some(serde_json::from_value(json!({"smi": {"rootService": "root"}})).unwrap());
+        Some(serde_json::from_value(json!({"ambassador": {"mappings": ["web"]}})).unwrap());
     let plan = c.reconcile(at(0));
     assert_eq!(
         plan.status.message,
-        "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.canary.trafficRouting.smi: Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress and the Gateway API plugin"
+        "InvalidSpec: The Rollout \"web\" is invalid: spec.strategy.canary.trafficRouting.ambassador: Forbidden: not supported by canaryd: it drives Istio, NGINX Ingress, ALB, SMI, Traefik and the Gateway API plugin"
     );
     assert!(plan.route.is_none());
 
@@ -498,5 +498,103 @@ fn a_weight_in_the_status_out_of_range_is_planned_without_overflow() {
             .is_none_or(|r| (0..=100).contains(&r.weight)),
         "{:?}",
         plan.route
+    );
+}
+
+/// The in-memory routers a rehearsal plays on create the TrafficSplit as the daemon does (Argo's SMI
+/// SetWeight), tell it once with `TrafficSplitCreated`, and show its backends' weights at each route.
+#[test]
+fn a_rehearsal_shows_the_traffic_split_the_rollout_creates() {
+    use canaryd::engine::routing::memory::Routers;
+    let mut c = MemoryCluster::new(rollout(
+        4,
+        json!({"canaryService": "web-canary", "stableService": "web-stable",
+               "trafficRouting": {"smi": {"rootService": "web"}},
+               "steps": [{"setWeight": 20}, {"pause": {}}]}),
+    ));
+    let selector = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    c.add_service("web-canary", selector.clone());
+    c.add_service("web-stable", selector);
+    c.routers = Routers::new(&c.rollout, Vec::new()).unwrap();
+    run(&mut c, at(0));
+    let shown = |c: &MemoryCluster| -> Vec<String> {
+        c.routers.shown().iter().map(ToString::to_string).collect()
+    };
+    assert_eq!(
+        shown(&c),
+        ["TrafficSplit/web: web-canary 0, web-stable 100"]
+    );
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    assert_eq!(
+        shown(&c),
+        ["TrafficSplit/web: web-canary 20, web-stable 80"]
+    );
+    assert_eq!(
+        messages_since(&c, 0, "TrafficSplitCreated"),
+        ["TrafficSplit `web` created"]
+    );
+}
+
+/// A TraefikService among a rehearsal's files is re-weighted as the daemon would (Argo's Traefik SetWeight),
+/// its other entries kept, and shown at each route.
+#[test]
+fn a_rehearsal_shows_the_traefik_service_among_its_files() {
+    use canaryd::engine::routing::memory::Routers;
+    let mut c = MemoryCluster::new(rollout(
+        4,
+        json!({"canaryService": "web-canary", "stableService": "web-stable",
+               "trafficRouting": {"traefik": {"weightedTraefikServiceName": "web"}},
+               "steps": [{"setWeight": 20}, {"pause": {}}]}),
+    ));
+    let selector = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    c.add_service("web-canary", selector.clone());
+    c.add_service("web-stable", selector);
+    let service = json!({"apiVersion": "traefik.io/v1alpha1", "kind": "TraefikService",
+        "metadata": {"name": "web", "namespace": "prod"},
+        "spec": {"weighted": {"services": [
+            {"name": "web-stable", "port": 80}, {"name": "web-canary", "port": 80},
+            {"name": "extra", "port": 80, "weight": 5}]}}});
+    c.routers = Routers::new(&c.rollout, vec![("traefik.yaml:1".into(), service)]).unwrap();
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    let shown: Vec<String> = c.routers.shown().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        ["TraefikService/web: web-stable 80, web-canary 20, extra 5"]
+    );
+}
+
+/// An ALB Ingress among a rehearsal's files gets the action annotation the daemon would write, and the route
+/// shows the target groups' shares.
+#[test]
+fn a_rehearsal_shows_the_alb_ingress_among_its_files() {
+    use canaryd::engine::routing::memory::Routers;
+    let mut c = MemoryCluster::new(rollout(
+        4,
+        json!({"canaryService": "web-canary", "stableService": "web-stable",
+               "trafficRouting": {"alb": {"ingress": "web", "servicePort": 80}},
+               "steps": [{"setWeight": 20}, {"pause": {}}]}),
+    ));
+    let selector = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    c.add_service("web-canary", selector.clone());
+    c.add_service("web-stable", selector);
+    let ingress = json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "web", "namespace": "prod"},
+        "spec": {"rules": [{"http": {"paths": [{"path": "/", "pathType": "Prefix",
+            "backend": {"service": {"name": "web-stable", "port": {"name": "use-annotation"}}}}]}}]}});
+    c.routers = Routers::new(&c.rollout, vec![("ingress.yaml:1".into(), ingress)]).unwrap();
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    run(&mut c, at(10));
+    let shown: Vec<String> = c.routers.shown().iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["Ingress/web: web-canary 20, web-stable 80"]);
+    assert_eq!(
+        messages_since(&c, 0, "PatchingALBIngress"),
+        [
+            "Updating Ingress `web` to desiredWeight '0'",
+            "Updating Ingress `web` to desiredWeight '20'"
+        ]
     );
 }

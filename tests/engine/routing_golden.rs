@@ -14,8 +14,9 @@ use canaryd::api::rollout::CanaryStep;
 use canaryd::api::traffic_routing::{IstioDestinationRule, IstioVirtualService};
 use canaryd::cli::load::load_file;
 use canaryd::engine::routing::nginx::{self, CanaryIngress};
+use canaryd::engine::routing::smi::{self, SmiApiVersion, TrafficSplitWrite};
 use canaryd::engine::routing::{
-    Desired, ManagedRouteChange, Routing, gateway, istio, managed_routes, routing,
+    Desired, ManagedRouteChange, Routing, alb, gateway, istio, managed_routes, routing, traefik,
 };
 use canaryd_testkit::fake_apiserver::schema;
 use k8s_openapi::api::networking::v1::Ingress;
@@ -238,6 +239,51 @@ fn every_http_route_case_matches_the_gateway_api_plugin_and_the_crd() {
     finish(failures);
 }
 
+/// Argo's Traefik router (`rollout/trafficrouting/traefik`), every TraefikService written admitted by Traefik's CRD.
+#[test]
+fn every_traefik_service_case_matches_argo_and_the_traefik_crd() {
+    let mut failures = Vec::new();
+    for case in cases("traefik") {
+        let rollout = case.rollout();
+        let routing = case.routing(&rollout);
+        let desired = Desired::new(&rollout, &routing, case.weight(), "", "");
+        let got = traefik::traefik_service(&case.doc["input"], &desired).map_err(|e| e.to_string());
+        if let Ok(Some(out)) = &got
+            && let Err(e) = admitted("traefik-traefikservices-crd.yaml", out)
+        {
+            failures.push(format!("{}: {e}", case.name()));
+        }
+        case.check(got.map(|o| o.unwrap_or(Value::Null)), &mut failures);
+    }
+    finish(failures);
+}
+
+/// Argo's ALB router (`rollout/trafficrouting/alb`): the action and managed annotations it patches into each
+/// Ingress, byte for byte; every Ingress written valid to `kubernetes-validate --strict`.
+#[test]
+fn every_alb_ingress_case_matches_argo_and_kubernetes_validate_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut written = Vec::new();
+    let mut failures = Vec::new();
+    for case in cases("alb") {
+        let rollout = case.rollout();
+        let routing = case.routing(&rollout);
+        let config = routing.alb.as_ref().unwrap();
+        let desired = Desired::new(&rollout, &routing, case.weight(), "", "");
+        let got = alb::ingress(&case.doc["input"], config, &desired).map_err(|e| e.to_string());
+        if let Ok(Some(out)) = &got {
+            let path = dir.path().join(case.name());
+            std::fs::write(&path, serde_json::to_string(out).unwrap()).unwrap();
+            written.push(path);
+        }
+        case.check(got.map(|o| o.unwrap_or(Value::Null)), &mut failures);
+    }
+    if let Err(e) = kubernetes_validate(&written) {
+        failures.push(e);
+    }
+    finish(failures);
+}
+
 /// `.venv/bin/kubernetes-validate --strict` over `files`; the validator's report when it refuses one.
 fn kubernetes_validate(files: &[PathBuf]) -> Result<(), String> {
     let tool = root().join(".venv/bin/kubernetes-validate");
@@ -309,6 +355,51 @@ fn every_canary_ingress_case_matches_argo_and_kubernetes_validate_strict() {
     }
     if let Err(e) = kubernetes_validate(&written) {
         failures.push(e);
+    }
+    finish(failures);
+}
+
+fn traffic_split_result(result: &TrafficSplitWrite) -> Value {
+    match result {
+        TrafficSplitWrite::Create(o) => json!({"create": o}),
+        TrafficSplitWrite::Patch(p) => json!({"patch": p}),
+        TrafficSplitWrite::Unchanged => json!({"unchanged": true}),
+    }
+}
+
+/// Argo's SMI router (`rollout/trafficrouting/smi`), each version's TrafficSplit admitted by its CRD: Linkerd's
+/// for v1alpha1 and v1alpha2, smi-sdk-go's for v1alpha3.
+#[test]
+fn every_traffic_split_case_matches_argo_and_the_smi_crds() {
+    let mut failures = Vec::new();
+    for case in cases("smi") {
+        let rollout = case.rollout();
+        let routing = case.routing(&rollout);
+        let config = routing.smi.as_ref().unwrap();
+        let version: SmiApiVersion = case.str("version").parse().unwrap();
+        let desired = Desired::new(&rollout, &routing, case.weight(), "", "");
+        let existing = case.doc.get("existing");
+        let got =
+            smi::traffic_split(existing, config, version, &desired).map_err(|e| e.to_string());
+        let after = match &got {
+            Ok(TrafficSplitWrite::Create(o)) => Some(o.clone()),
+            Ok(TrafficSplitWrite::Patch(p)) => {
+                let mut object = case.doc["existing"].clone();
+                json_patch::merge(&mut object, p);
+                Some(object)
+            }
+            _ => None,
+        };
+        let crd = match version {
+            SmiApiVersion::V1alpha3 => "smi-sdk-go-split-crd.yaml",
+            _ => "smi-trafficsplits-crd.yaml",
+        };
+        if let Some(object) = after
+            && let Err(e) = admitted(crd, &object)
+        {
+            failures.push(format!("{}: {e}", case.name()));
+        }
+        case.check(got.map(|r| traffic_split_result(&r)), &mut failures);
     }
     finish(failures);
 }

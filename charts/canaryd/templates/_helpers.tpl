@@ -207,4 +207,19 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["httproutes"]
   verbs: ["get", "list", "watch", "update", "patch"]
 {{- end }}
+{{- if .Values.rbac.routers.smi }}
+- apiGroups: ["split.smi-spec.io"]
+  resources: ["trafficsplits"]
+  verbs: ["get", "create", "patch"]
+{{- end }}
+{{- if .Values.rbac.routers.alb }}
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingresses"]
+  verbs: ["get", "update"]
+{{- end }}
+{{- if .Values.rbac.routers.traefik }}
+- apiGroups: ["traefik.io"]
+  resources: ["traefikservices"]
+  verbs: ["get", "update"]
+{{- end }}
 {{- end -}}

@@ -56,6 +56,36 @@ pub fn stable_ingress(namespace: &str) -> Ingress {
     .expect("an Ingress")
 }
 
+/// The Ingress `web` of Argo's ALB docs: its one path goes to the action named for `web-stable`
+/// (`use-annotation`), which canaryd writes into the annotation `alb.ingress.kubernetes.io/actions.web-stable`.
+pub fn alb_ingress(namespace: &str) -> Ingress {
+    serde_json::from_value(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "web", "namespace": namespace,
+                     "annotations": {"alb.ingress.kubernetes.io/scheme": "internet-facing"}},
+        "spec": {"ingressClassName": "alb", "rules": [{"http": {"paths": [
+            {"path": "/", "pathType": "Prefix",
+             "backend": {"service": {"name": "web-stable", "port": {"name": "use-annotation"}}}}
+        ]}}]}
+    }))
+    .expect("an Ingress")
+}
+
+/// The weighted TraefikService `web` of Argo's Traefik docs: `web-stable` and `web-canary` without weights (so
+/// Argo CD keeps it in sync), and `extra` at 5, which canaryd must leave alone.
+pub fn traefik_service(namespace: &str) -> canaryd::routers::objects::TraefikService {
+    serde_json::from_value(json!({
+        "apiVersion": "traefik.io/v1alpha1", "kind": "TraefikService",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {"weighted": {"services": [
+            {"name": "web-stable", "port": 80},
+            {"name": "web-canary", "port": 80},
+            {"name": "extra", "port": 80, "weight": 5}
+        ]}}
+    }))
+    .expect("a TraefikService")
+}
+
 /// `web-stable` at 100, `web-canary` at 0 and `extra` with no weight, which canaryd must leave alone.
 pub fn http_route(namespace: &str) -> HttpRoute {
     serde_json::from_value(json!({

@@ -127,4 +127,8 @@ pub mod rollout {
     pub const CREATING_CANARY_INGRESS: &str = "CreatingCanaryIngress";
     /// Argo's NGINX router patches the canary Ingress.
     pub const PATCHING_CANARY_INGRESS: &str = "PatchingCanaryIngress";
+    /// Argo's ALB router patches an Ingress's action annotation.
+    pub const PATCHING_ALB_INGRESS: &str = "PatchingALBIngress";
+    /// Argo's SMI router created the TrafficSplit (`SetWeight`).
+    pub const TRAFFIC_SPLIT_CREATED: &str = "TrafficSplitCreated";
 }

@@ -193,6 +193,63 @@ pub struct GatewayApiHttpRoute {
     pub rest: BTreeMap<String, Value>,
 }
 
+/// `trafficRouting.smi`: the TrafficSplit the Rollout creates and owns. Read from the raw `smi` field by
+/// `engine::routing::routing`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SmiTrafficRouting {
+    /// The TrafficSplit's `spec.service`; the stable Service when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_service: Option<String>,
+    /// The TrafficSplit's name; the Rollout's when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic_split_name: Option<String>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// `trafficRouting.traefik`: the weighted TraefikService whose services' weights the Rollout sets. Read from
+/// the raw `traefik` field by `engine::routing::routing`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TraefikTrafficRouting {
+    #[serde(default)]
+    pub weighted_traefik_service_name: String,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// `trafficRouting.alb`: the Ingresses whose AWS Load Balancer Controller action annotation the Rollout
+/// sets. Read from the raw `alb` field by `engine::routing::routing`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AlbTrafficRouting {
+    #[serde(default)]
+    pub ingress: String,
+    #[serde(default)]
+    pub ingresses: Vec<String>,
+    #[serde(default)]
+    pub service_port: i32,
+    #[serde(default)]
+    pub root_service: String,
+    #[serde(default)]
+    pub annotation_prefix: String,
+    #[serde(default)]
+    pub stickiness_config: Option<AlbStickinessConfig>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// `trafficRouting.alb.stickinessConfig`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AlbStickinessConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
+    pub duration_seconds: i64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use super::MANAGED_BY_ANNOTATION;
 use super::hash::HASH_LABEL;
 use crate::api::Rollout;
 use crate::api::traffic_routing::GATEWAY_API_PLUGIN;
-use crate::routing::{self, Desired, RouterObject, Routing, Target, nginx};
+use crate::routing::{self, Desired, RouterObject, Routing, Target, alb, nginx};
 use crate::template::Finding;
 
 /// Argo's getRolloutValidationErrors past the spec, from what the Services (`services`), the analysis
@@ -165,6 +165,7 @@ fn fits(target: &Target<'_>, object: &serde_json::Value, d: &Desired<'_>) -> Res
                 .map_err(|e| format!("cannot decode the Ingress: {e}"))?;
             nginx::canary_ingress(&ingress, stable, None, config, d).map(drop)
         }
+        Target::AlbIngress { config, .. } => return alb::validate(object, config, d),
         _ => target.build(object, d).map(drop),
     }
     .map_err(|e| e.to_string())
@@ -209,6 +210,22 @@ fn named_at(target: &Target<'_>, routing: &Routing) -> (String, &'static str) {
         Target::HttpRoute { .. } => (
             format!("{at}.plugins.{GATEWAY_API_PLUGIN}"),
             "httproutes.gateway.networking.k8s.io",
+        ),
+        Target::TrafficSplit { .. } => (
+            format!("{at}.smi.trafficSplitName"),
+            "trafficsplits.split.smi-spec.io",
+        ),
+        Target::AlbIngress { config, .. } => {
+            let field = if config.ingresses.is_empty() {
+                "ingress"
+            } else {
+                "ingresses"
+            };
+            (format!("{at}.alb.{field}"), "ingress.networking.k8s.io")
+        }
+        Target::TraefikService { .. } => (
+            format!("{at}.traefik.weightedTraefikServiceName"),
+            "traefikservices.traefik.io",
         ),
     }
 }

@@ -13,6 +13,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 
 use crate::api::Rollout;
 use crate::rollout::{Event, Route};
+use crate::routing::smi::{self, SmiApiVersion, TrafficSplitWrite};
 use crate::routing::{self, Desired, RouteFailure, RouterObject, Routing, RoutingError, Target};
 
 /// One router object and its destinations' weights, as written at a step.
@@ -60,10 +61,17 @@ fn is(object: &Value, kind: &str, name: &str) -> bool {
         && object.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
 }
 
-/// The kinds of the router objects a Rollout names and the planner checks before acting: the VirtualServices
-/// and HTTPRoutes the routers re-weight, the DestinationRule whose subsets they point at the pods, the stable
-/// Ingress NGINX's canary Ingress is made from.
-pub const ROUTER_KINDS: &[&str] = &["VirtualService", "DestinationRule", "HTTPRoute", "Ingress"];
+/// The kinds of the router objects a Rollout names that a rehearsal takes from its files: the VirtualServices,
+/// HTTPRoutes and TraefikServices the routers re-weight, the DestinationRule whose subsets they point at the
+/// pods, the stable Ingress NGINX's canary Ingress is made from. The planner checks those Argo reads before
+/// acting ([`Target::referenced`]).
+pub const ROUTER_KINDS: &[&str] = &[
+    "VirtualService",
+    "DestinationRule",
+    "HTTPRoute",
+    "Ingress",
+    "TraefikService",
+];
 
 /// Whether the document `object` is of one of [`ROUTER_KINDS`].
 pub fn is_router_object(object: &Value) -> bool {
@@ -100,6 +108,7 @@ impl Routers {
         let d = Desired::new(rollout, routing, 0, "", "");
         routing::targets(routing, &d)
             .into_iter()
+            .filter(Target::referenced)
             .filter_map(|target| {
                 let (kind, name) = (target.kind(), target.read_name());
                 let (_, object) = self.objects.iter().find(|(_, o)| is(o, kind, name))?;
@@ -157,9 +166,37 @@ impl Routers {
                 Target::CanaryIngress { .. } => {
                     vec![("canary-weight".to_string(), i64::from(d.canary_weight))]
                 }
+                Target::TrafficSplit { config, .. } => {
+                    let existing = named(&mut self.objects, kind, &name);
+                    let current = existing.as_ref().map(|(_, o)| o);
+                    let version = SmiApiVersion::default();
+                    let write = smi::traffic_split(current, config, version, &d).map_err(|e| {
+                        RouteFailure::new(
+                            Some(kind),
+                            false,
+                            format!("{kind} {namespace}/{name}: {e}"),
+                        )
+                    })?;
+                    match (write, existing) {
+                        (TrafficSplitWrite::Create(object), _) => {
+                            self.objects
+                                .push(("created by the Rollout".to_string(), object));
+                            announced.extend(target.written(&d, true));
+                        }
+                        (TrafficSplitWrite::Patch(patch), Some((_, object))) => {
+                            crate::merge_patch::apply(object, &patch);
+                        }
+                        _ => {}
+                    }
+                    let written = named(&mut self.objects, kind, &name).map(|(_, o)| o.clone());
+                    written
+                        .map_or_else(Vec::new, |o| entry_weights(&o, "/spec/backends", "service"))
+                }
                 Target::DestinationRule { .. }
                 | Target::VirtualService { .. }
-                | Target::HttpRoute { .. } => match named(&mut self.objects, kind, &name) {
+                | Target::HttpRoute { .. }
+                | Target::TraefikService { .. }
+                | Target::AlbIngress { .. } => match named(&mut self.objects, kind, &name) {
                     Some((origin, current)) => {
                         let built = target.build(current, &d).map_err(|e| {
                             let message = format!("{origin}: {kind} {namespace}/{name}: {e}");
@@ -169,7 +206,11 @@ impl Routers {
                             *current = new;
                             announced.extend(target.written(&d, false));
                         }
-                        destination_weights(current)
+                        match target {
+                            // The action annotation's target groups: the canary's and the stable's shares.
+                            Target::AlbIngress { .. } => shares(),
+                            _ => destination_weights(current),
+                        }
                     }
                     None => shares(),
                 },
@@ -188,10 +229,32 @@ impl Routers {
     }
 }
 
+/// The weights of the entries of the list at `pointer` in `object` (a TrafficSplit's backends, a
+/// TraefikService's weighted services), each named by its `name_key` (a v1alpha1 quantity read as its number).
+fn entry_weights(object: &Value, pointer: &str, name_key: &str) -> Vec<(String, i64)> {
+    let entries = object.pointer(pointer).and_then(Value::as_array);
+    entries
+        .into_iter()
+        .flatten()
+        .map(|b| {
+            let service = b.get(name_key).and_then(Value::as_str).unwrap_or("");
+            let weight = match b.get("weight") {
+                Some(Value::String(s)) => s.parse().unwrap_or(0),
+                Some(w) => w.as_i64().unwrap_or(0),
+                None => 0,
+            };
+            (service.to_string(), weight)
+        })
+        .collect()
+}
+
 /// The weights of every destination of a VirtualService's routes (by host, and subset; a route with a match,
 /// such as a header or mirror route, names itself first, and a mirror shows its percentage) or an
 /// HTTPRoute's rules (by backend name), in the object's order.
 fn destination_weights(object: &Value) -> Vec<(String, i64)> {
+    if object.get("kind").and_then(Value::as_str) == Some("TraefikService") {
+        return entry_weights(object, "/spec/weighted/services", "name");
+    }
     let routes = |lists: &[&str]| -> Vec<Value> {
         lists
             .iter()

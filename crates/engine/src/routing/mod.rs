@@ -6,6 +6,7 @@
 //! configuration, and the errors. Pure and synchronous: no client, no clock; the edge (`routers/`) reads
 //! and writes.
 
+pub mod alb;
 pub mod gateway;
 mod gateway_managed;
 pub mod istio;
@@ -13,7 +14,9 @@ mod istio_managed;
 pub mod managed_routes;
 pub mod memory;
 pub mod nginx;
+pub mod smi;
 mod targets;
+pub mod traefik;
 
 pub use managed_routes::ManagedRouteChange;
 pub use targets::{RouteFailure, RouterObject, Target, targets};
@@ -22,7 +25,8 @@ use serde_json::{Map, Value};
 
 use crate::api::Rollout;
 use crate::api::traffic_routing::{
-    GATEWAY_API_PLUGIN, GatewayApiTrafficRouting, IstioTrafficRouting, NginxTrafficRouting,
+    AlbTrafficRouting, GATEWAY_API_PLUGIN, GatewayApiTrafficRouting, IstioTrafficRouting,
+    NginxTrafficRouting, SmiTrafficRouting, TraefikTrafficRouting,
 };
 
 const FIELD: &str = "spec.strategy.canary.trafficRouting";
@@ -57,6 +61,9 @@ pub struct Routing {
     pub istio: Option<IstioTrafficRouting>,
     pub nginx: Option<NginxTrafficRouting>,
     pub gateway_api: Option<GatewayApiTrafficRouting>,
+    pub smi: Option<SmiTrafficRouting>,
+    pub traefik: Option<TraefikTrafficRouting>,
+    pub alb: Option<AlbTrafficRouting>,
     /// `maxTrafficWeight` as written; see [`Desired::max_weight`].
     pub max_traffic_weight: Option<i32>,
 }
@@ -79,11 +86,8 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
         return Ok(None);
     };
     let unsupported = [
-        ("alb", tr.alb.is_some()),
-        ("smi", tr.smi.is_some()),
         ("ambassador", tr.ambassador.is_some()),
         ("appMesh", tr.app_mesh.is_some()),
-        ("traefik", tr.traefik.is_some()),
         ("apisix", tr.apisix.is_some()),
     ];
     for (name, set) in unsupported
@@ -93,7 +97,7 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
         if set {
             return Err(config(
                 format!("{FIELD}.{name}"),
-                "not supported by canaryd: it drives Istio, NGINX Ingress and the Gateway API plugin",
+                "not supported by canaryd: it drives Istio, NGINX Ingress, ALB, SMI, Traefik and the Gateway API plugin",
             ));
         }
     }
@@ -125,12 +129,45 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
     if let Some(nginx) = &tr.nginx {
         nginx::check(nginx, &format!("{FIELD}.nginx"))?;
     }
+    let smi = parsed(tr.smi.as_ref(), "smi")?;
+    let traefik = parsed(tr.traefik.as_ref(), "traefik")?;
+    let alb: Option<AlbTrafficRouting> = parsed(tr.alb.as_ref(), "alb")?;
+    if let Some(alb) = &alb {
+        alb::check(alb).map_err(|message| config(format!("{FIELD}.alb"), message))?;
+        if tr.managed_routes.is_some() {
+            return Err(config(
+                format!("{FIELD}.managedRoutes"),
+                "not supported by canaryd with ALB: header routes are written on Istio and the Gateway API plugin only",
+            ));
+        }
+    }
     Ok(Some(Routing {
         istio: tr.istio.clone(),
         nginx: tr.nginx.clone(),
         gateway_api,
+        smi,
+        traefik,
+        alb,
         max_traffic_weight: tr.max_traffic_weight,
     }))
+}
+
+/// A router's configuration kept raw in the wire type (`trafficRouting.<name>`), read into its type; an error
+/// names the field that does not read.
+fn parsed<T: serde::de::DeserializeOwned>(
+    value: Option<&Value>,
+    name: &str,
+) -> Result<Option<T>, RoutingError> {
+    value
+        .map(|v| {
+            serde_path_to_error::deserialize(v).map_err(|e| {
+                config(
+                    format!("{FIELD}.{name}.{}", e.path()),
+                    e.inner().to_string(),
+                )
+            })
+        })
+        .transpose()
 }
 
 /// What one reconcile wants the routers to show, from the planner.
@@ -302,16 +339,8 @@ mod tests {
     fn every_router_canaryd_does_not_drive_is_named_in_the_error() {
         for (written, field) in [
             (
-                json!({"smi": {}}),
-                "spec.strategy.canary.trafficRouting.smi",
-            ),
-            (
-                json!({"alb": {"ingress": "i"}}),
-                "spec.strategy.canary.trafficRouting.alb",
-            ),
-            (
-                json!({"traefik": {}}),
-                "spec.strategy.canary.trafficRouting.traefik",
+                json!({"ambassador": {"mappings": ["m"]}}),
+                "spec.strategy.canary.trafficRouting.ambassador",
             ),
             (
                 json!({"plugins": {"argoproj-labs/contour": {}}}),

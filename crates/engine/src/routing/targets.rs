@@ -1,15 +1,16 @@
 //! The router objects a Rollout's traffic routing names, in the order Argo brings them to a weight
-//! (Istio's DestinationRule before its VirtualServices, then NGINX's canary Ingresses, then the Gateway API's
-//! HTTPRoutes), each with the builder that re-weights it. One list for every driver: the daemon's edge
+//! (Istio's DestinationRule before its VirtualServices, then NGINX's canary Ingresses, ALB's Ingresses, SMI's TrafficSplit,
+//! Traefik's TraefikService, then the Gateway API's HTTPRoutes), each with the builder that re-weights it. One list for every driver: the daemon's edge
 //! (`routers/`) reads and writes these objects through the API server, a rehearsal in memory.
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::Value;
 
-use super::{Desired, Routing, RoutingError, gateway, istio, nginx};
+use super::{Desired, Routing, RoutingError, alb, gateway, istio, nginx, smi, traefik};
 use crate::api::reasons::rollout as reasons;
 use crate::api::traffic_routing::{
-    GatewayApiTrafficRouting, IstioDestinationRule, IstioVirtualService, NginxTrafficRouting,
+    AlbTrafficRouting, GatewayApiTrafficRouting, IstioDestinationRule, IstioVirtualService,
+    NginxTrafficRouting, SmiTrafficRouting,
 };
 use crate::rollout::Event;
 
@@ -73,6 +74,20 @@ pub enum Target<'r> {
         name: &'r str,
         config: &'r GatewayApiTrafficRouting,
     },
+    /// SMI's TrafficSplit, created and controlled by the Rollout (`smi::traffic_split`).
+    TrafficSplit {
+        namespace: &'r str,
+        name: &'r str,
+        config: &'r SmiTrafficRouting,
+    },
+    /// Traefik's weighted TraefikService (`traefik::traefik_service`).
+    TraefikService { namespace: &'r str, name: &'r str },
+    /// An Ingress of ALB's, its action annotation re-weighted (`alb::ingress`).
+    AlbIngress {
+        namespace: &'r str,
+        name: &'r str,
+        config: &'r AlbTrafficRouting,
+    },
 }
 
 impl<'r> Target<'r> {
@@ -81,8 +96,10 @@ impl<'r> Target<'r> {
         match self {
             Target::DestinationRule { .. } => "DestinationRule",
             Target::VirtualService { .. } => "VirtualService",
-            Target::CanaryIngress { .. } => "Ingress",
+            Target::CanaryIngress { .. } | Target::AlbIngress { .. } => "Ingress",
             Target::HttpRoute { .. } => "HTTPRoute",
+            Target::TrafficSplit { .. } => smi::KIND,
+            Target::TraefikService { .. } => traefik::KIND,
         }
     }
 
@@ -91,7 +108,10 @@ impl<'r> Target<'r> {
             Target::DestinationRule { namespace, .. }
             | Target::VirtualService { namespace, .. }
             | Target::CanaryIngress { namespace, .. }
-            | Target::HttpRoute { namespace, .. } => namespace,
+            | Target::HttpRoute { namespace, .. }
+            | Target::TrafficSplit { namespace, .. }
+            | Target::TraefikService { namespace, .. }
+            | Target::AlbIngress { namespace, .. } => namespace,
         }
     }
 
@@ -100,9 +120,23 @@ impl<'r> Target<'r> {
     pub fn read_name(&self) -> &'r str {
         match self {
             Target::DestinationRule { config, .. } => &config.name,
-            Target::VirtualService { name, .. } | Target::HttpRoute { name, .. } => name,
+            Target::VirtualService { name, .. }
+            | Target::HttpRoute { name, .. }
+            | Target::TrafficSplit { name, .. }
+            | Target::TraefikService { name, .. }
+            | Target::AlbIngress { name, .. } => name,
             Target::CanaryIngress { stable, .. } => stable,
         }
+    }
+
+    /// Whether the object is one Argo reads and checks before acting (its getRolloutReferencedResources):
+    /// all but the TrafficSplit, which the Rollout creates, and the TraefikService, which Argo's Traefik router
+    /// first reads when it sets a weight.
+    pub fn referenced(&self) -> bool {
+        !matches!(
+            self,
+            Target::TrafficSplit { .. } | Target::TraefikService { .. }
+        )
     }
 
     /// What `read` holds of the object [`Target::read_name`] names; `None` when it was not read.
@@ -116,9 +150,11 @@ impl<'r> Target<'r> {
     pub fn name(&self, d: &Desired) -> String {
         match self {
             Target::DestinationRule { config, .. } => config.name.clone(),
-            Target::VirtualService { name, .. } | Target::HttpRoute { name, .. } => {
-                name.to_string()
-            }
+            Target::VirtualService { name, .. }
+            | Target::HttpRoute { name, .. }
+            | Target::TrafficSplit { name, .. }
+            | Target::TraefikService { name, .. }
+            | Target::AlbIngress { name, .. } => name.to_string(),
             Target::CanaryIngress { stable, .. } => {
                 nginx::canary_ingress_name(d.rollout_name(), stable)
             }
@@ -137,13 +173,17 @@ impl<'r> Target<'r> {
             }
             Target::VirtualService { .. }
             | Target::HttpRoute { .. }
-            | Target::CanaryIngress { .. } => Ok(()),
+            | Target::CanaryIngress { .. }
+            | Target::TrafficSplit { .. }
+            | Target::TraefikService { .. }
+            | Target::AlbIngress { .. } => Ok(()),
         }
     }
 
     /// The object `current` (as read) at the desired weight and hashes, for an update that keeps its
     /// resourceVersion; `Ok(None)` when it already says so. The canary Ingress is made from two objects
-    /// (`nginx::canary_ingress`) and is not built here.
+    /// (`nginx::canary_ingress`) and the TrafficSplit is created or patched (`smi::traffic_split`): neither
+    /// is built here.
     pub fn build(&self, current: &Value, d: &Desired) -> Result<Option<Value>, RoutingError> {
         match self {
             Target::DestinationRule { config, .. } => istio::destination_rule(current, config, d),
@@ -153,15 +193,21 @@ impl<'r> Target<'r> {
                 ..
             } => istio::virtual_service(current, config, *destination_rule, d),
             Target::HttpRoute { config, .. } => gateway::http_route(current, config, d),
+            Target::TraefikService { .. } => traefik::traefik_service(current, d),
+            Target::AlbIngress { config, .. } => alb::ingress(current, config, d),
             Target::CanaryIngress { .. } => Err(RoutingError::Mismatch(
                 "the canary Ingress is made from its stable Ingress".to_string(),
+            )),
+            Target::TrafficSplit { .. } => Err(RoutingError::Mismatch(
+                "the TrafficSplit is created or patched, not updated".to_string(),
             )),
         }
     }
 
     /// The Event Argo's router records on the Rollout once it has written this object at `d` (`created`: the
     /// canary Ingress was made rather than patched): Istio's `UpdateHash` and `SetWeight`, NGINX's
-    /// `SetWeight`. `None` for an HTTPRoute: Argo's Gateway API plugin records none.
+    /// `SetWeight`, ALB's `PatchingALBIngress`, SMI's `TrafficSplitCreated`. `None` for an HTTPRoute (Argo's Gateway API plugin records
+    /// none), a patched TrafficSplit and a TraefikService (Argo's Traefik router records only a failed update).
     pub fn written(&self, d: &Desired, created: bool) -> Option<Event> {
         let (reason, message) = match self {
             Target::DestinationRule { config, .. } => (
@@ -190,6 +236,13 @@ impl<'r> Target<'r> {
                     d.canary_weight
                 ),
             ),
+            Target::AlbIngress { name, .. } => (
+                reasons::PATCHING_ALB_INGRESS,
+                format!(
+                    "Updating Ingress `{name}` to desiredWeight '{}'",
+                    d.canary_weight
+                ),
+            ),
             Target::CanaryIngress { .. } => (
                 reasons::PATCHING_CANARY_INGRESS,
                 format!(
@@ -198,7 +251,15 @@ impl<'r> Target<'r> {
                     d.canary_weight
                 ),
             ),
-            Target::HttpRoute { .. } => return None,
+            Target::TrafficSplit { name, .. } if created => (
+                reasons::TRAFFIC_SPLIT_CREATED,
+                format!("TrafficSplit `{name}` created"),
+            ),
+            Target::HttpRoute { .. }
+            | Target::TrafficSplit { .. }
+            | Target::TraefikService { .. } => {
+                return None;
+            }
         };
         Some(Event {
             reason: reason.to_string(),
@@ -240,6 +301,28 @@ pub fn targets<'r>(routing: &'r Routing, d: &Desired<'r>) -> Vec<Target<'r>> {
             });
         }
     }
+    if let Some(config) = &routing.alb {
+        for name in alb::ingresses(config) {
+            out.push(Target::AlbIngress {
+                namespace,
+                name,
+                config,
+            });
+        }
+    }
+    if let Some(config) = &routing.smi {
+        out.push(Target::TrafficSplit {
+            namespace,
+            name: smi::traffic_split_name(config, d),
+            config,
+        });
+    }
+    if let Some(config) = &routing.traefik {
+        out.push(Target::TraefikService {
+            namespace,
+            name: &config.weighted_traefik_service_name,
+        });
+    }
     if let Some(config) = &routing.gateway_api {
         let route_namespace = gateway::namespace(config, d);
         for name in gateway::http_routes(config) {
@@ -269,6 +352,8 @@ mod tests {
                     "destinationRule": {"name": "dr", "canarySubsetName": "c", "stableSubsetName": "s"}
                 },
                 "nginx": {"stableIngresses": ["i1", "i2"]},
+                "alb": {"ingresses": ["a1", "a2"], "servicePort": 80},
+                "traefik": {"weightedTraefikServiceName": "t"},
                 "plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "h", "namespace": "gw"}}
             }}}}
         }))
@@ -287,6 +372,9 @@ mod tests {
                 ("VirtualService", "mesh", "b".to_string()),
                 ("Ingress", "prod", "web-i1-canary".to_string()),
                 ("Ingress", "prod", "web-i2-canary".to_string()),
+                ("Ingress", "prod", "a1".to_string()),
+                ("Ingress", "prod", "a2".to_string()),
+                ("TraefikService", "prod", "t".to_string()),
                 ("HTTPRoute", "gw", "h".to_string()),
             ]
         );

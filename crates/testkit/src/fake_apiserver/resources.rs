@@ -117,6 +117,8 @@ impl ResourceDef {
             "istio-virtualservices-crd.yaml",
             "istio-destinationrules-crd.yaml",
             "gateway-api-httproutes-crd.yaml",
+            "smi-trafficsplits-crd.yaml",
+            "traefik-traefikservices-crd.yaml",
         ] {
             all.extend(super::crd::load(&root.join(file)));
         }
