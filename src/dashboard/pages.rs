@@ -241,10 +241,7 @@ fn revisions(view: &RolloutView) -> String {
     for revision in &view.revisions {
         let _ = write!(out, "<h3>revision {}</h3><ul>", revision.revision);
         for rs in &revision.replica_sets {
-            let tags: Vec<&str> = [(rs.stable, "stable"), (rs.canary, "canary")]
-                .into_iter()
-                .filter_map(|(on, tag)| on.then_some(tag))
-                .collect();
+            let tags = rs.tags();
             let _ = write!(
                 out,
                 "<li class=replicaset>{} ReplicaSet {} {} {} ({}/{} available) {}</li>",

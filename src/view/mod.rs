@@ -99,13 +99,34 @@ pub struct ReplicaSetView {
     pub status: String,
     pub icon: &'static str,
     pub stable: bool,
+    /// A canary Rollout's ReplicaSet of the current pod template, when not stable.
     pub canary: bool,
+    /// A blue-green Rollout's ReplicaSet the active Service selects.
+    pub active: bool,
+    /// A blue-green Rollout's ReplicaSet the preview Service selects and the active one does not.
+    pub preview: bool,
     pub replicas: i32,
     pub available: i32,
     /// `scale-down-deadline`: when a traffic-routed Rollout scales it to zero.
     pub scale_down_deadline: Option<String>,
     pub images: Vec<String>,
     pub pods: Vec<PodView>,
+}
+
+impl ReplicaSetView {
+    /// The INFO tags kubectl-argo-rollouts shows for it, in its order: `stable`, then `canary`, `active` or
+    /// `preview`.
+    pub fn tags(&self) -> Vec<&'static str> {
+        [
+            (self.stable, "stable"),
+            (self.canary, "canary"),
+            (self.active, "active"),
+            (self.preview, "preview"),
+        ]
+        .into_iter()
+        .filter_map(|(on, tag)| on.then_some(tag))
+        .collect()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

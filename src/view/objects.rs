@@ -41,8 +41,7 @@ pub(super) fn replica_sets(
         .map(|rs| {
             let read = Rs::read(rs);
             let health = replica_set_health(rs, &read);
-            let stable = !read.hash.is_empty() && read.hash == status.stable_rs;
-            let canary = !stable && !read.hash.is_empty() && read.hash == status.current_pod_hash;
+            let [stable, canary, active, preview] = roles(rollout, &status, &read.hash);
             let rs_uid = rs.metadata.uid.clone().unwrap_or_default();
             let mut pods: Vec<PodView> = owned
                 .pods
@@ -58,6 +57,8 @@ pub(super) fn replica_sets(
                 status: health.to_string(),
                 stable,
                 canary,
+                active,
+                preview,
                 replicas: read.pods.current,
                 available: read.pods.available,
                 scale_down_deadline: rs
@@ -89,6 +90,22 @@ pub(super) fn replica_sets(
 
 /// Argo's `getReplicaSetHealth`: Progressing until its controller has seen its spec and its pods are
 /// available, ReplicaFailure when the controller says so, ScaledDown at zero, else Healthy.
+/// Whether the ReplicaSet of pod-template hash `hash` is stable, canary, active and preview (Argo's
+/// `NewReplicaSetInfo`): a canary Rollout's is `canary` when it runs the current pod template and is not stable;
+/// a blue-green's is `active` when the active Service selects it, else `preview` when the preview Service does.
+fn roles(rollout: &Rollout, status: &crate::api::rollout::RolloutStatus, hash: &str) -> [bool; 4] {
+    let is = |selected: &str| !hash.is_empty() && hash == selected;
+    let stable = is(&status.stable_rs);
+    let canary = rollout.spec.canary().is_some() && !stable && is(&status.current_pod_hash);
+    let selectors = match rollout.spec.blue_green() {
+        Some(_) => status.blue_green.clone().unwrap_or_default(),
+        None => Default::default(),
+    };
+    let active = is(&selectors.active_selector);
+    let preview = !active && is(&selectors.preview_selector);
+    [stable, canary, active, preview]
+}
+
 pub fn replica_set_health(rs: &ReplicaSet, read: &Rs) -> &'static str {
     if !read.observed {
         return "Progressing";
@@ -127,10 +144,7 @@ fn replica_set_icon(health: &str) -> &'static str {
 pub(super) fn images(replica_sets: &[(Rs, ReplicaSetView)]) -> Vec<ImageView> {
     let mut images: Vec<ImageView> = Vec::new();
     for (_, rs) in replica_sets.iter().filter(|(_, rs)| rs.replicas > 0) {
-        let tags = [(rs.canary, "canary"), (rs.stable, "stable")]
-            .into_iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, tag)| tag.to_string());
+        let tags = rs.tags().into_iter().map(str::to_string);
         for image in &rs.images {
             match images.iter_mut().find(|i| &i.image == image) {
                 Some(known) => known.tags.extend(tags.clone()),

@@ -87,6 +87,60 @@ fn a_replica_sets_health_waits_for_its_controller_and_its_pods() {
     assert_eq!(health(&replica_set(0, 0, 1, 1)), "ScaledDown");
 }
 
+/// A ReplicaSet of Rollout `web` (uid `r`) with pod-template hash `hash`, running image `web:1`.
+fn owned_replica_set(hash: &str, available: i32) -> ReplicaSet {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("web-{hash}"), "uid": hash,
+            "labels": {"rollouts-pod-template-hash": hash},
+            "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "web",
+                "uid": "r", "controller": true}]},
+        "spec": {"replicas": available, "selector": {},
+            "template": {"spec": {"containers": [{"name": "web", "image": "web:1"}]}}},
+        "status": {"replicas": available, "availableReplicas": available},
+    }))
+    .unwrap()
+}
+
+/// Argo's `NewReplicaSetInfo` for a blue-green Rollout: the ReplicaSet the active Service selects is `active`
+/// (and `stable` once promoted), the one only the preview Service selects is `preview`, and none is `canary`
+/// though the preview runs the current pod template; no step or weights are shown.
+#[test]
+fn a_blue_green_rollouts_replica_sets_are_tagged_active_and_preview() {
+    let rollout: Rollout = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "ns", "uid": "r"},
+        "spec": {"replicas": 2, "strategy": {"blueGreen": {"activeService": "web", "previewService": "web-preview"}}},
+        "status": {"stableRS": "s", "currentPodHash": "p",
+            "blueGreen": {"activeSelector": "s", "previewSelector": "p"}},
+    }))
+    .unwrap();
+    let replica_sets = [owned_replica_set("s", 2), owned_replica_set("p", 2)];
+    let owned = Owned {
+        replica_sets: &replica_sets,
+        pods: &[],
+        analysis_runs: &[],
+    };
+    let view = rollout_view(&rollout, &owned);
+    assert_eq!(view.strategy, "BlueGreen");
+    assert!(view.canary.is_none());
+    let tags: Vec<(String, Vec<&str>)> = view
+        .revisions
+        .iter()
+        .flat_map(|r| &r.replica_sets)
+        .map(|rs| (rs.name.clone(), rs.tags()))
+        .collect();
+    assert!(
+        tags.contains(&("web-s".to_string(), vec!["stable", "active"])),
+        "{tags:?}"
+    );
+    assert!(
+        tags.contains(&("web-p".to_string(), vec!["preview"])),
+        "{tags:?}"
+    );
+    assert_eq!(view.images[0].tags, ["active", "preview", "stable"]);
+    let text = super::text::rollout(&view, "2026-01-01T00:00:00Z".parse().unwrap());
+    assert!(!text.contains("Step:"), "{text}");
+}
+
 /// Argo's `NewRolloutInfo`: without a router the canary's weight is its share of the available pods, and
 /// an image run by two ReplicaSets is listed once with both tags.
 #[test]
@@ -97,19 +151,7 @@ fn without_a_router_the_actual_weight_is_the_canarys_share_of_available_pods() {
         "status": {"currentStepIndex": 1, "stableRS": "s", "currentPodHash": "c", "availableReplicas": 4},
     }))
     .unwrap();
-    let rs = |hash: &str, available: i32| -> ReplicaSet {
-        serde_json::from_value(json!({
-            "metadata": {"name": format!("web-{hash}"), "uid": hash,
-                "labels": {"rollouts-pod-template-hash": hash},
-                "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": "web",
-                    "uid": "r", "controller": true}]},
-            "spec": {"replicas": available, "selector": {},
-                "template": {"spec": {"containers": [{"name": "web", "image": "web:1"}]}}},
-            "status": {"replicas": available, "availableReplicas": available},
-        }))
-        .unwrap()
-    };
-    let replica_sets = [rs("s", 3), rs("c", 1)];
+    let replica_sets = [owned_replica_set("s", 3), owned_replica_set("c", 1)];
     let owned = Owned {
         replica_sets: &replica_sets,
         pods: &[],

@@ -153,13 +153,7 @@ fn replica_set_rows(
     sub: &str,
     now: Timestamp,
 ) {
-    let mut info = Vec::new();
-    if rs.stable {
-        info.push("stable".to_string());
-    }
-    if rs.canary {
-        info.push("canary".to_string());
-    }
+    let mut info: Vec<String> = rs.tags().into_iter().map(str::to_string).collect();
     if let Some(deadline) = &rs.scale_down_deadline {
         info.push(format!("delay:{}", scale_down_delay(deadline, now)));
     }
