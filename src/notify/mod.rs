@@ -32,7 +32,9 @@ use tracing::{info, warn};
 use crate::engine::notify::config::Config;
 use crate::engine::notify::render::{Vars, render};
 use crate::engine::notify::subscriptions::{Destination, destinations};
-use crate::engine::notify::{templates_to_send, trigger_for_reason};
+use crate::engine::notify::{
+    analysis_run_selector, analysis_runs_of, templates_to_send, trigger_for_reason,
+};
 use crate::k8s::events::{self, EventQueue, Happened};
 use crate::observe::Metrics;
 use crate::time::Clock;
@@ -164,7 +166,9 @@ impl Notifier {
         if subscribed.is_empty() {
             return;
         }
-        let sends = match templates_to_send(&config, &trigger, &object) {
+        let analysis_runs = self.analysis_runs(&regarding, &object).await;
+        let now = self.clock.now();
+        let sends = match templates_to_send(&config, &trigger, &object, &analysis_runs, now) {
             Ok(sends) => sends,
             Err(e) => return self.failed(&config, &regarding, &trigger, reason, e),
         };
@@ -228,20 +232,48 @@ impl Notifier {
 
     /// The object an Event is about, as JSON, read afresh.
     async fn read(&self, regarding: &ObjectReference) -> Result<Value, String> {
+        let kind = regarding.kind.as_deref().unwrap_or_default();
+        let name = regarding.name.as_deref().unwrap_or_default();
+        let object = self
+            .api_of(regarding, kind)
+            .get(name)
+            .await
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(object).map_err(|e| e.to_string())
+    }
+
+    /// The objects of `kind` in the API group and namespace of `regarding`.
+    fn api_of(&self, regarding: &ObjectReference, kind: &str) -> Api<DynamicObject> {
         let api_version = regarding.api_version.as_deref().unwrap_or("v1");
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let kind = regarding.kind.as_deref().unwrap_or_default();
         let gvk = GroupVersionKind::gvk(group, version, kind);
         let resource =
             ApiResource::from_gvk_with_plural(&gvk, &format!("{}s", kind.to_lowercase()));
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            self.client.clone(),
-            regarding.namespace.as_deref().unwrap_or_default(),
-            &resource,
-        );
-        let name = regarding.name.as_deref().unwrap_or_default();
-        let object = api.get(name).await.map_err(|e| e.to_string())?;
-        serde_json::to_value(object).map_err(|e| e.to_string())
+        let namespace = regarding.namespace.as_deref().unwrap_or_default();
+        Api::namespaced_with(self.client.clone(), namespace, &resource)
+    }
+
+    /// `analysisRuns` for a trigger about a Rollout (nil for another object, or when they cannot be listed:
+    /// logged, as record.go logs it and leaves them out).
+    async fn analysis_runs(&self, regarding: &ObjectReference, object: &Value) -> Value {
+        if regarding.kind.as_deref() != Some("Rollout") {
+            return Value::Null;
+        }
+        let api = self.api_of(regarding, "AnalysisRun");
+        let params = ListParams::default().labels(&analysis_run_selector(object));
+        match api.list(&params).await {
+            Ok(list) => {
+                let listed = list
+                    .items
+                    .iter()
+                    .filter_map(|r| serde_json::to_value(r).ok());
+                analysis_runs_of(object, listed.collect())
+            }
+            Err(e) => {
+                warn!(error = %e, "Cannot list the AnalysisRuns a notification's trigger reads");
+                Value::Null
+            }
+        }
     }
 
     /// Records on `event` what has been sent for it.

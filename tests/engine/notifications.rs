@@ -88,7 +88,14 @@ fn argos_nine_builtin_triggers_each_send_their_template() {
         ]
     );
     for (trigger, conditions) in &config.triggers {
-        let sends = templates_to_send(&config, trigger, &rollout()).expect("no when to fail");
+        let sends = templates_to_send(
+            &config,
+            trigger,
+            &rollout(),
+            &Value::Null,
+            jiff::Timestamp::UNIX_EPOCH,
+        )
+        .expect("no when to fail");
         assert_eq!(sends.len(), 1, "{trigger}");
         assert_eq!(sends[0], conditions[0].send, "{trigger}");
         assert!(config.templates.contains_key(&sends[0][0]), "{trigger}");
@@ -198,7 +205,16 @@ fn argos_published_example_reads_unchanged_and_its_when_selects_the_purple_image
     let mut purple = rollout();
     purple["spec"]["template"]["spec"]["containers"][0]["image"] =
         json!("argoproj/rollouts-demo:purple");
-    let sends = |r: &Value| templates_to_send(&config, "on-purple", r).expect("evaluates");
+    let sends = |r: &Value| {
+        templates_to_send(
+            &config,
+            "on-purple",
+            r,
+            &Value::Null,
+            jiff::Timestamp::UNIX_EPOCH,
+        )
+        .expect("evaluates")
+    };
     assert_eq!(sends(&purple), [vec!["my-purple-template".to_string()]]);
     assert_eq!(sends(&rollout()), Vec::<Vec<String>>::new());
     let notification = rendered(&config, "my-purple-template", &purple);
