@@ -143,7 +143,7 @@ impl Notifier {
         let Some(regarding) = event.regarding.clone() else {
             return;
         };
-        let object = match self.read(&regarding).await {
+        let object = match read(&self.client, &regarding).await {
             Ok(object) => object,
             Err(e) => {
                 warn!(trigger = %trigger, error = %e, "Cannot read the object to notify about");
@@ -166,7 +166,7 @@ impl Notifier {
         if subscribed.is_empty() {
             return;
         }
-        let analysis_runs = self.analysis_runs(&regarding, &object).await;
+        let analysis_runs = analysis_runs(&self.client, &regarding, &object).await;
         let now = self.clock.now();
         let sends = match templates_to_send(&config, &trigger, &object, &analysis_runs, now) {
             Ok(sends) => sends,
@@ -183,9 +183,7 @@ impl Notifier {
             }
             let mut outcome = "sent";
             for templates in &sends {
-                let sent = self
-                    .deliver(&config, &object, &destination, templates)
-                    .await;
+                let sent = deliver(&self.http, &config, &object, &destination, templates).await;
                 let ok = sent.is_ok();
                 self.metrics.notification_sent(
                     ok,
@@ -203,76 +201,6 @@ impl Notifier {
             }
             notified.insert(key, json!(outcome));
             self.record(&event, &notified).await;
-        }
-    }
-
-    /// Renders `templates` for `destination` and sends them through its service.
-    async fn deliver(
-        &self,
-        config: &Config,
-        object: &Value,
-        destination: &Destination,
-        templates: &[String],
-    ) -> Result<(), String> {
-        let Some(service) = config.services.get(&destination.service) else {
-            return Err(format!(
-                "notification service '{}' is not configured",
-                destination.service
-            ));
-        };
-        let vars = Vars {
-            rollout: object,
-            recipient: &destination.recipient,
-            service: &destination.service,
-            context: &config.context,
-        };
-        let notification = render(&config.templates, templates, &vars)?;
-        services::send(&self.http, service, &notification, destination).await
-    }
-
-    /// The object an Event is about, as JSON, read afresh.
-    async fn read(&self, regarding: &ObjectReference) -> Result<Value, String> {
-        let kind = regarding.kind.as_deref().unwrap_or_default();
-        let name = regarding.name.as_deref().unwrap_or_default();
-        let object = self
-            .api_of(regarding, kind)
-            .get(name)
-            .await
-            .map_err(|e| e.to_string())?;
-        serde_json::to_value(object).map_err(|e| e.to_string())
-    }
-
-    /// The objects of `kind` in the API group and namespace of `regarding`.
-    fn api_of(&self, regarding: &ObjectReference, kind: &str) -> Api<DynamicObject> {
-        let api_version = regarding.api_version.as_deref().unwrap_or("v1");
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        let resource =
-            ApiResource::from_gvk_with_plural(&gvk, &format!("{}s", kind.to_lowercase()));
-        let namespace = regarding.namespace.as_deref().unwrap_or_default();
-        Api::namespaced_with(self.client.clone(), namespace, &resource)
-    }
-
-    /// `analysisRuns` for a trigger about a Rollout (nil for another object, or when they cannot be listed:
-    /// logged, as record.go logs it and leaves them out).
-    async fn analysis_runs(&self, regarding: &ObjectReference, object: &Value) -> Value {
-        if regarding.kind.as_deref() != Some("Rollout") {
-            return Value::Null;
-        }
-        let api = self.api_of(regarding, "AnalysisRun");
-        let params = ListParams::default().labels(&analysis_run_selector(object));
-        match api.list(&params).await {
-            Ok(list) => {
-                let listed = list
-                    .items
-                    .iter()
-                    .filter_map(|r| serde_json::to_value(r).ok());
-                analysis_runs_of(object, listed.collect())
-            }
-            Err(e) => {
-                warn!(error = %e, "Cannot list the AnalysisRuns a notification's trigger reads");
-                Value::Null
-            }
         }
     }
 
@@ -362,4 +290,86 @@ fn recorded(event: &Event) -> serde_json::Map<String, Value> {
         .and_then(|a| a.get(NOTIFIED))
         .and_then(|text| serde_json::from_str(text).ok())
         .unwrap_or_default()
+}
+
+/// Renders `templates` for `destination` and sends them through its service.
+pub async fn deliver(
+    http: &reqwest::Client,
+    config: &Config,
+    object: &Value,
+    destination: &Destination,
+    templates: &[String],
+) -> Result<(), String> {
+    let Some(service) = config.services.get(&destination.service) else {
+        return Err(format!(
+            "notification service '{}' is not configured",
+            destination.service
+        ));
+    };
+    let notification = render_for(config, object, destination, templates)?;
+    services::send(http, service, &notification, destination).await
+}
+
+/// The notification `templates` make for `destination` about `object`.
+pub fn render_for(
+    config: &Config,
+    object: &Value,
+    destination: &Destination,
+    templates: &[String],
+) -> Result<serde_json::Map<String, Value>, String> {
+    let vars = Vars {
+        rollout: object,
+        recipient: &destination.recipient,
+        service: &destination.service,
+        context: &config.context,
+    };
+    render(&config.templates, templates, &vars)
+}
+
+/// The object `regarding` names, as JSON, read afresh.
+pub async fn read(
+    client: &kube::Client,
+    regarding: &ObjectReference,
+) -> Result<Value, kube::Error> {
+    let kind = regarding.kind.as_deref().unwrap_or_default();
+    let name = regarding.name.as_deref().unwrap_or_default();
+    let object = api_of(client, regarding, kind).get(name).await?;
+    Ok(serde_json::to_value(object).unwrap_or_default())
+}
+
+/// The objects of `kind` in the API group and namespace of `regarding`.
+fn api_of(client: &kube::Client, regarding: &ObjectReference, kind: &str) -> Api<DynamicObject> {
+    let api_version = regarding.api_version.as_deref().unwrap_or("v1");
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, &format!("{}s", kind.to_lowercase()));
+    let namespace = regarding.namespace.as_deref().unwrap_or_default();
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+/// `analysisRuns` for a trigger about the object `regarding` names (nil for another object than a Rollout,
+/// or when they cannot be listed: logged, as record.go logs it and leaves them out).
+pub async fn analysis_runs(
+    client: &kube::Client,
+    regarding: &ObjectReference,
+    object: &Value,
+) -> Value {
+    if regarding.kind.as_deref() != Some("Rollout") {
+        return Value::Null;
+    }
+    let api = api_of(client, regarding, "AnalysisRun");
+    let params = ListParams::default().labels(&analysis_run_selector(object));
+    match api.list(&params).await {
+        Ok(list) => {
+            let listed = list
+                .items
+                .iter()
+                .filter_map(|r| serde_json::to_value(r).ok());
+            analysis_runs_of(object, listed.collect())
+        }
+        Err(e) => {
+            warn!(error = %e, "Cannot list the AnalysisRuns a notification's trigger reads");
+            Value::Null
+        }
+    }
 }

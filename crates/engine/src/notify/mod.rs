@@ -76,10 +76,36 @@ pub fn trigger_for_reason(reason: &str) -> String {
     out
 }
 
-/// The template lists `trigger` sends for `rollout` at `now`, its `analysis_runs` as [`analysis_runs_of`]
-/// chose them: one per condition whose `when` holds or that has none (record.go's `sendNotifications`). A
-/// trigger that is not configured sends nothing; a `when` that cannot be evaluated is an error naming the
-/// trigger.
+/// Whether each of `trigger`'s conditions fires for `rollout` at `now`, its `analysis_runs` as
+/// [`analysis_runs_of`] chose them (the notifications engine's `RunTrigger`): a condition fires when its
+/// `when` holds or it has none (record.go sends a condition without `when`). `None`: the trigger is not
+/// configured; an error: a `when` that cannot be evaluated, naming the trigger.
+pub fn run_trigger<'c>(
+    config: &'c Config,
+    trigger: &str,
+    rollout: &Value,
+    analysis_runs: &Value,
+    now: jiff::Timestamp,
+) -> Result<Option<Vec<(&'c config::TriggerCondition, bool)>>, String> {
+    let Some(conditions) = config.triggers.get(trigger) else {
+        return Ok(None);
+    };
+    let variables = MetricValue::Json(json!({"rollout": rollout, "analysisRuns": analysis_runs}));
+    let mut results = Vec::new();
+    for condition in conditions {
+        let fires = match &condition.when {
+            None => true,
+            Some(when) => when
+                .evaluate_at(&variables, now)
+                .map_err(|e| format!("trigger '{trigger}' `when: {}`: {e}", when.source()))?,
+        };
+        results.push((condition, fires));
+    }
+    Ok(Some(results))
+}
+
+/// The template lists `trigger` sends for `rollout` (record.go's `sendNotifications`): those of the
+/// conditions [`run_trigger`] fires; nothing for a trigger that is not configured.
 pub fn templates_to_send(
     config: &Config,
     trigger: &str,
@@ -87,23 +113,12 @@ pub fn templates_to_send(
     analysis_runs: &Value,
     now: jiff::Timestamp,
 ) -> Result<Vec<Vec<String>>, String> {
-    let Some(conditions) = config.triggers.get(trigger) else {
-        return Ok(Vec::new());
-    };
-    let variables = MetricValue::Json(json!({"rollout": rollout, "analysisRuns": analysis_runs}));
-    let mut send = Vec::new();
-    for condition in conditions {
-        let holds = match &condition.when {
-            None => true,
-            Some(when) => when
-                .evaluate_at(&variables, now)
-                .map_err(|e| format!("trigger '{trigger}' `when: {}`: {e}", when.source()))?,
-        };
-        if holds {
-            send.push(condition.send.clone());
-        }
-    }
-    Ok(send)
+    let results = run_trigger(config, trigger, rollout, analysis_runs, now)?.unwrap_or_default();
+    Ok(results
+        .into_iter()
+        .filter(|(_, fires)| *fires)
+        .map(|(condition, _)| condition.send.clone())
+        .collect())
 }
 
 #[cfg(test)]
