@@ -13,6 +13,7 @@
 //! record). A broken template, trigger or service is a Warning Event on the object and a log line; it never
 //! holds a reconcile, which has returned before the Event is created.
 
+mod email;
 pub mod services;
 pub mod settings;
 mod webhook;

@@ -3,7 +3,8 @@
 //! `webhook.<service>` method, path and body, else a GET with the message; retried on a connection error, a
 //! 429 or a 5xx with exponential backoff between `retryWaitMin` and `retryWaitMax`, `retryMax` times),
 //! `slack` (`chat.postMessage` at `apiURL`, the recipient as the channel, `attachments` and `blocks` passed
-//! through) and `teams` (a MessageCard to the recipient's incoming webhook from `recipientUrls`). Any other
+//! through), `teams` (a MessageCard to the recipient's incoming webhook from `recipientUrls`) and `email`
+//! (SMTP, `email.rs`). Any other
 //! service type is an error naming it. Errors may hold secrets: the caller scrubs them.
 
 use std::time::Duration;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::webhook;
+use super::{email, webhook};
 use crate::engine::notify::config::Service;
 use crate::engine::notify::subscriptions::Destination;
 
@@ -39,13 +40,17 @@ pub async fn send(
         }
         "slack" => slack(http, &service.options, notification, &destination.recipient).await,
         "teams" => teams(http, &service.options, notification, &destination.recipient).await,
+        "email" => email::send(&service.options, notification, &destination.recipient).await,
         other => Err(format!(
-            "service type '{other}' is not supported by canaryd (webhook, slack and teams are)"
+            "service type '{other}' is not supported by canaryd (webhook, slack, teams and email are)"
         )),
     }
 }
 
-fn options<T: serde::de::DeserializeOwned>(kind: &str, value: &Value) -> Result<T, String> {
+pub(super) fn options<T: serde::de::DeserializeOwned>(
+    kind: &str,
+    value: &Value,
+) -> Result<T, String> {
     serde_json::from_value(value.clone()).map_err(|e| format!("{kind} service options: {e}"))
 }
 
@@ -55,7 +60,7 @@ fn field<'a>(notification: &'a Map<String, Value>, path: &[&str]) -> Option<&'a 
         .try_fold(notification.get(*first)?, |v, k| v.get(k))
 }
 
-fn text(notification: &Map<String, Value>, path: &[&str]) -> String {
+pub(super) fn text(notification: &Map<String, Value>, path: &[&str]) -> String {
     field(notification, path)
         .and_then(Value::as_str)
         .unwrap_or_default()

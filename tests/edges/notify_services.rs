@@ -208,14 +208,14 @@ async fn a_webhook_without_a_body_of_its_own_gets_the_message_with_basic_auth_an
 async fn a_service_type_canaryd_does_not_send_is_an_error_naming_it() {
     let error = send(
         &http_client(),
-        &service("email", json!({})),
+        &service("pagerduty", json!({})),
         &Map::new(),
-        &to("email", "me"),
+        &to("pagerduty", "me"),
     )
     .await
     .expect_err("not supported");
     assert_eq!(
         error,
-        "service type 'email' is not supported by canaryd (webhook, slack and teams are)"
+        "service type 'pagerduty' is not supported by canaryd (webhook, slack, teams and email are)"
     );
 }
