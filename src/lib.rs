@@ -6,6 +6,7 @@
 pub use canaryd_engine::api;
 pub mod cli;
 pub mod controller;
+pub mod dashboard;
 pub use canaryd_engine as engine;
 pub mod k8s;
 pub mod measure;
@@ -18,3 +19,4 @@ pub mod runner;
 pub use canaryd_engine::scrub;
 pub mod time;
 pub mod view;
+pub mod web;

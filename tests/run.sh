@@ -20,6 +20,8 @@ if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null || ! c
 fi
 command -v promtool >/dev/null || { echo "promtool is still missing: install Debian's prometheus package" >&2; exit 1; }
 command -v tmux >/dev/null || { echo "tmux is still missing: install Debian's tmux package (apt-get install -y tmux)" >&2; exit 1; }
+# Headless Chromium and chromedriver: the offline reports (tests/cli/report.rs, e2e) and the dashboard (tests/web/).
+command -v chromium >/dev/null && command -v chromedriver >/dev/null || { log "installing Debian's chromium and chromium-driver"; as_root apt-get update -qq; DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
 
 if ! command -v cargo-nextest >/dev/null && ! cargo nextest --version >/dev/null 2>&1; then
   log "installing cargo-nextest"

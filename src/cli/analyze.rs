@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use jiff::Timestamp;
 
 use super::load::{self, SourceDoc};
+use super::report_file::ReportFile;
 use super::validate::validate_documents;
 use super::{Exit, OutputFormat};
 use crate::api::{
@@ -21,6 +22,7 @@ use crate::measure::Providers;
 use crate::providers::provider::RunRef;
 use crate::runner::{self, Event, PreparedRun};
 use crate::time::Clock;
+use crate::web::report::Gathering;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -46,6 +48,9 @@ pub struct Args {
     /// one line.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// Also write the measurements and each metric's chart to FILE as one self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
 }
 
 pub fn parse_arg(text: &str) -> Result<(String, String), String> {
@@ -217,6 +222,33 @@ pub fn exit_for(phase: AnalysisPhase) -> Exit {
     }
 }
 
+/// How a report marks a measurement's line: `failed` for a Failed or Error measurement.
+pub fn measurement_class(phase: AnalysisPhase) -> &'static str {
+    match phase {
+        AnalysisPhase::Failed | AnalysisPhase::Error => "failed",
+        _ => "",
+    }
+}
+
+/// The report of an analysis that ended: its measurements' lines, and the run as it ended with every
+/// measurement seen.
+fn write_report(
+    file: ReportFile,
+    gathering: Gathering,
+    name: &str,
+    run: &PreparedRun,
+    status: &AnalysisRunStatus,
+    ending: String,
+) -> Result<(), Exit> {
+    let spec = api::AnalysisRunSpec {
+        metrics: run.metrics.iter().map(|m| m.metric.clone()).collect(),
+        ..Default::default()
+    };
+    let mut shown = api::AnalysisRun::new(name, spec);
+    shown.status = Some(status.clone());
+    file.write(&gathering.report(format!("canaryd analysis {name}"), ending, &[shown]))
+}
+
 /// One measurement as a line: time, metric, value, phase, running counts.
 pub fn measurement_line(at: Timestamp, m: &api::Measurement, r: &api::MetricResult) -> String {
     let value = m.value.as_deref().filter(|v| !v.is_empty()).unwrap_or("-");
@@ -270,7 +302,9 @@ pub async fn execute(
     providers: &Providers,
     window: Option<(Timestamp, Timestamp)>,
     output: OutputFormat,
+    report: Option<ReportFile>,
 ) -> Exit {
+    let mut gathering = Gathering::default();
     let clock = match window {
         Some((from, _)) => Clock::virtual_at(from),
         None => Clock::Wall,
@@ -289,6 +323,10 @@ pub async fn execute(
             result,
         } => {
             let line = measurement_line(at, measurement, result);
+            if report.is_some() {
+                gathering.line(line.clone(), measurement_class(measurement.phase));
+                gathering.measured(name, &result.name, measurement);
+            }
             if progress.is_some() {
                 eprint!("\r\x1b[2K");
             }
@@ -328,8 +366,21 @@ pub async fn execute(
     if progress.is_some() {
         eprint!("\r\x1b[2K");
     }
+    let told = summary(name, &status, &assessment);
+    if let Some(file) = report
+        && let Err(exit) = write_report(
+            file,
+            gathering,
+            name,
+            run,
+            &status,
+            told.trim().lines().next().unwrap_or("").to_string(),
+        )
+    {
+        return exit;
+    }
     match output {
-        OutputFormat::Text => say!("{}", summary(name, &status, &assessment)),
+        OutputFormat::Text => say!("{told}"),
         OutputFormat::Json => match serde_json::to_string(&status) {
             Ok(json) => say!("{json}"),
             Err(e) => {
@@ -356,6 +407,10 @@ pub fn run(args: Args) -> Exit {
         return Exit::Usage;
     }
     let window = args.from.zip(args.to);
+    let report = match super::report_file::open("analyze", args.report.as_deref()) {
+        Ok(report) => report,
+        Err(exit) => return exit,
+    };
     let jobs: Vec<&str> = prepared
         .metrics
         .iter()
@@ -406,6 +461,6 @@ pub fn run(args: Args) -> Exit {
                 return Exit::Usage;
             }
         }
-        execute(&name, &prepared, &providers, window, args.output).await
+        execute(&name, &prepared, &providers, window, args.output, report).await
     })
 }

@@ -26,6 +26,9 @@ pub struct Args {
     /// line: the run's final status).
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// Also write the timeline and the analysis's charts to FILE as one self-contained HTML page.
+    #[arg(long, value_name = "FILE", conflicts_with = "write_openmetrics")]
+    pub report: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Exit {
@@ -39,6 +42,10 @@ pub fn run(args: Args) -> Exit {
             }
         };
     }
+    let report = match super::report_file::open("demo", args.report.as_deref()) {
+        Ok(report) => report,
+        Err(exit) => return exit,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -50,7 +57,7 @@ pub fn run(args: Args) -> Exit {
         }
     };
     if !args.analysis_only {
-        return runtime.block_on(super::demo_rollout::run(scenario, args.output));
+        return runtime.block_on(super::demo_rollout::run(scenario, args.output, report));
     }
     runtime.block_on(async {
         let (docs, error) = load::parse_documents(std::path::Path::new("analysis-templates/success-rate.yaml"), SUCCESS_RATE);
@@ -82,6 +89,7 @@ pub fn run(args: Args) -> Exit {
             );
         }
         let providers = Providers::new(None).with_prometheus(Arc::new(StandIn(scenario)));
-        super::analyze::execute(&name, &prepared, &providers, Some((from, to)), args.output).await
+        super::analyze::execute(&name, &prepared, &providers, Some((from, to)), args.output, report)
+            .await
     })
 }

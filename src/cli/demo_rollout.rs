@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::demo_scenario::{SUCCESS_RATE, Scenario, ScenarioName, StandIn};
 use super::rehearse::setup_from_docs;
 use super::rehearse_report;
+use super::report_file::ReportFile;
 use super::{Exit, OutputFormat, load};
 use crate::measure::Providers;
 use crate::rehearsal::Options;
@@ -82,7 +83,7 @@ spec:
 "#;
 
 /// Plays the demo's Rollout through `scenario`.
-pub async fn run(scenario: Scenario, output: OutputFormat) -> Exit {
+pub async fn run(scenario: Scenario, output: OutputFormat, report: Option<ReportFile>) -> Exit {
     let mut docs = Vec::new();
     for (file, text) in [
         ("checkout-rollout.yaml", ROLLOUT),
@@ -124,5 +125,5 @@ pub async fn run(scenario: Scenario, output: OutputFormat) -> Exit {
         ready_after: jiff::SignedDuration::ZERO,
         promote_after: None,
     };
-    rehearse_report::show(&setup, &providers, &opts, output).await
+    rehearse_report::show(&setup, &providers, &opts, output, report).await
 }

@@ -6,15 +6,13 @@
 use std::io::Write;
 
 use clap::{Args as ClapArgs, Subcommand};
-use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
 
 use super::{Exit, OutputFormat};
-use crate::api::{AnalysisRun, Rollout};
-use crate::k8s::rollout_writes::owned_selector;
-use crate::view::{self, Owned};
+use crate::api::Rollout;
+use crate::k8s::rollout_reads::{self, Listed};
+use crate::view;
 
 #[derive(Debug, ClapArgs)]
 pub struct Args {
@@ -150,47 +148,10 @@ pub async fn read_rollout(
     }
 }
 
-/// What a Rollout may own, listed once with its selector.
-pub struct Listed {
-    pub replica_sets: Vec<ReplicaSet>,
-    pub pods: Vec<Pod>,
-    pub analysis_runs: Vec<AnalysisRun>,
-}
-
-impl Listed {
-    pub fn borrowed(&self) -> Owned<'_> {
-        Owned {
-            replica_sets: &self.replica_sets,
-            pods: &self.pods,
-            analysis_runs: &self.analysis_runs,
-        }
-    }
-}
-
 async fn read_owned(client: &kube::Client, rollout: &Rollout) -> Result<Listed, Failure> {
-    let namespace = rollout.metadata.namespace.clone().unwrap_or_default();
-    let params = ListParams::default().labels(&owned_selector(rollout));
-    let in_namespace = format!("in namespace {namespace:?}");
-    let rs: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-    let runs: Api<AnalysisRun> = Api::namespaced(client.clone(), &namespace);
-    Ok(Listed {
-        replica_sets: rs
-            .list(&params)
-            .await
-            .map_err(|e| Failure::api(&format!("replicasets {in_namespace}"), &e))?
-            .items,
-        pods: pods
-            .list(&params)
-            .await
-            .map_err(|e| Failure::api(&format!("pods {in_namespace}"), &e))?
-            .items,
-        analysis_runs: runs
-            .list(&params)
-            .await
-            .map_err(|e| Failure::api(&format!("analysisruns {in_namespace}"), &e))?
-            .items,
-    })
+    rollout_reads::owned(client, rollout)
+        .await
+        .map_err(|e| Failure::api(&e.what, &e.error))
 }
 
 async fn rollouts(client: kube::Client, args: ListArgs) -> Result<Exit, Failure> {

@@ -19,6 +19,7 @@ pub mod analyze;
 pub mod appset;
 pub mod cluster;
 pub mod crds;
+pub mod dashboard;
 pub mod demo;
 pub mod demo_rollout;
 pub mod demo_scenario;
@@ -34,6 +35,7 @@ pub mod plan;
 pub mod rehearse;
 pub mod rehearse_many;
 pub mod rehearse_report;
+pub mod report_file;
 pub mod rollout_actions;
 pub mod run;
 pub mod validate;
@@ -157,6 +159,9 @@ pub enum Command {
     /// Show a Rollout as kubectl-argo-rollouts does (`get rollout NAME [--watch]`), or a table of Rollouts
     /// (`get rollouts`), read through the kubeconfig.
     Get(get::Args),
+    /// Serve the dashboard on a workstation (http://127.0.0.1:3100/): Rollouts, their steps, revisions,
+    /// Events and AnalysisRuns, live, read through the kubeconfig; --actions adds promote/abort/retry/pause.
+    Dashboard(dashboard::Args),
     /// Evaluate a condition (or a success/failure pair) against a value: debug a condition before a rollout.
     Eval(eval::Args),
     /// Judge canary against baseline: sequential error-rate test or distribution test (exit 0 pass, 1 fail,
@@ -181,6 +186,7 @@ pub fn run(cli: Cli) -> Exit {
         Command::Run(args) => run::run(args),
         Command::Crds(args) => crds::run(args),
         Command::Get(args) => get::run(args),
+        Command::Dashboard(args) => dashboard::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Judge(args) => judge::run(args),
         Command::Notifications(args) => notifications::run(args),

@@ -63,6 +63,9 @@ pub struct Args {
     /// the Rollout's final status.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// Also write the timeline and each analysis's charts to FILE as one self-contained HTML page.
+    #[arg(long, value_name = "FILE", conflicts_with = "every")]
+    pub report: Option<PathBuf>,
 }
 
 fn parse_duration(text: &str) -> Result<SignedDuration, String> {
@@ -439,6 +442,10 @@ pub fn run(args: Args) -> Exit {
         eprintln!("canaryd rehearse: {message} (nothing was rehearsed)");
         return Exit::Usage;
     }
+    let report = match super::report_file::open("rehearse", args.report.as_deref()) {
+        Ok(report) => report,
+        Err(exit) => return exit,
+    };
     match starts {
         Some(starts) => runtime.block_on(super::rehearse_many::run(
             &setup,
@@ -452,6 +459,7 @@ pub fn run(args: Args) -> Exit {
             &providers,
             &opts,
             args.output,
+            report,
         )),
     }
 }

@@ -1,15 +1,17 @@
 //! How a rehearsal is told: each timeline entry as a line (or a JSON object), the outcome in one sentence,
 //! and the exit code it maps onto (0 promoted, 1 aborted, 3 waiting for a person). `rehearse`, its
-//! `--every` form and `demo` print through it.
+//! `--every` form and `demo` print through it; `--report` writes the same lines with the runs' charts.
 
 use std::io::{IsTerminal, Write};
 
 use jiff::SignedDuration;
 
+use super::report_file::ReportFile;
 use super::{Exit, OutputFormat};
 use crate::api::reasons::rollout::TRAFFIC_WEIGHT_UPDATED;
 use crate::measure::Providers;
 use crate::rehearsal::{self, Ending, Entry, Options, Outcome, Setup};
+use crate::web::report::{Gathering, Report};
 
 /// A duration of virtual time as people read it: `1h 5m`, `45s`.
 pub fn human(seconds: i64) -> String {
@@ -117,16 +119,59 @@ pub fn outcome_json(e: &Ending) -> String {
     value.to_string()
 }
 
-/// Plays one rehearsal and prints it; shared with `canaryd demo`.
+/// How the report marks an entry's line: a step, a warning, a failed measurement.
+fn entry_class(entry: &Entry) -> &'static str {
+    match entry {
+        Entry::Step { .. } => "step",
+        Entry::Event { warning: true, .. } => "warning",
+        Entry::Measurement { measurement, .. } => {
+            super::analyze::measurement_class(measurement.phase)
+        }
+        _ => "",
+    }
+}
+
+/// Gathers an entry for the report: its line, and the measurement it tells.
+fn gather(gathering: &mut Gathering, entry: &Entry) {
+    gathering.line(entry_line(entry), entry_class(entry));
+    if let Entry::Measurement {
+        analysis_run,
+        result,
+        measurement,
+        ..
+    } = entry
+    {
+        gathering.measured(analysis_run, &result.name, measurement);
+    }
+}
+
+/// The report of a rehearsal that ended.
+fn rehearsal_report(gathering: Gathering, setup: &Setup, ending: &Ending, steps: usize) -> Report {
+    let meta = &setup.rollout.metadata;
+    let title = format!(
+        "canaryd rehearsal of Rollout {}/{}",
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or("")
+    );
+    gathering.report(title, outcome_line(ending, steps), &ending.analysis_runs)
+}
+
+/// Plays one rehearsal and prints it, and writes its report when `report` is given; shared with
+/// `canaryd demo`.
 pub async fn show(
     setup: &Setup,
     providers: &Providers,
     opts: &Options,
     output: OutputFormat,
+    report: Option<ReportFile>,
 ) -> Exit {
     let steps = crate::engine::rollout::steps::steps(&setup.rollout).len();
     let progress = std::io::stderr().is_terminal();
+    let mut gathering = Gathering::default();
     let mut on = |entry: &Entry| {
+        if report.is_some() {
+            gather(&mut gathering, entry);
+        }
         if progress {
             eprint!("\r\x1b[2K");
         }
@@ -155,6 +200,11 @@ pub async fn show(
             match output {
                 OutputFormat::Text => say!("\nOutcome: {}", outcome_line(&ending, steps)),
                 OutputFormat::Json => say!("{}", outcome_json(&ending)),
+            }
+            if let Some(file) = report
+                && let Err(exit) = file.write(&rehearsal_report(gathering, setup, &ending, steps))
+            {
+                return exit;
             }
             exit_for(ending.outcome)
         }

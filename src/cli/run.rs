@@ -66,6 +66,14 @@ pub struct Args {
     /// Send Argo Rollouts' notifications to the subscribers of the Events canaryd records; false sends none.
     #[arg(long, env = "CANARYD_NOTIFICATIONS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub notifications: bool,
+    /// Also serve the dashboard's pages here (e.g. 0.0.0.0:3100), read through the daemon's service account;
+    /// off by default. Put something that authenticates in front before exposing it beyond port-forwarding.
+    #[arg(long, env = "CANARYD_DASHBOARD_ADDR", value_name = "ADDR")]
+    pub dashboard_addr: Option<SocketAddr>,
+    /// Let the dashboard's buttons promote, abort, retry and pause Rollouts as the daemon's service account
+    /// (which then needs `patch` on rollouts and rollouts/status); read-only without it.
+    #[arg(long, env = "CANARYD_DASHBOARD_ACTIONS", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL", requires = "dashboard_addr")]
+    pub dashboard_actions: bool,
     /// Check the flags and exit: 0 when they are valid, 2 naming the bad one.
     #[arg(long)]
     pub check_config: bool,
@@ -177,6 +185,16 @@ async fn daemon(args: Args) -> Exit {
             return Exit::Error;
         }
     };
+    let dashboard = match args.dashboard_addr {
+        None => None,
+        Some(addr) => match dashboard(addr, &clients.api, args.dashboard_actions).await {
+            Ok(server) => Some(server),
+            Err(message) => {
+                eprintln!("canaryd run: {message}");
+                return Exit::Error;
+            }
+        },
+    };
     let config = args.config(crate::k8s::lease::identity(&identity_base()));
     let daemon = match Daemon::bind(clients, config).await {
         Ok(d) => d,
@@ -193,8 +211,29 @@ async fn daemon(args: Args) -> Exit {
         "canaryd run started"
     );
     daemon.run(termination()).await;
+    if let Some(server) = dashboard {
+        server.abort();
+    }
     tracing::info!("canaryd run stopped");
     Exit::Ok
+}
+
+/// The dashboard served on `addr` beside the daemon, through its client (`--dashboard-addr`).
+async fn dashboard(
+    addr: SocketAddr,
+    client: &kube::Client,
+    actions: bool,
+) -> Result<tokio::task::JoinHandle<()>, String> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr} for the dashboard: {e}"))?;
+    let settings = crate::dashboard::Settings { actions };
+    tracing::info!(%addr, actions, "dashboard served");
+    Ok(tokio::spawn(crate::dashboard::serve(
+        listener,
+        client.clone(),
+        settings,
+    )))
 }
 
 /// SIGTERM (the kubelet stopping the pod) or Ctrl-C.

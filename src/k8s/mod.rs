@@ -1,7 +1,7 @@
 //! The Kubernetes edge of `canaryd run`: which AnalysisRuns this process owns (label selectors), reading
 //! Secrets for args, writing status with the resourceVersion precondition (through the status subresource where
 //! the CRD declares one, else through the object), deleting expired runs, publishing Events, and the leader
-//! Lease, and a Rollout's reads and writes (`rollout_writes`). Nothing here decides an analysis outcome or a
+//! Lease, and a Rollout's reads (`rollout_reads`) and writes (`rollout_writes`). Nothing here decides an analysis outcome or a
 //! Rollout's next step; it moves what `engine/` computed to and from the API server.
 
 pub mod event_series;
@@ -9,6 +9,7 @@ pub mod events;
 pub mod jobs;
 pub mod lease;
 pub mod rollout_actions;
+pub mod rollout_reads;
 pub mod rollout_writes;
 pub mod runs;
 pub mod status;

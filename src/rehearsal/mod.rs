@@ -77,15 +77,28 @@ fn later(t: Timestamp, d: SignedDuration) -> Timestamp {
     t.checked_add(d).unwrap_or(Timestamp::MAX)
 }
 
-/// Plays one rehearsal from `opts.from`, reporting the timeline to `on`.
+/// Plays one rehearsal from `opts.from`, reporting the timeline to `on`; the ending carries the
+/// AnalysisRuns as they stood at the end.
 pub async fn play(
     setup: &Setup,
     providers: &Providers,
     opts: &Options,
     on: &mut dyn FnMut(&Entry),
 ) -> Result<Ending, RehearsalError> {
-    let clock = Clock::virtual_at(opts.from);
     let mut cluster = rehearsed_cluster(setup, opts.from)?;
+    let mut ending = play_on(&mut cluster, setup, providers, opts, on).await?;
+    ending.analysis_runs = std::mem::take(&mut cluster.analysis_runs);
+    Ok(ending)
+}
+
+async fn play_on(
+    cluster: &mut MemoryCluster,
+    setup: &Setup,
+    providers: &Providers,
+    opts: &Options,
+    on: &mut dyn FnMut(&Entry),
+) -> Result<Ending, RehearsalError> {
+    let clock = Clock::virtual_at(opts.from);
     let steps = steps::steps(&cluster.rollout).len();
     let mut runs = runs::Runs::new(&setup.args, setup.prometheus.as_deref());
     let mut available_at: Option<Timestamp> = None;
@@ -98,9 +111,9 @@ pub async fn play(
             cluster.make_available();
             available_at = None;
         }
-        runs.measure_due(&mut cluster, providers, &clock, on).await;
+        runs.measure_due(cluster, providers, &clock, on).await;
         let wake = settle(
-            &mut cluster,
+            cluster,
             now,
             opts.ready_after,
             &mut available_at,
@@ -123,11 +136,11 @@ pub async fn play(
                 metric,
             ))
         };
-        if let Some((outcome, reason, metric)) = finished(&cluster, &status) {
+        if let Some((outcome, reason, metric)) = finished(cluster, &status) {
             return end(outcome, reason, metric);
         }
         let promotions = promoted_at.get(&progressing_step).copied().unwrap_or(0);
-        let promote_at = match person(&cluster, &status, opts.promote_after, promotions, now) {
+        let promote_at = match person(cluster, &status, opts.promote_after, promotions, now) {
             Person::Away(promote_at) => promote_at,
             Person::Leaves(reason, metric) => return end(Outcome::Waiting, reason, metric),
             Person::Promotes(reason) => {
@@ -137,7 +150,7 @@ pub async fn play(
                 continue;
             }
         };
-        let due = [wake, available_at, promote_at, runs.next_due(&cluster, now)]
+        let due = [wake, available_at, promote_at, runs.next_due(cluster, now)]
             .into_iter()
             .flatten()
             .min();
@@ -256,6 +269,7 @@ fn ending(
         metric,
         reason,
         status: status.clone(),
+        analysis_runs: Vec::new(),
     }
 }
 

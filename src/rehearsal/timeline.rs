@@ -5,7 +5,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use crate::api::rollout::RolloutStatus;
-use crate::api::{Measurement, MetricResult};
+use crate::api::{AnalysisRun, Measurement, MetricResult};
 use crate::engine::routing::memory::RouterWeights;
 
 /// One line of the timeline.
@@ -104,7 +104,7 @@ pub enum Outcome {
     Waiting,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Ending {
     pub outcome: Outcome,
@@ -121,4 +121,8 @@ pub struct Ending {
     pub reason: String,
     /// The Rollout's final status, with Argo's field names.
     pub status: RolloutStatus,
+    /// The AnalysisRuns as they stood at the end, for the report's charts (not in the JSON line: the
+    /// timeline's measurement entries already tell them).
+    #[serde(skip)]
+    pub analysis_runs: Vec<AnalysisRun>,
 }

@@ -164,6 +164,8 @@ pub struct RolloutRow {
     pub name: String,
     pub strategy: String,
     pub status: String,
+    /// What the controller said last about the phase (Argo's message beside it), e.g. why it aborted.
+    pub message: String,
     /// `i/n`, or `-`.
     pub step: String,
     /// The set weight, or `-` for a strategy without weights.
@@ -222,6 +224,47 @@ pub fn rollout_view(rollout: &Rollout, owned: &Owned) -> RolloutView {
     }
 }
 
+/// Where a canary step stands in the Rollout's progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StepState {
+    Done,
+    Current,
+    ToCome,
+}
+
+/// One canary step of the timeline: Argo's name for it, the weight the steps ask for while it is current
+/// (the engine's `steps::set_weight`, as if not aborted), and where it stands.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineStep {
+    pub text: String,
+    pub weight: i32,
+    pub state: StepState,
+}
+
+/// Every canary step of `rollout` in order, with `status.currentStepIndex` marking the current one (every step
+/// is done past the last one); empty without steps.
+pub fn step_timeline(rollout: &Rollout) -> Vec<TimelineStep> {
+    let steps = steps::steps(rollout);
+    let status = rollout.status.clone().unwrap_or_default();
+    let (_, index) = steps::current(steps, &status);
+    let index = index.unwrap_or(0);
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| TimelineStep {
+            text: steps::describe(step),
+            weight: steps::set_weight(steps, Some(i), false),
+            state: match i.cmp(&index) {
+                std::cmp::Ordering::Less => StepState::Done,
+                std::cmp::Ordering::Equal => StepState::Current,
+                std::cmp::Ordering::Greater => StepState::ToCome,
+            },
+        })
+        .collect()
+}
+
 /// The row of `rollout` in `get rollouts` (Argo's `cmd/list` `newRolloutInfo`).
 pub fn rollout_row(rollout: &Rollout) -> RolloutRow {
     let status = rollout.status.clone().unwrap_or_default();
@@ -236,11 +279,13 @@ pub fn rollout_row(rollout: &Rollout) -> RolloutRow {
         )
     });
     let (step, set_weight) = canary.unwrap_or_else(|| ("-".to_string(), "-".to_string()));
+    let (phase, message) = conditions::shown_phase(rollout);
     RolloutRow {
         namespace: rollout.metadata.namespace.clone().unwrap_or_default(),
         name: rollout.metadata.name.clone().unwrap_or_default(),
         strategy: strategy(rollout).to_string(),
-        status: conditions::shown_phase(rollout).0,
+        status: phase,
+        message,
         step,
         set_weight,
         ready: status.ready_replicas,

@@ -95,6 +95,13 @@ MATRIX: dict[str, dict[str, Any]] = {
         }},
     },
     "notifications off": {"notifications": {"enabled": False}},
+    "dashboard, read-only": {"dashboard": {"enabled": True}},
+    "dashboard with actions in a namespace list, behind a NetworkPolicy": {
+        "dashboard": {"enabled": True, "port": 8080, "actions": True, "networkPolicyFrom": [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}]},
+        "watch": {"namespaces": ["team-a"]},
+        "networkPolicy": {"enabled": True},
+    },
     "every traffic router": {"rbac": {"routers": {"istio": True, "nginx": True, "gatewayAPI": True}}},
     "Istio only, in a namespace list": {"watch": {"namespaces": ["team-a"]}, "rbac": {"routers": {"istio": True}}},
     "CRDs not kept on uninstall": {"crds": {"keep": False}},
@@ -157,6 +164,8 @@ REFUSED: list[tuple[str, dict[str, Any], type[Exception], str]] = [
      helm.HelmRenderError, "extraArgs: --log-format is set by the chart; use the value log.format instead"),
     ("extraArgs may not widen the watched namespaces behind RBAC's back", {"extraArgs": ["--namespace=kube-system"]},
      helm.HelmRenderError, "extraArgs: --namespace is set by the chart; use the value watch.namespaces instead"),
+    ("extraArgs may not turn the dashboard's actions on behind RBAC's back", {"extraArgs": ["--dashboard-actions=true"]},
+     helm.HelmRenderError, "extraArgs: --dashboard-actions is set by the chart; use the value dashboard.actions instead"),
     ("an existing service account needs a name", {"serviceAccount": {"create": False}},
      helm.HelmRenderError, "serviceAccount.name is required when serviceAccount.create is false"),
 ]
@@ -198,6 +207,18 @@ LEASE_RULE = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 NOTIFICATION_RULE = {("", "configmaps"): {"get", "list", "watch"}, ("", "secrets"): {"get", "list", "watch"}}
 NOTIFICATION_OBJECTS = {"configmaps": ["argo-rollouts-notification-configmap"],
                         "secrets": ["argo-rollouts-notification-secret"]}
+# With dashboard.enabled: the pages read each Rollout, what it owns and its Events, and watch for changes; with
+# dashboard.actions the buttons patch the Rollout or its status.
+DASHBOARD_RULES = {
+    ("argoproj.io", "rollouts"): {"get", "list", "watch"},
+    ("apps", "replicasets"): {"list", "watch"},
+    ("", "pods"): {"list"},
+    ("", "events"): {"list"},
+}
+DASHBOARD_ACTION_RULES = {
+    ("argoproj.io", "rollouts"): {"patch"},
+    ("argoproj.io", "rollouts/status"): {"patch"},
+}
 NOTIFICATION_WATCH_RULE = {("events.k8s.io", "events"): {"list"}}
 BUILTIN_NOTIFICATIONS = CHART / "files" / "notifications-builtin.yaml"
 ROUTER_RULES = {
@@ -320,10 +341,15 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         get = container[probe]["httpGet"]
         expect(get == {"path": path, "port": "metrics"}, f"{probe} is {get}")
-    expect(
-        container["ports"] == [{"name": "metrics", "containerPort": values["metrics"]["port"], "protocol": "TCP"}],
-        f"ports: {container['ports']}",
-    )
+    dashboard = values["dashboard"]
+    ports = [{"name": "metrics", "containerPort": values["metrics"]["port"], "protocol": "TCP"}]
+    if dashboard["enabled"]:
+        ports.append({"name": "dashboard", "containerPort": dashboard["port"], "protocol": "TCP"})
+    expect(container["ports"] == ports, f"ports: {container['ports']}")
+    dashboard_args = [a for a in container["args"] if a.startswith("--dashboard")]
+    expected_args = ([f"--dashboard-addr=0.0.0.0:{dashboard['port']}"] if dashboard["enabled"] else []) + (
+        ["--dashboard-actions=true"] if dashboard["enabled"] and dashboard["actions"] else [])
+    expect(dashboard_args == expected_args, f"the dashboard's args are {dashboard_args}")
     rollouts = "--rollouts=true" in container["args"]
     expect(rollouts == values["rollouts"]["enabled"], f"--rollouts in the args is {rollouts}")
     notifications = "--notifications=false" not in container["args"]
@@ -369,6 +395,8 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
     watch_rules = merged(WATCH_RULES, SECRET_RULE if values["rbac"]["secrets"] else {},
                          ROLLOUT_RULES if values["rollouts"]["enabled"] else {},
                          NOTIFICATION_WATCH_RULE if values["notifications"]["enabled"] else {},
+                         DASHBOARD_RULES if values["dashboard"]["enabled"] else {},
+                         DASHBOARD_ACTION_RULES if values["dashboard"]["enabled"] and values["dashboard"]["actions"] else {},
                          *(rules for router, rules in ROUTER_RULES.items() if values["rbac"]["routers"][router]))
     namespaces = values["watch"]["namespaces"]
     cluster_roles = [grants(r) for (kind, _, _), r in roles.items() if kind == "ClusterRole"]
@@ -414,9 +442,11 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
            "PodDisruptionBudget switch ignored")
     expect(len(by_kind(objects, "NetworkPolicy")) == int(values["networkPolicy"]["enabled"]),
            "NetworkPolicy switch ignored")
-    service = one(objects, "Service")
+    services = {s["metadata"]["name"]: s for s in by_kind(objects, "Service")}
+    service = services.pop(f"{RELEASE}-metrics")
     expect(service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"],
            "the metrics Service does not select the pods")
+    check_dashboard_service(values["dashboard"], services, deployment)
     # Prometheus Operator names the job after the Service unless the ServiceMonitor relabels it.
     job = values["metrics"]["serviceMonitor"]["job"] or service["metadata"]["name"]
     for monitor in monitors:
@@ -427,6 +457,16 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
                f"the job relabeling {relabeled} is not {job}")
     monitoring.check_dashboards(objects, values, expect)
     monitoring.check_rules(objects, values, job, expect)
+
+
+def check_dashboard_service(values: dict[str, Any], services: dict[str, Any], deployment: dict[str, Any]) -> None:
+    """The dashboard's Service: only when enabled, selecting the pods, on the dashboard's port."""
+    expect(list(services) == ([f"{RELEASE}-dashboard"] if values["enabled"] else []), f"other Services: {list(services)}")
+    for service in services.values():
+        expect(service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"],
+               "the dashboard Service does not select the pods")
+        expect(service["spec"]["ports"] == [{"name": "dashboard", "port": values["port"], "targetPort": "dashboard",
+                                             "protocol": "TCP"}], f"the dashboard Service's ports: {service['spec']['ports']}")
 
 
 def check_notifications(values: dict[str, Any], objects: list[dict[str, Any]]) -> None:

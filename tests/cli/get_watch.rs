@@ -15,7 +15,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
 use crate::CANARYD;
-use crate::get_rollout::{NAME, NAMESPACE, from, get, rollout_object, serve_fixture};
+use crate::get_rollout::get;
+use canaryd_testkit::rollout::checkout::{NAME, NAMESPACE, from, rollout_object, serve_fixture};
 
 /// How long a change may take to show.
 const PATIENCE: Duration = Duration::from_secs(20);

@@ -19,6 +19,7 @@ mod judge_cli;
 mod notifications_cli;
 mod progressive_cli;
 mod rehearse_routers;
+mod report;
 mod rollout_actions;
 mod rollout_undo_set_image;
 mod run_cli;

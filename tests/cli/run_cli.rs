@@ -34,6 +34,20 @@ fn a_share_window_under_a_second_is_refused_naming_the_flag() {
 }
 
 #[test]
+fn dashboard_actions_without_a_dashboard_address_are_refused() {
+    let (code, stderr) = check(&["--dashboard-actions", "true"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("--dashboard-addr"), "{stderr}");
+    let both = [
+        "--dashboard-addr",
+        "0.0.0.0:3100",
+        "--dashboard-actions",
+        "true",
+    ];
+    assert_eq!(check(&both).0, Some(0));
+}
+
+#[test]
 fn a_renew_deadline_not_shorter_than_the_lease_is_refused() {
     let (code, stderr) = check(&["--lease-duration", "10s", "--renew-deadline", "10s"]);
     assert_eq!(code, Some(2));
@@ -77,9 +91,20 @@ async fn json_logs_have_one_line_per_measurement_with_run_metric_value_and_phase
         harness::finished(&server, "logged", Duration::from_secs(30)),
     )
     .await;
+    // The daemon logs the completion after the status write the test saw: wait for the line, not the write.
+    let logged = tokio::time::timeout(Duration::from_secs(10), async {
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("AnalysisRun completed")
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
     let _ = daemon.kill();
     let _ = daemon.wait();
     let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(logged.is_ok(), "no completion line:\n{text}");
     assert!(
         finished.is_ok(),
         "the run did not finish; the daemon said:\n{text}"

@@ -272,7 +272,7 @@ async fn the_condition_carries_argos_validate_rollout_error_word_for_word(crds: 
     let (server, client, _prom, _rsc) =
         deployed_with(crds, Answer::Scalar(1.0), &with_steps("web:1", json!([]))).await;
     let daemon = harness::spawn(client.clone(), config()).await;
-    let cases: [(&str, SpecChange, &str); 4] = [
+    let cases: [(&str, SpecChange, &str); 6] = [
         (
             "weight",
             |s| s["strategy"]["canary"]["steps"] = json!([{"setWeight": 120}]),
@@ -295,6 +295,17 @@ async fn the_condition_carries_argos_validate_rollout_error_word_for_word(crds: 
             |s| s["minReadySeconds"] = json!(600),
             "spec.progressDeadlineSeconds: Invalid value: 600: must be greater than minReadySeconds",
         ),
+        // Kubernetes' ValidatePodTemplateSpecForReplicaSet, which Argo runs before any ReplicaSet exists.
+        (
+            "no-containers",
+            |s| s["template"]["spec"]["containers"] = json!([]),
+            "spec.template.spec.containers: Required value",
+        ),
+        (
+            "no-image",
+            |s| s["template"]["spec"]["containers"] = json!([{"name": "web"}]),
+            "spec.template.spec.containers[0].image: Required value",
+        ),
     ];
     for (name, change, _) in &cases {
         server.put(&stored(name, change));
@@ -310,6 +321,20 @@ async fn the_condition_carries_argos_validate_rollout_error_word_for_word(crds: 
         );
     }
     until(&server, "web to stay Healthy", |s| healthy_at(s, None)).await;
+    let owners: Vec<String> = replica_sets(&server)
+        .iter()
+        .flat_map(|rs| {
+            rs.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .map(|o| o.name.clone())
+        })
+        .collect();
+    assert!(
+        !owners.is_empty() && owners.iter().all(|o| o == "web"),
+        "no ReplicaSet for an invalid Rollout: {owners:?}"
+    );
     daemon.stop().await;
 }
 

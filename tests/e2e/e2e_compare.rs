@@ -5,10 +5,12 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fixtures wait for real servers on real time.
 
+use std::path::Path;
 use std::sync::OnceLock;
 
 use crate::CANARYD;
 use canaryd::api::AnalysisPhase::{Failed, Inconclusive, Successful};
+use canaryd_testkit::offline_page;
 use canaryd_testkit::prometheus;
 use canaryd_testkit::prometheus::{
     Analyze, DEFAULT_BUCKETS, Latency, Prometheus, Scenario, Traffic, steady,
@@ -86,6 +88,47 @@ fn a_cluster_wide_incident_passes_the_comparison_but_fails_the_absolute_threshol
         .minutes(5, 40)
         .run();
     assert_eq!(absolute.phase(), Some(Failed));
+}
+
+/// The same run's offline report in headless Chromium with the network cut off: the rates per look, the
+/// look that decided and the sentence saying why, from the judge's numbers (the screenshot is kept under the
+/// target folder).
+#[test]
+fn the_report_of_a_failed_comparison_says_why_in_a_browser() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let page = dir.path().join("compare.html");
+    let run = versus(
+        "error-rate-vs-baseline.yaml",
+        "error-rate-vs-baseline",
+        "regress",
+    )
+    .minutes(5, 40)
+    .report(&page)
+    .run();
+    assert_eq!(run.phase(), Some(Failed), "{:?}", run.status);
+    let metadata = run.metric("error-rate-vs-baseline").metadata.clone();
+    let looks = metadata
+        .and_then(|m| m.get("canaryd.io/compare-looks").cloned())
+        .map_or(0, |l| l.split(',').count());
+    assert!(looks > 1, "{looks}");
+    let dom = offline_page::dump_dom(&page);
+    let why = format!(
+        "the canary's error rate exceeds the baseline's by more than 10% with 95% confidence after {looks} looks (canary "
+    );
+    assert!(dom.contains(&why), "{why} not in {dom}");
+    assert!(
+        dom.contains(&format!(">decided at look {looks}</text>")),
+        "{dom}"
+    );
+    assert_eq!(
+        dom.matches("<svg class=\"chart\"").count(),
+        2,
+        "rates, and their ratio against the margin"
+    );
+    assert!(dom.contains(">margin 1.1</text>"), "{dom}");
+    assert_eq!(dom.matches("<tr class=\"decided\">").count(), 1, "{dom}");
+    let png = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshots/compare.png");
+    offline_page::screenshot(&page, &png);
 }
 
 #[test]

@@ -268,3 +268,93 @@ fn router_configuration_errors_are_argos_internal_errors() {
         )
     );
 }
+
+/// Kubernetes' ValidateLabelSelector and ValidatePodTemplateSpecForReplicaSet (with the parts of ValidatePodSpec
+/// a mistyped template trips over), which Argo's ValidateRolloutSpec runs before acting: without them the
+/// ReplicaSet is refused by the API server later, after the Rollout looked valid.
+#[test]
+fn validate_pod_template_spec_for_replica_set() {
+    let cases: [(&str, SpecChange); 10] = [
+        ("spec.template.spec.containers: Required value", |s| {
+            s["template"]["spec"]["containers"] = json!([])
+        }),
+        (
+            "spec.template.spec.containers[0].image: Required value",
+            |s| {
+                drop(
+                    s["template"]["spec"]["containers"][0]
+                        .as_object_mut()
+                        .map(|c| c.remove("image")),
+                )
+            },
+        ),
+        (
+            "spec.template.spec.containers[0].name: Invalid value: \"Web\": a lowercase RFC 1123 label must \
+             consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric \
+             character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+            |s| s["template"]["spec"]["containers"][0]["name"] = json!("Web"),
+        ),
+        (
+            "spec.template.spec.initContainers[0].name: Duplicate value: \"web\"",
+            |s| {
+                s["template"]["spec"]["initContainers"] =
+                    json!([{"name": "web", "image": "busybox"}])
+            },
+        ),
+        (
+            "spec.template.spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 \
+             and 65535, inclusive",
+            |s| s["template"]["spec"]["containers"][0]["ports"] = json!([{"containerPort": 70000}]),
+        ),
+        (
+            "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"",
+            |s| s["template"]["spec"]["restartPolicy"] = json!("Never"),
+        ),
+        (
+            "spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in ReplicaSet is not \
+             Supported",
+            |s| s["template"]["spec"]["activeDeadlineSeconds"] = json!(30),
+        ),
+        // LabelSelectorAsSelector: a matchExpressions entry the template's labels fail.
+        (
+            "spec.template.metadata.labels: Invalid value: {\"app\":\"web\"}: `selector` does not match \
+             template `labels`",
+            |s| s["selector"]["matchExpressions"] = json!([{"key": "tier", "operator": "Exists"}]),
+        ),
+        // ValidateLabelSelectorRequirement, then "invalid label selector" and no template check.
+        (
+            "spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is \
+             'In' or 'NotIn'",
+            |s| {
+                s["selector"]["matchExpressions"] = json!([{"key": "tier", "operator": "In"}]);
+                s["template"]["spec"]["containers"] = json!([]);
+            },
+        ),
+        (
+            "spec.selector.matchExpressions[0].operator: Invalid value: \"Has\": not a valid selector operator",
+            |s| s["selector"]["matchExpressions"] = json!([{"key": "app", "operator": "Has"}]),
+        ),
+    ];
+    for (expected, change) in cases {
+        assert_eq!(
+            invalid_spec(json!({}), change),
+            format!("{PREFIX}{expected}")
+        );
+    }
+}
+
+/// A template the selector's expressions select, with an init container of its own name, is valid.
+#[test]
+fn a_template_matching_match_expressions_with_init_containers_is_valid() {
+    let mut value = serde_json::to_value(rollout(1, json!({}))).expect("a Rollout serialises");
+    let spec = &mut value["spec"];
+    spec["selector"]["matchExpressions"] = json!([
+        {"key": "app", "operator": "In", "values": ["web", "api"]},
+        {"key": "tier", "operator": "DoesNotExist"},
+        {"key": "track", "operator": "NotIn", "values": ["canary"]}
+    ]);
+    spec["template"]["spec"]["initContainers"] = json!([{"name": "migrate", "image": "busybox"}]);
+    spec["template"]["spec"]["restartPolicy"] = json!("Always");
+    let rollout: Rollout = serde_json::from_value(value).expect("the changed Rollout decodes");
+    assert_eq!(spec::check(&rollout), Vec::new());
+}

@@ -101,6 +101,24 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   resources: ["pods/eviction"]
   verbs: ["create"]
 {{- end }}
+{{- if .Values.dashboard.enabled }}
+# --dashboard-addr: the pages read each Rollout with what it owns and the Events about it, and watch for changes.
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["list", "watch"]
+- apiGroups: [""]
+  resources: ["pods", "events"]
+  verbs: ["list"]
+{{- if .Values.dashboard.actions }}
+# --dashboard-actions: promote, abort, retry and pause patch the Rollout or its status, as `canaryd abort` does.
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts", "rollouts/status"]
+  verbs: ["patch"]
+{{- end }}
+{{- end }}
 {{- if .Values.rbac.secrets }}
 # Args with valueFrom.secretKeyRef are read at measurement time.
 - apiGroups: [""]
@@ -141,6 +159,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if $v.rollouts.enabled -}}
 {{- $args = append $args "--rollouts=true" -}}
 {{- end -}}
+{{- if $v.dashboard.enabled -}}
+{{- $args = append $args (printf "--dashboard-addr=0.0.0.0:%d" (int $v.dashboard.port)) -}}
+{{- if $v.dashboard.actions -}}
+{{- $args = append $args "--dashboard-actions=true" -}}
+{{- end -}}
+{{- end -}}
 {{- if not $v.notifications.enabled -}}
 {{- $args = append $args "--notifications=false" -}}
 {{- end -}}
@@ -155,7 +179,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "--renew-deadline" "leaderElection.renewDeadline" "--retry-period" "leaderElection.retryPeriod"
   "--namespace" "watch.namespaces" "--instance-id" "instanceId" "--prometheus" "prometheus.address"
   "--rollouts" "rollouts.enabled" "--notifications" "notifications.enabled"
-  "--notifications-namespace" "notifications.enabled" -}}
+  "--notifications-namespace" "notifications.enabled"
+  "--dashboard-addr" "dashboard.enabled" "--dashboard-actions" "dashboard.actions" -}}
 {{- range $v.extraArgs -}}
 {{- $flag := regexReplaceAll "=.*$" . "" -}}
 {{- if hasKey $owned $flag -}}

@@ -52,18 +52,29 @@ impl Canaryd {
     /// settings and a home without `~/.kube`, so nothing else can answer. Off the async runtime's threads.
     pub async fn on_cluster(self, kubeconfig: &std::path::Path, args: &[&str]) -> Ran {
         let home = tempfile::tempdir().expect("a home without ~/.kube");
-        let mut command = self.command();
-        command
-            .args(args)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("KUBERNETES_SERVICE_PORT")
-            .env("KUBECONFIG", kubeconfig)
-            .env("HOME", home.path());
+        let mut command = self.command_on_cluster(kubeconfig, home.path());
+        command.args(args);
         tokio::task::spawn_blocking(move || command.output())
             .await
             .expect("joined")
             .expect("the canaryd binary runs")
             .into()
+    }
+
+    /// The binary set to reach the cluster `kubeconfig` names and nothing else: no in-cluster settings, and
+    /// `home` (which must hold no `.kube`) as its home; for a command that keeps running, such as `dashboard`.
+    pub fn command_on_cluster(
+        self,
+        kubeconfig: &std::path::Path,
+        home: &std::path::Path,
+    ) -> Command {
+        let mut command = self.command();
+        command
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .env("KUBECONFIG", kubeconfig)
+            .env("HOME", home);
+        command
     }
 
     /// Runs `canaryd ARGS`, which must be refused as bad input (exit code 2, nothing on stdout); its stderr.

@@ -10,16 +10,20 @@
 //!   ([`rollout::cluster`]); [`router_objects`]: the traffic routers' objects.
 //! - [`cli`]: the one launcher of the `canaryd` binary ([`canaryd!`]); [`child_daemon`]: `canaryd run` as a
 //!   child process, for the benches.
+//! - [`browser`]: Debian's headless Chromium through chromedriver, for the dashboard's pages.
 //! - [`prometheus`]: a real Prometheus loaded with synthetic series, and `canaryd analyze` against it.
 //! - [`judge_sim`]: seeded simulations of the judges.
+//! - [`offline_page`]: a page file in headless Chromium with the network cut off (the offline reports).
 
 use std::path::Path;
 
+pub mod browser;
 pub mod child_daemon;
 pub mod cli;
 pub mod fake_apiserver;
 pub mod harness;
 pub mod judge_sim;
+pub mod offline_page;
 pub mod prometheus;
 pub mod rollout;
 pub mod router_objects;

@@ -1,6 +1,6 @@
 //! Reading an object's controller from its metadata: the ownerReference with `controller: true`, which the
-//! daemon, the planner and the in-memory cluster all follow from an object to what controls it; and a label
-//! selector written as the API's `labelSelector` text.
+//! daemon, the planner and the in-memory cluster all follow from an object to what controls it; a label
+//! selector written as the API's `labelSelector` text; and what one of a selector's expressions asks of a label.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 
@@ -44,4 +44,18 @@ pub fn selector_string(selector: &LabelSelector) -> String {
         });
     }
     parts.join(",")
+}
+
+/// Whether a label whose value is `value` (`None` when the object lacks it) meets a selector expression with
+/// `operator` and `values` (apimachinery's `Requirement.Matches`); `None` for an operator Kubernetes does not
+/// know, which no label meets.
+pub fn requirement_holds(operator: &str, values: &[String], value: Option<&str>) -> Option<bool> {
+    let listed = || value.is_some_and(|v| values.iter().any(|w| w == v));
+    Some(match operator {
+        "In" => listed(),
+        "NotIn" => !listed(),
+        "Exists" => value.is_some(),
+        "DoesNotExist" => value.is_none(),
+        _ => return None,
+    })
 }

@@ -15,6 +15,7 @@ mod lexer;
 mod lower;
 mod parser;
 mod predicates;
+pub mod thresholds;
 mod val;
 mod values;
 

@@ -12,6 +12,7 @@ use super::param_set::ParamSet;
 use super::render::{self, Engine, Rendered};
 use crate::api::ClusterSecret;
 use crate::api::appset::{Generator, LabelSelector, MatchExpression};
+use crate::api::meta::requirement_holds;
 use crate::template::Finding;
 
 /// The local cluster Argo CD adds to an unfiltered cluster generator when no Secret describes it.
@@ -340,14 +341,7 @@ pub fn selects(selector: &LabelSelector, get: impl Fn(&str) -> Option<String>) -
             .iter()
             .flatten()
             .all(|e: &MatchExpression| {
-                let value = get(&e.key);
                 let values = e.values.as_deref().unwrap_or_default();
-                match e.operator.as_str() {
-                    "In" => value.is_some_and(|v| values.contains(&v)),
-                    "NotIn" => value.is_none_or(|v| !values.contains(&v)),
-                    "Exists" => value.is_some(),
-                    "DoesNotExist" => value.is_none(),
-                    _ => false,
-                }
+                requirement_holds(&e.operator, values, get(&e.key).as_deref()).unwrap_or(false)
             })
 }

@@ -22,6 +22,7 @@ pub mod memory;
 mod pause;
 mod persist;
 mod plan;
+mod pod_template;
 pub mod reconcile_loop;
 pub mod references;
 mod restart;

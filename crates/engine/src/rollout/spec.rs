@@ -8,8 +8,8 @@ use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::basic_canary;
 use super::steps::pause_seconds;
+use super::{basic_canary, pod_template};
 use crate::api::Rollout;
 use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutAnalysis};
 use crate::routing::RoutingError;
@@ -162,45 +162,32 @@ fn non_negative(path: &str, value: i32, out: &mut Vec<Finding>) {
     }
 }
 
-/// Argo's selector checks, then ValidatePodTemplateSpecForReplicaSet's first: the template's labels match
-/// the selector's `matchLabels` (canaryd does not evaluate `matchExpressions`), and a template is there.
+/// Argo's checks of `spec.selector` itself, then the selector and the template as Kubernetes checks them
+/// ([`pod_template`]).
 fn check_selector_and_template(rollout: &Rollout, out: &mut Vec<Finding>) {
     let spec = &rollout.spec;
-    let Some(selector) = &spec.selector else {
-        out.push(Finding::required(
+    match &spec.selector {
+        None => out.push(Finding::required(
             "spec.selector",
             "Rollout has missing field '.spec.selector'",
-        ));
-        return;
-    };
-    let match_labels = selector.match_labels.as_ref();
-    let expressions = selector.match_expressions.as_ref();
-    if match_labels.is_none_or(|l| l.is_empty()) && expressions.is_none_or(|e| e.is_empty()) {
-        // Argo's value is the selector, whose empty fields its JSON leaves out.
-        out.push(Finding::invalid(
-            "spec.selector",
-            "{}",
-            "empty selector is invalid for deployment",
-        ));
+        )),
+        Some(selector)
+            if selector.match_labels.as_ref().is_none_or(|l| l.is_empty())
+                && selector
+                    .match_expressions
+                    .as_ref()
+                    .is_none_or(|e| e.is_empty()) =>
+        {
+            // Argo's value is the selector, whose empty fields its JSON leaves out.
+            out.push(Finding::invalid(
+                "spec.selector",
+                "{}",
+                "empty selector is invalid for deployment",
+            ));
+        }
+        Some(_) => {}
     }
-    let labels = spec
-        .template
-        .as_ref()
-        .and_then(|t| t.pointer("/metadata/labels"));
-    let matches = match_labels.into_iter().flatten().all(|(key, value)| {
-        labels.and_then(|l| l.get(key)).and_then(|v| v.as_str()) == Some(value.as_str())
-    });
-    if !matches {
-        out.push(Finding::invalid(
-            "spec.template.metadata.labels",
-            &json(&labels),
-            "`selector` does not match template `labels`",
-        ));
-    }
-    // Argo's template is never absent: an empty one fails ValidatePodSpec on its containers.
-    if spec.template.is_none() {
-        out.push(Finding::required("spec.template.spec.containers", ""));
-    }
+    pod_template::check(spec.selector.as_ref(), spec.template.as_ref(), out);
 }
 
 /// Argo's ValidateRolloutStrategyCanary, in its order, with what canaryd does not run where Argo checks it.

@@ -62,6 +62,13 @@ impl Analyze {
         self
     }
 
+    /// Also write the offline HTML report to `path` (`--report`).
+    pub fn report(mut self, path: &std::path::Path) -> Self {
+        self.args.push("--report".into());
+        self.args.push(path.display().to_string());
+        self
+    }
+
     /// Backtest from minute `from` to minute `to` after [`T0`].
     pub fn minutes(mut self, from: i64, to: i64) -> Self {
         self.args.push("--from".into());
