@@ -66,6 +66,11 @@ pub struct Args {
     /// Send Argo Rollouts' notifications to the subscribers of the Events canaryd records; false sends none.
     #[arg(long, env = "CANARYD_NOTIFICATIONS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub notifications: bool,
+    /// Also read those two objects in the namespace of the Rollout or AnalysisRun an Event is about, and send
+    /// with that configuration too (Argo's self-service notifications); needs reading them cluster-wide. Alone,
+    /// as Argo's controller takes it, the flag is true.
+    #[arg(long, env = "CANARYD_SELF_SERVICE_NOTIFICATION_ENABLED", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub self_service_notification_enabled: bool,
     /// Also serve the dashboard's pages here (e.g. 0.0.0.0:3100), read through the daemon's service account;
     /// off by default. Put something that authenticates in front before exposing it beyond port-forwarding.
     #[arg(long, env = "CANARYD_DASHBOARD_ADDR", value_name = "ADDR")]
@@ -169,6 +174,7 @@ impl Args {
             notifications_namespace: self
                 .notifications
                 .then(|| self.notifications_namespace.clone()),
+            self_service_notifications: self.self_service_notification_enabled,
         }
     }
 }

@@ -70,6 +70,9 @@ pub struct Config {
     /// Where `argo-rollouts-notification-configmap` and its Secret are read (`--notifications-namespace`);
     /// `None` sends no notifications.
     pub notifications_namespace: Option<String>,
+    /// Also read them in the namespace of the object an Event is about
+    /// (`--self-service-notification-enabled`).
+    pub self_service_notifications: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -244,9 +247,13 @@ impl Daemon {
         );
         let notifier = config.notifications_namespace.as_deref().map(|namespace| {
             let (events, reporter) = (events.clone(), reporter.clone());
+            let scope = crate::notify::settings::Scope {
+                namespace: namespace.to_string(),
+                self_service: config.self_service_notifications,
+            };
             Notifier::new(
                 client.clone(),
-                namespace,
+                scope,
                 config.namespaces.clone(),
                 events,
                 reporter,

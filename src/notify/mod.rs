@@ -39,7 +39,7 @@ use crate::engine::notify::{
 use crate::k8s::events::{self, EventQueue, Happened};
 use crate::observe::Metrics;
 use crate::time::Clock;
-use settings::{Settings, yaml_value};
+use settings::{Scope, Settings, yaml_value};
 
 /// The annotation on an Event that records what was sent for it.
 pub const NOTIFIED: &str = "notified.notifications.argoproj.io";
@@ -53,6 +53,8 @@ pub const RECOVERY_WINDOW: Duration = Duration::from_secs(600);
 /// Sends the notifications of the Events the daemon creates.
 pub struct Notifier {
     client: kube::Client,
+    /// The daemon's namespace, whose configuration applies to every Event.
+    namespace: String,
     settings: Settings,
     http: reqwest::Client,
     events: EventQueue,
@@ -63,6 +65,15 @@ pub struct Notifier {
     watched: Vec<String>,
     /// The Events being notified now, so a catch-up and the publisher's hook never send one Event's at once.
     active: Mutex<BTreeSet<String>>,
+}
+
+/// One Event being notified and the object it is about, read afresh.
+struct Occurrence<'a> {
+    event: &'a Event,
+    reason: &'a str,
+    trigger: String,
+    regarding: ObjectReference,
+    object: Value,
 }
 
 /// Holds an Event's place in [`Notifier::active`] until dropped.
@@ -78,11 +89,11 @@ impl Drop for Active<'_> {
 }
 
 impl Notifier {
-    /// A notifier reading its configuration from `namespace`, telling failures through `events`, catching up
-    /// on the Events of the `watched` namespaces (empty: all).
+    /// A notifier reading its configuration in `scope`, telling failures through `events`, catching up on the
+    /// Events of the `watched` namespaces (empty: all).
     pub fn new(
         client: kube::Client,
-        namespace: &str,
+        scope: Scope,
         watched: Vec<String>,
         events: EventQueue,
         reporter: Reporter,
@@ -90,7 +101,8 @@ impl Notifier {
         metrics: Arc<Metrics>,
     ) -> Arc<Notifier> {
         Arc::new(Notifier {
-            settings: settings::watch(client.clone(), namespace),
+            namespace: scope.namespace.clone(),
+            settings: settings::watch(client.clone(), scope),
             client,
             http: services::http_client(),
             events,
@@ -112,11 +124,26 @@ impl Notifier {
         })
     }
 
-    /// The configuration once it has been read.
-    async fn config(&self) -> Option<Arc<Config>> {
+    /// The configurations an Event about an object in `namespace` is notified with, once read: the daemon's,
+    /// then (self-service) the namespace's own, each with the prefix of its keys in [`NOTIFIED`].
+    async fn configs(&self, namespace: &str) -> Vec<(String, Arc<Config>)> {
         let mut settings = self.settings.clone();
-        let read = settings.wait_for(Option::is_some).await.ok()?;
-        read.clone()
+        let Some(by_namespace) = settings
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|read| read.clone())
+        else {
+            return Vec::new();
+        };
+        let own = (namespace != self.namespace)
+            .then(|| by_namespace.get(namespace))
+            .flatten()
+            .map(|config| (format!("{namespace}/"), config.clone()));
+        let daemon = by_namespace
+            .get(&self.namespace)
+            .map(|config| (String::new(), config.clone()));
+        daemon.into_iter().chain(own).collect()
     }
 
     /// Sends what `event` fires and it has not recorded as sent.
@@ -135,15 +162,16 @@ impl Notifier {
         }
         let _active = Active(&self.active, name);
         let trigger = trigger_for_reason(reason);
-        let Some(config) = self.config().await else {
-            return;
-        };
-        if !config.triggers.contains_key(&trigger) {
-            return;
-        }
         let Some(regarding) = event.regarding.clone() else {
             return;
         };
+        let mut configs = self
+            .configs(regarding.namespace.as_deref().unwrap_or_default())
+            .await;
+        configs.retain(|(_, config)| config.triggers.contains_key(&trigger));
+        if configs.is_empty() {
+            return;
+        }
         let object = match read(&self.client, &regarding).await {
             Ok(object) => object,
             Err(e) => {
@@ -151,32 +179,66 @@ impl Notifier {
                 return;
             }
         };
+        let occurrence = Occurrence {
+            event: &event,
+            reason,
+            trigger,
+            regarding,
+            object,
+        };
+        let mut notified = recorded(&event);
+        let mut runs = None;
+        for (prefix, config) in configs {
+            self.notify_with(&occurrence, &config, &prefix, &mut runs, &mut notified)
+                .await;
+        }
+    }
+
+    /// Sends what `occurrence` fires under `config` and `notified` has not recorded, recording each send
+    /// under `prefix`; the Rollout's AnalysisRuns are listed once, when a trigger first needs them.
+    async fn notify_with(
+        &self,
+        occurrence: &Occurrence<'_>,
+        config: &Config,
+        prefix: &str,
+        runs: &mut Option<Value>,
+        notified: &mut serde_json::Map<String, Value>,
+    ) {
+        let Occurrence {
+            event,
+            reason,
+            trigger,
+            regarding,
+            object,
+        } = occurrence;
         let metadata = |key: &str| -> BTreeMap<String, String> {
             serde_json::from_value(object["metadata"][key].clone()).unwrap_or_default()
         };
         let (subscribed, problems) = destinations(
-            &config,
-            &trigger,
+            config,
+            trigger,
             &metadata("labels"),
             &metadata("annotations"),
             &yaml_value,
         );
         for problem in problems {
-            self.failed(&config, &regarding, &trigger, reason, problem);
+            self.failed(config, regarding, trigger, reason, problem);
         }
         if subscribed.is_empty() {
             return;
         }
-        let analysis_runs = analysis_runs(&self.client, &regarding, &object).await;
-        let now = self.clock.now();
-        let sends = match templates_to_send(&config, &trigger, &object, &analysis_runs, now) {
-            Ok(sends) => sends,
-            Err(e) => return self.failed(&config, &regarding, &trigger, reason, e),
+        let runs = match runs {
+            Some(listed) => listed,
+            None => runs.insert(analysis_runs(&self.client, regarding, object).await),
         };
-        let mut notified = recorded(&event);
+        let now = self.clock.now();
+        let sends = match templates_to_send(config, trigger, object, runs, now) {
+            Ok(sends) => sends,
+            Err(e) => return self.failed(config, regarding, trigger, reason, e),
+        };
         for destination in subscribed {
             let key = format!(
-                "{trigger}:{}:{}",
+                "{prefix}{trigger}:{}:{}",
                 destination.service, destination.recipient
             );
             if notified.contains_key(&key) || sends.is_empty() {
@@ -184,7 +246,7 @@ impl Notifier {
             }
             let mut outcome = "sent";
             for templates in &sends {
-                let sent = deliver(&self.http, &config, &object, &destination, templates).await;
+                let sent = deliver(&self.http, config, object, &destination, templates).await;
                 let ok = sent.is_ok();
                 self.metrics.notification_sent(
                     ok,
@@ -195,13 +257,13 @@ impl Notifier {
                 );
                 if let Err(e) = sent {
                     outcome = "failed";
-                    self.failed(&config, &regarding, &trigger, reason, e);
+                    self.failed(config, regarding, trigger, reason, e);
                 } else {
                     info!(trigger = %trigger, service = %destination.service, recipient = %destination.recipient, "Notification sent");
                 }
             }
             notified.insert(key, json!(outcome));
-            self.record(&event, &notified).await;
+            self.record(event, notified).await;
         }
     }
 

@@ -3,7 +3,8 @@
 //! body of a template of the user's), once after a retry that first met a 500, not again after a restart, and
 //! an Event a daemon died before notifying is notified by the next one, once; a configuration created while
 //! the daemon runs applies at once. A service that keeps failing is
-//! a Warning Event that shows no secret.
+//! a Warning Event that shows no secret. With self-service notifications the configuration and Secret of the
+//! Rollout's namespace notify it; without, they are not read.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
@@ -102,22 +103,42 @@ async fn received(hook: &MockServer) -> Vec<Request> {
     hook.received_requests().await.unwrap_or_default()
 }
 
-/// Deploys, updates to `web:2` and aborts it while paused; returns when the abort is notified.
-async fn abort_notified(
+/// A daemon whose own namespace (`canaryd`) holds no configuration, reading the Rollout's namespace's with
+/// `self_service`.
+fn elsewhere(self_service: bool) -> canaryd::controller::Config {
+    canaryd::controller::Config {
+        notifications_namespace: Some("canaryd".to_string()),
+        self_service_notifications: self_service,
+        ..config()
+    }
+}
+
+/// Deploys, runs a daemon with `daemon`, configures the Rollout's namespace (while the daemon runs: the watch
+/// applies it without a restart), updates to `web:2` and aborts it while paused; returns once it is Degraded.
+async fn aborted(
     crds: CrdSet,
     first: Option<u16>,
+    daemon: canaryd::controller::Config,
 ) -> (Deployed, MockServer, harness::Running) {
     let hook = webhook(first).await;
     let deployed = deployed_with(crds, Answer::Scalar(1.0), &subscribed()).await;
     let (server, client) = (&deployed.0, &deployed.1);
-    let daemon = harness::spawn(client.clone(), notifying()).await;
+    let daemon = harness::spawn(client.clone(), daemon).await;
     until(server, "the first deploy", |s| healthy_at(s, None)).await;
-    // Configured while the daemon runs: the watch applies it without a restart.
     configure(client, &hook.uri()).await;
     set_image(client, "web:2").await;
     until(server, "the pause", |s| s.current_step_index == Some(1)).await;
     patch_status(client, json!({"status": {"abort": true}})).await;
     until(server, "the abort", |s| s.phase == "Degraded").await;
+    (deployed, hook, daemon)
+}
+
+/// [`aborted`] with the daemon reading its own namespace; returns when the abort is notified.
+async fn abort_notified(
+    crds: CrdSet,
+    first: Option<u16>,
+) -> (Deployed, MockServer, harness::Running) {
+    let (deployed, hook, daemon) = aborted(crds, first, notifying()).await;
     let wanted = if first.is_some() { 2 } else { 1 };
     eventually(WAIT, "the webhook to be called", || async {
         (received(&hook).await.len() >= wanted).then_some(())
@@ -211,6 +232,65 @@ async fn a_send_that_first_meets_a_500_is_retried_and_arrives_once(crds: CrdSet)
 }
 
 with_each_crd_set!(a_send_that_first_meets_a_500_is_retried_and_arrives_once);
+
+async fn with_self_service_the_rollouts_namespace_configuration_and_secret_notify_it_once(
+    crds: CrdSet,
+) {
+    let (deployed, hook, daemon) = aborted(crds, None, elsewhere(true)).await;
+    let client = &deployed.1;
+    let annotation = eventually(WAIT, "the send to be recorded on the Event", || async {
+        notified_annotation(&all_events(client).await)
+    })
+    .await;
+    tokio::time::sleep(SETTLE).await;
+    daemon.stop().await;
+    let requests = received(&hook).await;
+    assert_eq!(requests.len(), 1, "exactly one notification");
+    let body: Value = serde_json::from_slice(&requests[0].body).expect("a JSON body");
+    assert_eq!(body, json!({"rollout": "web", "image": "web:2"}));
+    assert_eq!(
+        requests[0]
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok()),
+        Some(format!("Bearer {TOKEN}").as_str()),
+        "the secret of the Rollout's namespace filled in"
+    );
+    let recorded: Value = serde_json::from_str(&annotation).expect("JSON");
+    assert_eq!(
+        recorded,
+        json!({"default/on-rollout-aborted:hook:": "sent"}),
+        "recorded under the namespace whose configuration sent it"
+    );
+}
+
+with_each_crd_set!(
+    with_self_service_the_rollouts_namespace_configuration_and_secret_notify_it_once
+);
+
+async fn without_self_service_a_configuration_in_the_rollouts_namespace_sends_nothing(
+    crds: CrdSet,
+) {
+    let (deployed, hook, daemon) = aborted(crds, None, elsewhere(false)).await;
+    tokio::time::sleep(SETTLE).await;
+    daemon.stop().await;
+    assert!(received(&hook).await.is_empty());
+    let events = all_events(&deployed.1).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("RolloutAborted")),
+        "the abort was recorded"
+    );
+    assert_eq!(notified_annotation(&events), None);
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some(canaryd::notify::FAILED))
+    );
+}
+
+with_each_crd_set!(without_self_service_a_configuration_in_the_rollouts_namespace_sends_nothing);
 
 async fn a_service_that_keeps_failing_is_a_warning_event_that_shows_no_secret(crds: CrdSet) {
     let hook = MockServer::start().await;

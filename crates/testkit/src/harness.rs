@@ -153,6 +153,7 @@ pub fn config() -> Config {
         identity: "test".to_string(),
         rollouts: false,
         notifications_namespace: None,
+        self_service_notifications: false,
     }
 }
 
