@@ -16,6 +16,7 @@
 mod email;
 pub mod services;
 pub mod settings;
+mod slack;
 mod webhook;
 
 use std::collections::{BTreeMap, BTreeSet};
