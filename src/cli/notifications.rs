@@ -178,6 +178,7 @@ async fn notify(read: &Read, template: &str, recipients: &[String]) -> Result<Ex
         });
     }
     let templates = [template.to_string()];
+    let runs = analysis_runs(&read.client, &read.reference, &read.rollout).await;
     let http = services::http_client();
     let mut exit = Exit::Ok;
     for recipient in recipients {
@@ -187,12 +188,20 @@ async fn notify(read: &Read, template: &str, recipients: &[String]) -> Result<Ex
             recipient: to.to_string(),
         };
         let outcome = if service == "console" {
-            render_for(config, &read.rollout, &destination, &templates).map(|notification| {
+            render_for(config, &read.rollout, &runs, &destination, &templates).map(|notification| {
                 let text = serde_json::to_string_pretty(&notification).unwrap_or_default();
                 println!("{text}");
             })
         } else {
-            deliver(&http, config, &read.rollout, &destination, &templates).await
+            deliver(
+                &http,
+                config,
+                &read.rollout,
+                &runs,
+                &destination,
+                &templates,
+            )
+            .await
         };
         if let Err(e) = outcome {
             let e = crate::engine::scrub::text(e, &config.secrets.0);

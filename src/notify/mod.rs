@@ -247,7 +247,7 @@ impl Notifier {
             }
             let mut outcome = "sent";
             for templates in &sends {
-                let sent = deliver(&self.http, config, object, &destination, templates).await;
+                let sent = deliver(&self.http, config, object, runs, &destination, templates).await;
                 let ok = sent.is_ok();
                 self.metrics.notification_sent(
                     ok,
@@ -361,6 +361,7 @@ pub async fn deliver(
     http: &reqwest::Client,
     config: &Config,
     object: &Value,
+    runs: &Value,
     destination: &Destination,
     templates: &[String],
 ) -> Result<(), String> {
@@ -370,19 +371,21 @@ pub async fn deliver(
             destination.service
         ));
     };
-    let notification = render_for(config, object, destination, templates)?;
+    let notification = render_for(config, object, runs, destination, templates)?;
     services::send(http, service, &notification, destination).await
 }
 
-/// The notification `templates` make for `destination` about `object`.
+/// The notification `templates` make for `destination` about `object` and its AnalysisRuns `runs`.
 pub fn render_for(
     config: &Config,
     object: &Value,
+    runs: &Value,
     destination: &Destination,
     templates: &[String],
 ) -> Result<serde_json::Map<String, Value>, String> {
     let vars = Vars {
         rollout: object,
+        analysis_runs: runs,
         recipient: &destination.recipient,
         service: &destination.service,
         context: &config.context,

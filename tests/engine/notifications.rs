@@ -54,6 +54,7 @@ fn rendered(config: &Config, template: &str, rollout: &Value) -> serde_json::Map
     let context = BTreeMap::new();
     let vars = Vars {
         rollout,
+        analysis_runs: &Value::Null,
         recipient: "ops",
         service: "slack",
         context: &context,
@@ -173,6 +174,29 @@ fn the_step_template_counts_steps_with_sprigs_add_and_gos_len() {
             .contains(&json!({"title": "Step completed", "value": "2/3", "short": true})),
         "{fields}"
     );
+}
+
+#[test]
+fn a_template_reads_the_analysis_runs_as_argo_gives_them() {
+    let (config, errors) = parse(
+        &data(
+            "template.analysis: |\n  message: '{{ len .analysisRuns }} run(s), the newest {{ (index .analysisRuns 0).status.phase }}'\n",
+        ),
+        &[],
+    );
+    assert_eq!(errors, []);
+    let runs = json!([{"status": {"phase": "Failed"}}, {"status": {"phase": "Successful"}}]);
+    let context = BTreeMap::new();
+    let vars = Vars {
+        rollout: &rollout(),
+        analysis_runs: &runs,
+        recipient: "ops",
+        service: "slack",
+        context: &context,
+    };
+    let notification =
+        render(&config.templates, &["analysis".to_string()], &vars).expect("rendered");
+    assert_eq!(notification["message"], "2 run(s), the newest Failed");
 }
 
 #[test]
@@ -354,6 +378,7 @@ fn a_template_that_fails_is_an_error_naming_it_and_its_field_never_a_panic() {
     let context = BTreeMap::new();
     let vars = Vars {
         rollout: &rollout(),
+        analysis_runs: &Value::Null,
         recipient: "",
         service: "hook",
         context: &context,

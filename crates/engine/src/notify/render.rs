@@ -1,6 +1,7 @@
 //! Rendering a notification template as the notifications engine does: every string of the template (the
 //! `message`, `slack.attachments`, `webhook.<service>.body`, `teams.text`, ...) is a Go `text/template`
-//! executed with `.rollout`, `.recipient`, `.serviceType` and `.context`; several templates sent together are
+//! executed with `.rollout`, `.analysisRuns` (as a trigger's `when` sees them), `.recipient`, `.serviceType` and
+//! `.context`; several templates sent together are
 //! merged, the later one's fields winning. Go templates are `gtmpl`'s: Go's actions, pipelines, variables,
 //! `range`/`if`/`with` and its built-in functions (`and`, `or`, `not`, `len`, `index`, `print`, `printf`,
 //! `eq`...), plus the few of sprig's functions listed in [`SPRIG`].
@@ -12,6 +13,8 @@ use serde_json::{Map, Value};
 /// What a template's strings are executed against.
 pub struct Vars<'a> {
     pub rollout: &'a Value,
+    /// The Rollout's AnalysisRuns as Argo Rollouts' `record.go` gives a notification (nil when there are none).
+    pub analysis_runs: &'a Value,
     pub recipient: &'a str,
     pub service: &'a str,
     pub context: &'a std::collections::BTreeMap<String, String>,
@@ -42,6 +45,7 @@ pub fn render(
 ) -> Result<Map<String, Value>, String> {
     let dot = GoValue::from(go_value(&serde_json::json!({
         "rollout": vars.rollout,
+        "analysisRuns": vars.analysis_runs,
         "recipient": vars.recipient,
         "serviceType": vars.service,
         "context": vars.context,
