@@ -4,7 +4,7 @@
 //! `username` and `icon` (the template's, else the service's), no link or media previews with `disableUnfurl`. With a template's `slack.groupingKey` the first message of a channel and key starts a
 //! thread the later ones reply in (`notifyBroadcast` also shows a reply in the channel), and its
 //! `deliveryPolicy` says what a later one does: `Post` (the default) replies, `Update` edits the first message
-//! (`chat.update`) instead, `PostAndUpdate` does both. As in the notifications engine the threads are kept in
+//! (`chat.update`) instead, `PostAndUpdate` does both. A rate limit is waited out. As in the notifications engine the threads are kept in
 //! the process: a restarted daemon starts new ones.
 
 use std::collections::BTreeMap;
@@ -35,6 +35,12 @@ struct Thread {
     channel: String,
     ts: String,
 }
+
+/// How many times a call Slack rate-limits is made before its 429 is the error.
+const RATE_LIMITED_TRIES: u32 = 5;
+
+/// The longest `Retry-After` waited, in seconds.
+const MAX_RETRY_AFTER_SECS: u64 = 60;
 
 /// The threads started, by recipient and grouping key: the notifications engine's process-wide `slackState`.
 static THREADS: Mutex<BTreeMap<(String, String), Thread>> = Mutex::new(BTreeMap::new());
@@ -139,16 +145,36 @@ struct Slack<'a> {
 }
 
 impl Slack<'_> {
-    /// Calls `method` with `body`; its answer when Slack says `ok`, else an error with Slack's reason.
+    /// Calls `method` with `body`; its answer when Slack says `ok`, else an error with Slack's reason. A rate
+    /// limit (429) is waited out for its `Retry-After` seconds and tried again, [`RATE_LIMITED_TRIES`] times in
+    /// all, where slack-go tries for as long as it is limited.
     async fn call(&self, method: &str, body: &Value) -> Result<Value, String> {
-        let answer = self
-            .http
-            .post(format!("{}{method}", self.base))
-            .bearer_auth(self.token)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| format!("slack: {}", e.without_url()))?;
+        let mut tries = 1;
+        let answer = loop {
+            let answer = self
+                .http
+                .post(format!("{}{method}", self.base))
+                .bearer_auth(self.token)
+                .json(body)
+                .send()
+                .await
+                .map_err(|e| format!("slack: {}", e.without_url()))?;
+            if answer.status() != reqwest::StatusCode::TOO_MANY_REQUESTS
+                || tries == RATE_LIMITED_TRIES
+            {
+                break answer;
+            }
+            let wait = answer
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(1)
+                .min(MAX_RETRY_AFTER_SECS);
+            let pause = std::time::Duration::from_secs(wait);
+            crate::time::real_sleep_until(crate::time::monotonic() + pause).await;
+            tries += 1;
+        };
         let status = answer.status();
         let said: Value = answer.json().await.unwrap_or(Value::Null);
         if !status.is_success() || said.get("ok") != Some(&Value::Bool(true)) {

@@ -141,6 +141,38 @@ async fn slack_threads_a_grouping_key_and_its_delivery_policy_updates_the_first_
 }
 
 #[tokio::test]
+async fn slack_rate_limiting_a_message_is_waited_out_for_its_retry_after_and_sent_once() {
+    let slack = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/chat.postMessage"))
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "1"))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&slack)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/chat.postMessage"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .mount(&slack)
+        .await;
+    let started = canaryd::time::monotonic();
+    to_thread(&slack, "limited", json!({})).await;
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "Retry-After waited"
+    );
+    let bodies: Vec<Value> = slack
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap_or_default())
+        .collect();
+    let sent = json!({"channel": "threads", "text": "limited"});
+    assert_eq!(bodies, [sent.clone(), sent]);
+}
+
+#[tokio::test]
 async fn slack_answering_not_ok_is_an_error_with_its_reason() {
     let slack = MockServer::start().await;
     Mock::given(method("POST"))
