@@ -200,6 +200,27 @@ fn a_template_reads_the_analysis_runs_as_argo_gives_them() {
 }
 
 #[test]
+fn sprigs_string_functions_render_as_sprig_does() {
+    let template = concat!(
+        "message: '{{ .rollout.metadata.labels.team | default \"nobody\" }} ",
+        "{{ .rollout.metadata.name | default \"unnamed\" }} ",
+        "{{ .rollout.metadata.name | quote }} ",
+        "{{ \"web:2\" | replace \":\" \"@\" }} ",
+        "{{ if contains \"eb\" .rollout.metadata.name }}yes{{ end }} ",
+        "{{ if hasPrefix \"we\" .rollout.metadata.name }}yes{{ end }} ",
+        "{{ if hasSuffix \"x\" .rollout.metadata.name }}yes{{ else }}no{{ end }} ",
+        "{{ \"v1.2.3\" | trimPrefix \"v\" | trimSuffix \".3\" }}'\n",
+    );
+    let (config, errors) = parse(&data(&format!("template.strings: |\n  {template}")), &[]);
+    assert_eq!(errors, []);
+    let notification = rendered(&config, "strings", &rollout());
+    assert_eq!(
+        notification["message"],
+        "nobody web \"web\" web@2 yes yes no 1.2"
+    );
+}
+
+#[test]
 fn a_blue_green_rollout_says_so_where_a_field_is_missing_go_reads_no_value() {
     let mut blue_green = rollout();
     blue_green["spec"]["strategy"] = json!({"blueGreen": {"activeService": "web"}});
