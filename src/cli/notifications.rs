@@ -1,8 +1,8 @@
-//! `canaryd notifications template notify TEMPLATE ROLLOUT` and `canaryd notifications trigger run TRIGGER
-//! ROLLOUT`, the notifications engine's CLI verbs (`pkg/cmd/template.go`, `pkg/cmd/trigger.go`, as
+//! `canaryd notifications template notify TEMPLATE ROLLOUT`, `trigger run TRIGGER ROLLOUT`, `template get
+//! [TEMPLATE]` and `trigger get [TRIGGER]`, the notifications engine's CLI verbs (`pkg/cmd/template.go`, `pkg/cmd/trigger.go`, as
 //! `kubectl argo rollouts notifications` ships them): read `argo-rollouts-notification-configmap`, its Secret
 //! and the Rollout through the kubeconfig, and show what a template makes (or send it to a recipient) and
-//! whether a trigger fires, without waiting for a real Event. The rules are the daemon's (`crate::notify`).
+//! whether a trigger fires, without waiting for a real Event, or list what is configured. The rules are the daemon's (`crate::notify`).
 //! Exit codes: 0 shown or sent (a trigger that fires), 1 a trigger that does not fire, 2 no such template,
 //! trigger or Rollout, 4 no cluster, a refused read, or a notification that could not be made or sent.
 
@@ -51,6 +51,20 @@ pub enum TemplateVerb {
         #[arg(long = "recipient", default_value = "console:stdout")]
         recipients: Vec<String>,
     },
+    /// List the templates (or TEMPLATE): each name and the first line of its message.
+    Get {
+        template: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+/// How `get` prints.
+#[derive(Debug, ClapArgs)]
+pub struct Output {
+    /// `wide` (a table, the default), `name` (names only) or `json` (the definitions).
+    #[arg(short = 'o', long, default_value = "wide", value_parser = ["wide", "name", "json"])]
+    output: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -58,6 +72,12 @@ pub enum TriggerVerb {
     /// Evaluate each condition of TRIGGER against ROLLOUT (now, with its AnalysisRuns) and print whether it
     /// fires: exit 0 when one does, 1 when none does.
     Run { trigger: String, rollout: String },
+    /// List the triggers (or TRIGGER): each condition's templates and `when`.
+    Get {
+        trigger: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 pub fn run(args: Args) -> Exit {
@@ -97,16 +117,41 @@ async fn notifications(args: Args) -> Result<Exit, Failure> {
         .namespace
         .unwrap_or_else(|| client.default_namespace().to_string());
     let config_namespace = args.config_namespace.unwrap_or_else(|| namespace.clone());
-    let name = match &args.what {
-        What::Template(TemplateVerb::Notify { rollout, .. }) => rollout,
-        What::Trigger(TriggerVerb::Run { rollout, .. }) => rollout,
-    };
     let config = read_config(&client, &config_namespace).await?;
+    match args.what {
+        What::Template(TemplateVerb::Get { template, output }) => {
+            Ok(template_get(&config, template.as_deref(), &output))
+        }
+        What::Trigger(TriggerVerb::Get { trigger, output }) => {
+            Ok(trigger_get(&config, trigger.as_deref(), &output))
+        }
+        What::Template(TemplateVerb::Notify {
+            template,
+            rollout,
+            recipients,
+        }) => {
+            let read = read_rollout(client, config, &namespace, &rollout).await?;
+            notify(&read, &template, &recipients).await
+        }
+        What::Trigger(TriggerVerb::Run { trigger, rollout }) => {
+            let read = read_rollout(client, config, &namespace, &rollout).await?;
+            trigger_run(&read, &trigger).await
+        }
+    }
+}
+
+/// The Rollout `name` in `namespace`, as the daemon reads it, with the configuration.
+async fn read_rollout(
+    client: kube::Client,
+    config: Config,
+    namespace: &str,
+    name: &str,
+) -> Result<Read, Failure> {
     let reference = ObjectReference {
         api_version: Some("argoproj.io/v1alpha1".to_string()),
         kind: Some("Rollout".to_string()),
-        namespace: Some(namespace.clone()),
-        name: Some(name.clone()),
+        namespace: Some(namespace.to_string()),
+        name: Some(name.to_string()),
         ..ObjectReference::default()
     };
     let what = format!("rollout {name:?} in namespace {namespace:?}");
@@ -120,19 +165,125 @@ async fn notifications(args: Args) -> Result<Exit, Failure> {
         }
         Err(e) => return Err(Failure::api(&what, &e)),
     };
-    let read = Read {
+    Ok(Read {
         client,
         config,
         reference,
         rollout,
+    })
+}
+
+/// `template get`: as the notifications engine prints them, an unknown name an empty list.
+fn template_get(config: &Config, name: Option<&str>, output: &Output) -> Exit {
+    let items = chosen(&config.templates, name);
+    let rows = items
+        .iter()
+        .map(|(name, template)| vec![name.to_string(), preview(template)])
+        .collect();
+    print_items(&items, output, &["NAME", "PREVIEW"], rows)
+}
+
+/// `trigger get`: a row per condition, the trigger's name on its first.
+fn trigger_get(config: &Config, name: Option<&str>, output: &Output) -> Exit {
+    let items = chosen(&config.triggers, name);
+    let mut rows = Vec::new();
+    for (name, conditions) in &items {
+        for (i, condition) in conditions.iter().enumerate() {
+            let shown = if i == 0 { name } else { "" };
+            let when = condition.when.as_ref().map_or("", |w| w.source());
+            rows.push(vec![
+                shown.to_string(),
+                condition.send.join(", "),
+                when.to_string(),
+            ]);
+        }
+    }
+    let definitions: std::collections::BTreeMap<&str, Vec<serde_json::Value>> = items
+        .iter()
+        .map(|(name, conditions)| {
+            let each = conditions.iter().map(|c| {
+                let when = c.when.as_ref().map_or("", |w| w.source());
+                serde_json::json!({"when": when, "send": c.send})
+            });
+            (*name, each.collect())
+        })
+        .collect();
+    print_items(
+        &definitions,
+        output,
+        &["NAME", "TEMPLATE", "CONDITION"],
+        rows,
+    )
+}
+
+/// The entries of `all` named `name`, or every one.
+fn chosen<'a, T>(
+    all: &'a std::collections::BTreeMap<String, T>,
+    name: Option<&str>,
+) -> std::collections::BTreeMap<&'a str, &'a T> {
+    all.iter()
+        .filter(|(n, _)| name.is_none_or(|name| name == n.as_str()))
+        .map(|(n, v)| (n.as_str(), v))
+        .collect()
+}
+
+/// A template's preview, as the notifications engine's `Notification.Preview`: the first line of its message,
+/// else of its definition as JSON, cut at 100 bytes.
+fn preview(template: &serde_json::Value) -> String {
+    let text = match template.get("message").and_then(serde_json::Value::as_str) {
+        Some(message) if !message.is_empty() => message.to_string(),
+        _ => template.to_string(),
     };
-    match args.what {
-        What::Template(TemplateVerb::Notify {
-            template,
-            recipients,
-            ..
-        }) => notify(&read, &template, &recipients).await,
-        What::Trigger(TriggerVerb::Run { trigger, .. }) => trigger_run(&read, &trigger).await,
+    let line = text.lines().next().unwrap_or_default();
+    if line.len() > 100 {
+        let mut end = 99;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}...", &line[..end])
+    } else {
+        line.to_string()
+    }
+}
+
+/// `items` as `output` asks: the table of `rows`, the names, or the JSON.
+fn print_items<T: serde::Serialize>(
+    items: &std::collections::BTreeMap<&str, T>,
+    output: &Output,
+    header: &[&str],
+    rows: Vec<Vec<String>>,
+) -> Exit {
+    match output.output.as_str() {
+        "name" => items.keys().for_each(|name| println!("{name}")),
+        "json" => println!(
+            "{}",
+            serde_json::to_string_pretty(items).unwrap_or_default()
+        ),
+        _ => print_table(header, &rows),
+    }
+    Exit::Ok
+}
+
+/// Rows under `header` in columns as Go's tabwriter aligns them (two spaces apart, at least five wide).
+fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let all: Vec<&Vec<String>> = std::iter::once(&header).chain(rows).collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            let widest = all.iter().map(|r| r.get(c).map_or(0, String::len)).max();
+            (widest.unwrap_or(0) + 2).max(5)
+        })
+        .collect();
+    for row in all {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}", width = widths[c]));
+            }
+        }
+        println!("{line}");
     }
 }
 
@@ -230,19 +381,15 @@ async fn trigger_run(read: &Read, trigger: &str) -> Result<Exit, Failure> {
             exit: Exit::Usage,
         });
     };
-    let rows: Vec<(String, bool)> = results
+    let rows: Vec<Vec<String>> = results
         .iter()
         .map(|(condition, fires)| {
             let when = condition.when.as_ref().map_or("", |w| w.source());
-            (when.to_string(), *fires)
+            vec![when.to_string(), fires.to_string()]
         })
         .collect();
-    let width = rows.iter().map(|(w, _)| w.len()).max().unwrap_or(0).max(9);
-    println!("{:<width$}  RESULT", "CONDITION");
-    for (when, fires) in &rows {
-        println!("{when:<width$}  {fires}");
-    }
-    Ok(if rows.iter().any(|(_, fires)| *fires) {
+    print_table(&["CONDITION", "RESULT"], &rows);
+    Ok(if results.iter().any(|(_, fires)| *fires) {
         Exit::Ok
     } else {
         Exit::Negative

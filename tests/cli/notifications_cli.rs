@@ -1,7 +1,8 @@
 //! `canaryd notifications template notify` and `trigger run` (the notifications engine's `pkg/cmd` verbs)
 //! against the fake API server through `KUBECONFIG`, under both CRD sets: a template printed as the daemon
 //! would render it and sent to a recipient (a wiremock Slack), each condition of a trigger with whether it
-//! fires (reading `time.Now()` and the Rollout's AnalysisRuns), and the exit codes of what does not exist.
+//! fires (reading `time.Now()` and the Rollout's AnalysisRuns), the exit codes of what does not exist, and
+//! `template get`/`trigger get` listing what is configured.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the child process runs on real time.
 
@@ -180,4 +181,57 @@ async fn what_does_not_exist_is_exit_2_naming_what_does() {
         ran.stderr
     );
     assert!(!ran.stderr.contains(TOKEN), "{}", ran.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_get_and_trigger_get_list_what_is_configured_as_a_table_names_or_json() {
+    let server = serve(CrdSet::Argo, "http://127.0.0.1:1").await;
+    let ran = canaryd(&server, &["template", "get"]).await;
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    assert_eq!(
+        ran.stdout,
+        "NAME   PREVIEW\nstuck  Rollout {{.rollout.metadata.name}} is stuck at step {{.rollout.status.currentStepIndex}}, {{.recipi...\n",
+        "the message's first line, cut at 99 bytes as Notification.Preview cuts it"
+    );
+    let ran = canaryd(&server, &["trigger", "get"]).await;
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let lines: Vec<Vec<&str>> = ran
+        .stdout
+        .lines()
+        .map(|l| {
+            l.split("  ")
+                .filter(|c| !c.is_empty())
+                .map(str::trim)
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        lines[0],
+        ["NAME", "TEMPLATE", "CONDITION"],
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(lines[1][..2], ["on-fresh", "stuck"], "{}", ran.stdout);
+    assert_eq!(lines[2][..2], ["on-stuck", "stuck"], "{}", ran.stdout);
+    assert_eq!(
+        lines[3],
+        ["stuck", "analysisRuns[0].status.phase == 'Successful'"],
+        "the second condition of on-stuck, without its name:\n{}",
+        ran.stdout
+    );
+    let ran = canaryd(&server, &["trigger", "get", "on-fresh", "-o", "name"]).await;
+    assert_eq!((ran.code, ran.stdout.as_str()), (Some(0), "on-fresh\n"));
+    let ran = canaryd(&server, &["trigger", "get", "on-stuck", "-o", "json"]).await;
+    let definition: Value = serde_json::from_str(&ran.stdout).expect("JSON");
+    assert_eq!(
+        definition["on-stuck"][1],
+        json!({"when": "analysisRuns[0].status.phase == 'Successful'", "send": ["stuck"]})
+    );
+    let ran = canaryd(&server, &["template", "get", "gone"]).await;
+    assert_eq!(
+        (ran.code, ran.stdout.as_str()),
+        (Some(0), "NAME  PREVIEW\n")
+    );
+    let ran = canaryd(&server, &["template", "get", "-o", "yaml"]).await;
+    assert_eq!(ran.code, Some(2), "{}", ran.stderr);
 }
