@@ -138,7 +138,8 @@ impl ApiRouter {
             route.weight,
             &route.canary_hash,
             &route.stable_hash,
-        );
+        )
+        .with_managed(&route.managed);
         let mut changes = Vec::new();
         for target in routing::targets(&config, &d) {
             let name = target.name(&d);

@@ -16,20 +16,16 @@ use serde_json::json;
 
 use crate::CANARYD;
 use crate::get_rollout::get;
-use canaryd_testkit::rollout::checkout::{NAME, NAMESPACE, from, rollout_object, serve_fixture};
+use canaryd_testkit::rollout::checkout::{
+    NAME, NAMESPACE, advanced_rollout_object, from, serve_fixture,
+};
 
 /// How long a change may take to show.
 const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The fixture's Rollout moved on to its third step (setWeight: 50), as its controller would write it.
 fn advance(server: &FakeApiServer) {
-    let mut rollout = rollout_object();
-    rollout["status"]["currentStepIndex"] = json!(2);
-    rollout["status"]["phase"] = json!("Progressing");
-    rollout["status"]["message"] = json!("more replicas need to be updated");
-    rollout["status"]["pauseConditions"] = json!([]);
-    rollout["status"]["controllerPause"] = json!(false);
-    server.put::<Rollout>(&from(rollout));
+    server.put::<Rollout>(&from(advanced_rollout_object()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

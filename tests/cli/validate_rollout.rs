@@ -64,7 +64,7 @@ fn rollout_mistakes_are_each_named_on_their_line() {
                 "{f}:33: {argo_steps}[2].pause.duration: Invalid value: -1: Duration needs to be greater than 0"
             ),
             format!(
-                "{f}:34: {steps}[3].setHeaderRoute: warning: Forbidden: this step is not supported by canaryd yet; {LEFT_TO_ARGO}"
+                "{f}:34: {argo_steps}[3].setHeaderRoute: Invalid value: {{\"name\":\"h\"}}: SetHeaderRoute requires TrafficRouting, supports Istio and ALB and Apisix"
             ),
             format!(
                 "{f}:35: {steps}[4].analysis.args: args.service was not resolved: the templates require it"

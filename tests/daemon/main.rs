@@ -7,6 +7,7 @@ mod daemon_decode;
 mod daemon_gate;
 mod daemon_ha;
 mod daemon_handover;
+mod daemon_header_routes;
 mod daemon_jobs;
 mod daemon_metrics;
 mod daemon_notifications;

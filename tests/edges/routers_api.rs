@@ -31,6 +31,7 @@ fn route(weight: i32) -> Route {
         weight,
         canary_hash: "new".into(),
         stable_hash: "old".into(),
+        managed: Default::default(),
     }
 }
 

@@ -18,6 +18,7 @@ mod progressive_engine;
 mod rollout_act;
 mod rollout_actions;
 mod rollout_analysis;
+mod rollout_managed_routes;
 mod rollout_parity;
 mod rollout_planner;
 mod rollout_references;

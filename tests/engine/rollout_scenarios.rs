@@ -484,14 +484,6 @@ fn every_unsupported_part_is_invalid_spec_naming_its_field_never_a_crash() {
         // Beside the canary strategy, Argo's ValidateRolloutStrategy: Multiple Strategies.
         ("blueGreen", "spec.strategy.strategy"),
         ("experiment", "spec.strategy.canary.steps[0].experiment"),
-        (
-            "setHeaderRoute",
-            "spec.strategy.canary.steps[0].setHeaderRoute",
-        ),
-        (
-            "setMirrorRoute",
-            "spec.strategy.canary.steps[0].setMirrorRoute",
-        ),
         ("plugin", "spec.strategy.canary.steps[0].plugin"),
         ("workloadRef", "spec.workloadRef"),
     ];

@@ -156,7 +156,8 @@ fn a_host_split_moves_the_weight_then_promotes_and_keeps_the_old_stable_for_its_
         Some(Route {
             weight: 10,
             canary_hash: second.clone(),
-            stable_hash: first.clone()
+            stable_hash: first.clone(),
+            managed: Default::default(),
         })
     );
 

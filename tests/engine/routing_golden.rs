@@ -10,10 +10,13 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use canaryd::api::Rollout;
+use canaryd::api::rollout::CanaryStep;
 use canaryd::api::traffic_routing::{IstioDestinationRule, IstioVirtualService};
 use canaryd::cli::load::load_file;
 use canaryd::engine::routing::nginx::{self, CanaryIngress};
-use canaryd::engine::routing::{Desired, Routing, gateway, istio, routing};
+use canaryd::engine::routing::{
+    Desired, ManagedRouteChange, Routing, gateway, istio, managed_routes, routing,
+};
 use canaryd_testkit::fake_apiserver::schema;
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{Value, json};
@@ -81,6 +84,21 @@ impl Case {
 
     fn str(&self, key: &str) -> &str {
         self.doc.get(key).and_then(Value::as_str).unwrap_or("")
+    }
+
+    /// The case's `change`: the managed routes `remove`d and the `step` whose route is set.
+    fn managed_change(&self) -> ManagedRouteChange {
+        let Some(change) = self.doc.get("change") else {
+            return ManagedRouteChange::default();
+        };
+        let remove = change.get("remove").cloned().unwrap_or(json!([]));
+        let step: Option<CanaryStep> = change
+            .get("step")
+            .map(|s| serde_json::from_value(s.clone()).unwrap());
+        ManagedRouteChange {
+            remove: serde_json::from_value(remove).unwrap(),
+            set: step.and_then(|s| managed_routes::step_route(&s).unwrap()),
+        }
     }
 
     fn weight(&self) -> i32 {
@@ -151,7 +169,8 @@ fn every_virtual_service_case_matches_argo_and_the_istio_crd() {
         let rollout = case.rollout();
         let routing = case.routing(&rollout);
         let istio_config = routing.istio.as_ref().unwrap();
-        let desired = Desired::new(&rollout, &routing, case.weight(), "", "");
+        let change = case.managed_change();
+        let desired = Desired::new(&rollout, &routing, case.weight(), "", "").with_managed(&change);
         let vs: &IstioVirtualService = istio::virtual_services(istio_config)[0];
         let dr: Option<&IstioDestinationRule> = istio_config.destination_rule.as_ref();
         let got =
@@ -205,7 +224,8 @@ fn every_http_route_case_matches_the_gateway_api_plugin_and_the_crd() {
         let rollout = case.rollout();
         let routing = case.routing(&rollout);
         let config = routing.gateway_api.as_ref().unwrap();
-        let desired = Desired::new(&rollout, &routing, case.weight(), "", "");
+        let change = case.managed_change();
+        let desired = Desired::new(&rollout, &routing, case.weight(), "", "").with_managed(&change);
         let got =
             gateway::http_route(&case.doc["input"], config, &desired).map_err(|e| e.to_string());
         if let Ok(Some(out)) = &got

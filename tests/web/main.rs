@@ -18,7 +18,7 @@ use canaryd_testkit::child_daemon;
 use canaryd_testkit::cli::Canaryd;
 use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer};
 use canaryd_testkit::rollout::checkout::{
-    NAME, NAMESPACE, from, owner, rollout_object, serve_fixture,
+    NAME, NAMESPACE, advanced_rollout_object, from, owner, rollout_object, serve_fixture,
 };
 use serde_json::json;
 
@@ -80,12 +80,7 @@ fn screenshot(name: &str) -> PathBuf {
 
 /// The fixture's Rollout moved on to its third step (setWeight: 50), as its controller would write it.
 fn advance(server: &FakeApiServer) {
-    let mut rollout = rollout_object();
-    rollout["status"]["currentStepIndex"] = json!(2);
-    rollout["status"]["phase"] = json!("Progressing");
-    rollout["status"]["message"] = json!("more replicas need to be updated");
-    rollout["status"]["pauseConditions"] = json!([]);
-    rollout["status"]["controllerPause"] = json!(false);
+    let mut rollout = advanced_rollout_object();
     rollout["status"]["canary"]["weights"]["canary"]["weight"] = json!(50);
     rollout["status"]["canary"]["weights"]["stable"]["weight"] = json!(50);
     server.put::<Rollout>(&from(rollout));

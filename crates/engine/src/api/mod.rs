@@ -7,6 +7,7 @@ pub mod compare;
 mod crd;
 pub mod decode;
 pub mod duration;
+pub mod managed_routes;
 pub mod meta;
 pub mod reasons;
 pub mod rollout;

@@ -192,4 +192,6 @@ pub struct Route {
     /// `rollouts-pod-template-hash` of the new and the stable ReplicaSet.
     pub canary_hash: String,
     pub stable_hash: String,
+    /// What happens to the header and mirror routes the steps add.
+    pub managed: crate::routing::ManagedRouteChange,
 }

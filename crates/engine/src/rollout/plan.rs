@@ -301,7 +301,8 @@ impl Reconcile<'_, '_> {
                 .as_ref()
                 .is_some_and(|r| r.phase == Some(AnalysisPhase::Successful));
         }
-        false
+        // The routers set the route in this reconcile, before the step moves on.
+        step.set_header_route.is_some() || step.set_mirror_route.is_some()
     }
 
     /// Argo's syncRolloutStatusCanary: the canary part of the status, then `persist`.

@@ -21,7 +21,7 @@ use super::{Event, Observed, Plan, Route, Write, plan};
 use crate::api::reasons::rollout as reasons;
 use crate::api::rollout::RolloutStatus;
 use crate::api::{AnalysisRun, AnalysisTemplateRef, AnalysisTemplateSpec, Rollout};
-use crate::routing::{RouteFailure, RouterObject};
+use crate::routing::{ManagedRouteChange, RouteFailure, RouterObject, managed_routes};
 
 /// Reads and plans of one reconcile at most, when writes keep meeting changes.
 pub const ATTEMPTS: usize = 3;
@@ -331,6 +331,13 @@ fn publish_landed<C: Cluster>(cluster: &mut C, seen: &Snapshot, plan: &Plan, lan
     }
 }
 
+/// What `plan`'s route does to the managed header and mirror routes.
+fn managed(plan: &Plan) -> &ManagedRouteChange {
+    plan.route
+        .as_ref()
+        .map_or(&managed_routes::NO_CHANGE, |r| &r.managed)
+}
+
 /// The plan for `seen`, run on through the plans that follow it while they change only the status: nothing
 /// in the cluster changes between them, so each is made from the status the one before left and the status is
 /// stored once, with their Events in order. A plan with writes stops the run and is made again after a fresh
@@ -348,7 +355,9 @@ fn coalesced(seen: &Snapshot, how: Planning<'_>) -> Plan {
         }
         planned.status = Some(current.status.clone());
         let next = seen.plan_for(&planned, how);
-        if !next.writes.is_empty() {
+        // A header or mirror route step's route is set by its own plan's route, so a change to the managed
+        // routes stops the run as a write does.
+        if !next.writes.is_empty() || managed(&next) != managed(&current) {
             break;
         }
         events.append(&mut current.events);

@@ -12,7 +12,8 @@ use super::steps::pause_seconds;
 use super::{basic_canary, pod_template};
 use crate::api::Rollout;
 use crate::api::rollout::{CanaryStep, CanaryStrategy, RolloutAnalysis};
-use crate::routing::RoutingError;
+use crate::api::traffic_routing::TrafficRouting;
+use crate::routing::{RoutingError, managed_routes};
 use crate::template::Finding;
 
 /// The words that every finding of what canaryd's Rollout controller does not run carries (this module's and
@@ -231,7 +232,7 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
         .unwrap_or(basic_canary::MAX_WEIGHT);
     for (i, step) in steps.iter().enumerate() {
         check_step_actions(step, i, out);
-        check_step(step, i, canary.traffic_routing.is_some(), max_weight, out);
+        check_step(step, i, canary.traffic_routing.as_ref(), max_weight, out);
     }
     if canary.anti_affinity.is_some() {
         out.push(unsupported(format!("{CANARY}.antiAffinity"), ""));
@@ -400,7 +401,8 @@ fn check_step_actions(step: &CanaryStep, i: usize, out: &mut Vec<Finding>) {
         }
     }
     let unrun = [(experiment, "experiment")].into_iter().chain(others);
-    for (_, name) in unrun.filter(|(set, name)| *set && *name != "setCanaryScale") {
+    let run = ["setCanaryScale", "setHeaderRoute", "setMirrorRoute"];
+    for (_, name) in unrun.filter(|(set, name)| *set && !run.contains(name)) {
         out.push(Finding::forbidden(
             format!("{CANARY}.steps[{i}].{name}"),
             "this step is not supported by canaryd yet",
@@ -409,9 +411,16 @@ fn check_step_actions(step: &CanaryStep, i: usize, out: &mut Vec<Finding>) {
 }
 
 /// The values of the step `i`, in Argo's order: setWeight (up to `max_weight`), the pause's duration,
-/// setCanaryScale (which needs a router, `routed`); then canaryd's own checks of the canary scale and the
-/// step analysis.
-fn check_step(step: &CanaryStep, i: usize, routed: bool, max_weight: i32, out: &mut Vec<Finding>) {
+/// setCanaryScale (which needs a router, `routing`), the header and mirror routes
+/// (`managed_routes::check_step`); then canaryd's own checks of the canary scale and the step analysis.
+fn check_step(
+    step: &CanaryStep,
+    i: usize,
+    routing: Option<&TrafficRouting>,
+    max_weight: i32,
+    out: &mut Vec<Finding>,
+) {
+    let routed = routing.is_some();
     let at = argo_canary(&format!("steps[{i}]"));
     if let Some(w) = step.set_weight
         && !(0..=max_weight).contains(&w)
@@ -448,6 +457,7 @@ fn check_step(step: &CanaryStep, i: usize, routed: bool, max_weight: i32, out: &
             ));
         }
     }
+    managed_routes::check_step(step, &at, routing, out);
     if let Some(analysis) = &step.analysis {
         check_analysis(analysis, &format!("{CANARY}.steps[{i}].analysis"), out);
     }

@@ -60,7 +60,8 @@ pub fn pause_seconds(duration: Option<&IntOrString>) -> Result<Option<i64>, Stri
     }
 }
 
-/// The step as Argo names it in `RolloutStepCompleted` ("setWeight: 50", "pause: 3s", "analysis").
+/// The step as Argo names it in `RolloutStepCompleted` ("setWeight: 50", "pause: 3s", "analysis",
+/// "setHeaderRoute: <name>").
 pub fn describe(step: &CanaryStep) -> String {
     if let Some(w) = step.set_weight {
         return format!("setWeight: {w}");
@@ -90,6 +91,18 @@ pub fn describe(step: &CanaryStep) -> String {
             }
             _ => "setCanaryScale{matchTrafficWeight: true}".to_string(),
         };
+    }
+    let route_name = |route: &Value| {
+        route
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    if let Some(route) = &step.set_header_route {
+        return format!("setHeaderRoute: {}", route_name(route).unwrap_or_default());
+    }
+    if let Some(route) = &step.set_mirror_route {
+        return format!("setMirrorRoute: {}", route_name(route).unwrap_or_default());
     }
     "invalid".to_string()
 }
@@ -172,5 +185,20 @@ mod tests {
         assert!(pause_seconds(s("soon").as_ref()).is_err());
         assert_eq!(describe(&pause(s("3s"))), "pause: 3s");
         assert_eq!(describe(&weight(50)), "setWeight: 50");
+    }
+
+    /// Argo's CanaryStepString names a route step by its route.
+    #[test]
+    fn route_steps_are_named_by_their_route() {
+        let header = CanaryStep {
+            set_header_route: Some(serde_json::json!({"name": "set-header-1"})),
+            ..Default::default()
+        };
+        let mirror = CanaryStep {
+            set_mirror_route: Some(serde_json::json!({"name": "mirror-route", "percentage": 35})),
+            ..Default::default()
+        };
+        assert_eq!(describe(&header), "setHeaderRoute: set-header-1");
+        assert_eq!(describe(&mirror), "setMirrorRoute: mirror-route");
     }
 }

@@ -12,6 +12,7 @@ use super::context::Reconcile;
 use super::steps::CanaryScale;
 use super::{Route, SCALE_DOWN_DEADLINE_ANNOTATION, Write, steps};
 use crate::api::rollout::{CanaryStep, RolloutStatus, TrafficWeights, WeightDestination};
+use crate::routing::managed_routes;
 
 /// Argo's default `scaleDownDelaySeconds` and `abortScaleDownDelaySeconds` with a traffic router.
 pub const DEFAULT_SCALE_DOWN_DELAY_SECONDS: i32 = 30;
@@ -148,12 +149,19 @@ impl Reconcile<'_, '_> {
         let max = self.max_weight();
         let p = &self.prev;
         let new_rs = self.new_rs.map(|i| &self.rss[i]);
-        let (_, index) = self.current_step();
+        let (step, index) = self.current_step();
         // Promoted, aborted, or a canary without an available pod: no traffic to the canary.
-        let weight = if p.stable_rs == p.current_pod_hash
+        let no_canary = p.stable_rs == p.current_pod_hash
             || self.pause.aborted(p)
-            || new_rs.is_none_or(|r| r.pods.available == 0)
-        {
+            || new_rs.is_none_or(|r| r.pods.available == 0);
+        let managed = managed_routes::change(
+            self.steps,
+            self.canary.and_then(|c| c.traffic_routing.as_ref()),
+            step,
+            no_canary || p.promote_full,
+            self.revision_number(),
+        );
+        let weight = if no_canary {
             0
         } else if p.promote_full {
             // The weight the status says was applied, kept within 0..=max (the status is anyone's to write).
@@ -200,6 +208,7 @@ impl Reconcile<'_, '_> {
             weight,
             canary_hash: weights.canary.pod_template_hash.clone(),
             stable_hash: weights.stable.pod_template_hash.clone(),
+            managed,
         });
         let prev = self.prev.canary.weights.as_ref();
         let modified = prev.is_none_or(|w| {

@@ -1,11 +1,12 @@
 //! Gateway API HTTPRoutes, configured as the argoproj-labs Gateway API plugin is
 //! (`plugins."argoproj-labs/gatewayAPI"`): the weights of the backendRefs naming the canary and stable
 //! Services are set, every other backend is left as it is, and the plugin's in-progress label marks a route
-//! while the canary has traffic. No ConfigMap state. Returns whole objects for an Update.
+//! while the canary has traffic; header routes as the plugin writes them (`gateway_managed`). No ConfigMap
+//! state. Returns whole objects for an Update.
 
 use serde_json::{Map, Value};
 
-use super::{Desired, Reader, RoutingError, config, object_name};
+use super::{Desired, Reader, RoutingError, config, gateway_managed, managed_routes, object_name};
 use crate::api::traffic_routing::GatewayApiTrafficRouting;
 
 const IN_PROGRESS_LABEL: &str = "rollouts.argoproj.io/gatewayapi-canary";
@@ -63,8 +64,8 @@ pub fn namespace<'a>(g: &'a GatewayApiTrafficRouting, d: &Desired<'a>) -> &'a st
 }
 
 /// The HTTPRoute `current` (as read) with its canary backendRefs at the desired weight and its stable ones at
-/// the rest; rules holding only the canary backend (header routes the plugin added) are skipped. `Ok(None)`
-/// when it already says so.
+/// the rest; the plugin's header rules (named after a managed route, or holding only the canary backend) are
+/// skipped. `Ok(None)` when it already says so.
 pub fn http_route(
     current: &Value,
     g: &GatewayApiTrafficRouting,
@@ -78,6 +79,18 @@ pub fn http_route(
     let canary = i64::from(d.canary_weight);
     let stable = d.stable_weight(0);
     let (mut canary_found, mut stable_found, mut changed) = (false, false, false);
+    let routing = d
+        .rollout
+        .spec
+        .canary()
+        .and_then(|c| c.traffic_routing.as_ref());
+    let managed = managed_routes::names(routing);
+    // The plugin's SetHeaderRoute and RemoveManagedRoutes, on the routes it adds header routes to.
+    if gateway_managed::uses_header_routes(g, r.name)
+        && let Some(Value::Array(rules)) = out.pointer_mut("/spec/rules")
+    {
+        changed = gateway_managed::apply(&r, rules, d.managed, &managed, d)?;
+    }
     let rules = match out.pointer_mut("/spec/rules") {
         None | Some(Value::Null) => None,
         Some(Value::Array(rules)) => Some(rules),
@@ -87,6 +100,10 @@ pub fn http_route(
     };
     for (i, rule) in rules.into_iter().flatten().enumerate() {
         let field = format!("spec.rules[{i}]");
+        // The header rules the plugin added keep their backend as it is.
+        if gateway_managed::unweighted(rule, &managed, d.canary_service) {
+            continue;
+        }
         let rule = rule
             .as_object_mut()
             .ok_or_else(|| r.malformed(&field, "expected an object"))?;
@@ -105,9 +122,6 @@ pub fn http_route(
                 .map(str::to_string)
                 .unwrap_or_default()
         };
-        if refs.len() == 1 && name(&refs[0]) == d.canary_service {
-            continue;
-        }
         for (j, backend) in refs.iter_mut().enumerate() {
             let at = format!("{field}.backendRefs[{j}]");
             let want = match name(backend) {

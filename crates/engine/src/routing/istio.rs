@@ -6,7 +6,7 @@
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::{Map, Value};
 
-use super::{Desired, Reader, RoutingError, config, object_name};
+use super::{Desired, Reader, RoutingError, config, istio_managed, managed_routes, object_name};
 use crate::api::rollout::MANAGED_BY_ANNOTATION;
 use crate::api::traffic_routing::{IstioDestinationRule, IstioTrafficRouting, IstioVirtualService};
 use crate::rollout::hash::HASH_LABEL;
@@ -177,20 +177,32 @@ fn same_hosts(a: &[String], b: &[String]) -> bool {
 }
 
 /// The indices of the routes of `kind` the configuration selects (Argo's get*RouteIndexesToPatch and the
-/// exactly-one rule when the configuration names none).
+/// exactly-one rule when the configuration names none); HTTP routes with the managed ones
+/// (`istio_managed::weighted`).
 fn selected(
     r: &Reader,
     kind: Kind,
     routes: &[Value],
     vs: &IstioVirtualService,
+    managed: &[String],
 ) -> Result<Vec<usize>, RoutingError> {
     let field = |i: usize| format!("spec.{}[{i}]", kind.key());
-    let named = match kind {
-        Kind::Http => vs.routes.as_ref().is_some_and(|v| !v.is_empty()),
-        Kind::Tls => vs.tls_routes.as_ref().is_some_and(|v| !v.is_empty()),
-        Kind::Tcp => vs.tcp_routes.as_ref().is_some_and(|v| !v.is_empty()),
+    let wanted: Vec<(i64, Vec<String>)> = match kind {
+        Kind::Http => return istio_managed::weighted(r, routes, vs, managed),
+        Kind::Tls => vs
+            .tls_routes
+            .iter()
+            .flatten()
+            .map(|t| (t.port.unwrap_or(0), t.sni_hosts.clone().unwrap_or_default()))
+            .collect(),
+        Kind::Tcp => vs
+            .tcp_routes
+            .iter()
+            .flatten()
+            .map(|t| (t.port.unwrap_or(0), Vec::new()))
+            .collect(),
     };
-    if !named {
+    if wanted.is_empty() {
         return match routes.len() {
             0 => Ok(Vec::new()),
             1 => Ok(vec![0]),
@@ -202,58 +214,22 @@ fn selected(
         };
     }
     let mut out = Vec::new();
-    match kind {
-        Kind::Http => {
-            for wanted in vs.routes.iter().flatten() {
-                let mut found = None;
-                for (i, route) in routes.iter().enumerate() {
-                    let route_obj = r.object(route, &field(i))?;
-                    if r.string(route_obj, "name", &field(i))? == wanted {
-                        found = Some(i);
-                        break;
-                    }
-                }
-                let i = found.ok_or_else(|| {
-                    RoutingError::Mismatch(format!(
-                        "HTTP Route '{wanted}' is not found in the defined Virtual Service."
-                    ))
-                })?;
+    for (port, snis) in wanted {
+        let mut any = false;
+        for (i, route) in routes.iter().enumerate() {
+            if let Some((p, s)) = match_key(r, route, &field(i))?
+                && p == port
+                && (kind == Kind::Tcp || same_hosts(&snis, &s))
+            {
                 out.push(i);
+                any = true;
             }
         }
-        Kind::Tls | Kind::Tcp => {
-            let wanted: Vec<(i64, Vec<String>)> = match kind {
-                Kind::Tls => vs
-                    .tls_routes
-                    .iter()
-                    .flatten()
-                    .map(|t| (t.port.unwrap_or(0), t.sni_hosts.clone().unwrap_or_default()))
-                    .collect(),
-                _ => vs
-                    .tcp_routes
-                    .iter()
-                    .flatten()
-                    .map(|t| (t.port.unwrap_or(0), Vec::new()))
-                    .collect(),
-            };
-            for (port, snis) in wanted {
-                let mut any = false;
-                for (i, route) in routes.iter().enumerate() {
-                    if let Some((p, s)) = match_key(r, route, &field(i))?
-                        && p == port
-                        && (kind == Kind::Tcp || same_hosts(&snis, &s))
-                    {
-                        out.push(i);
-                        any = true;
-                    }
-                }
-                if !any {
-                    let what = if kind == Kind::Tls { "TLS" } else { "TCP" };
-                    return Err(RoutingError::Mismatch(format!(
-                        "No matching {what} routes found in the defined Virtual Service."
-                    )));
-                }
-            }
+        if !any {
+            let what = if kind == Kind::Tls { "TLS" } else { "TCP" };
+            return Err(RoutingError::Mismatch(format!(
+                "No matching {what} routes found in the defined Virtual Service."
+            )));
         }
     }
     Ok(out)
@@ -357,9 +333,10 @@ fn reweighted(
     changed.then_some(out)
 }
 
-/// The VirtualService `current` (as read) with the configured routes at the desired weights, for an Update
-/// that keeps its resourceVersion; `Ok(None)` when it already shows them. `vs` is the reference that named
-/// it; `dr` the DestinationRule of subset mode.
+/// The VirtualService `current` (as read) with the managed routes changed as `d` says
+/// (`istio_managed::apply`) and the configured routes at the desired weights, for an Update that keeps its
+/// resourceVersion; `Ok(None)` when it already shows them. `vs` is the reference that named it; `dr` the
+/// DestinationRule of subset mode.
 pub fn virtual_service(
     current: &Value,
     vs: &IstioVirtualService,
@@ -374,14 +351,30 @@ pub fn virtual_service(
         None | Some(Value::Null) => &Map::new(),
         Some(spec) => r.object(spec, "spec")?,
     };
+    let managed = managed_routes::names(
+        d.rollout
+            .spec
+            .canary()
+            .and_then(|c| c.traffic_routing.as_ref()),
+    );
+    // Argo changes the managed routes (SetHeaderRoute, SetMirrorRoute, RemoveManagedRoutes) before SetWeight.
+    let mut http = r.list(spec.get("http"), "spec.http")?.cloned();
+    let http_changed = match &mut http {
+        Some(http) => istio_managed::apply(&r, http, d.managed, vs, dr, d, &managed)?,
+        None => false,
+    };
     let mut plan: Vec<(Kind, usize, Vec<Value>)> = Vec::new();
     let mut any_routes = false;
     for kind in [Kind::Http, Kind::Tls, Kind::Tcp] {
-        let Some(routes) = r.list(spec.get(kind.key()), &format!("spec.{}", kind.key()))? else {
+        let routes = match kind {
+            Kind::Http => http.as_ref(),
+            _ => r.list(spec.get(kind.key()), &format!("spec.{}", kind.key()))?,
+        };
+        let Some(routes) = routes else {
             continue;
         };
         any_routes = true;
-        let chosen = selected(&r, kind, routes, vs)?;
+        let chosen = selected(&r, kind, routes, vs, &managed)?;
         for i in chosen {
             let field = format!("spec.{}[{i}]", kind.key());
             let dests = destinations(&r, &routes[i], &field)?;
@@ -397,10 +390,17 @@ pub fn virtual_service(
                 .to_string(),
         ));
     }
-    if plan.is_empty() {
+    if plan.is_empty() && !http_changed {
         return Ok(None);
     }
     let mut out = current.clone();
+    if let (true, Some(http), Some(spec)) = (
+        http_changed,
+        http,
+        out.get_mut("spec").and_then(Value::as_object_mut),
+    ) {
+        spec.insert("http".to_string(), Value::Array(http));
+    }
     for (kind, i, new) in plan {
         if let Some(route) = out
             .pointer_mut(&format!("/spec/{}/{i}", kind.key()))
@@ -577,6 +577,7 @@ mod tests {
             max_traffic_weight: None,
             canary_hash: "new",
             stable_hash: "old",
+            managed: &crate::routing::managed_routes::NO_CHANGE,
         };
         let sets = [
             rs("web-old", "old", 3, 3),

@@ -136,7 +136,8 @@ impl Routers {
             route.weight,
             &route.canary_hash,
             &route.stable_hash,
-        );
+        )
+        .with_managed(&route.managed);
         let shares = || {
             vec![
                 (d.canary_service.to_string(), i64::from(d.canary_weight)),
@@ -187,50 +188,82 @@ impl Routers {
     }
 }
 
-/// The weights of every destination of a VirtualService's routes (by host, and subset) or an HTTPRoute's
-/// rules (by backend name), in the object's order.
+/// The weights of every destination of a VirtualService's routes (by host, and subset; a route with a match,
+/// such as a header or mirror route, names itself first, and a mirror shows its percentage) or an
+/// HTTPRoute's rules (by backend name), in the object's order.
 fn destination_weights(object: &Value) -> Vec<(String, i64)> {
+    let routes = |lists: &[&str]| -> Vec<Value> {
+        lists
+            .iter()
+            .filter_map(|list| object.pointer(&format!("/spec/{list}")))
+            .filter_map(Value::as_array)
+            .flatten()
+            .cloned()
+            .collect()
+    };
     if object.get("kind").and_then(Value::as_str) == Some("HTTPRoute") {
-        return route_weights(object, &["rules"], "backendRefs", |b| {
-            b.get("name")?.as_str().map(str::to_string)
-        });
+        // A rule with a match and a name (a header rule among them) names itself first; a backendRef
+        // without a weight has the Gateway API's default, 1.
+        return routes(&["rules"])
+            .iter()
+            .flat_map(|rule| {
+                let name = rule
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .filter(|_| rule.get("matches").is_some());
+                weights(rule, "backendRefs", 1, |b| {
+                    let backend = b.get("name")?.as_str()?;
+                    Some(name.map_or(backend.to_string(), |n| format!("{n}: {backend}")))
+                })
+            })
+            .collect();
     }
-    route_weights(object, &["http", "tls", "tcp"], "route", |dest| {
-        let host = dest.pointer("/destination/host")?.as_str()?;
-        Some(
-            match dest.pointer("/destination/subset").and_then(Value::as_str) {
-                Some(subset) => format!("{host}/{subset}"),
-                None => host.to_string(),
-            },
-        )
-    })
-}
-
-/// The weights of every destination of every route of `object` (`spec.<list>[].<dests>[]`), named by `name`.
-fn route_weights(
-    object: &Value,
-    lists: &[&str],
-    dests: &str,
-    name: impl Fn(&Value) -> Option<String>,
-) -> Vec<(String, i64)> {
+    let host = |dest: &Value| {
+        let host = dest.get("host")?.as_str()?;
+        Some(match dest.get("subset").and_then(Value::as_str) {
+            Some(subset) => format!("{host}/{subset}"),
+            None => host.to_string(),
+        })
+    };
     let mut out = Vec::new();
-    for list in lists {
-        let routes = object
-            .pointer(&format!("/spec/{list}"))
-            .and_then(Value::as_array);
-        for route in routes.into_iter().flatten() {
-            for dest in route
-                .get(dests)
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(n) = name(dest) {
-                    let weight = dest.get("weight").and_then(Value::as_i64).unwrap_or(0);
-                    out.push((n, weight));
-                }
+    for route in routes(&["http", "tls", "tcp"]) {
+        // The routes a match selects (header and mirror routes among them) by their name.
+        let matched = route.get("match").is_some();
+        let name = route.get("name").and_then(Value::as_str).unwrap_or("");
+        let named = |dest: String| {
+            if matched {
+                format!("{name}: {dest}")
+            } else {
+                dest
             }
+        };
+        out.extend(weights(&route, "route", 0, |d| {
+            host(d.get("destination")?).map(named)
+        }));
+        if let Some(mirror) = route.get("mirror").and_then(host) {
+            let percent = route
+                .pointer("/mirrorPercentage/value")
+                .and_then(Value::as_f64)
+                .map_or(100, |p| p.round() as i64);
+            out.push((named(format!("mirror to {mirror}")), percent));
         }
     }
     out
+}
+
+/// The weight of every destination in `route`'s `dests` list (`unset` when it has none), named by `name`.
+fn weights(
+    route: &Value,
+    dests: &str,
+    unset: i64,
+    name: impl Fn(&Value) -> Option<String>,
+) -> Vec<(String, i64)> {
+    let list = route.get(dests).and_then(Value::as_array);
+    list.into_iter()
+        .flatten()
+        .filter_map(|dest| {
+            let weight = dest.get("weight").and_then(Value::as_i64).unwrap_or(unset);
+            Some((name(dest)?, weight))
+        })
+        .collect()
 }

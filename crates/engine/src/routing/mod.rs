@@ -7,11 +7,15 @@
 //! and writes.
 
 pub mod gateway;
+mod gateway_managed;
 pub mod istio;
+mod istio_managed;
+pub mod managed_routes;
 pub mod memory;
 pub mod nginx;
 mod targets;
 
+pub use managed_routes::ManagedRouteChange;
 pub use targets::{RouteFailure, RouterObject, Target, targets};
 
 use serde_json::{Map, Value};
@@ -81,7 +85,6 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
         ("appMesh", tr.app_mesh.is_some()),
         ("traefik", tr.traefik.is_some()),
         ("apisix", tr.apisix.is_some()),
-        ("managedRoutes", tr.managed_routes.is_some()),
     ];
     for (name, set) in unsupported
         .into_iter()
@@ -94,6 +97,7 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
             ));
         }
     }
+    managed_routes::read_list(Some(tr)).map_err(|e| config(format!("{FIELD}.managedRoutes"), e))?;
     if let Some(max) = tr.max_traffic_weight
         && max < 1
     {
@@ -143,6 +147,9 @@ pub struct Desired<'a> {
     /// `rollouts-pod-template-hash` of the canary and stable ReplicaSets; empty when there is none.
     pub canary_hash: &'a str,
     pub stable_hash: &'a str,
+    /// What this reconcile does to the managed header and mirror routes; none unless
+    /// [`Desired::with_managed`] says.
+    pub managed: &'a ManagedRouteChange,
 }
 
 impl<'a> Desired<'a> {
@@ -167,7 +174,13 @@ impl<'a> Desired<'a> {
             max_traffic_weight: routing.max_traffic_weight,
             canary_hash,
             stable_hash,
+            managed: &managed_routes::NO_CHANGE,
         }
+    }
+
+    /// The same, with the managed routes changed as `managed` says (the planner's `Route::managed`).
+    pub fn with_managed(self, managed: &'a ManagedRouteChange) -> Desired<'a> {
+        Desired { managed, ..self }
     }
 
     /// The total every weight is out of: `maxTrafficWeight`, 100 when unset.
@@ -299,10 +312,6 @@ mod tests {
             (
                 json!({"traefik": {}}),
                 "spec.strategy.canary.trafficRouting.traefik",
-            ),
-            (
-                json!({"managedRoutes": [{"name": "h"}]}),
-                "spec.strategy.canary.trafficRouting.managedRoutes",
             ),
             (
                 json!({"plugins": {"argoproj-labs/contour": {}}}),

@@ -116,6 +116,18 @@ pub fn rollout_object() -> Value {
     })
 }
 
+/// The Rollout moved on to its third step (setWeight: 50), as its controller would write it before the weight
+/// moves (the routers' weights are still the second step's).
+pub fn advanced_rollout_object() -> Value {
+    let mut rollout = rollout_object();
+    rollout["status"]["currentStepIndex"] = json!(2);
+    rollout["status"]["phase"] = json!("Progressing");
+    rollout["status"]["message"] = json!("more replicas need to be updated");
+    rollout["status"]["pauseConditions"] = json!([]);
+    rollout["status"]["controllerPause"] = json!(false);
+    rollout
+}
+
 /// The ownerReferences naming `kind` `name` (`uid`) as the controller.
 pub fn owner(kind: &str, name: &str, uid: &str) -> Value {
     json!([{
