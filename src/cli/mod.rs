@@ -30,6 +30,7 @@ pub mod helm_template;
 pub mod judge;
 pub mod load;
 pub mod located;
+pub mod notifications;
 pub mod plan;
 pub mod rehearse;
 pub mod rehearse_many;
@@ -166,6 +167,9 @@ pub enum Command {
     /// Judge canary against baseline: sequential error-rate test or distribution test (exit 0 pass, 1 fail,
     /// 3 inconclusive, 2 bad input).
     Judge(judge::Args),
+    /// Try a notification template or trigger against a live Rollout, as `kubectl argo rollouts
+    /// notifications` does (`template notify`, `trigger run`).
+    Notifications(notifications::Args),
     /// The Rollout actions of `kubectl argo rollouts`: promote, abort, retry, pause, resume, restart, undo, set image.
     #[command(flatten)]
     RolloutAction(rollout_actions::Action),
@@ -185,6 +189,7 @@ pub fn run(cli: Cli) -> Exit {
         Command::Dashboard(args) => dashboard::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Judge(args) => judge::run(args),
+        Command::Notifications(args) => notifications::run(args),
         Command::RolloutAction(action) => rollout_actions::run(action),
     }
 }

@@ -70,6 +70,11 @@ pub struct Args {
     /// as the cluster's TrafficSplit CRD serves. Argo Rollouts' flag of the same name, with its default.
     #[arg(long, default_value = "v1alpha1", value_name = "VERSION")]
     pub traffic_split_api_version: crate::engine::routing::smi::SmiApiVersion,
+    /// Also read those two objects in the namespace of the Rollout or AnalysisRun an Event is about, and send
+    /// with that configuration too (Argo's self-service notifications); needs reading them cluster-wide. Alone,
+    /// as Argo's controller takes it, the flag is true.
+    #[arg(long, env = "CANARYD_SELF_SERVICE_NOTIFICATION_ENABLED", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub self_service_notification_enabled: bool,
     /// Also serve the dashboard's pages here (e.g. 0.0.0.0:3100), read through the daemon's service account;
     /// off by default. Put something that authenticates in front before exposing it beyond port-forwarding.
     #[arg(long, env = "CANARYD_DASHBOARD_ADDR", value_name = "ADDR")]
@@ -174,6 +179,7 @@ impl Args {
                 .notifications
                 .then(|| self.notifications_namespace.clone()),
             smi_api_version: self.traffic_split_api_version,
+            self_service_notifications: self.self_service_notification_enabled,
         }
     }
 }

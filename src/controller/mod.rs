@@ -72,6 +72,9 @@ pub struct Config {
     pub notifications_namespace: Option<String>,
     /// The TrafficSplit version SMI's router writes (`--traffic-split-api-version`).
     pub smi_api_version: crate::engine::routing::smi::SmiApiVersion,
+    /// Also read them in the namespace of the object an Event is about
+    /// (`--self-service-notification-enabled`).
+    pub self_service_notifications: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -246,9 +249,13 @@ impl Daemon {
         );
         let notifier = config.notifications_namespace.as_deref().map(|namespace| {
             let (events, reporter) = (events.clone(), reporter.clone());
+            let scope = crate::notify::settings::Scope {
+                namespace: namespace.to_string(),
+                self_service: config.self_service_notifications,
+            };
             Notifier::new(
                 client.clone(),
-                namespace,
+                scope,
                 config.namespaces.clone(),
                 events,
                 reporter,

@@ -13,8 +13,10 @@
 //! record). A broken template, trigger or service is a Warning Event on the object and a log line; it never
 //! holds a reconcile, which has returned before the Event is created.
 
+mod email;
 pub mod services;
 pub mod settings;
+mod slack;
 mod webhook;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,11 +34,13 @@ use tracing::{info, warn};
 use crate::engine::notify::config::Config;
 use crate::engine::notify::render::{Vars, render};
 use crate::engine::notify::subscriptions::{Destination, destinations};
-use crate::engine::notify::{templates_to_send, trigger_for_reason};
+use crate::engine::notify::{
+    analysis_run_selector, analysis_runs_of, templates_to_send, trigger_for_reason,
+};
 use crate::k8s::events::{self, EventQueue, Happened};
 use crate::observe::Metrics;
 use crate::time::Clock;
-use settings::{Settings, yaml_value};
+use settings::{Scope, Settings, yaml_value};
 
 /// The annotation on an Event that records what was sent for it.
 pub const NOTIFIED: &str = "notified.notifications.argoproj.io";
@@ -50,6 +54,8 @@ pub const RECOVERY_WINDOW: Duration = Duration::from_secs(600);
 /// Sends the notifications of the Events the daemon creates.
 pub struct Notifier {
     client: kube::Client,
+    /// The daemon's namespace, whose configuration applies to every Event.
+    namespace: String,
     settings: Settings,
     http: reqwest::Client,
     events: EventQueue,
@@ -60,6 +66,15 @@ pub struct Notifier {
     watched: Vec<String>,
     /// The Events being notified now, so a catch-up and the publisher's hook never send one Event's at once.
     active: Mutex<BTreeSet<String>>,
+}
+
+/// One Event being notified and the object it is about, read afresh.
+struct Occurrence<'a> {
+    event: &'a Event,
+    reason: &'a str,
+    trigger: String,
+    regarding: ObjectReference,
+    object: Value,
 }
 
 /// Holds an Event's place in [`Notifier::active`] until dropped.
@@ -75,11 +90,11 @@ impl Drop for Active<'_> {
 }
 
 impl Notifier {
-    /// A notifier reading its configuration from `namespace`, telling failures through `events`, catching up
-    /// on the Events of the `watched` namespaces (empty: all).
+    /// A notifier reading its configuration in `scope`, telling failures through `events`, catching up on the
+    /// Events of the `watched` namespaces (empty: all).
     pub fn new(
         client: kube::Client,
-        namespace: &str,
+        scope: Scope,
         watched: Vec<String>,
         events: EventQueue,
         reporter: Reporter,
@@ -87,7 +102,8 @@ impl Notifier {
         metrics: Arc<Metrics>,
     ) -> Arc<Notifier> {
         Arc::new(Notifier {
-            settings: settings::watch(client.clone(), namespace),
+            namespace: scope.namespace.clone(),
+            settings: settings::watch(client.clone(), scope),
             client,
             http: services::http_client(),
             events,
@@ -109,11 +125,26 @@ impl Notifier {
         })
     }
 
-    /// The configuration once it has been read.
-    async fn config(&self) -> Option<Arc<Config>> {
+    /// The configurations an Event about an object in `namespace` is notified with, once read: the daemon's,
+    /// then (self-service) the namespace's own, each with the prefix of its keys in [`NOTIFIED`].
+    async fn configs(&self, namespace: &str) -> Vec<(String, Arc<Config>)> {
         let mut settings = self.settings.clone();
-        let read = settings.wait_for(Option::is_some).await.ok()?;
-        read.clone()
+        let Some(by_namespace) = settings
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|read| read.clone())
+        else {
+            return Vec::new();
+        };
+        let own = (namespace != self.namespace)
+            .then(|| by_namespace.get(namespace))
+            .flatten()
+            .map(|config| (format!("{namespace}/"), config.clone()));
+        let daemon = by_namespace
+            .get(&self.namespace)
+            .map(|config| (String::new(), config.clone()));
+        daemon.into_iter().chain(own).collect()
     }
 
     /// Sends what `event` fires and it has not recorded as sent.
@@ -132,46 +163,83 @@ impl Notifier {
         }
         let _active = Active(&self.active, name);
         let trigger = trigger_for_reason(reason);
-        let Some(config) = self.config().await else {
-            return;
-        };
-        if !config.triggers.contains_key(&trigger) {
-            return;
-        }
         let Some(regarding) = event.regarding.clone() else {
             return;
         };
-        let object = match self.read(&regarding).await {
+        let mut configs = self
+            .configs(regarding.namespace.as_deref().unwrap_or_default())
+            .await;
+        configs.retain(|(_, config)| config.triggers.contains_key(&trigger));
+        if configs.is_empty() {
+            return;
+        }
+        let object = match read(&self.client, &regarding).await {
             Ok(object) => object,
             Err(e) => {
                 warn!(trigger = %trigger, error = %e, "Cannot read the object to notify about");
                 return;
             }
         };
+        let occurrence = Occurrence {
+            event: &event,
+            reason,
+            trigger,
+            regarding,
+            object,
+        };
+        let mut notified = recorded(&event);
+        let mut runs = None;
+        for (prefix, config) in configs {
+            self.notify_with(&occurrence, &config, &prefix, &mut runs, &mut notified)
+                .await;
+        }
+    }
+
+    /// Sends what `occurrence` fires under `config` and `notified` has not recorded, recording each send
+    /// under `prefix`; the Rollout's AnalysisRuns are listed once, when a trigger first needs them.
+    async fn notify_with(
+        &self,
+        occurrence: &Occurrence<'_>,
+        config: &Config,
+        prefix: &str,
+        runs: &mut Option<Value>,
+        notified: &mut serde_json::Map<String, Value>,
+    ) {
+        let Occurrence {
+            event,
+            reason,
+            trigger,
+            regarding,
+            object,
+        } = occurrence;
         let metadata = |key: &str| -> BTreeMap<String, String> {
             serde_json::from_value(object["metadata"][key].clone()).unwrap_or_default()
         };
         let (subscribed, problems) = destinations(
-            &config,
-            &trigger,
+            config,
+            trigger,
             &metadata("labels"),
             &metadata("annotations"),
             &yaml_value,
         );
         for problem in problems {
-            self.failed(&config, &regarding, &trigger, reason, problem);
+            self.failed(config, regarding, trigger, reason, problem);
         }
         if subscribed.is_empty() {
             return;
         }
-        let sends = match templates_to_send(&config, &trigger, &object) {
-            Ok(sends) => sends,
-            Err(e) => return self.failed(&config, &regarding, &trigger, reason, e),
+        let runs = match runs {
+            Some(listed) => listed,
+            None => runs.insert(analysis_runs(&self.client, regarding, object).await),
         };
-        let mut notified = recorded(&event);
+        let now = self.clock.now();
+        let sends = match templates_to_send(config, trigger, object, runs, now) {
+            Ok(sends) => sends,
+            Err(e) => return self.failed(config, regarding, trigger, reason, e),
+        };
         for destination in subscribed {
             let key = format!(
-                "{trigger}:{}:{}",
+                "{prefix}{trigger}:{}:{}",
                 destination.service, destination.recipient
             );
             if notified.contains_key(&key) || sends.is_empty() {
@@ -179,9 +247,7 @@ impl Notifier {
             }
             let mut outcome = "sent";
             for templates in &sends {
-                let sent = self
-                    .deliver(&config, &object, &destination, templates)
-                    .await;
+                let sent = deliver(&self.http, config, object, runs, &destination, templates).await;
                 let ok = sent.is_ok();
                 self.metrics.notification_sent(
                     ok,
@@ -192,56 +258,14 @@ impl Notifier {
                 );
                 if let Err(e) = sent {
                     outcome = "failed";
-                    self.failed(&config, &regarding, &trigger, reason, e);
+                    self.failed(config, regarding, trigger, reason, e);
                 } else {
                     info!(trigger = %trigger, service = %destination.service, recipient = %destination.recipient, "Notification sent");
                 }
             }
             notified.insert(key, json!(outcome));
-            self.record(&event, &notified).await;
+            self.record(event, notified).await;
         }
-    }
-
-    /// Renders `templates` for `destination` and sends them through its service.
-    async fn deliver(
-        &self,
-        config: &Config,
-        object: &Value,
-        destination: &Destination,
-        templates: &[String],
-    ) -> Result<(), String> {
-        let Some(service) = config.services.get(&destination.service) else {
-            return Err(format!(
-                "notification service '{}' is not configured",
-                destination.service
-            ));
-        };
-        let vars = Vars {
-            rollout: object,
-            recipient: &destination.recipient,
-            service: &destination.service,
-            context: &config.context,
-        };
-        let notification = render(&config.templates, templates, &vars)?;
-        services::send(&self.http, service, &notification, destination).await
-    }
-
-    /// The object an Event is about, as JSON, read afresh.
-    async fn read(&self, regarding: &ObjectReference) -> Result<Value, String> {
-        let api_version = regarding.api_version.as_deref().unwrap_or("v1");
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let kind = regarding.kind.as_deref().unwrap_or_default();
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        let resource =
-            ApiResource::from_gvk_with_plural(&gvk, &format!("{}s", kind.to_lowercase()));
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            self.client.clone(),
-            regarding.namespace.as_deref().unwrap_or_default(),
-            &resource,
-        );
-        let name = regarding.name.as_deref().unwrap_or_default();
-        let object = api.get(name).await.map_err(|e| e.to_string())?;
-        serde_json::to_value(object).map_err(|e| e.to_string())
     }
 
     /// Records on `event` what has been sent for it.
@@ -330,4 +354,89 @@ fn recorded(event: &Event) -> serde_json::Map<String, Value> {
         .and_then(|a| a.get(NOTIFIED))
         .and_then(|text| serde_json::from_str(text).ok())
         .unwrap_or_default()
+}
+
+/// Renders `templates` for `destination` and sends them through its service.
+pub async fn deliver(
+    http: &reqwest::Client,
+    config: &Config,
+    object: &Value,
+    runs: &Value,
+    destination: &Destination,
+    templates: &[String],
+) -> Result<(), String> {
+    let Some(service) = config.services.get(&destination.service) else {
+        return Err(format!(
+            "notification service '{}' is not configured",
+            destination.service
+        ));
+    };
+    let notification = render_for(config, object, runs, destination, templates)?;
+    services::send(http, service, &notification, destination).await
+}
+
+/// The notification `templates` make for `destination` about `object` and its AnalysisRuns `runs`.
+pub fn render_for(
+    config: &Config,
+    object: &Value,
+    runs: &Value,
+    destination: &Destination,
+    templates: &[String],
+) -> Result<serde_json::Map<String, Value>, String> {
+    let vars = Vars {
+        rollout: object,
+        analysis_runs: runs,
+        recipient: &destination.recipient,
+        service: &destination.service,
+        context: &config.context,
+    };
+    render(&config.templates, templates, &vars)
+}
+
+/// The object `regarding` names, as JSON, read afresh.
+pub async fn read(
+    client: &kube::Client,
+    regarding: &ObjectReference,
+) -> Result<Value, kube::Error> {
+    let kind = regarding.kind.as_deref().unwrap_or_default();
+    let name = regarding.name.as_deref().unwrap_or_default();
+    let object = api_of(client, regarding, kind).get(name).await?;
+    Ok(serde_json::to_value(object).unwrap_or_default())
+}
+
+/// The objects of `kind` in the API group and namespace of `regarding`.
+fn api_of(client: &kube::Client, regarding: &ObjectReference, kind: &str) -> Api<DynamicObject> {
+    let api_version = regarding.api_version.as_deref().unwrap_or("v1");
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, &format!("{}s", kind.to_lowercase()));
+    let namespace = regarding.namespace.as_deref().unwrap_or_default();
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+/// `analysisRuns` for a trigger about the object `regarding` names (nil for another object than a Rollout,
+/// or when they cannot be listed: logged, as record.go logs it and leaves them out).
+pub async fn analysis_runs(
+    client: &kube::Client,
+    regarding: &ObjectReference,
+    object: &Value,
+) -> Value {
+    if regarding.kind.as_deref() != Some("Rollout") {
+        return Value::Null;
+    }
+    let api = api_of(client, regarding, "AnalysisRun");
+    let params = ListParams::default().labels(&analysis_run_selector(object));
+    match api.list(&params).await {
+        Ok(list) => {
+            let listed = list
+                .items
+                .iter()
+                .filter_map(|r| serde_json::to_value(r).ok());
+            analysis_runs_of(object, listed.collect())
+        }
+        Err(e) => {
+            warn!(error = %e, "Cannot list the AnalysisRuns a notification's trigger reads");
+            Value::Null
+        }
+    }
 }

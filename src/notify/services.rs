@@ -2,8 +2,8 @@
 //! send it: `webhook` (`pkg/services/webhook.go`: the service's URL, headers and basic auth; the template's
 //! `webhook.<service>` method, path and body, else a GET with the message; retried on a connection error, a
 //! 429 or a 5xx with exponential backoff between `retryWaitMin` and `retryWaitMax`, `retryMax` times),
-//! `slack` (`chat.postMessage` at `apiURL`, the recipient as the channel, `attachments` and `blocks` passed
-//! through) and `teams` (a MessageCard to the recipient's incoming webhook from `recipientUrls`). Any other
+//! `slack` (`slack.rs`), `teams` (a MessageCard to the recipient's incoming webhook from `recipientUrls`) and `email`
+//! (SMTP, `email.rs`). Any other
 //! service type is an error naming it. Errors may hold secrets: the caller scrubs them.
 
 use std::time::Duration;
@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::webhook;
+use super::{email, slack, webhook};
 use crate::engine::notify::config::Service;
 use crate::engine::notify::subscriptions::Destination;
 
@@ -37,25 +37,29 @@ pub async fn send(
         "webhook" => {
             webhook::send(http, &service.options, notification, &destination.service).await
         }
-        "slack" => slack(http, &service.options, notification, &destination.recipient).await,
+        "slack" => slack::send(http, &service.options, notification, &destination.recipient).await,
         "teams" => teams(http, &service.options, notification, &destination.recipient).await,
+        "email" => email::send(&service.options, notification, &destination.recipient).await,
         other => Err(format!(
-            "service type '{other}' is not supported by canaryd (webhook, slack and teams are)"
+            "service type '{other}' is not supported by canaryd (webhook, slack, teams and email are)"
         )),
     }
 }
 
-fn options<T: serde::de::DeserializeOwned>(kind: &str, value: &Value) -> Result<T, String> {
+pub(super) fn options<T: serde::de::DeserializeOwned>(
+    kind: &str,
+    value: &Value,
+) -> Result<T, String> {
     serde_json::from_value(value.clone()).map_err(|e| format!("{kind} service options: {e}"))
 }
 
-fn field<'a>(notification: &'a Map<String, Value>, path: &[&str]) -> Option<&'a Value> {
+pub(super) fn field<'a>(notification: &'a Map<String, Value>, path: &[&str]) -> Option<&'a Value> {
     let (first, rest) = path.split_first()?;
     rest.iter()
         .try_fold(notification.get(*first)?, |v, k| v.get(k))
 }
 
-fn text(notification: &Map<String, Value>, path: &[&str]) -> String {
+pub(super) fn text(notification: &Map<String, Value>, path: &[&str]) -> String {
     field(notification, path)
         .and_then(Value::as_str)
         .unwrap_or_default()
@@ -63,7 +67,7 @@ fn text(notification: &Map<String, Value>, path: &[&str]) -> String {
 }
 
 /// A JSON string field of a template (`slack.attachments`, `slack.blocks`) as the JSON it holds.
-fn embedded_json(
+pub(super) fn embedded_json(
     notification: &Map<String, Value>,
     path: &[&str],
 ) -> Result<Option<Value>, String> {
@@ -73,68 +77,6 @@ fn embedded_json(
             .map_err(|e| format!("template field `{}` is not JSON: {e}", path.join("."))),
         _ => Ok(None),
     }
-}
-
-#[derive(Deserialize)]
-struct SlackOptions {
-    #[serde(default)]
-    token: String,
-    #[serde(default, rename = "apiURL")]
-    api_url: String,
-    #[serde(default)]
-    username: String,
-    #[serde(default)]
-    icon: String,
-}
-
-async fn slack(
-    http: &reqwest::Client,
-    options: &Value,
-    notification: &Map<String, Value>,
-    channel: &str,
-) -> Result<(), String> {
-    let opts: SlackOptions = self::options("slack", options)?;
-    let base = if opts.api_url.is_empty() {
-        "https://slack.com/api/".to_string()
-    } else {
-        format!("{}/", opts.api_url.trim_end_matches('/'))
-    };
-    let mut message = json!({"channel": channel, "text": text(notification, &["message"])});
-    for (key, path) in [
-        ("attachments", ["slack", "attachments"]),
-        ("blocks", ["slack", "blocks"]),
-    ] {
-        if let Some(value) = embedded_json(notification, &path)? {
-            message[key] = value;
-        }
-    }
-    if !opts.username.is_empty() {
-        message["username"] = json!(opts.username);
-    }
-    if opts.icon.starts_with("http") {
-        message["icon_url"] = json!(opts.icon);
-    } else if !opts.icon.is_empty() {
-        message["icon_emoji"] = json!(opts.icon);
-    }
-    let answer = http
-        .post(format!("{base}chat.postMessage"))
-        .bearer_auth(&opts.token)
-        .json(&message)
-        .send()
-        .await
-        .map_err(|e| format!("slack: {}", e.without_url()))?;
-    let status = answer.status();
-    let body: Value = answer.json().await.unwrap_or(Value::Null);
-    if !status.is_success() || body.get("ok") != Some(&Value::Bool(true)) {
-        let error = body
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("no error given");
-        return Err(format!(
-            "slack: chat.postMessage answered {status}: {error}"
-        ));
-    }
-    Ok(())
 }
 
 #[derive(Deserialize)]

@@ -1,9 +1,11 @@
 //! The notification configuration the daemon sends with: `argo-rollouts-notification-configmap` and
-//! `argo-rollouts-notification-secret` in the daemon's namespace, watched, and read again into a
-//! [`Config`](crate::engine::notify::config::Config) on every change, so an edit applies to the next Event
-//! without a restart. A key that cannot be read is logged once per change, naming it; the rest apply.
+//! `argo-rollouts-notification-secret` in the daemon's namespace (and, self-service, in every namespace, as
+//! Argo's `--self-service-notification-enabled` reads them), watched, and read again into a
+//! [`Config`](crate::engine::notify::config::Config) per namespace on every change, so an edit applies to the
+//! next Event without a restart. A key that cannot be read is logged once per change, naming it and its
+//! namespace; the rest apply.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -17,8 +19,17 @@ use tracing::warn;
 
 use crate::engine::notify::config::{CONFIG_MAP, Config, ConfigError, SECRET};
 
-/// The configuration as last read; `None` until the first read.
-pub type Settings = watch::Receiver<Option<Arc<Config>>>;
+/// The configurations as last read, by namespace (the daemon's always, others where their ConfigMap or Secret
+/// exists); `None` until the first read.
+pub type Settings = watch::Receiver<Option<Arc<BTreeMap<String, Arc<Config>>>>>;
+
+/// Where the settings are read.
+pub struct Scope {
+    /// The daemon's namespace (`--notifications-namespace`).
+    pub namespace: String,
+    /// Also every other namespace's (`--self-service-notification-enabled`).
+    pub self_service: bool,
+}
 
 /// One YAML value of a ConfigMap key (or an annotation) as JSON, read as Kubernetes reads YAML.
 pub fn yaml_value(text: &str) -> Result<Value, String> {
@@ -44,11 +55,18 @@ pub fn read(config_map: Option<&ConfigMap>, secret: Option<&Secret>) -> (Config,
     Config::parse(&data, &values, &yaml_value)
 }
 
-/// Watches both objects in `namespace` and keeps the returned [`Settings`] current until the process ends.
-pub fn watch(client: kube::Client, namespace: &str) -> Settings {
+/// Watches both objects in the `scope` and keeps the returned [`Settings`] current until the process ends.
+pub fn watch(client: kube::Client, scope: Scope) -> Settings {
     let (sender, settings) = watch::channel(None);
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let secrets: Api<Secret> = Api::namespaced(client, namespace);
+    let (config_maps, secrets): (Api<ConfigMap>, Api<Secret>) = if scope.self_service {
+        (Api::all(client.clone()), Api::all(client))
+    } else {
+        let namespace = scope.namespace.as_str();
+        (
+            Api::namespaced(client.clone(), namespace),
+            Api::namespaced(client, namespace),
+        )
+    };
     let named = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
     let (config_map_store, config_map_writer) = kube::runtime::reflector::store();
     let (secret_store, secret_writer) = kube::runtime::reflector::store();
@@ -73,13 +91,33 @@ pub fn watch(client: kube::Client, namespace: &str) -> Settings {
             if ready.contains(&false) {
                 continue;
             }
-            let config_map = config_map_store.state().into_iter().next();
-            let secret = secret_store.state().into_iter().next();
-            let (config, errors) = read(config_map.as_deref(), secret.as_deref());
-            for error in errors {
-                warn!(error = %error, "Cannot read a notification setting; the others apply");
+            let config_maps = config_map_store.state();
+            let secrets = secret_store.state();
+            let namespace_of = |meta: &kube::api::ObjectMeta| meta.namespace.clone();
+            let mut namespaces: BTreeSet<String> = config_maps
+                .iter()
+                .filter_map(|c| namespace_of(&c.metadata))
+                .chain(secrets.iter().filter_map(|s| namespace_of(&s.metadata)))
+                .collect();
+            namespaces.insert(scope.namespace.clone());
+            let in_namespace = |meta: &kube::api::ObjectMeta, namespace: &str| {
+                meta.namespace.as_deref() == Some(namespace)
+            };
+            let mut configs = BTreeMap::new();
+            for namespace in namespaces {
+                let config_map = config_maps
+                    .iter()
+                    .find(|c| in_namespace(&c.metadata, &namespace));
+                let secret = secrets
+                    .iter()
+                    .find(|s| in_namespace(&s.metadata, &namespace));
+                let (config, errors) = read(config_map.map(|c| &**c), secret.map(|s| &**s));
+                for error in errors {
+                    warn!(namespace = %namespace, error = %error, "Cannot read a notification setting; the others apply");
+                }
+                configs.insert(namespace, Arc::new(config));
             }
-            if sender.send(Some(Arc::new(config))).is_err() {
+            if sender.send(Some(Arc::new(configs))).is_err() {
                 return;
             }
         }

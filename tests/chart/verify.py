@@ -95,6 +95,7 @@ MATRIX: dict[str, dict[str, Any]] = {
         }},
     },
     "notifications off": {"notifications": {"enabled": False}},
+    "self-service notifications": {"notifications": {"selfService": True}},
     "dashboard, read-only": {"dashboard": {"enabled": True}},
     "dashboard with actions in a namespace list, behind a NetworkPolicy": {
         "dashboard": {"enabled": True, "port": 8080, "actions": True, "networkPolicyFrom": [
@@ -361,6 +362,9 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
     expect(rollouts == values["rollouts"]["enabled"], f"--rollouts in the args is {rollouts}")
     notifications = "--notifications=false" not in container["args"]
     expect(notifications == values["notifications"]["enabled"], f"notifications in the args are {notifications}")
+    self_service = "--self-service-notification-enabled=true" in container["args"]
+    expect(self_service == (notifications and values["notifications"]["selfService"]),
+           f"--self-service-notification-enabled in the args is {self_service}")
     check_notifications(values["notifications"], objects)
     pod_namespace = [e for e in container["env"] if e["name"] == "POD_NAMESPACE"]
     expect(
@@ -406,9 +410,9 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
                          DASHBOARD_ACTION_RULES if values["dashboard"]["enabled"] and values["dashboard"]["actions"] else {},
                          *(rules for router, rules in ROUTER_RULES.items() if values["rbac"]["routers"][router]))
     namespaces = values["watch"]["namespaces"]
-    cluster_roles = [grants(r) for (kind, _, _), r in roles.items() if kind == "ClusterRole"]
-    notification_roles = {name: r for (kind, name, _), r in roles.items()
-                          if kind == "Role" and ("", "configmaps") in grants(r)}
+    notification_roles = {name: r for (kind, name, _), r in roles.items() if ("", "configmaps") in grants(r)}
+    cluster_roles = [grants(r) for (kind, name, _), r in roles.items()
+                     if kind == "ClusterRole" and name not in notification_roles]
     namespaced = {ns: grants(r) for (kind, name, ns), r in roles.items()
                   if kind == "Role" and name not in notification_roles}
     lease_roles = {ns: g for ns, g in namespaced.items() if ("coordination.k8s.io", "leases") in g}
@@ -422,7 +426,11 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
     if values["notifications"]["enabled"]:
         expect(list(notification_roles) == [f"{RELEASE}-notifications"], f"notification roles: {list(notification_roles)}")
         role = notification_roles[f"{RELEASE}-notifications"]
-        expect(role["metadata"]["namespace"] == NAMESPACE, "notification settings read outside the release namespace")
+        if values["notifications"]["selfService"]:
+            expect(role["kind"] == "ClusterRole", "self-service notification settings not read in every namespace")
+        else:
+            expect(role["kind"] == "Role" and role["metadata"]["namespace"] == NAMESPACE,
+                   "notification settings read outside the release namespace")
         expect(grants(role) == NOTIFICATION_RULE, f"the notification Role grants {grants(role)}")
         named = {resource: rule.get("resourceNames") for rule in role["rules"] for resource in rule["resources"]}
         expect(named == NOTIFICATION_OBJECTS, f"the notification Role is not limited to its two objects: {named}")

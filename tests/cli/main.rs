@@ -16,6 +16,7 @@ mod get_rollout;
 mod get_watch;
 mod golden_text;
 mod judge_cli;
+mod notifications_cli;
 mod progressive_cli;
 mod rehearse_routers;
 mod report;

@@ -3,7 +3,9 @@
 //! body of a template of the user's), once after a retry that first met a 500, not again after a restart, and
 //! an Event a daemon died before notifying is notified by the next one, once; a configuration created while
 //! the daemon runs applies at once. A service that keeps failing is
-//! a Warning Event that shows no secret.
+//! a Warning Event that shows no secret. Argo's built-in abort template reaches Slack, Teams and email stand-ins
+//! once each. With self-service notifications the configuration and Secret of the
+//! Rollout's namespace notify it; without, they are not read.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
@@ -32,8 +34,8 @@ fn notifying() -> canaryd::controller::Config {
 }
 
 /// Argo's built-ins, with `on-rollout-aborted` also sending a webhook body, and the webhook service `hook`
-/// at `url` with a secret header.
-async fn configure(client: &kube::Client, url: &str) {
+/// at `url` with a secret header; then the `extra` keys.
+async fn configure(client: &kube::Client, url: &str, extra: &BTreeMap<String, String>) {
     let mut data: BTreeMap<String, String> =
         serde_json::from_value(canaryd::notify::settings::yaml_value(BUILTIN).expect("YAML"))
             .expect("the built-ins");
@@ -49,6 +51,7 @@ async fn configure(client: &kube::Client, url: &str) {
         "service.webhook.hook".into(),
         format!("url: {url}\nheaders:\n- name: Authorization\n  value: Bearer $hook-token\nretryWaitMin: 10ms\nretryWaitMax: 50ms\nretryMax: 2\n"),
     );
+    data.extend(extra.clone());
     let config_map: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": "argo-rollouts-notification-configmap", "namespace": "default"},
         "data": data,
@@ -71,11 +74,21 @@ async fn configure(client: &kube::Client, url: &str) {
 
 /// `web`, subscribed to `on-rollout-aborted` through the webhook `hook`, paused an hour at its first step.
 fn subscribed() -> canaryd::api::Rollout {
+    subscribed_to(&[("hook", "")])
+}
+
+/// `web`, subscribed to `on-rollout-aborted` through each service and recipient, paused an hour at its first
+/// step.
+fn subscribed_to(services: &[(&str, &str)]) -> canaryd::api::Rollout {
     let mut rollout = rollout("web:1", "1h");
-    rollout.metadata.annotations = Some(BTreeMap::from([(
-        "notifications.argoproj.io/subscribe.on-rollout-aborted.hook".to_string(),
-        String::new(),
-    )]));
+    let annotation =
+        |service: &str| format!("notifications.argoproj.io/subscribe.on-rollout-aborted.{service}");
+    rollout.metadata.annotations = Some(
+        services
+            .iter()
+            .map(|(service, recipient)| (annotation(service), recipient.to_string()))
+            .collect(),
+    );
     rollout
 }
 
@@ -102,22 +115,55 @@ async fn received(hook: &MockServer) -> Vec<Request> {
     hook.received_requests().await.unwrap_or_default()
 }
 
-/// Deploys, updates to `web:2` and aborts it while paused; returns when the abort is notified.
-async fn abort_notified(
+/// A daemon whose own namespace (`canaryd`) holds no configuration, reading the Rollout's namespace's with
+/// `self_service`.
+fn elsewhere(self_service: bool) -> canaryd::controller::Config {
+    canaryd::controller::Config {
+        notifications_namespace: Some("canaryd".to_string()),
+        self_service_notifications: self_service,
+        ..config()
+    }
+}
+
+/// Deploys, runs a daemon with `daemon`, configures the Rollout's namespace (while the daemon runs: the watch
+/// applies it without a restart), updates to `web:2` and aborts it while paused; returns once it is Degraded.
+async fn aborted(
     crds: CrdSet,
     first: Option<u16>,
+    daemon: canaryd::controller::Config,
 ) -> (Deployed, MockServer, harness::Running) {
     let hook = webhook(first).await;
-    let deployed = deployed_with(crds, Answer::Scalar(1.0), &subscribed()).await;
+    let (deployed, daemon) =
+        aborted_with(crds, &hook, &subscribed(), daemon, &BTreeMap::new()).await;
+    (deployed, hook, daemon)
+}
+
+/// [`aborted`] for `rollout`, the ConfigMap's `extra` keys added.
+async fn aborted_with(
+    crds: CrdSet,
+    hook: &MockServer,
+    rollout: &canaryd::api::Rollout,
+    daemon: canaryd::controller::Config,
+    extra: &BTreeMap<String, String>,
+) -> (Deployed, harness::Running) {
+    let deployed = deployed_with(crds, Answer::Scalar(1.0), rollout).await;
     let (server, client) = (&deployed.0, &deployed.1);
-    let daemon = harness::spawn(client.clone(), notifying()).await;
+    let daemon = harness::spawn(client.clone(), daemon).await;
     until(server, "the first deploy", |s| healthy_at(s, None)).await;
-    // Configured while the daemon runs: the watch applies it without a restart.
-    configure(client, &hook.uri()).await;
+    configure(client, &hook.uri(), extra).await;
     set_image(client, "web:2").await;
     until(server, "the pause", |s| s.current_step_index == Some(1)).await;
     patch_status(client, json!({"status": {"abort": true}})).await;
     until(server, "the abort", |s| s.phase == "Degraded").await;
+    (deployed, daemon)
+}
+
+/// [`aborted`] with the daemon reading its own namespace; returns when the abort is notified.
+async fn abort_notified(
+    crds: CrdSet,
+    first: Option<u16>,
+) -> (Deployed, MockServer, harness::Running) {
+    let (deployed, hook, daemon) = aborted(crds, first, notifying()).await;
     let wanted = if first.is_some() { 2 } else { 1 };
     eventually(WAIT, "the webhook to be called", || async {
         (received(&hook).await.len() >= wanted).then_some(())
@@ -212,6 +258,65 @@ async fn a_send_that_first_meets_a_500_is_retried_and_arrives_once(crds: CrdSet)
 
 with_each_crd_set!(a_send_that_first_meets_a_500_is_retried_and_arrives_once);
 
+async fn with_self_service_the_rollouts_namespace_configuration_and_secret_notify_it_once(
+    crds: CrdSet,
+) {
+    let (deployed, hook, daemon) = aborted(crds, None, elsewhere(true)).await;
+    let client = &deployed.1;
+    let annotation = eventually(WAIT, "the send to be recorded on the Event", || async {
+        notified_annotation(&all_events(client).await)
+    })
+    .await;
+    tokio::time::sleep(SETTLE).await;
+    daemon.stop().await;
+    let requests = received(&hook).await;
+    assert_eq!(requests.len(), 1, "exactly one notification");
+    let body: Value = serde_json::from_slice(&requests[0].body).expect("a JSON body");
+    assert_eq!(body, json!({"rollout": "web", "image": "web:2"}));
+    assert_eq!(
+        requests[0]
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok()),
+        Some(format!("Bearer {TOKEN}").as_str()),
+        "the secret of the Rollout's namespace filled in"
+    );
+    let recorded: Value = serde_json::from_str(&annotation).expect("JSON");
+    assert_eq!(
+        recorded,
+        json!({"default/on-rollout-aborted:hook:": "sent"}),
+        "recorded under the namespace whose configuration sent it"
+    );
+}
+
+with_each_crd_set!(
+    with_self_service_the_rollouts_namespace_configuration_and_secret_notify_it_once
+);
+
+async fn without_self_service_a_configuration_in_the_rollouts_namespace_sends_nothing(
+    crds: CrdSet,
+) {
+    let (deployed, hook, daemon) = aborted(crds, None, elsewhere(false)).await;
+    tokio::time::sleep(SETTLE).await;
+    daemon.stop().await;
+    assert!(received(&hook).await.is_empty());
+    let events = all_events(&deployed.1).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("RolloutAborted")),
+        "the abort was recorded"
+    );
+    assert_eq!(notified_annotation(&events), None);
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some(canaryd::notify::FAILED))
+    );
+}
+
+with_each_crd_set!(without_self_service_a_configuration_in_the_rollouts_namespace_sends_nothing);
+
 async fn a_service_that_keeps_failing_is_a_warning_event_that_shows_no_secret(crds: CrdSet) {
     let hook = MockServer::start().await;
     Mock::given(method("POST"))
@@ -222,7 +327,7 @@ async fn a_service_that_keeps_failing_is_a_warning_event_that_shows_no_secret(cr
         .await;
     let deployed = deployed_with(crds, Answer::Scalar(1.0), &subscribed()).await;
     let (server, client) = (&deployed.0, &deployed.1);
-    configure(client, &hook.uri()).await;
+    configure(client, &hook.uri(), &BTreeMap::new()).await;
     let daemon = harness::spawn(client.clone(), notifying()).await;
     until(server, "the first deploy", |s| healthy_at(s, None)).await;
     set_image(client, "web:2").await;
@@ -264,7 +369,7 @@ async fn an_event_a_daemon_died_before_notifying_is_notified_by_the_next_once(cr
     let hook = webhook(None).await;
     let deployed = deployed_with(crds, Answer::Scalar(1.0), &subscribed()).await;
     let client = &deployed.1;
-    configure(client, &hook.uri()).await;
+    configure(client, &hook.uri(), &BTreeMap::new()).await;
     // The Event a daemon created just before it was killed, not yet notified.
     let recorded: Event = serde_json::from_value(json!({
         "metadata": {"name": "web.recorded", "namespace": "default"},
@@ -299,3 +404,95 @@ async fn an_event_a_daemon_died_before_notifying_is_notified_by_the_next_once(cr
 }
 
 with_each_crd_set!(an_event_a_daemon_died_before_notifying_is_notified_by_the_next_once);
+
+async fn argos_built_in_abort_template_reaches_slack_teams_and_email_stand_ins_once_each(
+    crds: CrdSet,
+) {
+    let stand_in = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/chat.postMessage"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"ok": true, "channel": "C1", "ts": "1.0"})),
+        )
+        .mount(&stand_in)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/teams/ops"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("1"))
+        .mount(&stand_in)
+        .await;
+    let smtp = canaryd_testkit::smtp::SmtpServer::start().await;
+    let extra = BTreeMap::from([
+        (
+            "service.slack".to_string(),
+            format!("token: $hook-token\napiURL: {}/api\n", stand_in.uri()),
+        ),
+        (
+            "service.teams".to_string(),
+            format!("recipientUrls:\n  ops: {}/teams/ops\n", stand_in.uri()),
+        ),
+        (
+            "service.email".to_string(),
+            format!(
+                "host: 127.0.0.1\nport: {}\nfrom: canaryd@example.com\n",
+                smtp.port
+            ),
+        ),
+    ]);
+    let rollout = subscribed_to(&[
+        ("slack", "deploys"),
+        ("teams", "ops"),
+        ("email", "ops@example.com"),
+    ]);
+    let (deployed, daemon) = aborted_with(crds, &stand_in, &rollout, notifying(), &extra).await;
+    eventually(WAIT, "the three sends to be recorded", || async {
+        let recorded = notified_annotation(&all_events(&deployed.1).await)?;
+        let recorded: serde_json::Map<String, Value> = serde_json::from_str(&recorded).ok()?;
+        (recorded.len() == 3).then_some(recorded)
+    })
+    .await;
+    tokio::time::sleep(SETTLE).await;
+    daemon.stop().await;
+    let requests = received(&stand_in).await;
+    let to = |p: &str| {
+        requests
+            .iter()
+            .filter(|r| r.url.path() == p)
+            .collect::<Vec<_>>()
+    };
+    let (slack, teams) = (to("/api/chat.postMessage"), to("/teams/ops"));
+    assert_eq!((slack.len(), teams.len()), (1, 1), "one message each");
+    assert_eq!(
+        slack[0]
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok()),
+        Some(format!("Bearer {TOKEN}").as_str())
+    );
+    let posted: Value = serde_json::from_slice(&slack[0].body).expect("JSON");
+    assert_eq!(posted["channel"], "deploys");
+    assert_eq!(posted["text"], "Rollout web has been aborted.");
+    let attachment = &posted["attachments"][0];
+    assert_eq!(attachment["title"], "web");
+    assert_eq!(
+        attachment["fields"][0],
+        json!({"title": "Strategy", "value": "Canary", "short": true})
+    );
+    assert_eq!(attachment["fields"][1]["value"], "web:2", "{posted}");
+    let card: Value = serde_json::from_slice(&teams[0].body).expect("JSON");
+    assert_eq!(card["@type"], "MessageCard");
+    assert_eq!(card["text"], "Rollout web has been aborted.");
+    let mails = smtp.mails();
+    assert_eq!(mails.len(), 1, "one mail");
+    assert_eq!(mails[0].to, ["ops@example.com"]);
+    assert!(
+        mails[0]
+            .data
+            .contains("Subject: Rollout web has been aborted."),
+        "{}",
+        mails[0].data
+    );
+}
+
+with_each_crd_set!(argos_built_in_abort_template_reaches_slack_teams_and_email_stand_ins_once_each);

@@ -3,6 +3,7 @@
 //! CRDs. One test binary, a module per edge.
 
 mod crds;
+mod notify_email;
 mod notify_services;
 mod providers_parse;
 mod providers_prometheus;

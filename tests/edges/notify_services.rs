@@ -1,5 +1,6 @@
 //! The notification services against wiremock: what the webhook, Slack and Teams services send for a rendered
-//! notification, and what each says when the other side refuses (`pkg/services/{webhook,slack,teams}.go`).
+//! notification (Slack's threads by grouping key too), and what each says when the other side refuses
+//! (`pkg/services/{webhook,slack,teams}.go`).
 
 use canaryd::engine::notify::config::Service;
 use canaryd::engine::notify::subscriptions::Destination;
@@ -38,13 +39,13 @@ async fn slack_posts_the_message_and_its_attachments_to_chat_post_message_with_t
         .and(body_json(json!({
             "channel": "deploys", "text": "Rollout web has been aborted.",
             "attachments": [{"title": "web", "color": "#E01E5A"}],
-            "username": "canaryd", "icon_emoji": ":bird:",
+            "username": "canaryd", "icon_emoji": ":bird:", "unfurl_links": false, "unfurl_media": false,
         })))
         .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
         .expect(1)
         .mount(&slack)
         .await;
-    let options = json!({"token": "xoxb-token", "apiURL": format!("{}/api", slack.uri()), "username": "canaryd", "icon": ":bird:"});
+    let options = json!({"token": "xoxb-token", "apiURL": format!("{}/api", slack.uri()), "username": "canaryd", "icon": ":bird:", "disableUnfurl": true});
     let aborted = notification(json!({
         "message": "Rollout web has been aborted.",
         "slack": {"attachments": "[{\"title\": \"web\", \"color\": \"#E01E5A\"}]"},
@@ -57,6 +58,118 @@ async fn slack_posts_the_message_and_its_attachments_to_chat_post_message_with_t
     )
     .await
     .expect("sent");
+}
+
+/// Sends `message` to the channel `threads` through a Slack at `slack`, with the template's `slack` fields.
+async fn to_thread(slack: &MockServer, message: &str, fields: Value) {
+    let options = json!({"token": "t", "apiURL": format!("{}/api", slack.uri())});
+    let sent = notification(json!({"message": message, "slack": fields}));
+    send(
+        &http_client(),
+        &service("slack", options),
+        &sent,
+        &to("slack", "threads"),
+    )
+    .await
+    .expect("sent");
+}
+
+#[tokio::test]
+async fn slack_threads_a_grouping_key_and_its_delivery_policy_updates_the_first_message() {
+    let slack = MockServer::start().await;
+    let first_ts = "1700000000.000100";
+    Mock::given(method("POST"))
+        .and(path("/api/chat.postMessage"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"ok": true, "channel": "C042", "ts": first_ts})),
+        )
+        .mount(&slack)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/chat.update"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .mount(&slack)
+        .await;
+    let grouped = |policy: &str| json!({"groupingKey": "web-2", "notifyBroadcast": true, "deliveryPolicy": policy});
+    to_thread(&slack, "started", grouped("PostAndUpdate")).await;
+    to_thread(&slack, "aborted", grouped("PostAndUpdate")).await;
+    to_thread(&slack, "rolled back", grouped("Update")).await;
+    to_thread(&slack, "paused", grouped("Post")).await;
+    to_thread(&slack, "web-3 started", json!({"groupingKey": "web-3"})).await;
+    to_thread(
+        &slack,
+        "ungrouped",
+        json!({"username": "release-bot", "icon": "https://example.com/bot.png"}),
+    )
+    .await;
+    let calls: Vec<(String, Value)> = slack
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            let body = serde_json::from_slice(&r.body).unwrap_or_default();
+            (r.url.path().trim_start_matches("/api/").to_string(), body)
+        })
+        .collect();
+    let update = |text: &str| {
+        (
+            "chat.update".to_string(),
+            json!({"channel": "C042", "ts": first_ts, "thread_ts": first_ts, "as_user": true, "text": text}),
+        )
+    };
+    let post = |body: Value| ("chat.postMessage".to_string(), body);
+    assert_eq!(
+        calls,
+        [
+            post(json!({"channel": "threads", "text": "started", "reply_broadcast": true})),
+            post(
+                json!({"channel": "threads", "text": "aborted", "thread_ts": first_ts, "reply_broadcast": true})
+            ),
+            update("aborted"),
+            update("rolled back"),
+            post(
+                json!({"channel": "threads", "text": "paused", "thread_ts": first_ts, "reply_broadcast": true})
+            ),
+            post(json!({"channel": "threads", "text": "web-3 started"})),
+            post(
+                json!({"channel": "threads", "text": "ungrouped", "username": "release-bot", "icon_url": "https://example.com/bot.png"})
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn slack_rate_limiting_a_message_is_waited_out_for_its_retry_after_and_sent_once() {
+    let slack = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/api/chat.postMessage"))
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "1"))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&slack)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/chat.postMessage"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"ok": true})))
+        .mount(&slack)
+        .await;
+    let started = canaryd::time::monotonic();
+    to_thread(&slack, "limited", json!({})).await;
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "Retry-After waited"
+    );
+    let bodies: Vec<Value> = slack
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap_or_default())
+        .collect();
+    let sent = json!({"channel": "threads", "text": "limited"});
+    assert_eq!(bodies, [sent.clone(), sent]);
 }
 
 #[tokio::test]
@@ -208,14 +321,14 @@ async fn a_webhook_without_a_body_of_its_own_gets_the_message_with_basic_auth_an
 async fn a_service_type_canaryd_does_not_send_is_an_error_naming_it() {
     let error = send(
         &http_client(),
-        &service("email", json!({})),
+        &service("pagerduty", json!({})),
         &Map::new(),
-        &to("email", "me"),
+        &to("pagerduty", "me"),
     )
     .await
     .expect_err("not supported");
     assert_eq!(
         error,
-        "service type 'email' is not supported by canaryd (webhook, slack and teams are)"
+        "service type 'pagerduty' is not supported by canaryd (webhook, slack, teams and email are)"
     );
 }

@@ -14,6 +14,7 @@ mod judge_mixture;
 mod judge_sparse;
 mod load_truncated;
 mod notifications;
+mod notifications_when;
 mod progressive_engine;
 mod rollout_act;
 mod rollout_actions;

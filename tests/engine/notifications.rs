@@ -54,6 +54,7 @@ fn rendered(config: &Config, template: &str, rollout: &Value) -> serde_json::Map
     let context = BTreeMap::new();
     let vars = Vars {
         rollout,
+        analysis_runs: &Value::Null,
         recipient: "ops",
         service: "slack",
         context: &context,
@@ -88,7 +89,14 @@ fn argos_nine_builtin_triggers_each_send_their_template() {
         ]
     );
     for (trigger, conditions) in &config.triggers {
-        let sends = templates_to_send(&config, trigger, &rollout()).expect("no when to fail");
+        let sends = templates_to_send(
+            &config,
+            trigger,
+            &rollout(),
+            &Value::Null,
+            jiff::Timestamp::UNIX_EPOCH,
+        )
+        .expect("no when to fail");
         assert_eq!(sends.len(), 1, "{trigger}");
         assert_eq!(sends[0], conditions[0].send, "{trigger}");
         assert!(config.templates.contains_key(&sends[0][0]), "{trigger}");
@@ -169,6 +177,50 @@ fn the_step_template_counts_steps_with_sprigs_add_and_gos_len() {
 }
 
 #[test]
+fn a_template_reads_the_analysis_runs_as_argo_gives_them() {
+    let (config, errors) = parse(
+        &data(
+            "template.analysis: |\n  message: '{{ len .analysisRuns }} run(s), the newest {{ (index .analysisRuns 0).status.phase }}'\n",
+        ),
+        &[],
+    );
+    assert_eq!(errors, []);
+    let runs = json!([{"status": {"phase": "Failed"}}, {"status": {"phase": "Successful"}}]);
+    let context = BTreeMap::new();
+    let vars = Vars {
+        rollout: &rollout(),
+        analysis_runs: &runs,
+        recipient: "ops",
+        service: "slack",
+        context: &context,
+    };
+    let notification =
+        render(&config.templates, &["analysis".to_string()], &vars).expect("rendered");
+    assert_eq!(notification["message"], "2 run(s), the newest Failed");
+}
+
+#[test]
+fn sprigs_string_functions_render_as_sprig_does() {
+    let template = concat!(
+        "message: '{{ .rollout.metadata.labels.team | default \"nobody\" }} ",
+        "{{ .rollout.metadata.name | default \"unnamed\" }} ",
+        "{{ .rollout.metadata.name | quote }} ",
+        "{{ \"web:2\" | replace \":\" \"@\" }} ",
+        "{{ if contains \"eb\" .rollout.metadata.name }}yes{{ end }} ",
+        "{{ if hasPrefix \"we\" .rollout.metadata.name }}yes{{ end }} ",
+        "{{ if hasSuffix \"x\" .rollout.metadata.name }}yes{{ else }}no{{ end }} ",
+        "{{ \"v1.2.3\" | trimPrefix \"v\" | trimSuffix \".3\" }}'\n",
+    );
+    let (config, errors) = parse(&data(&format!("template.strings: |\n  {template}")), &[]);
+    assert_eq!(errors, []);
+    let notification = rendered(&config, "strings", &rollout());
+    assert_eq!(
+        notification["message"],
+        "nobody web \"web\" web@2 yes yes no 1.2"
+    );
+}
+
+#[test]
 fn a_blue_green_rollout_says_so_where_a_field_is_missing_go_reads_no_value() {
     let mut blue_green = rollout();
     blue_green["spec"]["strategy"] = json!({"blueGreen": {"activeService": "web"}});
@@ -198,7 +250,16 @@ fn argos_published_example_reads_unchanged_and_its_when_selects_the_purple_image
     let mut purple = rollout();
     purple["spec"]["template"]["spec"]["containers"][0]["image"] =
         json!("argoproj/rollouts-demo:purple");
-    let sends = |r: &Value| templates_to_send(&config, "on-purple", r).expect("evaluates");
+    let sends = |r: &Value| {
+        templates_to_send(
+            &config,
+            "on-purple",
+            r,
+            &Value::Null,
+            jiff::Timestamp::UNIX_EPOCH,
+        )
+        .expect("evaluates")
+    };
     assert_eq!(sends(&purple), [vec!["my-purple-template".to_string()]]);
     assert_eq!(sends(&rollout()), Vec::<Vec<String>>::new());
     let notification = rendered(&config, "my-purple-template", &purple);
@@ -338,6 +399,7 @@ fn a_template_that_fails_is_an_error_naming_it_and_its_field_never_a_panic() {
     let context = BTreeMap::new();
     let vars = Vars {
         rollout: &rollout(),
+        analysis_runs: &Value::Null,
         recipient: "",
         service: "hook",
         context: &context,

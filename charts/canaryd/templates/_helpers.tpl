@@ -167,6 +167,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- if not $v.notifications.enabled -}}
 {{- $args = append $args "--notifications=false" -}}
+{{- else if $v.notifications.selfService -}}
+{{- $args = append $args "--self-service-notification-enabled=true" -}}
 {{- end -}}
 {{- with $v.prometheus.address -}}
 {{- $args = append $args (printf "--prometheus=%s" .) -}}
@@ -180,6 +182,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "--namespace" "watch.namespaces" "--instance-id" "instanceId" "--prometheus" "prometheus.address"
   "--rollouts" "rollouts.enabled" "--notifications" "notifications.enabled"
   "--notifications-namespace" "notifications.enabled"
+  "--self-service-notification-enabled" "notifications.selfService"
   "--dashboard-addr" "dashboard.enabled" "--dashboard-actions" "dashboard.actions" -}}
 {{- range $v.extraArgs -}}
 {{- $flag := regexReplaceAll "=.*$" . "" -}}

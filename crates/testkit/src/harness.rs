@@ -154,6 +154,7 @@ pub fn config() -> Config {
         rollouts: false,
         notifications_namespace: None,
         smi_api_version: Default::default(),
+        self_service_notifications: false,
     }
 }
 

@@ -27,6 +27,7 @@ pub mod offline_page;
 pub mod prometheus;
 pub mod rollout;
 pub mod router_objects;
+pub mod smtp;
 
 /// The repository root (canaryd's package directory), where `tests/fixtures/`, `charts/` and
 /// `analysis-templates/` are.

@@ -197,7 +197,10 @@ pub(super) fn typed(expr: &Expr, result: &MetricValue, elem: Option<&Elem<'_>>) 
             | Func::String
             | Func::AsInt
             | Func::AsFloat
-            | Func::IsNil => true,
+            | Func::IsNil
+            | Func::ParseTime
+            | Func::Duration => true,
         },
+        Expr::Now | Expr::Method { .. } => true,
     }
 }

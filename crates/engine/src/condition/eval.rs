@@ -10,17 +10,20 @@ use evalexpr::{
 use serde_json::Value as JsonValue;
 
 use super::EvalError;
+use super::clock;
 use super::equality::{self, Operand};
 use super::expr::{Expr, NativeKind, NativeOp, TextOp};
 use super::functions::call;
 use super::predicates::predicate;
-use super::val::{Elem, NIL, Val, array_len, describe, err, from_json, is_nil, number, result_val};
+use super::val::{
+    Elem, NIL, Scope, Val, array_len, describe, err, from_json, is_nil, number, result_val,
+};
 use super::values::index_into;
 use crate::value::MetricValue;
 
 /// Evaluates a whole condition, which must give a boolean.
-pub(super) fn evaluate_condition(expr: &Expr, result: &MetricValue) -> Result<bool, EvalError> {
-    match eval(expr, result, None)? {
+pub(super) fn evaluate_condition(expr: &Expr, scope: Scope<'_>) -> Result<bool, EvalError> {
+    match eval(expr, scope, None)? {
         Val::Scalar(Value::Boolean(b)) => Ok(b),
         other => {
             let hint = if matches!(expr, Expr::Result) {
@@ -38,7 +41,11 @@ pub(super) fn evaluate_condition(expr: &Expr, result: &MetricValue) -> Result<bo
 
 /// Computes a subtree that does not depend on the measured value, once at compile time.
 pub(super) fn fold_constant(expr: &Expr) -> Option<Value> {
-    match eval(expr, &MetricValue::Nil, None) {
+    let scope = Scope {
+        result: &MetricValue::Nil,
+        now: None,
+    };
+    match eval(expr, scope, None) {
         Ok(Val::Scalar(v)) => Some(v),
         _ => None,
     }
@@ -82,10 +89,11 @@ impl Context for Operands<'_> {
 
 pub(super) fn eval<'a>(
     expr: &Expr,
-    result: &'a MetricValue,
+    scope: Scope<'a>,
     elem: Option<&Elem<'a>>,
 ) -> Result<Val<'a>, EvalError> {
-    let ev = |e: &Expr| eval(e, result, elem);
+    let result = scope.result;
+    let ev = |e: &Expr| eval(e, scope, elem);
     match expr {
         Expr::Const(v) => Ok(Val::Scalar(v.clone())),
         Expr::Result => Ok(result_val(result)),
@@ -106,6 +114,9 @@ pub(super) fn eval<'a>(
             };
             let a = ev(a_expr)?;
             let b = args.get(1).map(ev).transpose()?;
+            if let Some(temporal) = clock::operator(op.kind, &a, b.as_ref(), text)? {
+                return Ok(temporal);
+            }
             if let (NativeKind::Eq | NativeKind::Ne, Some(b), Some(b_expr)) =
                 (op.kind, &b, args.get(1))
             {
@@ -211,7 +222,7 @@ pub(super) fn eval<'a>(
                 body,
                 over_text,
                 body_text,
-                |body, elem| eval(body, result, elem),
+                |body, elem| eval(body, scope, elem),
             )
         }
         Expr::Call {
@@ -221,6 +232,20 @@ pub(super) fn eval<'a>(
         } => {
             let values = args.iter().map(ev).collect::<Result<Vec<_>, _>>()?;
             call(*func, values, result, arg_text)
+        }
+        Expr::Now => match scope.now {
+            Some(now) => Ok(Val::Time(now)),
+            None => err("time.Now() has no clock here".to_string()),
+        },
+        Expr::Method {
+            base,
+            method,
+            args,
+            text,
+        } => {
+            let base = ev(base)?;
+            let args = args.iter().map(ev).collect::<Result<Vec<_>, _>>()?;
+            clock::call_method(*method, &base, &args, text)
         }
     }
 }

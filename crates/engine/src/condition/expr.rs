@@ -5,6 +5,7 @@ use evalexpr::{DefaultNumericTypes, Node, Value};
 use regex::Regex;
 
 use super::ConditionError;
+use super::clock::Method;
 
 /// The compiled form of a condition (or of one of its subexpressions).
 #[derive(Debug, Clone)]
@@ -73,6 +74,15 @@ pub(super) enum Expr {
         func: Func,
         args: Vec<Expr>,
         arg_text: Box<str>,
+    },
+    /// `time.Now()` (or expr-lang's `now()`): the instant the evaluation was given.
+    Now,
+    /// A method of a time or a duration: `time.Now().Sub(t)`, `d.Minutes()`.
+    Method {
+        base: Box<Expr>,
+        method: Method,
+        args: Vec<Expr>,
+        text: Box<str>,
     },
 }
 
@@ -250,6 +260,10 @@ pub(super) enum Func {
     AsFloat,
     IsNil,
     Default,
+    /// `time.Parse(text)`, in a notification trigger's `when`.
+    ParseTime,
+    /// expr-lang's `duration(text)`, in a notification trigger's `when`.
+    Duration,
 }
 
 impl Func {
@@ -268,6 +282,8 @@ impl Func {
             Func::AsFloat => "asFloat",
             Func::IsNil => "isNil",
             Func::Default => "default",
+            Func::ParseTime => "time.Parse",
+            Func::Duration => "duration",
         }
     }
 }

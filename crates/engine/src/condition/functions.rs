@@ -6,6 +6,7 @@ use evalexpr::Value;
 use serde_json::Value as JsonValue;
 
 use super::EvalError;
+use super::clock::{go_duration_text, parse_duration, parse_time};
 use super::expr::Func;
 use super::val::{
     NIL, Val, array_item, array_len, describe, err, number, result_is_nil, result_val,
@@ -23,6 +24,8 @@ pub(super) fn render(v: &Val<'_>) -> String {
         Val::Numbers(ns) => MetricValue::Numbers(ns.to_vec()).render(),
         Val::Json(j) => j.to_string(),
         Val::List(l) => format!("[{}]", l.iter().map(render).collect::<Vec<_>>().join(",")),
+        Val::Time(t) => t.to_string(),
+        Val::Duration(d) => go_duration_text(*d),
     }
 }
 
@@ -157,6 +160,8 @@ pub(super) fn call<'a>(
         },
         // Argo's isNil and default look at `result` itself, whatever their first argument.
         Func::IsNil => Ok(Val::Scalar(Value::Boolean(result_is_nil(result)))),
+        Func::ParseTime => parse_time(&first, arg_text),
+        Func::Duration => parse_duration(&first, arg_text),
         Func::Default => {
             if result_is_nil(result) {
                 Ok(args.next().unwrap_or(NIL))

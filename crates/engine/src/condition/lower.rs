@@ -1,5 +1,6 @@
-//! Syntax tree → compiled form. Owns name checking (only the one variable, `result` for an analysis and
-//! `rollout` for a notification trigger, is a name; functions must exist with
+//! Syntax tree → compiled form. Owns name checking (only the one variable, `result` for an analysis, is a
+//! name, or a notification trigger's variables with `time.Now()`, `time.Parse`, `now()` and `duration()`;
+//! functions and methods must exist with
 //! the right number of arguments, `#`/`.field` only inside predicates), the lowering of operators onto
 //! prebuilt `evalexpr` nodes, regexes compiled once, and folding of constant subtrees. Evaluation itself lives
 //! in `eval.rs`; nothing here sees a measured value.
@@ -8,6 +9,7 @@ use evalexpr::Value;
 use regex::Regex;
 
 use super::ConditionError;
+use super::clock::{METHOD_NAMES, Method};
 use super::eval;
 use super::expr::{Expr, Func, NativeKind, PredicateKind, TextOp};
 use super::lexer::error_at;
@@ -17,6 +19,8 @@ enum Callee {
     Predicate(PredicateKind),
     Native(NativeKind),
     Func(Func, usize, Option<usize>),
+    /// `time.Now()`, `now()`.
+    Now,
 }
 
 fn callee(name: &str) -> Option<Callee> {
@@ -48,21 +52,35 @@ fn callee(name: &str) -> Option<Callee> {
         "asFloat" => F(Func::AsFloat, 1, Some(1)),
         "isNil" => F(Func::IsNil, 1, Some(1)),
         "default" => F(Func::Default, 2, Some(2)),
+        "time.Now" | "now" => Callee::Now,
+        "time.Parse" => F(Func::ParseTime, 1, Some(1)),
+        "duration" => F(Func::Duration, 1, Some(1)),
         _ => return None,
     })
 }
 
 const FUNCTION_NAMES: &str = "all, any, none, one, filter, map, count, len, sum, mean, median, min, max, abs, \
-ceil, floor, round, int, float, string, isNaN, isInf, asInt, asFloat, isNil, default";
+ceil, floor, round, int, float, string, isNaN, isInf, asInt, asFloat, isNil, default; in a notification \
+trigger's `when` also time.Now, time.Parse, now, duration";
 
-/// Lowers a parsed condition; `source` is the text the spans point into, `variable` the one name it may read.
-pub(super) fn lower(source: &str, ast: &Ast, variable: &str) -> Result<Expr, ConditionError> {
-    Lowerer { source, variable }.lower(ast, false)
+/// The names a condition may read.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Names<'s> {
+    /// One value, under this name (`result`).
+    Value(&'s str),
+    /// The fields of the value, each under its own name (a trigger's `rollout` and `analysisRuns`), and the
+    /// clock: `time.Now()`, `time.Parse(...)`, `now()`, `duration(...)`.
+    Environment(&'s [&'s str]),
+}
+
+/// Lowers a parsed condition; `source` is the text the spans point into, `names` what it may read.
+pub(super) fn lower(source: &str, ast: &Ast, names: Names<'_>) -> Result<Expr, ConditionError> {
+    Lowerer { source, names }.lower(ast, false)
 }
 
 struct Lowerer<'s> {
     source: &'s str,
-    variable: &'s str,
+    names: Names<'s>,
 }
 
 fn boxed(e: Expr) -> Box<Expr> {
@@ -89,14 +107,9 @@ impl Lowerer<'_> {
             AstKind::Bool(b) => Expr::Const(Value::Boolean(*b)),
             AstKind::Number(n) => Expr::Const(Value::Float(*n)),
             AstKind::Str(s) => Expr::Const(Value::String(s.clone())),
-            AstKind::Ident(name) if name == self.variable => Expr::Result,
-            AstKind::Ident(name) => {
-                let hint = if callee(name).is_some() {
-                    format!("(`{name}` is a function: call it as `{name}(...)`)")
-                } else {
-                    format!("(the value is called `{}`)", self.variable)
-                };
-                return Err(self.error(ast, format!("unknown name `{name}` {hint}")));
+            AstKind::Ident(name) => self.name(name, ast)?,
+            AstKind::MethodCall { base, name, args } => {
+                self.method_call(base, name, args, ast, in_predicate)?
             }
             AstKind::Pointer if in_predicate => Expr::Elem,
             AstKind::Pointer => {
@@ -157,6 +170,79 @@ impl Lowerer<'_> {
             AstKind::Closure(_) => {
                 return Err(self.error(ast, "a `{ ... }` predicate is only allowed as the second argument of all, any, none, one, filter, map or count"));
             }
+        })
+    }
+
+    /// A bare name: the value, or one of the environment's fields.
+    fn name(&self, name: &str, ast: &Ast) -> Result<Expr, ConditionError> {
+        let known = match self.names {
+            Names::Value(variable) if name == variable => return Ok(Expr::Result),
+            Names::Environment(fields) if fields.contains(&name) => {
+                return Ok(Expr::Member {
+                    base: boxed(Expr::Result),
+                    key: name.into(),
+                    optional: false,
+                    base_text: "the trigger's variables".into(),
+                    text: name.into(),
+                });
+            }
+            Names::Value(variable) => format!("the value is called `{variable}`"),
+            Names::Environment(fields) => format!("the names are {}", fields.join(", ")),
+        };
+        let hint = if callee(name).is_some() {
+            format!("(`{name}` is a function: call it as `{name}(...)`)")
+        } else if name == "time" && matches!(self.names, Names::Environment(_)) {
+            "(`time` is called: time.Now() or time.Parse(text))".to_string()
+        } else {
+            format!("({known})")
+        };
+        Err(self.error(ast, format!("unknown name `{name}` {hint}")))
+    }
+
+    /// `base.Name(args)`: `time.Now()`/`time.Parse(text)` where the clock is available, else a method of a
+    /// time or a duration.
+    fn method_call(
+        &self,
+        base: &Ast,
+        name: &str,
+        args: &[Ast],
+        ast: &Ast,
+        in_predicate: bool,
+    ) -> Result<Expr, ConditionError> {
+        if matches!(&base.kind, AstKind::Ident(t) if t == "time") {
+            return match name {
+                "Now" | "Parse" => self.call(&format!("time.{name}"), args, ast, in_predicate),
+                _ => Err(self.error(
+                    ast,
+                    format!("unknown function `time.{name}` (known: time.Now, time.Parse)"),
+                )),
+            };
+        }
+        let Some(method) = Method::from_name(name) else {
+            return Err(self.error(
+                ast,
+                format!("unknown method `{name}` (known methods: {METHOD_NAMES})"),
+            ));
+        };
+        if args.len() != method.arity() {
+            return Err(self.error(
+                ast,
+                format!(
+                    "{name}() takes {} argument{}, but got {}",
+                    method.arity(),
+                    if method.arity() == 1 { "" } else { "s" },
+                    args.len()
+                ),
+            ));
+        }
+        Ok(Expr::Method {
+            base: boxed(self.lower(base, in_predicate)?),
+            method,
+            args: args
+                .iter()
+                .map(|a| self.lower(a, in_predicate))
+                .collect::<Result<_, _>>()?,
+            text: self.text(ast),
         })
     }
 
@@ -266,6 +352,14 @@ impl Lowerer<'_> {
             };
             return Err(self.error(ast, format!("unknown function `{name}`{hint}")));
         };
+        let reads_clock = matches!(callee, Callee::Now)
+            || matches!(callee, Callee::Func(Func::ParseTime | Func::Duration, ..));
+        if reads_clock && matches!(self.names, Names::Value(_)) {
+            return Err(self.error(
+                ast,
+                format!("`{name}` is only available in a notification trigger's `when`"),
+            ));
+        }
         let arity = |min: usize, max: Option<usize>| -> Result<(), ConditionError> {
             let n = args.len();
             if n < min || max.is_some_and(|m| n > m) {
@@ -313,6 +407,10 @@ impl Lowerer<'_> {
                 let lowered = args.iter().map(plain).collect::<Result<_, _>>()?;
                 let arg_asts: Vec<&Ast> = args.iter().collect();
                 self.native(kind, lowered, &arg_asts, ast)
+            }
+            Callee::Now => {
+                arity(0, Some(0))?;
+                Ok(Expr::Now)
             }
             Callee::Func(func, min, max) => {
                 arity(min, max)?;

@@ -6,6 +6,7 @@
 //! This module owns the public interface and Argo's measurement-phase truth table.
 //! It must not do I/O or read the clock; errors are reported, never turned into a silent `false`.
 
+mod clock;
 mod equality;
 mod eval;
 mod expr;
@@ -65,14 +66,21 @@ impl Condition {
     /// Parses and checks a condition: syntax errors and unknown names (only `result` is a variable; functions
     /// must exist and get the right number of arguments) are reported here, before any measurement.
     pub fn compile(source: &str) -> Result<Condition, ConditionError> {
-        Condition::compile_over(source, "result")
+        Condition::compile_with(source, lower::Names::Value("result"))
     }
 
-    /// [`Condition::compile`] with the value called `variable` rather than `result`: a notification trigger's
-    /// `when` reads `rollout` (Argo Rollouts' `InitGetVars`). The same language and checks.
-    pub fn compile_over(source: &str, variable: &str) -> Result<Condition, ConditionError> {
+    /// [`Condition::compile`] for a notification trigger's `when`, which reads several variables (Argo
+    /// Rollouts' `InitGetVars`: `rollout`, `analysisRuns`), each a field of the object it is evaluated
+    /// against ([`Condition::evaluate_at`]), and the clock: `time.Now()`, `time.Parse(text)`, expr-lang's
+    /// `now()` and `duration(text)`, with the methods and operators of Go's times and durations. The same
+    /// language and checks.
+    pub fn compile_environment(source: &str, names: &[&str]) -> Result<Condition, ConditionError> {
+        Condition::compile_with(source, lower::Names::Environment(names))
+    }
+
+    fn compile_with(source: &str, names: lower::Names<'_>) -> Result<Condition, ConditionError> {
         let ast = parser::parse(source)?;
-        let compiled = lower::lower(source, &ast, variable)?;
+        let compiled = lower::lower(source, &ast, names)?;
         Ok(Condition {
             source: source.to_string(),
             compiled,
@@ -83,10 +91,24 @@ impl Condition {
         &self.source
     }
 
-    /// Evaluates against one measured value (or, compiled over another variable, that variable's value);
-    /// anything but `true`/`false` is an error.
+    /// Evaluates against one measured value; anything but `true`/`false` is an error.
     pub fn evaluate(&self, result: &MetricValue) -> Result<bool, EvalError> {
-        eval::evaluate_condition(&self.compiled, result)
+        let scope = val::Scope { result, now: None };
+        eval::evaluate_condition(&self.compiled, scope)
+    }
+
+    /// Evaluates a [`Condition::compile_environment`] condition against its variables (the fields of
+    /// `variables`) with `time.Now()` at `now`.
+    pub fn evaluate_at(
+        &self,
+        variables: &MetricValue,
+        now: jiff::Timestamp,
+    ) -> Result<bool, EvalError> {
+        let scope = val::Scope {
+            result: variables,
+            now: Some(now),
+        };
+        eval::evaluate_condition(&self.compiled, scope)
     }
 }
 

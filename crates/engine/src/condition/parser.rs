@@ -42,6 +42,12 @@ pub(super) enum AstKind {
         name: String,
         args: Vec<Ast>,
     },
+    /// `base.Name(args)`: a method of a time or a duration, or `time.Now()`/`time.Parse(...)`.
+    MethodCall {
+        base: Box<Ast>,
+        name: String,
+        args: Vec<Ast>,
+    },
     /// `{ ... }`, a predicate body (only as a predicate's argument).
     Closure(Box<Ast>),
 }
@@ -446,14 +452,20 @@ impl Parser<'_> {
         loop {
             if self.eat(".") {
                 let key = self.field_name()?;
-                node = self.node(
+                let kind = if self.eat("(") {
+                    AstKind::MethodCall {
+                        base: Box::new(node),
+                        name: key,
+                        args: self.arguments()?,
+                    }
+                } else {
                     AstKind::Member {
                         base: Box::new(node),
                         key,
                         optional: false,
-                    },
-                    start,
-                );
+                    }
+                };
+                node = self.node(kind, start);
             } else if self.eat("?.") {
                 let key = self.field_name()?;
                 node = self.node(
@@ -512,6 +524,11 @@ mod tests {
                         args.iter().map(show).collect::<Vec<_>>().join(" ")
                     )
                 }
+                AstKind::MethodCall { base, name, args } => format!(
+                    "{}.{name}({})",
+                    show(base),
+                    args.iter().map(show).collect::<Vec<_>>().join(" ")
+                ),
                 AstKind::Closure(b) => format!("{{{}}}", show(b)),
             }
         }
@@ -535,6 +552,10 @@ mod tests {
         assert_eq!(shape("result.a.b[0] > 1"), "(Gt result.a.b[0] 1)");
         assert_eq!(shape("all(result, {.x > #})"), "all(result {(Gt .x #)})");
         assert_eq!(shape("len(result) == 0"), "(Eq len(result) 0)");
+        assert_eq!(
+            shape("time.Now().Sub(time.Parse(r.at)).Minutes() > 5"),
+            "(Gt time.Now().Sub(time.Parse(r.at)).Minutes() 5)"
+        );
     }
 
     #[test]

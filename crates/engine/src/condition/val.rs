@@ -18,6 +18,18 @@ pub(super) enum Val<'a> {
     Json(&'a JsonValue),
     /// An array built during evaluation (`filter`, `map`, `[1, 2]`).
     List(Vec<Val<'a>>),
+    /// Go's `time.Time` (`time.Now()`, `time.Parse(...)`), in a notification trigger's `when`.
+    Time(jiff::Timestamp),
+    /// Go's `time.Duration` (`t.Sub(u)`, `duration("5m")`).
+    Duration(jiff::SignedDuration),
+}
+
+/// What an evaluation reads: the value (`result`, or a trigger's variables as the fields of one object) and,
+/// where the caller gives one, the instant `time.Now()` is.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Scope<'a> {
+    pub result: &'a MetricValue,
+    pub now: Option<jiff::Timestamp>,
 }
 
 /// The current element of a predicate, and whether expr-lang's checker fixes its type (an element of a
@@ -85,6 +97,8 @@ pub(super) fn describe(v: &Val<'_>) -> String {
             format!("an object with fields {}{more}", keys.join(", "))
         }
         Val::Json(other) => format!("the JSON value {other}"),
+        Val::Time(t) => format!("the time {t}"),
+        Val::Duration(d) => format!("the duration {}", super::clock::go_duration_text(*d)),
     }
 }
 

@@ -166,7 +166,7 @@ impl Config {
                     let when = match c.when.trim() {
                         "" => None,
                         when => Some(
-                            Condition::compile_over(when, "rollout")
+                            Condition::compile_environment(when, super::TRIGGER_VARIABLES)
                                 .map_err(|e| format!("`when: {when}`: {e}"))?,
                         ),
                     };

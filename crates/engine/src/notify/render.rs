@@ -1,6 +1,7 @@
 //! Rendering a notification template as the notifications engine does: every string of the template (the
 //! `message`, `slack.attachments`, `webhook.<service>.body`, `teams.text`, ...) is a Go `text/template`
-//! executed with `.rollout`, `.recipient`, `.serviceType` and `.context`; several templates sent together are
+//! executed with `.rollout`, `.analysisRuns` (as a trigger's `when` sees them), `.recipient`, `.serviceType` and
+//! `.context`; several templates sent together are
 //! merged, the later one's fields winning. Go templates are `gtmpl`'s: Go's actions, pipelines, variables,
 //! `range`/`if`/`with` and its built-in functions (`and`, `or`, `not`, `len`, `index`, `print`, `printf`,
 //! `eq`...), plus the few of sprig's functions listed in [`SPRIG`].
@@ -12,6 +13,8 @@ use serde_json::{Map, Value};
 /// What a template's strings are executed against.
 pub struct Vars<'a> {
     pub rollout: &'a Value,
+    /// The Rollout's AnalysisRuns as Argo Rollouts' `record.go` gives a notification (nil when there are none).
+    pub analysis_runs: &'a Value,
     pub recipient: &'a str,
     pub service: &'a str,
     pub context: &'a std::collections::BTreeMap<String, String>,
@@ -19,9 +22,25 @@ pub struct Vars<'a> {
 
 /// The sprig functions canaryd provides (those Argo's built-in templates and its documented examples use, and
 /// their simplest siblings); the rest of sprig is not supported.
-pub const SPRIG: &[&str] = &["add", "sub", "mul", "upper", "lower", "trim", "toJson"];
+pub const SPRIG: &[&str] = &[
+    "add",
+    "sub",
+    "mul",
+    "upper",
+    "lower",
+    "trim",
+    "toJson",
+    "default",
+    "quote",
+    "replace",
+    "contains",
+    "hasPrefix",
+    "hasSuffix",
+    "trimPrefix",
+    "trimSuffix",
+];
 
-fn sprig() -> [(&'static str, Func); 7] {
+fn sprig() -> [(&'static str, Func); 15] {
     [
         ("add", add as Func),
         ("sub", sub as Func),
@@ -30,6 +49,14 @@ fn sprig() -> [(&'static str, Func); 7] {
         ("lower", lower as Func),
         ("trim", trim as Func),
         ("toJson", to_json as Func),
+        ("default", default as Func),
+        ("quote", quote as Func),
+        ("replace", replace as Func),
+        ("contains", contains as Func),
+        ("hasPrefix", has_prefix as Func),
+        ("hasSuffix", has_suffix as Func),
+        ("trimPrefix", trim_prefix as Func),
+        ("trimSuffix", trim_suffix as Func),
     ]
 }
 
@@ -42,6 +69,7 @@ pub fn render(
 ) -> Result<Map<String, Value>, String> {
     let dot = GoValue::from(go_value(&serde_json::json!({
         "rollout": vars.rollout,
+        "analysisRuns": vars.analysis_runs,
         "recipient": vars.recipient,
         "serviceType": vars.service,
         "context": vars.context,
@@ -167,11 +195,8 @@ fn mul(args: &[GoValue]) -> Result<GoValue, FuncError> {
 }
 
 fn one_string(name: &str, args: &[GoValue]) -> Result<String, FuncError> {
-    match args {
-        [GoValue::String(s)] => Ok(s.clone()),
-        [other] => Ok(other.to_string()),
-        _ => Err(FuncError::ExactlyXArgs(name.to_string(), 1)),
-    }
+    let [text] = strings(name, args)?;
+    Ok(text)
 }
 
 fn upper(args: &[GoValue]) -> Result<GoValue, FuncError> {
@@ -185,6 +210,98 @@ fn lower(args: &[GoValue]) -> Result<GoValue, FuncError> {
 fn trim(args: &[GoValue]) -> Result<GoValue, FuncError> {
     Ok(GoValue::String(
         one_string("trim", args)?.trim().to_string(),
+    ))
+}
+
+/// A value as sprig's string functions read it (`strval`): a string as it is, anything else as Go prints it.
+fn string_of(value: &GoValue) -> String {
+    match value {
+        GoValue::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Exactly `N` arguments of `name`, as strings; the last is the piped one.
+fn strings<const N: usize>(name: &str, args: &[GoValue]) -> Result<[String; N], FuncError> {
+    let strings: Vec<String> = args.iter().map(string_of).collect();
+    strings
+        .try_into()
+        .map_err(|_| FuncError::ExactlyXArgs(name.to_string(), N))
+}
+
+/// sprig's `empty`: nil, false, 0, "" and an empty list or map.
+fn empty(value: &GoValue) -> bool {
+    match value {
+        GoValue::NoValue | GoValue::Nil => true,
+        GoValue::Bool(b) => !b,
+        GoValue::String(s) => s.is_empty(),
+        GoValue::Number(n) => n.as_f64() == Some(0.0),
+        GoValue::Array(items) => items.is_empty(),
+        GoValue::Map(fields) | GoValue::Object(fields) => fields.is_empty(),
+        GoValue::Function(_) => false,
+    }
+}
+
+/// sprig's `default DEFAULT GIVEN`: GIVEN unless it is empty (or not given).
+fn default(args: &[GoValue]) -> Result<GoValue, FuncError> {
+    match args {
+        [fallback] => Ok(fallback.clone()),
+        [fallback, given] => Ok(if empty(given) { fallback } else { given }.clone()),
+        _ => Err(FuncError::ExactlyXArgs("default".to_string(), 2)),
+    }
+}
+
+/// sprig's `quote`: each non-nil argument in Go's double quotes, separated by spaces.
+fn quote(args: &[GoValue]) -> Result<GoValue, FuncError> {
+    let quoted: Vec<String> = args
+        .iter()
+        .filter(|a| !matches!(a, GoValue::Nil | GoValue::NoValue))
+        .map(|a| Value::String(string_of(a)).to_string())
+        .collect();
+    Ok(GoValue::String(quoted.join(" ")))
+}
+
+/// sprig's `replace OLD NEW TEXT`: every OLD in TEXT replaced.
+fn replace(args: &[GoValue]) -> Result<GoValue, FuncError> {
+    let [old, new, text] = strings("replace", args)?;
+    Ok(GoValue::String(text.replace(&old, &new)))
+}
+
+/// sprig's `contains PART TEXT`.
+fn contains(args: &[GoValue]) -> Result<GoValue, FuncError> {
+    let [part, text] = strings("contains", args)?;
+    Ok(GoValue::Bool(text.contains(&part)))
+}
+
+/// sprig's `hasPrefix PREFIX TEXT`.
+fn has_prefix(args: &[GoValue]) -> Result<GoValue, FuncError> {
+    let [prefix, text] = strings("hasPrefix", args)?;
+    Ok(GoValue::Bool(text.starts_with(&prefix)))
+}
+
+/// sprig's `hasSuffix SUFFIX TEXT`.
+fn has_suffix(args: &[GoValue]) -> Result<GoValue, FuncError> {
+    let [suffix, text] = strings("hasSuffix", args)?;
+    Ok(GoValue::Bool(text.ends_with(&suffix)))
+}
+
+/// sprig's `trimPrefix PREFIX TEXT`.
+fn trim_prefix(args: &[GoValue]) -> Result<GoValue, FuncError> {
+    let [prefix, text] = strings("trimPrefix", args)?;
+    Ok(GoValue::String(
+        text.strip_prefix(prefix.as_str())
+            .unwrap_or(&text)
+            .to_string(),
+    ))
+}
+
+/// sprig's `trimSuffix SUFFIX TEXT`.
+fn trim_suffix(args: &[GoValue]) -> Result<GoValue, FuncError> {
+    let [suffix, text] = strings("trimSuffix", args)?;
+    Ok(GoValue::String(
+        text.strip_suffix(suffix.as_str())
+            .unwrap_or(&text)
+            .to_string(),
     ))
 }
 
