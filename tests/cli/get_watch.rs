@@ -246,7 +246,7 @@ async fn on_a_terminal_the_view_is_redrawn_in_place_and_ctrl_c_leaves_a_clean_sc
     tmux.run(&["send-keys", "C-c"]);
     // As at the start, the next line is typed only once the shell prompts again.
     let screen = tmux.screen_when(|s| {
-        !s.contains("Name:") && s.lines().filter(|l| !l.trim().is_empty()).last() == Some("$")
+        !s.contains("Name:") && s.lines().rfind(|l| !l.trim().is_empty()) == Some("$")
     });
     assert!(
         !screen.contains("revision:"),
