@@ -17,8 +17,10 @@ use super::{Exit, OutputFormat, load};
 use crate::measure::Providers;
 use crate::rehearsal::Options;
 
-/// The demo's Rollout and VirtualService, as a user would write them.
-pub const ROLLOUT: &str = r#"apiVersion: argoproj.io/v1alpha1
+/// The demo's Rollout up to its strategy, which both strategies' Rollouts share.
+macro_rules! demo_rollout_head {
+    () => {
+        r#"apiVersion: argoproj.io/v1alpha1
 kind: Rollout
 metadata:
   name: checkout
@@ -37,7 +39,14 @@ spec:
       - name: checkout
         image: shop/checkout:2.0.0
   strategy:
-    canary:
+"#
+    };
+}
+
+/// The demo's Rollout and VirtualService, as a user would write them.
+pub const ROLLOUT: &str = concat!(
+    demo_rollout_head!(),
+    r#"    canary:
       canaryService: checkout-canary
       stableService: checkout-stable
       trafficRouting:
@@ -82,30 +91,14 @@ spec:
     - destination:
         host: checkout-canary
       weight: 0
-"#;
+"#
+);
 
 /// The demo's blue-green Rollout: the new pods behind `checkout-preview` are checked by the success-rate
 /// analysis before `checkout-active` is switched to them.
-pub const BLUE_GREEN_ROLLOUT: &str = r#"apiVersion: argoproj.io/v1alpha1
-kind: Rollout
-metadata:
-  name: checkout
-  namespace: shop
-spec:
-  replicas: 5
-  selector:
-    matchLabels:
-      app: checkout
-  template:
-    metadata:
-      labels:
-        app: checkout
-    spec:
-      containers:
-      - name: checkout
-        image: shop/checkout:2.0.0
-  strategy:
-    blueGreen:
+pub const BLUE_GREEN_ROLLOUT: &str = concat!(
+    demo_rollout_head!(),
+    r#"    blueGreen:
       activeService: checkout-active
       previewService: checkout-preview
       prePromotionAnalysis:
@@ -116,7 +109,8 @@ spec:
           value: checkout-preview
         - name: namespace
           value: shop
-"#;
+"#
+);
 
 /// The demo's Rollout strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
