@@ -18,7 +18,9 @@ use super::{Action, Change, FIELD_MANAGER, Route, RouterError};
 use crate::api::Rollout;
 use crate::engine::routing::nginx::CanaryIngress;
 use crate::engine::routing::smi::{self, SmiApiVersion, TrafficSplitWrite};
-use crate::engine::routing::{self, Desired, RouterObject, RoutingError, Target, nginx};
+use crate::engine::routing::{
+    self, Built, Desired, Moved, RouterObject, RoutingError, Target, nginx,
+};
 use crate::k8s::is_status;
 
 /// How often one object is read and written again after a 409 before giving up for this reconcile.
@@ -79,7 +81,7 @@ impl Object<'_> {
             namespace: self.namespace.to_string(),
             name: self.name.to_string(),
             action,
-            announced: None,
+            announced: Vec::new(),
         }
     }
 
@@ -166,7 +168,7 @@ impl ApiRouter {
             };
             let build = |current: &Value| target.build(current, &d);
             target.held(&d, replica_sets).map_err(|e| object.unfit(e))?;
-            let change = match target {
+            let written = match target {
                 Target::DestinationRule { namespace, .. } => {
                     let api: Api<DestinationRule> = Api::namespaced(self.client.clone(), namespace);
                     update(&api, &object, build).await?
@@ -187,15 +189,17 @@ impl ApiRouter {
                     let api: Api<Ingress> = Api::namespaced(self.client.clone(), namespace);
                     update(&api, &object, build).await?
                 }
-                Target::CanaryIngress { stable, config, .. } => {
-                    self.canary_ingress(stable, &name, config, &d).await?
-                }
-                Target::TrafficSplit { config, .. } => {
-                    self.traffic_split(&object, config, &d).await?
-                }
+                Target::CanaryIngress { stable, config, .. } => self
+                    .canary_ingress(stable, &name, config, &d)
+                    .await?
+                    .map(|c| (c, Moved::WEIGHTS)),
+                Target::TrafficSplit { config, .. } => self
+                    .traffic_split(&object, config, &d)
+                    .await?
+                    .map(|c| (c, Moved::WEIGHTS)),
             };
-            if let Some(mut change) = change {
-                change.announced = target.written(&d, change.action == Action::Created);
+            if let Some((mut change, moved)) = written {
+                change.announced = target.written(&d, change.action == Action::Created, moved);
                 changes.push(change);
             }
         }
@@ -386,8 +390,8 @@ where
 async fn update<K>(
     api: &Api<K>,
     target: &Object<'_>,
-    build: impl Fn(&Value) -> Result<Option<Value>, RoutingError>,
-) -> Result<Option<Change>, RouterError>
+    build: impl Fn(&Value) -> Result<Option<Built>, RoutingError>,
+) -> Result<Option<(Change, Moved)>, RouterError>
 where
     K: kube::Resource + Clone + std::fmt::Debug + Serialize + DeserializeOwned,
 {
@@ -397,12 +401,12 @@ where
             .await
             .map_err(|e| target.failed(e))?
             .ok_or_else(|| target.missing())?;
-        let Some(desired) = build(&target.json(&current)?).map_err(|e| target.unfit(e))? else {
+        let Some(built) = build(&target.json(&current)?).map_err(|e| target.unfit(e))? else {
             return Ok(None);
         };
-        let desired: K = target.decode(desired)?;
+        let desired: K = target.decode(built.object)?;
         match api.replace(target.name, &post_params(), &desired).await {
-            Ok(_) => return Ok(Some(target.change(Action::Updated))),
+            Ok(_) => return Ok(Some((target.change(Action::Updated), built.moved))),
             Err(e) if is_status(&e, 409) => continue,
             Err(e) => return Err(target.failed(e)),
         }

@@ -25,8 +25,8 @@ pub struct Change {
     pub namespace: String,
     pub name: String,
     pub action: Action,
-    /// The Event Argo's router records on the Rollout for this write ([`Target::written`]).
-    pub announced: Option<Event>,
+    /// The Events Argo's router records on the Rollout for this write ([`Target::written`]).
+    pub announced: Vec<Event>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

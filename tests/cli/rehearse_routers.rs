@@ -179,6 +179,55 @@ fn header_and_mirror_routes_show_at_each_step_and_are_gone_after_promotion() {
     );
 }
 
+/// Argo's Istio router records each route write in its own Event (its istio.go SetHeaderRoute,
+/// SetMirrorRoute, RemoveManagedRoutes, SetWeight): the rehearsal shows them as the daemon publishes them,
+/// once per write, in Argo's order.
+#[test]
+fn header_and_mirror_route_writes_are_told_in_argos_events() {
+    let lines = rehearse(HEADER_ROUTES, "0s");
+    let told: Vec<(&str, &str)> = of_type(&lines, "event")
+        .iter()
+        .filter(|e| e["reason"] == "Updated VirtualService")
+        .filter_map(|e| Some((e["time"].as_str()?, e["message"].as_str()?)))
+        .collect();
+    let (start, resumed, promoted) = (
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T00:05:00Z",
+        "2026-01-01T00:10:00Z",
+    );
+    assert_eq!(
+        told,
+        [
+            (start, "VirtualService `web-vsvc` set to desiredWeight '20'"),
+            (
+                start,
+                "VirtualService `web-vsvc` set headerRoute 'set-header-1'"
+            ),
+            (
+                start,
+                "VirtualService `web-vsvc` set mirrorRoute 'mirror-route'"
+            ),
+            (
+                resumed,
+                "VirtualService `web-vsvc` set headerRoute 'set-header-1'"
+            ),
+            (
+                promoted,
+                "VirtualService `web-vsvc` set to desiredWeight '100'"
+            ),
+            (
+                promoted,
+                "VirtualService `web-vsvc` removed all managed routes."
+            ),
+            (
+                promoted,
+                "VirtualService `web-vsvc` set to desiredWeight '0'"
+            ),
+        ],
+        "{lines:#?}"
+    );
+}
+
 /// The Gateway API plugin's header routes (its e2e advanced-header-based-httproute): each header step's rule
 /// shows in the HTTPRoute from the next step on, after the weighted rule, and keeps its backend (the Gateway
 /// API's default weight) while the weighted rule moves; the mirror step changes nothing, as in the plugin;

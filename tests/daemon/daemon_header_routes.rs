@@ -6,6 +6,8 @@
 //! (the user's) is only ever re-weighted and the user's other route is never touched. On the Gateway API
 //! plugin the HTTPRoute's `rules` likewise: the header rule appended, the mirror step doing nothing, the
 //! step with only the name removing the rule, and promotion or an abort leaving the user's rules.
+//! On Istio each route write is told in the Event Argo's router records of it (set headerRoute, set
+//! mirrorRoute, removed all managed routes, set to desiredWeight), in order.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
@@ -15,6 +17,9 @@ use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
 use canaryd_testkit::harness::{self, Answer};
 use canaryd_testkit::rollout::cluster::*;
 use canaryd_testkit::router_objects;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
 use serde_json::{Value, json};
 
 fn header_route() -> Value {
@@ -94,7 +99,7 @@ fn users_rule() -> Value {
            "backendRefs": [{"name": "docs", "port": 80}]})
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Router {
     Istio,
     GatewayApi,
@@ -243,7 +248,58 @@ async fn routes_come_and_go_with_the_steps_and_go_on_promotion(router: Router, c
     until(server, "the promotion", |s| healthy_at(s, Some(canary))).await;
     let promoted = "every managed route removed once promoted";
     until_routes(server, p.router, promoted, Stage::Idle).await;
+    if p.router == Router::Istio {
+        until_told(client, told_on_promotion()).await;
+    }
     p.daemon.stop().await;
+}
+
+/// The Rollout's Events of Argo's Istio router, as their notes each with how often it was recorded (a repeat
+/// within the series window counts on the first, as client-go's recorder does), in order.
+async fn virtual_service_events(client: &kube::Client) -> Vec<(String, i32)> {
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+    let mut told = api
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items;
+    told.retain(|e| e.reason.as_deref() == Some("Updated VirtualService"));
+    // Named `<rollout>.<hex nanoseconds>`, so names sort in the order the Events were made.
+    told.sort_by_key(|e| e.metadata.name.clone());
+    told.into_iter()
+        .map(|e| {
+            let count = e.series.map_or(1, |s| s.count);
+            (e.note.unwrap_or_default(), count)
+        })
+        .collect()
+}
+
+/// Waits until the Istio router's Events are `wanted` (they are published after the write the test saw); on a
+/// timeout compares them.
+async fn until_told(client: &kube::Client, wanted: Vec<(String, i32)>) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while virtual_service_events(client).await != wanted && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(virtual_service_events(client).await, wanted);
+}
+
+/// Argo's Istio router records each route write of the update in its own Event (its istio.go SetWeight,
+/// SetHeaderRoute, SetMirrorRoute, RemoveManagedRoutes), once per write: the weight, the header and mirror
+/// routes added, the header route removed (a repeat of the first header Event), the weight at the end of the
+/// steps, every managed route removed on promotion and the weight back to the stable.
+fn told_on_promotion() -> Vec<(String, i32)> {
+    [
+        ("set to desiredWeight '20'", 1),
+        ("set headerRoute 'set-header-1'", 2),
+        ("set mirrorRoute 'mirror-route'", 1),
+        ("set to desiredWeight '100'", 1),
+        ("removed all managed routes.", 1),
+        ("set to desiredWeight '0'", 1),
+    ]
+    .iter()
+    .map(|(what, count)| (format!("VirtualService `web-vsvc` {what}"), *count))
+    .collect()
 }
 
 async fn an_abort_removes_the_routes(router: Router, crds: CrdSet) {
@@ -253,6 +309,20 @@ async fn an_abort_removes_the_routes(router: Router, crds: CrdSet) {
     until(server, "the abort", |s| s.phase == "Degraded").await;
     let aborted = "every managed route removed on the abort, all traffic to the stable";
     until_routes(server, p.router, aborted, Stage::Idle).await;
+    if p.router == Router::Istio {
+        // The routes and the weight leave in one write, told as Argo's RemoveManagedRoutes, then SetWeight.
+        let told: Vec<(String, i32)> = [
+            "set to desiredWeight '20'",
+            "set headerRoute 'set-header-1'",
+            "set mirrorRoute 'mirror-route'",
+            "removed all managed routes.",
+            "set to desiredWeight '0'",
+        ]
+        .iter()
+        .map(|what| (format!("VirtualService `web-vsvc` {what}"), 1))
+        .collect();
+        until_told(client, told).await;
+    }
     p.daemon.stop().await;
 }
 

@@ -1,7 +1,8 @@
 //! Golden cases for the traffic-router builders (`engine::routing`): each file under
 //! `tests/fixtures/routing/<router>/` holds a Rollout's `trafficRouting`, the desired weight and hashes, the
 //! router object as the API server returned it, and the expected result (`output`, `null` for "nothing to
-//! write", or `error`). Most cases are Argo Rollouts' own unit-test and e2e expectations (named in each file).
+//! write", or `error`; for a VirtualService also the `events` Argo records of the write, as [reason, message]
+//! pairs). Most cases are Argo Rollouts' own unit-test and e2e expectations (named in each file).
 //! Every object a builder outputs is admitted against its project's published CRD (`tests/fixtures/crds/`)
 //! by the fake API server's schema walker (types, required fields, pruning), and every canary Ingress is
 //! checked with `kubernetes-validate --strict` from the `.venv` that `tests/run.sh` installs.
@@ -16,7 +17,8 @@ use canaryd::cli::load::load_file;
 use canaryd::engine::routing::nginx::{self, CanaryIngress};
 use canaryd::engine::routing::smi::{self, SmiApiVersion, TrafficSplitWrite};
 use canaryd::engine::routing::{
-    Desired, ManagedRouteChange, Routing, alb, gateway, istio, managed_routes, routing, traefik,
+    Desired, ManagedRouteChange, Routing, Target, alb, gateway, istio, managed_routes, routing,
+    traefik,
 };
 use canaryd_testkit::fake_apiserver::schema;
 use k8s_openapi::api::networking::v1::Ingress;
@@ -174,14 +176,36 @@ fn every_virtual_service_case_matches_argo_and_the_istio_crd() {
         let desired = Desired::new(&rollout, &routing, case.weight(), "", "").with_managed(&change);
         let vs: &IstioVirtualService = istio::virtual_services(istio_config)[0];
         let dr: Option<&IstioDestinationRule> = istio_config.destination_rule.as_ref();
-        let got =
-            istio::virtual_service(&case.doc["input"], vs, dr, &desired).map_err(|e| e.to_string());
-        if let Ok(Some(out)) = &got
-            && let Err(e) = admitted("istio-virtualservices-crd.yaml", out)
-        {
-            failures.push(format!("{}: {e}", case.name()));
+        let (namespace, name) = istio::namespace_and_name(&vs.name, "default");
+        let target = Target::VirtualService {
+            namespace,
+            name,
+            config: vs,
+            destination_rule: dr,
+        };
+        let got = target
+            .build(&case.doc["input"], &desired)
+            .map_err(|e| e.to_string());
+        if let Ok(Some(built)) = &got {
+            if let Err(e) = admitted("istio-virtualservices-crd.yaml", &built.object) {
+                failures.push(format!("{}: {e}", case.name()));
+            }
+            // The Events Argo records for the write, when the case names them.
+            let told: Vec<Value> = target
+                .written(&desired, false, built.moved)
+                .into_iter()
+                .map(|e| json!([e.reason, e.message]))
+                .collect();
+            if let Some(want) = case.doc.get("events")
+                && *want != json!(told)
+            {
+                failures.push(format!("{}: Events {told:?}, expected {want}", case.name()));
+            }
         }
-        case.check(got.map(|o| o.unwrap_or(Value::Null)), &mut failures);
+        case.check(
+            got.map(|o| o.map_or(Value::Null, |b| b.object)),
+            &mut failures,
+        );
     }
     finish(failures);
 }

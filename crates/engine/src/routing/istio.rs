@@ -6,7 +6,9 @@
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::{Map, Value};
 
-use super::{Desired, Reader, RoutingError, config, istio_managed, managed_routes, object_name};
+use super::{
+    Built, Desired, Moved, Reader, RoutingError, config, istio_managed, managed_routes, object_name,
+};
 use crate::api::rollout::MANAGED_BY_ANNOTATION;
 use crate::api::traffic_routing::{IstioDestinationRule, IstioTrafficRouting, IstioVirtualService};
 use crate::rollout::hash::HASH_LABEL;
@@ -335,14 +337,14 @@ fn reweighted(
 
 /// The VirtualService `current` (as read) with the managed routes changed as `d` says
 /// (`istio_managed::apply`) and the configured routes at the desired weights, for an Update that keeps its
-/// resourceVersion; `Ok(None)` when it already shows them. `vs` is the reference that named it; `dr` the
-/// DestinationRule of subset mode.
+/// resourceVersion, with what of it moved; `Ok(None)` when it already shows them. `vs` is the reference that
+/// named it; `dr` the DestinationRule of subset mode.
 pub fn virtual_service(
     current: &Value,
     vs: &IstioVirtualService,
     dr: Option<&IstioDestinationRule>,
     d: &Desired,
-) -> Result<Option<Value>, RoutingError> {
+) -> Result<Option<Built>, RoutingError> {
     let r = Reader {
         kind: "VirtualService",
         name: object_name(current),
@@ -359,10 +361,11 @@ pub fn virtual_service(
     );
     // Argo changes the managed routes (SetHeaderRoute, SetMirrorRoute, RemoveManagedRoutes) before SetWeight.
     let mut http = r.list(spec.get("http"), "spec.http")?.cloned();
-    let http_changed = match &mut http {
+    let routes_moved = match &mut http {
         Some(http) => istio_managed::apply(&r, http, d.managed, vs, dr, d, &managed)?,
-        None => false,
+        None => Moved::default(),
     };
+    let http_changed = routes_moved.routes_removed || routes_moved.route_set;
     let mut plan: Vec<(Kind, usize, Vec<Value>)> = Vec::new();
     let mut any_routes = false;
     for kind in [Kind::Http, Kind::Tls, Kind::Tcp] {
@@ -393,6 +396,10 @@ pub fn virtual_service(
     if plan.is_empty() && !http_changed {
         return Ok(None);
     }
+    let moved = Moved {
+        weights: !plan.is_empty(),
+        ..routes_moved
+    };
     let mut out = current.clone();
     if let (true, Some(http), Some(spec)) = (
         http_changed,
@@ -409,7 +416,7 @@ pub fn virtual_service(
             route.insert("route".to_string(), Value::Array(new));
         }
     }
-    Ok(Some(out))
+    Ok(Some(Built { object: out, moved }))
 }
 
 /// The DestinationRule `current` (as read) with the canary and stable subsets selecting the desired pod hashes

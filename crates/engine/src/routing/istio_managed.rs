@@ -7,7 +7,7 @@
 use serde_json::{Map, Value, json};
 
 use super::managed_routes::{ManagedRouteChange, StepRoute};
-use super::{Desired, Reader, RoutingError};
+use super::{Desired, Moved, Reader, RoutingError};
 use crate::api::managed_routes::{SetHeaderRoute, SetMirrorRoute, StringMatch};
 use crate::api::traffic_routing::{IstioDestinationRule, IstioVirtualService};
 
@@ -215,7 +215,8 @@ fn order(r: &Reader, http: &mut Vec<Value>, managed: &[String]) -> Result<(), Ro
 }
 
 /// The VirtualService's `http` list with `change` made (the routes it removes, then the current step's
-/// route set or removed, ordered by `managed`), before the weights; whether anything changed.
+/// route set or removed, ordered by `managed`), before the weights; what of it moved (nothing when the list
+/// ends as it began).
 pub(super) fn apply(
     r: &Reader,
     http: &mut Vec<Value>,
@@ -224,11 +225,13 @@ pub(super) fn apply(
     dr: Option<&IstioDestinationRule>,
     d: &Desired,
     managed: &[String],
-) -> Result<bool, RoutingError> {
+) -> Result<Moved, RoutingError> {
     let before = http.clone();
     for name in &change.remove {
         remove(r, http, name)?;
     }
+    let removed = *http != before;
+    let unset = http.clone();
     if let Some(set) = &change.set {
         remove(r, http, set.name())?;
         let weighted = weight_route(r, http, vs)?;
@@ -246,5 +249,12 @@ pub(super) fn apply(
         }
         order(r, http, managed)?;
     }
-    Ok(*http != before)
+    if *http == before {
+        return Ok(Moved::default());
+    }
+    Ok(Moved {
+        routes_removed: removed,
+        route_set: *http != unset,
+        weights: false,
+    })
 }

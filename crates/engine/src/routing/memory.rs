@@ -14,7 +14,9 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use crate::api::Rollout;
 use crate::rollout::{Event, Route};
 use crate::routing::smi::{self, SmiApiVersion, TrafficSplitWrite};
-use crate::routing::{self, Desired, RouteFailure, RouterObject, Routing, RoutingError, Target};
+use crate::routing::{
+    self, Desired, Moved, RouteFailure, RouterObject, Routing, RoutingError, Target,
+};
 
 /// One router object and its destinations' weights, as written at a step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -181,7 +183,7 @@ impl Routers {
                         (TrafficSplitWrite::Create(object), _) => {
                             self.objects
                                 .push(("created by the Rollout".to_string(), object));
-                            announced.extend(target.written(&d, true));
+                            announced.extend(target.written(&d, true, Moved::WEIGHTS));
                         }
                         (TrafficSplitWrite::Patch(patch), Some((_, object))) => {
                             crate::merge_patch::apply(object, &patch);
@@ -202,9 +204,9 @@ impl Routers {
                             let message = format!("{origin}: {kind} {namespace}/{name}: {e}");
                             RouteFailure::new(Some(kind), false, message)
                         })?;
-                        if let Some(new) = built {
-                            *current = new;
-                            announced.extend(target.written(&d, false));
+                        if let Some(built) = built {
+                            *current = built.object;
+                            announced.extend(target.written(&d, false, built.moved));
                         }
                         match target {
                             // The action annotation's target groups: the canary's and the stable's shares.

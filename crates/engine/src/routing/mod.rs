@@ -19,7 +19,7 @@ mod targets;
 pub mod traefik;
 
 pub use managed_routes::ManagedRouteChange;
-pub use targets::{RouteFailure, RouterObject, Target, targets};
+pub use targets::{Built, Moved, RouteFailure, RouterObject, Target, targets};
 
 use serde_json::{Map, Value};
 

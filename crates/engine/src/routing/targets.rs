@@ -6,6 +6,7 @@
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::Value;
 
+use super::managed_routes::StepRoute;
 use super::{Desired, Routing, RoutingError, alb, gateway, istio, nginx, smi, traefik};
 use crate::api::reasons::rollout as reasons;
 use crate::api::traffic_routing::{
@@ -47,6 +48,33 @@ impl RouteFailure {
             held,
         }
     }
+}
+
+/// A router object as its builder left it ([`Target::build`]), and what of it moved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Built {
+    pub object: Value,
+    pub moved: Moved,
+}
+
+/// What one write moved of its object, for the Events Argo records of it, each from its own write: the
+/// managed routes removed (Argo's RemoveManagedRoutes), the step's header or mirror route set or removed
+/// (SetHeaderRoute, SetMirrorRoute), the weights or, for a DestinationRule, the subsets (SetWeight,
+/// UpdateHash). Only a VirtualService moves routes; every other write moves its weights.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Moved {
+    pub routes_removed: bool,
+    pub route_set: bool,
+    pub weights: bool,
+}
+
+impl Moved {
+    /// A write of the weights (or subsets) alone.
+    pub const WEIGHTS: Moved = Moved {
+        routes_removed: false,
+        route_set: false,
+        weights: true,
+    };
 }
 
 /// One router object to bring to the weight.
@@ -184,14 +212,14 @@ impl<'r> Target<'r> {
     /// resourceVersion; `Ok(None)` when it already says so. The canary Ingress is made from two objects
     /// (`nginx::canary_ingress`) and the TrafficSplit is created or patched (`smi::traffic_split`): neither
     /// is built here.
-    pub fn build(&self, current: &Value, d: &Desired) -> Result<Option<Value>, RoutingError> {
-        match self {
-            Target::DestinationRule { config, .. } => istio::destination_rule(current, config, d),
+    pub fn build(&self, current: &Value, d: &Desired) -> Result<Option<Built>, RoutingError> {
+        let weights = match self {
             Target::VirtualService {
                 config,
                 destination_rule,
                 ..
-            } => istio::virtual_service(current, config, *destination_rule, d),
+            } => return istio::virtual_service(current, config, *destination_rule, d),
+            Target::DestinationRule { config, .. } => istio::destination_rule(current, config, d),
             Target::HttpRoute { config, .. } => gateway::http_route(current, config, d),
             Target::TraefikService { .. } => traefik::traefik_service(current, d),
             Target::AlbIngress { config, .. } => alb::ingress(current, config, d),
@@ -201,14 +229,50 @@ impl<'r> Target<'r> {
             Target::TrafficSplit { .. } => Err(RoutingError::Mismatch(
                 "the TrafficSplit is created or patched, not updated".to_string(),
             )),
-        }
+        };
+        Ok(weights?.map(|object| Built {
+            object,
+            moved: Moved::WEIGHTS,
+        }))
     }
 
-    /// The Event Argo's router records on the Rollout once it has written this object at `d` (`created`: the
-    /// canary Ingress was made rather than patched): Istio's `UpdateHash` and `SetWeight`, NGINX's
-    /// `SetWeight`, ALB's `PatchingALBIngress`, SMI's `TrafficSplitCreated`. `None` for an HTTPRoute (Argo's Gateway API plugin records
-    /// none), a patched TrafficSplit and a TraefikService (Argo's Traefik router records only a failed update).
-    pub fn written(&self, d: &Desired, created: bool) -> Option<Event> {
+    /// The Events Argo's router records on the Rollout once it has written this object at `d` (`created`: the
+    /// canary Ingress or TrafficSplit was made rather than patched), in Argo's order, for what the write
+    /// `moved`: Istio's RemoveManagedRoutes, SetHeaderRoute, SetMirrorRoute, UpdateHash and SetWeight, NGINX's
+    /// `SetWeight`, ALB's `PatchingALBIngress`, SMI's `TrafficSplitCreated`. None for an HTTPRoute (Argo's
+    /// Gateway API plugin records none), a patched TrafficSplit and a TraefikService (Argo's Traefik router
+    /// records only a failed update).
+    pub fn written(&self, d: &Desired, created: bool, moved: Moved) -> Vec<Event> {
+        let event = |reason: &str, message: String| Event {
+            reason: reason.to_string(),
+            message,
+            warning: false,
+            after_write: None,
+        };
+        let mut out = Vec::new();
+        if let Target::VirtualService { name, .. } = self {
+            let told = |what: String| {
+                event(
+                    reasons::UPDATED_VIRTUAL_SERVICE,
+                    format!("VirtualService `{name}` {what}"),
+                )
+            };
+            if moved.routes_removed {
+                out.push(told("removed all managed routes.".to_string()));
+            }
+            match (&d.managed.set, moved.route_set) {
+                (Some(StepRoute::Header(h)), true) => {
+                    out.push(told(format!("set headerRoute '{}'", h.name)));
+                }
+                (Some(StepRoute::Mirror(m)), true) => {
+                    out.push(told(format!("set mirrorRoute '{}'", m.name)));
+                }
+                _ => {}
+            }
+        }
+        if !moved.weights {
+            return out;
+        }
         let (reason, message) = match self {
             Target::DestinationRule { config, .. } => (
                 reasons::UPDATED_DESTINATION_RULE,
@@ -257,16 +321,10 @@ impl<'r> Target<'r> {
             ),
             Target::HttpRoute { .. }
             | Target::TrafficSplit { .. }
-            | Target::TraefikService { .. } => {
-                return None;
-            }
+            | Target::TraefikService { .. } => return out,
         };
-        Some(Event {
-            reason: reason.to_string(),
-            message,
-            warning: false,
-            after_write: None,
-        })
+        out.push(event(reason, message));
+        out
     }
 }
 
