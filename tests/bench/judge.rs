@@ -20,6 +20,8 @@ use canaryd_testkit::judge_sim::rng::Rng;
 
 #[path = "judge/latency.rs"]
 mod latency;
+#[path = "judge/limits.rs"]
+mod limits;
 
 /// Runs per row: `default`, or the environment variable `var` for a quicker look while developing.
 fn runs_per_row(var: &str, default: usize) -> usize {
@@ -340,7 +342,7 @@ fn speed_figures() {
 }
 
 /// The sections to print: all, or those `JUDGE_BENCH_ONLY` names (comma-separated: error-rate, low-traffic,
-/// distribution, latency, speed).
+/// limits, distribution, latency, speed).
 fn wanted(section: &str) -> bool {
     std::env::var("JUDGE_BENCH_ONLY")
         .map_or(true, |only| only.split(',').any(|s| s.trim() == section))
@@ -354,6 +356,9 @@ fn main() {
     }
     if wanted("low-traffic") {
         low_traffic_figures(runs);
+    }
+    if wanted("limits") {
+        limits::figures(runs);
     }
     if wanted("distribution") {
         distribution_figures(runs);

@@ -337,6 +337,36 @@ mod limits {
         let (_, a) = feed(&p, &[Successful, Failed, Successful, Successful, Failed]);
         assert_eq!(a.phase, Inconclusive);
     }
+
+    /// A sequential comparison undecided at every look (for instance on traffic too sparse for any verdict)
+    /// under the limits of the shipped templates: `progressive-sync-gate-vs-baseline` (failureLimit 0,
+    /// inconclusiveLimit = count) ends Successful, as in Argo; `error-rate-vs-baseline` adds
+    /// consecutiveSuccessLimit 1 and so ends Inconclusive, waiting for a person (docs/providers.md).
+    #[test]
+    fn undecided_to_the_count_succeeds_unless_a_success_streak_is_required() {
+        let gate = plan(&[Metric {
+            failure_limit: limit(0),
+            inconclusive_limit: limit(4),
+            ..every("x", Some("1s"), Some(4))
+        }]);
+        let (status, a) = feed(&gate, &[Inconclusive; 4]);
+        assert_eq!((a.phase, a.message), (Successful, None));
+        assert_eq!(result(&status, "x").inconclusive, 4);
+        let compare = plan(&[Metric {
+            failure_limit: limit(0),
+            consecutive_success_limit: limit(1),
+            inconclusive_limit: limit(4),
+            ..every("x", Some("1s"), Some(4))
+        }]);
+        let (_, a) = feed(&compare, &[Inconclusive; 4]);
+        assert_eq!(a.phase, Inconclusive);
+        assert_eq!(
+            a.message.as_deref(),
+            Some(
+                "Metric \"x\" assessed Inconclusive due to count (4) reached with consecutiveSuccess (0) < consecutiveSuccessLimit (1)"
+            )
+        );
+    }
 }
 
 mod scheduling {
