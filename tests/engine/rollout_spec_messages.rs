@@ -233,9 +233,43 @@ fn blue_green_fields_are_checked_as_argos_validate_rollout_does() {
     assert_eq!(
         blue_green(json!({"activeService": "a", "antiAffinity": {}})),
         format!(
-            "{PREFIX}spec.strategy.blueGreen.antiAffinity: Forbidden: not supported by canaryd"
+            "{PREFIX}spec.strategy.antiAffinity: Invalid value: \"antiAffinity.PreferredDuringSchedulingIgnoredDuringExecution: \
+             false antiAffinity.RequiredDuringSchedulingIgnoredDuringExecution: false\": AntiAffinity must have exactly \
+             one strategy listed"
         )
     );
+}
+
+/// Argo's ValidateRolloutStrategyAntiAffinity, the last check of either strategy: exactly one rule, and the
+/// preferred one's weight from 1 to 100; a valid one is run.
+#[test]
+fn anti_affinity_is_checked_as_argos_validate_rollout_does() {
+    let both = json!({"preferredDuringSchedulingIgnoredDuringExecution": {"weight": 1},
+                      "requiredDuringSchedulingIgnoredDuringExecution": {}});
+    assert_eq!(
+        invalid_spec(json!({"antiAffinity": both}), |_| {}),
+        format!(
+            "{PREFIX}spec.strategy.antiAffinity: Invalid value: \"antiAffinity.PreferredDuringSchedulingIgnoredDuringExecution: \
+             true antiAffinity.RequiredDuringSchedulingIgnoredDuringExecution: true\": AntiAffinity must have exactly \
+             one strategy listed"
+        )
+    );
+    for weight in [0, 101] {
+        let canary = json!({"antiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": {"weight": weight}}});
+        assert_eq!(
+            invalid_spec(canary, |_| {}),
+            format!(
+                "{PREFIX}spec.strategy.antiAffinity.weight: Invalid value: {weight}: AntiAffinity weight must be \
+                 between 1-100"
+            )
+        );
+    }
+    for weight in [1, 100] {
+        let canary = json!({"antiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": {"weight": weight}}});
+        let mut c = MemoryCluster::new(rollout(1, canary));
+        run(&mut c, at(0));
+        assert_eq!(c.status().phase, "Healthy", "weight {weight}");
+    }
 }
 
 #[test]

@@ -11,7 +11,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::steps::pause_seconds;
 use super::{basic_canary, pod_template};
 use crate::api::Rollout;
-use crate::api::rollout::{BlueGreenStrategy, CanaryStep, CanaryStrategy, RolloutAnalysis};
+use crate::api::rollout::{
+    AntiAffinity, BlueGreenStrategy, CanaryStep, CanaryStrategy, RolloutAnalysis,
+};
 use crate::api::traffic_routing::TrafficRouting;
 use crate::routing::{RoutingError, managed_routes};
 use crate::template::Finding;
@@ -233,9 +235,7 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
         check_step_actions(step, i, out);
         check_step(step, i, canary.traffic_routing.as_ref(), max_weight, out);
     }
-    if canary.anti_affinity.is_some() {
-        out.push(unsupported(format!("{CANARY}.antiAffinity"), ""));
-    }
+    check_anti_affinity(canary.anti_affinity.as_ref(), out);
     if canary.replica_progress_threshold.is_some() {
         out.push(unsupported(
             format!("{CANARY}.replicaProgressThreshold"),
@@ -281,9 +281,7 @@ fn check_blue_green(rollout: &Rollout, blue_green: &BlueGreenStrategy, out: &mut
             "This rollout's revision history limit can not be smaller than the rollout's scale down limit",
         ));
     }
-    if blue_green.anti_affinity.is_some() {
-        out.push(unsupported(format!("{BLUE_GREEN}.antiAffinity"), ""));
-    }
+    check_anti_affinity(blue_green.anti_affinity.as_ref(), out);
     for (field, analysis) in [
         ("prePromotionAnalysis", &blue_green.pre_promotion_analysis),
         ("postPromotionAnalysis", &blue_green.post_promotion_analysis),
@@ -291,6 +289,37 @@ fn check_blue_green(rollout: &Rollout, blue_green: &BlueGreenStrategy, out: &mut
         if let Some(analysis) = analysis {
             check_analysis(analysis, &format!("{BLUE_GREEN}.{field}"), out);
         }
+    }
+}
+
+/// Argo's ValidateRolloutStrategyAntiAffinity (at `spec.strategy.antiAffinity` for either strategy, as Argo
+/// names it): exactly one rule, and the preferred one's weight from 1 to 100.
+fn check_anti_affinity(anti_affinity: Option<&AntiAffinity>, out: &mut Vec<Finding>) {
+    let Some(anti_affinity) = anti_affinity else {
+        return;
+    };
+    let preferred = &anti_affinity.preferred_during_scheduling_ignored_during_execution;
+    let required = &anti_affinity.required_during_scheduling_ignored_during_execution;
+    if preferred.is_some() == required.is_some() {
+        let value = format!(
+            "antiAffinity.PreferredDuringSchedulingIgnoredDuringExecution: {} antiAffinity.RequiredDuringSchedulingIgnoredDuringExecution: {}",
+            preferred.is_some(),
+            required.is_some()
+        );
+        out.push(Finding::invalid(
+            argo_canary("antiAffinity"),
+            &quoted(&value),
+            "AntiAffinity must have exactly one strategy listed",
+        ));
+    }
+    if let Some(p) = preferred
+        && !(1..=100).contains(&p.weight)
+    {
+        out.push(Finding::invalid(
+            argo_canary("antiAffinity.weight"),
+            &p.weight.to_string(),
+            "AntiAffinity weight must be between 1-100",
+        ));
     }
 }
 
