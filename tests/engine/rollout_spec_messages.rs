@@ -273,7 +273,7 @@ fn anti_affinity_is_checked_as_argos_validate_rollout_does() {
 }
 
 #[test]
-fn argos_canary_paths_one_level_up_are_written_under_the_canary_strategy() {
+fn argos_strategy_paths_one_level_up_are_written_under_their_strategy() {
     for (argo, written) in [
         (
             "spec.strategy.steps[0].setWeight",
@@ -290,8 +290,14 @@ fn argos_canary_paths_one_level_up_are_written_under_the_canary_strategy() {
         ("spec.strategy.blueGreen", "spec.strategy.blueGreen"),
         ("spec.selector", "spec.selector"),
     ] {
-        assert_eq!(spec::written_at(argo), written);
+        assert_eq!(spec::written_at(argo, &rollout(1, json!({}))), written);
     }
+    let mut blue_green = rollout(1, json!({}));
+    blue_green.spec.strategy = serde_json::from_value(json!({"blueGreen": {}})).ok();
+    assert_eq!(
+        spec::written_at("spec.strategy.antiAffinity.weight", &blue_green),
+        "spec.strategy.blueGreen.antiAffinity.weight"
+    );
 }
 
 /// ValidateRolloutNginxIngressesConfig and ValidateRolloutVirtualServicesConfig report with

@@ -40,15 +40,19 @@ fn argo_canary(field: &str) -> String {
     format!("spec.strategy.{field}")
 }
 
-/// Where the field a finding names is written: Argo's `spec.strategy.<canary field>` ([`argo_canary`]) is
-/// `spec.strategy.canary.<canary field>` in the object. `canaryd validate` places findings on lines by it.
-pub fn written_at(path: &str) -> Cow<'_, str> {
+/// Where the field a finding on `rollout` names is written: Argo's `spec.strategy.<field>` ([`argo_canary`];
+/// a blue-green field is named one level up too) is `spec.strategy.canary.<field>`, or
+/// `spec.strategy.blueGreen.<field>` for a blue-green Rollout, in the object. `canaryd validate` places findings
+/// on lines by it.
+pub fn written_at<'p>(path: &'p str, rollout: &Rollout) -> Cow<'p, str> {
     let Some(rest) = path.strip_prefix("spec.strategy.") else {
         return Cow::Borrowed(path);
     };
     let first = rest.split(['.', '[']).next().unwrap_or_default();
     if matches!(first, "canary" | "blueGreen") {
         Cow::Borrowed(path)
+    } else if rollout.spec.blue_green().is_some() {
+        Cow::Owned(format!("{BLUE_GREEN}.{rest}"))
     } else {
         Cow::Owned(format!("{CANARY}.{rest}"))
     }
