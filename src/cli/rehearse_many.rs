@@ -31,13 +31,34 @@ pub struct Share {
     pub median_seconds: Option<i64>,
 }
 
-/// Aborts at one step by one metric.
+/// Aborts at one step (a canary's) or one side of the switch (a blue-green Rollout's) by one metric.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AbortCause {
     pub step: Option<usize>,
+    /// A blue-green Rollout's: `PrePromotion` before the active Service's switch, `PostPromotion` after it
+    /// (Argo's `rollout-type` of the analysis run there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<Promotion>,
     pub metric: Option<String>,
     pub count: usize,
+}
+
+/// A side of a blue-green Rollout's switch, in the order a rollout meets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Promotion {
+    PrePromotion,
+    PostPromotion,
+}
+
+/// Which side of the switch a blue-green rehearsal ended on: after it once a post-promotion run was started
+/// (its status is reset with each new revision), else before; `None` for a canary.
+fn promotion(e: &Ending) -> Option<Promotion> {
+    let blue_green = e.status.blue_green.as_ref()?;
+    Some(match blue_green.post_promotion_analysis_run_status {
+        Some(_) => Promotion::PostPromotion,
+        None => Promotion::PrePromotion,
+    })
 }
 
 /// What the starts came to.
@@ -74,9 +95,12 @@ impl Tally {
                 median_seconds: median(seconds),
             }
         };
-        let mut causes: BTreeMap<(Option<usize>, Option<String>), usize> = BTreeMap::new();
+        type Cause = (Option<usize>, Option<Promotion>, Option<String>);
+        let mut causes: BTreeMap<Cause, usize> = BTreeMap::new();
         for e in endings.iter().filter(|e| e.outcome == Outcome::Aborted) {
-            *causes.entry((e.step, e.metric.clone())).or_default() += 1;
+            *causes
+                .entry((e.step, promotion(e), e.metric.clone()))
+                .or_default() += 1;
         }
         Tally {
             rehearsals: endings.len(),
@@ -84,8 +108,9 @@ impl Tally {
             aborted: share(Outcome::Aborted),
             aborted_by: causes
                 .into_iter()
-                .map(|((step, metric), count)| AbortCause {
+                .map(|((step, promotion, metric), count)| AbortCause {
                     step,
+                    promotion,
                     metric,
                     count,
                 })
@@ -123,10 +148,15 @@ impl Tally {
             row("aborted", &self.aborted),
         ];
         for c in &self.aborted_by {
+            let at = match (c.step, c.promotion) {
+                (Some(step), _) => format!("at step {step}"),
+                (None, Some(Promotion::PrePromotion)) => "before the switch".to_string(),
+                (None, Some(Promotion::PostPromotion)) => "after the switch".to_string(),
+                (None, None) => "at step -".to_string(),
+            };
             out.push(format!(
-                "    {:>5}  at step {} by {}",
+                "    {:>5}  {at} by {}",
                 c.count,
-                c.step.map_or("-".to_string(), |s| s.to_string()),
                 c.metric
                     .as_deref()
                     .unwrap_or("(no metric: see the reasons above)")
@@ -229,4 +259,60 @@ pub async fn run(
         }
     }
     tally.exit()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::api::rollout::{BlueGreenStatus, RolloutAnalysisRunStatus, RolloutStatus};
+
+    use super::*;
+
+    fn aborted(step: Option<usize>, blue_green: Option<BlueGreenStatus>) -> Ending {
+        Ending {
+            outcome: Outcome::Aborted,
+            started: String::new(),
+            ended: String::new(),
+            seconds: 60,
+            step,
+            metric: Some("success-rate".into()),
+            reason: String::new(),
+            status: RolloutStatus {
+                blue_green,
+                ..Default::default()
+            },
+            analysis_runs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_blue_green_abort_is_counted_by_its_side_of_the_switch_not_a_step() {
+        let post = BlueGreenStatus {
+            post_promotion_analysis_run_status: Some(RolloutAnalysisRunStatus {
+                name: "web-6b59f54746-2-post".into(),
+                status: "Failed".into(),
+                message: String::new(),
+            }),
+            ..Default::default()
+        };
+        let tally = Tally::of(&[
+            aborted(Some(2), None),
+            aborted(None, Some(BlueGreenStatus::default())),
+            aborted(None, Some(BlueGreenStatus::default())),
+            aborted(None, Some(post)),
+        ]);
+        let table = tally.table();
+        let causes: Vec<&str> = table.lines().skip(3).take(3).collect();
+        assert_eq!(
+            causes,
+            [
+                "        2  before the switch by success-rate",
+                "        1  after the switch by success-rate",
+                "        1  at step 2 by success-rate",
+            ]
+        );
+        let json = serde_json::to_value(&tally.aborted_by).unwrap_or_default();
+        assert_eq!(json[0]["promotion"], "PrePromotion");
+        assert_eq!(json[1]["promotion"], "PostPromotion");
+        assert!(json[2].get("promotion").is_none(), "a canary's has none");
+    }
 }

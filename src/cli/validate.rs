@@ -110,12 +110,11 @@ pub fn validate_documents(docs: &[SourceDoc], progressed: bool) -> (Vec<Located>
             }
             Object::Run(r) => analysis_findings(&r.metadata, SpecView::of_run(&r.spec), &lookup),
         };
-        let rollout = matches!(object, Object::Rollout(_));
         findings.extend(object_findings.into_iter().map(|f| {
             let mut located = Located::at(doc, f);
-            if rollout {
-                // Argo names a canary field one level up; its line is where it is written.
-                located.line = doc.line_of(&spec::written_at(&located.path));
+            if let Object::Rollout(r) = object {
+                // Argo names a strategy's field one level up; its line is where it is written.
+                located.line = doc.line_of(&spec::written_at(&located.path, r));
             }
             located
         }));

@@ -3,7 +3,7 @@
 //! its pre-promotion analysis and a person's `promote`, with the daemon restarted while it waits; a failed
 //! post-promotion analysis putting the active Service back on the old pods; an abort before the switch;
 //! canaryd's own actions (`set image`, `abort`, `retry`, `promote`, `undo`) as kubectl-argo-rollouts' plugin
-//! sends them.
+//! sends them; `antiAffinity`'s term on each new ReplicaSet, moved when a rollback re-uses one.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the tests wait on real time.
 
@@ -269,3 +269,60 @@ async fn canaryds_actions_steer_a_blue_green_rollout(crds: CrdSet) {
 }
 
 with_each_crd_set!(canaryds_actions_steer_a_blue_green_rollout);
+
+/// `spec.template.spec.affinity` of the ReplicaSet running `hash`, as the API server holds it.
+fn affinity_of(server: &FakeApiServer, hash: &str) -> Value {
+    let rs =
+        server.get::<k8s_openapi::api::apps::v1::ReplicaSet>("default", &format!("web-{hash}"));
+    let affinity = rs.and_then(|rs| rs.spec?.template?.spec?.affinity);
+    serde_json::to_value(affinity).unwrap_or(Value::Null)
+}
+
+/// Argo's term against the pods of `stable`, preferred with weight 50.
+fn avoiding(stable: &str) -> Value {
+    json!({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "podAffinityTerm": {
+        "labelSelector": {"matchExpressions": [
+            {"key": "rollouts-pod-template-hash", "operator": "In", "values": [stable]}]},
+        "namespaces": ["default"],
+        "topologyKey": "kubernetes.io/hostname",
+    }}]}})
+}
+
+/// `antiAffinity` through the API server: each new ReplicaSet is created avoiding the stable pods, and one
+/// brought back by a rollback has its term patched to avoid the stable pods of then.
+async fn anti_affinity_keeps_each_new_replica_set_off_the_stable_pods(crds: CrdSet) {
+    let strategy = json!({"activeService": "web-active", "previewService": "web-preview",
+                          "scaleDownDelaySeconds": 1,
+                          "antiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": {"weight": 50}}});
+    let (server, client, _prom, _rsc) = blue_green(crds, Answer::Scalar(1.0), strategy).await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    let first = until(&server, "the first deploy", |s| healthy_at(s, None))
+        .await
+        .stable_rs;
+    assert_eq!(affinity_of(&server, &first), Value::Null);
+    let mut hashes = vec![first];
+    for image in ["web:2", "web:3"] {
+        let before = hashes.last().cloned().unwrap_or_default();
+        set_image(&client, image).await;
+        let now = until(&server, image, |s| {
+            s.stable_rs != before && healthy_at(s, None)
+        })
+        .await;
+        assert_eq!(
+            affinity_of(&server, &now.stable_rs),
+            avoiding(&before),
+            "{image}"
+        );
+        hashes.push(now.stable_rs);
+    }
+    set_image(&client, "web:2").await;
+    until(&server, "the rollback to web:2", |s| {
+        healthy_at(s, Some(&hashes[1]))
+    })
+    .await;
+    daemon.stop().await;
+    assert_eq!(affinity_of(&server, &hashes[1]), avoiding(&hashes[2]));
+    assert_eq!(creates(&server).0, 3, "web:2's ReplicaSet is re-used");
+}
+
+with_each_crd_set!(anti_affinity_keeps_each_new_replica_set_off_the_stable_pods);

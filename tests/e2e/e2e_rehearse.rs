@@ -562,3 +562,23 @@ fn a_blue_green_pause_without_auto_promotion_waits_for_a_person() {
         status["currentPodHash"]
     );
 }
+
+/// `--every` over a blue-green Rollout: each abort is tallied before the switch, as a blue-green Rollout
+/// has no step to name.
+#[test]
+fn a_blue_green_tally_counts_aborts_before_the_switch() {
+    let until = at(20).to_string();
+    let r = rehearse_blue_green(
+        "regressing",
+        &["--promote-after", "5m", "--every", "10m", "--until", &until],
+    );
+    assert_eq!(r.code, 1, "{:#?}\n{}", r.lines, r.stderr);
+    let summary = r.lines.last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    let causes = summary["abortedBy"].as_array().unwrap();
+    assert!(!causes.is_empty(), "{summary:#}");
+    for cause in causes {
+        assert_eq!(cause["promotion"], "PrePromotion", "{summary:#}");
+        assert_eq!(cause["step"], Value::Null, "{summary:#}");
+    }
+}

@@ -19,6 +19,7 @@ mod progressive_engine;
 mod rollout_act;
 mod rollout_actions;
 mod rollout_analysis;
+mod rollout_anti_affinity;
 mod rollout_bluegreen;
 mod rollout_managed_routes;
 mod rollout_parity;

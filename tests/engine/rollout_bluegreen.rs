@@ -1,6 +1,6 @@
 //! The blue-green strategy on the in-memory cluster, through Argo's own scenarios (its e2e
 //! `bluegreen_test.go` and `docs/features/bluegreen.md`): the preview and active Services, the pause before
-//! promotion, previewReplicaCount, the scale-down delays, and an abort.
+//! promotion, previewReplicaCount, the scale-down delays, an abort, and a restart's pace.
 
 use canaryd::engine::rollout::memory::MemoryCluster;
 use canaryd_testkit::rollout::memory::*;
@@ -463,5 +463,30 @@ fn scale_down_delay_revision_limit_keeps_only_the_newest_old_pods_up() {
             [0, 0, 2],
             "every delay over (limit {limit:?})"
         );
+    }
+}
+
+/// `kubectl argo rollouts restart` of a blue-green Rollout: as many pods at a time as Argo's MaxUnavailable
+/// for blue-green allows: `maxUnavailable` as written (a percentage rounded down), one when it is unset
+/// (it resolves to 0 there, and the restarter takes at least one).
+#[test]
+fn a_restart_evicts_as_many_pods_at_once_as_blue_greens_max_unavailable() {
+    for (max_unavailable, at_once) in [(None, 1), (Some(json!(3)), 3), (Some(json!("50%")), 4)] {
+        let mut strategy = json!({"activeService": "web-active"});
+        if let Some(m) = &max_unavailable {
+            strategy["maxUnavailable"] = m.clone();
+        }
+        let mut c = blue_green_rollout(8, strategy);
+        first_deploy(&mut c);
+        c.edit_spec(|s| {
+            s.restart_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(10)))
+        });
+        let plan = c.reconcile(at(10));
+        let evicted = plan
+            .writes
+            .iter()
+            .filter(|w| matches!(w, canaryd::engine::rollout::Write::EvictPod { .. }))
+            .count();
+        assert_eq!(evicted, at_once, "maxUnavailable {max_unavailable:?}");
     }
 }

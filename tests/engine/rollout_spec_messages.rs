@@ -233,13 +233,47 @@ fn blue_green_fields_are_checked_as_argos_validate_rollout_does() {
     assert_eq!(
         blue_green(json!({"activeService": "a", "antiAffinity": {}})),
         format!(
-            "{PREFIX}spec.strategy.blueGreen.antiAffinity: Forbidden: not supported by canaryd"
+            "{PREFIX}spec.strategy.antiAffinity: Invalid value: \"antiAffinity.PreferredDuringSchedulingIgnoredDuringExecution: \
+             false antiAffinity.RequiredDuringSchedulingIgnoredDuringExecution: false\": AntiAffinity must have exactly \
+             one strategy listed"
         )
     );
 }
 
+/// Argo's ValidateRolloutStrategyAntiAffinity, the last check of either strategy: exactly one rule, and the
+/// preferred one's weight from 1 to 100; a valid one is run.
 #[test]
-fn argos_canary_paths_one_level_up_are_written_under_the_canary_strategy() {
+fn anti_affinity_is_checked_as_argos_validate_rollout_does() {
+    let both = json!({"preferredDuringSchedulingIgnoredDuringExecution": {"weight": 1},
+                      "requiredDuringSchedulingIgnoredDuringExecution": {}});
+    assert_eq!(
+        invalid_spec(json!({"antiAffinity": both}), |_| {}),
+        format!(
+            "{PREFIX}spec.strategy.antiAffinity: Invalid value: \"antiAffinity.PreferredDuringSchedulingIgnoredDuringExecution: \
+             true antiAffinity.RequiredDuringSchedulingIgnoredDuringExecution: true\": AntiAffinity must have exactly \
+             one strategy listed"
+        )
+    );
+    for weight in [0, 101] {
+        let canary = json!({"antiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": {"weight": weight}}});
+        assert_eq!(
+            invalid_spec(canary, |_| {}),
+            format!(
+                "{PREFIX}spec.strategy.antiAffinity.weight: Invalid value: {weight}: AntiAffinity weight must be \
+                 between 1-100"
+            )
+        );
+    }
+    for weight in [1, 100] {
+        let canary = json!({"antiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": {"weight": weight}}});
+        let mut c = MemoryCluster::new(rollout(1, canary));
+        run(&mut c, at(0));
+        assert_eq!(c.status().phase, "Healthy", "weight {weight}");
+    }
+}
+
+#[test]
+fn argos_strategy_paths_one_level_up_are_written_under_their_strategy() {
     for (argo, written) in [
         (
             "spec.strategy.steps[0].setWeight",
@@ -256,8 +290,14 @@ fn argos_canary_paths_one_level_up_are_written_under_the_canary_strategy() {
         ("spec.strategy.blueGreen", "spec.strategy.blueGreen"),
         ("spec.selector", "spec.selector"),
     ] {
-        assert_eq!(spec::written_at(argo), written);
+        assert_eq!(spec::written_at(argo, &rollout(1, json!({}))), written);
     }
+    let mut blue_green = rollout(1, json!({}));
+    blue_green.spec.strategy = serde_json::from_value(json!({"blueGreen": {}})).ok();
+    assert_eq!(
+        spec::written_at("spec.strategy.antiAffinity.weight", &blue_green),
+        "spec.strategy.blueGreen.antiAffinity.weight"
+    );
 }
 
 /// ValidateRolloutNginxIngressesConfig and ValidateRolloutVirtualServicesConfig report with

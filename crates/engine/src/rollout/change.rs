@@ -77,10 +77,18 @@ impl Write {
                 name,
                 annotations,
                 min_ready_seconds,
+                affinity,
             } => {
-                let mut body = json!({"metadata": {"annotations": annotations}});
+                let mut spec = serde_json::Map::new();
                 if let Some(seconds) = min_ready_seconds {
-                    body["spec"] = json!({"minReadySeconds": seconds});
+                    spec.insert("minReadySeconds".into(), json!(seconds));
+                }
+                if let Some(affinity) = affinity {
+                    spec.insert("template".into(), json!({"spec": {"affinity": affinity}}));
+                }
+                let mut body = json!({"metadata": {"annotations": annotations}});
+                if !spec.is_empty() {
+                    body["spec"] = Value::Object(spec);
                 }
                 patch(Kind::ReplicaSet, name, body)
             }

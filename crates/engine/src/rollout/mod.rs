@@ -10,6 +10,7 @@
 
 pub mod actions;
 pub mod analysis;
+mod anti_affinity;
 pub mod basic_canary;
 mod bluegreen;
 pub mod change;
@@ -88,11 +89,13 @@ pub enum Write {
     CreateReplicaSet(Box<ReplicaSet>),
     /// Brings the existing new ReplicaSet in line with the Rollout: `annotations` to set (the Rollout's
     /// copied ones; on an undo, the newest revision with the old one appended to
-    /// `rollout.argoproj.io/revision-history`) and `spec.minReadySeconds` when it is to change.
+    /// `rollout.argoproj.io/revision-history`), `spec.minReadySeconds` when it is to change, and the merge
+    /// patch of its pod template's `spec.affinity` when the anti-affinity term it carries is to change.
     ReviseReplicaSet {
         name: String,
         annotations: BTreeMap<String, String>,
         min_ready_seconds: Option<i32>,
+        affinity: Option<serde_json::Value>,
     },
     /// Sets `spec.replicas` and the `rollout.argoproj.io/desired-replicas` annotation (`desired`);
     /// `clear_scale_down_deadline`: a full scale-down also removes `scale-down-deadline`, whose wait is over.

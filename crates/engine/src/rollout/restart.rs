@@ -60,6 +60,25 @@ pub fn restart_due(rollout: &Rollout, now: Timestamp) -> bool {
 }
 
 impl Reconcile<'_, '_> {
+    /// Argo's MaxUnavailable: a canary's from its fenceposts; a blue-green Rollout's `maxUnavailable` as
+    /// written (a percentage rounded down), 0 when unset (Argo's default there, `"25"`, is not a percentage,
+    /// so it resolves to nothing), at most `replicas`.
+    fn max_unavailable(&self) -> i32 {
+        if let Some(blue_green) = self.blue_green {
+            let written = blue_green.max_unavailable.as_ref();
+            let resolved =
+                written.and_then(|v| basic_canary::int_or_percent(v, self.replicas, false).ok());
+            return resolved.unwrap_or(0).clamp(0, self.replicas.max(0));
+        }
+        let canary = self.canary.cloned().unwrap_or_default();
+        basic_canary::fenceposts(
+            canary.max_surge.as_ref(),
+            canary.max_unavailable.as_ref(),
+            self.replicas,
+        )
+        .map_or(1, |f| f.unavailable)
+    }
+
     /// Argo's RolloutPodRestarter.Reconcile; true when pods were evicted (the reconcile then ends, as the
     /// ReplicaSets' availability no longer counts them).
     pub(super) fn restart_pods(&mut self) -> bool {
@@ -84,13 +103,7 @@ impl Reconcile<'_, '_> {
         let pods: Vec<&Pod> = all.iter().filter(owned).collect();
         let min_ready = i64::from(self.o.rollout.spec.min_ready_seconds.unwrap_or(0));
         let total = self.sum(|r| r.pods.spec);
-        let canary = self.canary.cloned().unwrap_or_default();
-        let max_unavailable = basic_canary::fenceposts(
-            canary.max_surge.as_ref(),
-            canary.max_unavailable.as_ref(),
-            self.replicas,
-        )
-        .map_or(1, |f| f.unavailable);
+        let max_unavailable = self.max_unavailable();
         let available_now = pods
             .iter()
             .filter(|p| available(p, min_ready, self.o.now))

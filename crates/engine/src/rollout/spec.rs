@@ -11,7 +11,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::steps::pause_seconds;
 use super::{basic_canary, pod_template};
 use crate::api::Rollout;
-use crate::api::rollout::{BlueGreenStrategy, CanaryStep, CanaryStrategy, RolloutAnalysis};
+use crate::api::rollout::{
+    AntiAffinity, BlueGreenStrategy, CanaryStep, CanaryStrategy, RolloutAnalysis,
+};
 use crate::api::traffic_routing::TrafficRouting;
 use crate::routing::{RoutingError, managed_routes};
 use crate::template::Finding;
@@ -38,15 +40,19 @@ fn argo_canary(field: &str) -> String {
     format!("spec.strategy.{field}")
 }
 
-/// Where the field a finding names is written: Argo's `spec.strategy.<canary field>` ([`argo_canary`]) is
-/// `spec.strategy.canary.<canary field>` in the object. `canaryd validate` places findings on lines by it.
-pub fn written_at(path: &str) -> Cow<'_, str> {
+/// Where the field a finding on `rollout` names is written: Argo's `spec.strategy.<field>` ([`argo_canary`];
+/// a blue-green field is named one level up too) is `spec.strategy.canary.<field>`, or
+/// `spec.strategy.blueGreen.<field>` for a blue-green Rollout, in the object. `canaryd validate` places findings
+/// on lines by it.
+pub fn written_at<'p>(path: &'p str, rollout: &Rollout) -> Cow<'p, str> {
     let Some(rest) = path.strip_prefix("spec.strategy.") else {
         return Cow::Borrowed(path);
     };
     let first = rest.split(['.', '[']).next().unwrap_or_default();
     if matches!(first, "canary" | "blueGreen") {
         Cow::Borrowed(path)
+    } else if rollout.spec.blue_green().is_some() {
+        Cow::Owned(format!("{BLUE_GREEN}.{rest}"))
     } else {
         Cow::Owned(format!("{CANARY}.{rest}"))
     }
@@ -233,9 +239,7 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
         check_step_actions(step, i, out);
         check_step(step, i, canary.traffic_routing.as_ref(), max_weight, out);
     }
-    if canary.anti_affinity.is_some() {
-        out.push(unsupported(format!("{CANARY}.antiAffinity"), ""));
-    }
+    check_anti_affinity(canary.anti_affinity.as_ref(), out);
     if canary.replica_progress_threshold.is_some() {
         out.push(unsupported(
             format!("{CANARY}.replicaProgressThreshold"),
@@ -281,9 +285,7 @@ fn check_blue_green(rollout: &Rollout, blue_green: &BlueGreenStrategy, out: &mut
             "This rollout's revision history limit can not be smaller than the rollout's scale down limit",
         ));
     }
-    if blue_green.anti_affinity.is_some() {
-        out.push(unsupported(format!("{BLUE_GREEN}.antiAffinity"), ""));
-    }
+    check_anti_affinity(blue_green.anti_affinity.as_ref(), out);
     for (field, analysis) in [
         ("prePromotionAnalysis", &blue_green.pre_promotion_analysis),
         ("postPromotionAnalysis", &blue_green.post_promotion_analysis),
@@ -291,6 +293,37 @@ fn check_blue_green(rollout: &Rollout, blue_green: &BlueGreenStrategy, out: &mut
         if let Some(analysis) = analysis {
             check_analysis(analysis, &format!("{BLUE_GREEN}.{field}"), out);
         }
+    }
+}
+
+/// Argo's ValidateRolloutStrategyAntiAffinity (at `spec.strategy.antiAffinity` for either strategy, as Argo
+/// names it): exactly one rule, and the preferred one's weight from 1 to 100.
+fn check_anti_affinity(anti_affinity: Option<&AntiAffinity>, out: &mut Vec<Finding>) {
+    let Some(anti_affinity) = anti_affinity else {
+        return;
+    };
+    let preferred = &anti_affinity.preferred_during_scheduling_ignored_during_execution;
+    let required = &anti_affinity.required_during_scheduling_ignored_during_execution;
+    if preferred.is_some() == required.is_some() {
+        let value = format!(
+            "antiAffinity.PreferredDuringSchedulingIgnoredDuringExecution: {} antiAffinity.RequiredDuringSchedulingIgnoredDuringExecution: {}",
+            preferred.is_some(),
+            required.is_some()
+        );
+        out.push(Finding::invalid(
+            argo_canary("antiAffinity"),
+            &quoted(&value),
+            "AntiAffinity must have exactly one strategy listed",
+        ));
+    }
+    if let Some(p) = preferred
+        && !(1..=100).contains(&p.weight)
+    {
+        out.push(Finding::invalid(
+            argo_canary("antiAffinity.weight"),
+            &p.weight.to_string(),
+            "AntiAffinity weight must be between 1-100",
+        ));
     }
 }
 

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde_json::Value;
 
+use super::anti_affinity;
 use super::basic_canary::{self, Pods};
 use super::conditions::{self as cond};
 use super::context::{Reconcile, Rs};
@@ -19,6 +20,7 @@ use super::{
     DESIRED_REPLICAS_ANNOTATION, MANAGED_BY_ANNOTATION, REVISION_ANNOTATION,
     REVISION_HISTORY_ANNOTATION, Write, steps,
 };
+use crate::merge_patch;
 
 /// Rollout annotations Argo does not copy onto its ReplicaSets.
 const NOT_COPIED: &[&str] = &[
@@ -38,6 +40,52 @@ impl Reconcile<'_, '_> {
         hash::pod_template_hash(&self.template(), self.prev.collision_count)
     }
 
+    /// The pod template the new ReplicaSet is to run: the Rollout's, with the anti-affinity term against
+    /// the stable pods when the strategy asks for one (the hash stays the Rollout template's).
+    fn replica_set_template(&self) -> Value {
+        let mut template = self.template();
+        let (stable, hash) = (&self.prev.stable_rs, self.pod_hash());
+        anti_affinity::inject(&mut template, self.o.rollout, stable, &hash);
+        template
+    }
+
+    /// The merge patch of the existing new ReplicaSet's `spec.template.spec.affinity` a revision of it
+    /// carries (Argo's syncReplicaSetRevision writes GenerateReplicaSetAffinity's each time it updates the
+    /// ReplicaSet), and whether its injected term is stale enough to revise it for that alone. `None`
+    /// without anti-affinity, whose affinity is the template's already.
+    fn revised_affinity(&self, i: usize) -> Option<(Value, bool)> {
+        if !anti_affinity::configured(self.o.rollout) {
+            return None;
+        }
+        let current = self
+            .o
+            .replica_sets
+            .get(i)
+            .and_then(|r| {
+                r.spec
+                    .as_ref()?
+                    .template
+                    .as_ref()?
+                    .spec
+                    .as_ref()?
+                    .affinity
+                    .as_ref()
+            })
+            .and_then(|a| serde_json::to_value(a).ok())
+            .unwrap_or(Value::Null);
+        let desired = self
+            .replica_set_template()
+            .pointer("/spec/affinity")
+            .cloned()
+            .unwrap_or(Value::Null);
+        if current == desired {
+            return None;
+        }
+        let (stable, hash) = (&self.prev.stable_rs, self.pod_hash());
+        let stale = anti_affinity::needs_update(&current, self.o.rollout, stable, &hash);
+        Some((merge_patch::diff(&current, &desired), stale))
+    }
+
     /// Sorts the owned ReplicaSets into new (runs the template: by canaryd's hash, else by comparing
     /// templates without the ephemeral metadata injected in them, as Argo's `FindNewReplicaSet` does, which
     /// adopts one Argo Rollouts created), stable (`status.stableRS`) and the others.
@@ -45,10 +93,13 @@ impl Reconcile<'_, '_> {
         self.rss = self.o.replica_sets.iter().map(Rs::read).collect();
         let wanted = self.pod_hash();
         let template = self.template();
+        let rollout = self.o.rollout;
         self.new_rs = self.rss.iter().position(|r| r.hash == wanted).or_else(|| {
             self.o.replica_sets.iter().position(|rs| {
-                ephemeral::template_without_injected(rs)
-                    .is_some_and(|t| hash::same_template(&template, &t))
+                ephemeral::template_without_injected(rs).is_some_and(|mut t| {
+                    anti_affinity::remove_injected(&mut t, rollout);
+                    hash::same_template(&template, &t)
+                })
             })
         });
         self.stable_rs = (!self.prev.stable_rs.is_empty())
@@ -91,8 +142,8 @@ impl Reconcile<'_, '_> {
             return Ok(false);
         }
         let revision = self.max_revision(None).saturating_add(1).to_string();
-        let mut pod_template: PodTemplateSpec =
-            serde_json::from_value(self.template()).map_err(|e| format!("spec.template: {e}"))?;
+        let mut pod_template: PodTemplateSpec = serde_json::from_value(self.replica_set_template())
+            .map_err(|e| format!("spec.template: {e}"))?;
         let meta = pod_template.metadata.get_or_insert_with(Default::default);
         let labels = meta.labels.get_or_insert_with(BTreeMap::new);
         labels.insert(HASH_LABEL.into(), hash.clone());
@@ -219,11 +270,14 @@ impl Reconcile<'_, '_> {
             .and_then(|s| s.min_ready_seconds)
             .unwrap_or(0);
         let min_ready_seconds = (min_ready != wanted_min_ready).then_some(wanted_min_ready);
-        if !annotations.is_empty() || min_ready_seconds.is_some() {
+        let revised = self.revised_affinity(i);
+        let stale_affinity = revised.as_ref().is_some_and(|(_, stale)| *stale);
+        if !annotations.is_empty() || min_ready_seconds.is_some() || stale_affinity {
             self.writes.push(Write::ReviseReplicaSet {
                 name: self.rss[i].name.clone(),
                 annotations,
                 min_ready_seconds,
+                affinity: revised.map(|(patch, _)| patch),
             });
         }
         self.set_rollout_revision(self.rss[i].revision.to_string());

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{PodTemplateMetadata, RolloutAnalysis, RolloutAnalysisRunStatus};
+use super::{AntiAffinity, PodTemplateMetadata, RolloutAnalysis, RolloutAnalysisRunStatus};
 
 fn is_false(b: &bool) -> bool {
     !*b
@@ -46,7 +46,7 @@ pub struct BlueGreenStrategy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub post_promotion_analysis: Option<RolloutAnalysis>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub anti_affinity: Option<Value>,
+    pub anti_affinity: Option<AntiAffinity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview_metadata: Option<PodTemplateMetadata>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

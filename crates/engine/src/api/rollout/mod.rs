@@ -110,6 +110,28 @@ pub struct PodTemplateMetadata {
     pub annotations: Option<BTreeMap<String, String>>,
 }
 
+/// `antiAffinity` of either strategy: which scheduling rule keeps the new ReplicaSet's pods off the nodes of
+/// the stable one's. A valid one sets exactly one of the two.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AntiAffinity {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_during_scheduling_ignored_during_execution: Option<PreferredAntiAffinity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_during_scheduling_ignored_during_execution: Option<RequiredAntiAffinity>,
+}
+
+/// The preferred rule's weight (1 to 100; Go's zero value when missing).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct PreferredAntiAffinity {
+    #[serde(default)]
+    pub weight: i32,
+}
+
+/// The required rule: an empty object in Argo.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct RequiredAntiAffinity {}
+
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStrategy {
@@ -155,7 +177,7 @@ pub struct CanaryStrategy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stable_metadata: Option<PodTemplateMetadata>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub anti_affinity: Option<Value>,
+    pub anti_affinity: Option<AntiAffinity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ping_pong: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
