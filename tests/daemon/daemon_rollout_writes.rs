@@ -27,6 +27,9 @@ fn writes_per_step(server: &FakeApiServer, from: usize, from_rv: u64) -> f64 {
         "{total} writes for {STEPS} steps ({per_step:.2} per step): {:?}",
         writes_by_kind(server, requests, from_rv)
     );
+    for (fields, writes) in status_changes(server, from_rv) {
+        println!("  {writes} status write(s) changing {fields}");
+    }
     per_step
 }
 
