@@ -571,7 +571,7 @@ fn print_writes(
     println!("    by kind: {}", kinds.join(", "));
     println!("    by request: {:?}", rollout_writes(requests));
     let mut status = Vec::from_iter(status_changes(server, from_rv));
-    status.sort_by(|a, b| b.1.cmp(&a.1));
+    status.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
     println!("    status writes per Rollout by the fields they changed:");
     for (fields, count) in status {
         println!(
