@@ -47,7 +47,7 @@ use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
 use canaryd_testkit::harness::{self, Answer, FakePrometheus};
 use canaryd_testkit::rollout::cluster::{
     POD_START, create_rollout, create_service_of, create_template, healthy_at, named,
-    rollout_writes, routed_through, set_image_of, writes_by_kind,
+    rollout_writes, routed_through, set_image_of, status_changes, writes_by_kind,
 };
 use canaryd_testkit::router_objects;
 use futures::{StreamExt, stream};
@@ -570,6 +570,15 @@ fn print_writes(
         .collect();
     println!("    by kind: {}", kinds.join(", "));
     println!("    by request: {:?}", rollout_writes(requests));
+    let mut status = Vec::from_iter(status_changes(server, from_rv));
+    status.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
+    println!("    status writes per Rollout by the fields they changed:");
+    for (fields, count) in status {
+        println!(
+            "      {:.2}  {fields}",
+            count as f64 / rollouts.max(1) as f64
+        );
+    }
     let router = by_kind.get("router").copied().unwrap_or(0);
     let changes: usize = weight_changes
         .iter()

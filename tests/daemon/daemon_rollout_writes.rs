@@ -14,9 +14,14 @@ use serde_json::json;
 /// The steps of `rollout::cluster::rollout`.
 const STEPS: usize = 4;
 
-/// API writes per step per Rollout one update may take: measured 26-27 for the 4 steps (6.5-6.75), 12-14 of them
-/// status writes; 30 (7.5) before a change of the counts alone was held back.
-const WRITES_PER_STEP: f64 = 7.0;
+/// API writes per step per Rollout one update may take: measured 23 for the 4 steps (5.75), 10 of them status
+/// writes, since the `Available` condition waits with the counts; 26-27 before that, 30 (7.5) before a change of
+/// the counts alone was held back. One write of slack for timing.
+const WRITES_PER_STEP: f64 = 6.0;
+
+/// The same behind a router (4 router writes, the old ReplicaSet's deadline annotation): measured 26 (6.5), 12
+/// of them status writes. One write of slack for timing.
+const ROUTED_WRITES_PER_STEP: f64 = 6.75;
 
 /// The writes since request `from`, printed by kind; per step.
 fn writes_per_step(server: &FakeApiServer, from: usize, from_rv: u64) -> f64 {
@@ -27,6 +32,9 @@ fn writes_per_step(server: &FakeApiServer, from: usize, from_rv: u64) -> f64 {
         "{total} writes for {STEPS} steps ({per_step:.2} per step): {:?}",
         writes_by_kind(server, requests, from_rv)
     );
+    for (fields, writes) in status_changes(server, from_rv) {
+        println!("  {writes} status write(s) changing {fields}");
+    }
     per_step
 }
 
@@ -113,7 +121,10 @@ async fn the_counts_after_the_old_pods_go_are_written_in_the_end(crds: CrdSet) {
     );
     assert_eq!(last.phase, "Healthy");
     let per_step = writes_per_step(&server, from, from_rv);
-    assert!(per_step <= WRITES_PER_STEP, "{per_step:.2} writes per step");
+    assert!(
+        per_step <= ROUTED_WRITES_PER_STEP,
+        "{per_step:.2} writes per step"
+    );
 }
 
 with_each_crd_set!(the_counts_after_the_old_pods_go_are_written_in_the_end);

@@ -1,15 +1,18 @@
 //! When the daemon stores a Rollout's planned status. At once when anything a person or a tool acts on changed:
-//! phase, step, conditions, pause state, abort, canary weights, the stable and canary hashes, a run's status.
-//! A change only in what follows the ReplicaSets' pods (`replicas`, `updatedReplicas`, `readyReplicas`,
-//! `availableReplicas`, `HPAReplicas`, the message they make under an unchanged phase, and the `lastUpdateTime`
-//! a condition's progress moves, Argo's RolloutProgressing) is stored at most once every [`COUNTS_EVERY`] per
-//! Rollout. Argo writes the status on every change it computes, one write per count seen as pods come up; this
-//! is a deliberate difference, to spare the API server those writes. The counts a stored status shows are never
-//! more than [`COUNTS_EVERY`] behind (plus the whole second stamps are rounded to): a change held back names
-//! the moment it is due, and the reconcile loop wakes the Rollout then.
+//! phase, step, conditions (but `Available`), pause state, abort, canary weights, the stable and canary hashes,
+//! a run's status. A change only in what follows the ReplicaSets' pods (`replicas`, `updatedReplicas`,
+//! `readyReplicas`, `availableReplicas`, `HPAReplicas`, the message they make under an unchanged phase, the
+//! `Available` condition (Argo's `RolloutAvailable`: whether `availableReplicas` reaches the minimum, a function
+//! of the counts that nothing in Argo reads back, held with them so the stored status never shows one without
+//! the other), and the `lastUpdateTime` a condition's progress moves, Argo's RolloutProgressing) is stored at
+//! most once every [`COUNTS_EVERY`] per Rollout. Argo writes the status on every change it computes, one write
+//! per count seen as pods come up; this is a deliberate difference, to spare the API server those writes. The
+//! counts a stored status shows are never more than [`COUNTS_EVERY`] behind (plus the whole second stamps are
+//! rounded to): a change held back names the moment it is due, and the reconcile loop wakes the Rollout then.
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::api::reasons::rollout as cond;
 use crate::api::rollout::{RolloutCondition, RolloutStatus};
 
 /// How long a change of the counts alone may wait after the Rollout's last status write.
@@ -51,11 +54,16 @@ pub fn status_write(
 
 /// Whether `planned` differs from `stored` only in what follows the ReplicaSets' pods.
 fn only_counts_differ(stored: &RolloutStatus, planned: &RolloutStatus) -> bool {
-    let same_conditions = stored.conditions.len() == planned.conditions.len()
-        && planned
-            .conditions
+    let beyond_counts = |s: &RolloutStatus| -> Vec<RolloutCondition> {
+        let mut conditions = s.conditions.clone();
+        conditions.retain(|c| c.type_ != cond::AVAILABLE);
+        conditions
+    };
+    let (stored_conditions, planned_conditions) = (beyond_counts(stored), beyond_counts(planned));
+    let same_conditions = stored_conditions.len() == planned_conditions.len()
+        && planned_conditions
             .iter()
-            .all(|p| stored.conditions.iter().any(|s| same_but_progress(s, p)));
+            .all(|p| stored_conditions.iter().any(|s| same_but_progress(s, p)));
     if stored.phase != planned.phase || !same_conditions {
         return false;
     }
@@ -123,6 +131,44 @@ mod tests {
         assert_eq!(write(at(15)), StatusWrite::Now, "due");
         let unknown = status_write(Some(&stored()), &planned, None, at(12));
         assert_eq!(unknown, StatusWrite::Now, "no write known");
+    }
+
+    fn available(status: &str, at_second: i64) -> RolloutCondition {
+        RolloutCondition {
+            type_: cond::AVAILABLE.to_string(),
+            status: status.to_string(),
+            reason: cond::AVAILABLE_REASON.to_string(),
+            message: if status == "True" {
+                cond::AVAILABLE_MESSAGE
+            } else {
+                cond::NOT_AVAILABLE_MESSAGE
+            }
+            .to_string(),
+            last_update_time: Time(at(at_second)),
+            last_transition_time: Time(at(at_second)),
+        }
+    }
+
+    #[test]
+    fn the_available_condition_waits_with_the_counts_it_follows() {
+        let mut before = stored();
+        before.conditions.push(available("True", 0));
+        let mut planned = before.clone();
+        planned.available_replicas = 3;
+        planned.conditions[1] = available("False", 12);
+        let write =
+            |planned: &RolloutStatus, now| status_write(Some(&before), planned, Some(at(10)), now);
+        assert_eq!(
+            write(&planned, at(12)),
+            StatusWrite::At(at(10) + COUNTS_EVERY)
+        );
+        assert_eq!(write(&planned, at(15)), StatusWrite::Now, "due");
+        planned.conditions[0].reason = "NewReplicaSetAvailable".to_string();
+        assert_eq!(
+            write(&planned, at(12)),
+            StatusWrite::Now,
+            "another condition too"
+        );
     }
 
     #[test]

@@ -401,3 +401,82 @@ pub fn writes_by_kind(
     });
     by_kind
 }
+
+/// What each Rollout status write committed after resourceVersion `from_rv` changed, counted by the set of
+/// fields it changed: each key lists them, comma-separated, as `status` paths (`phase`, `canary.weights`,
+/// `conditions[Progressing].lastUpdateTime`, …; a condition added or removed is `conditions[Type]`). Read from
+/// the server's change history (it must keep every version since `from_rv`); versions whose status did not
+/// change (spec or metadata writes) are left out.
+pub fn status_changes(server: &FakeApiServer, from_rv: u64) -> BTreeMap<String, usize> {
+    let mut changes: BTreeMap<String, usize> = BTreeMap::new();
+    let mut last: BTreeMap<String, Value> = BTreeMap::new();
+    server.versions_after::<Rollout>(0, |_, rollout| {
+        let name = rollout["metadata"]["name"].as_str().unwrap_or_default();
+        let rv: u64 = rollout["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let status = rollout["status"].clone();
+        if let Some(before) = last.get(name).filter(|_| rv > from_rv) {
+            let mut fields = Vec::new();
+            changed_fields("", before, &status, &mut fields);
+            if !fields.is_empty() {
+                *changes.entry(fields.join(",")).or_default() += 1;
+            }
+        }
+        last.insert(name.to_string(), status);
+    });
+    changes
+}
+
+/// The paths under `path` where `before` and `after` differ: objects by key, conditions by type, other arrays
+/// whole.
+fn changed_fields(path: &str, before: &Value, after: &Value, fields: &mut Vec<String>) {
+    let at = |key: &str| {
+        if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match (before, after) {
+        _ if before == after => {}
+        (Value::Object(b), Value::Object(a)) => {
+            let keys: std::collections::BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+            for key in keys {
+                let (b, a) = (
+                    b.get(key).unwrap_or(&Value::Null),
+                    a.get(key).unwrap_or(&Value::Null),
+                );
+                if key == "conditions" {
+                    let by_type = |v: &Value| -> BTreeMap<String, Value> {
+                        v.as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(|c| {
+                                (
+                                    c["type"].as_str().unwrap_or_default().to_string(),
+                                    c.clone(),
+                                )
+                            })
+                            .collect()
+                    };
+                    let (b, a) = (by_type(b), by_type(a));
+                    let types: std::collections::BTreeSet<&String> =
+                        b.keys().chain(a.keys()).collect();
+                    for t in types {
+                        match (b.get(t), a.get(t)) {
+                            (Some(b), Some(a)) => {
+                                changed_fields(&at(&format!("conditions[{t}]")), b, a, fields);
+                            }
+                            _ => fields.push(at(&format!("conditions[{t}]"))),
+                        }
+                    }
+                } else {
+                    changed_fields(&at(key), b, a, fields);
+                }
+            }
+        }
+        _ => fields.push(path.to_string()),
+    }
+}
