@@ -10,6 +10,7 @@ pub mod alb;
 pub mod gateway;
 mod gateway_managed;
 pub mod istio;
+mod istio_destination_rule;
 mod istio_managed;
 pub mod managed_routes;
 pub mod memory;
