@@ -263,7 +263,7 @@ impl ApiRouter {
             namespace,
             name: canary_name,
         };
-        for _ in 0..ATTEMPTS {
+        on_conflict_read_again(&target, || async {
             let stable = api
                 .get_opt(stable_name)
                 .await
@@ -275,38 +275,21 @@ impl ApiRouter {
                 .map_err(|e| target.failed(e))?;
             let planned = nginx::canary_ingress(&stable, stable_name, existing.as_ref(), config, d)
                 .map_err(|e| target.unfit(e))?;
-            let result = match planned {
-                CanaryIngress::Unchanged => return Ok(None),
+            Ok(match planned {
+                CanaryIngress::Unchanged => Ok(None),
                 CanaryIngress::Create(ingress) => api
                     .create(&post_params(), &ingress)
                     .await
-                    .map(|_| target.change(Action::Created)),
-                CanaryIngress::Patch(mut patch) => {
-                    // The resourceVersion read makes the patch conditional, like an update.
+                    .map(|_| Some(target.change(Action::Created))),
+                CanaryIngress::Patch(patch) => {
                     let version = existing.and_then(|i| i.metadata.resource_version);
-                    if let Some(metadata) = patch
-                        .as_object_mut()
-                        .map(|p| {
-                            p.entry("metadata")
-                                .or_insert_with(|| Value::Object(Default::default()))
-                        })
-                        .and_then(Value::as_object_mut)
-                    {
-                        metadata.insert("resourceVersion".into(), Value::from(version));
-                    }
-                    api.patch(canary_name, &patch_params(), &Patch::Merge(&patch))
+                    api.patch(canary_name, &patch_params(), &conditional(patch, version))
                         .await
-                        .map(|_| target.change(Action::Updated))
+                        .map(|_| Some(target.change(Action::Updated)))
                 }
-            };
-            match result {
-                Ok(change) => return Ok(Some(change)),
-                // 409: changed (or created) since it was read; read both again.
-                Err(e) if is_status(&e, 409) => continue,
-                Err(e) => return Err(target.failed(e)),
-            }
-        }
-        Err(target.conflict())
+            })
+        })
+        .await
     }
 }
 
@@ -322,7 +305,7 @@ impl ApiRouter {
         let resource = ApiResource::from_gvk_with_plural(&gvk, smi::PLURAL);
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), target.namespace, &resource);
-        for _ in 0..ATTEMPTS {
+        on_conflict_read_again(target, || async {
             let existing = api
                 .get_opt(target.name)
                 .await
@@ -330,32 +313,61 @@ impl ApiRouter {
             let existing = existing.map(|o| target.json(&o)).transpose()?;
             let planned = smi::traffic_split(existing.as_ref(), config, self.smi_version, d)
                 .map_err(|e| target.unfit(e))?;
-            let result = match planned {
-                TrafficSplitWrite::Unchanged => return Ok(None),
+            Ok(match planned {
+                TrafficSplitWrite::Unchanged => Ok(None),
                 TrafficSplitWrite::Create(object) => {
                     let object: DynamicObject = target.decode(object)?;
                     api.create(&post_params(), &object)
                         .await
-                        .map(|_| target.change(Action::Created))
+                        .map(|_| Some(target.change(Action::Created)))
                 }
-                TrafficSplitWrite::Patch(mut patch) => {
+                TrafficSplitWrite::Patch(patch) => {
                     let version = existing
                         .as_ref()
-                        .and_then(|o| o.pointer("/metadata/resourceVersion"));
-                    patch["metadata"] = serde_json::json!({ "resourceVersion": version });
-                    api.patch(target.name, &patch_params(), &Patch::Merge(&patch))
+                        .and_then(|o| o.pointer("/metadata/resourceVersion"))
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
+                    api.patch(target.name, &patch_params(), &conditional(patch, version))
                         .await
-                        .map(|_| target.change(Action::Updated))
+                        .map(|_| Some(target.change(Action::Updated)))
                 }
-            };
-            match result {
-                Ok(change) => return Ok(Some(change)),
-                Err(e) if is_status(&e, 409) => continue,
-                Err(e) => return Err(target.failed(e)),
-            }
-        }
-        Err(target.conflict())
+            })
+        })
+        .await
     }
+}
+
+/// Runs `attempt` (read, plan, write) until its write is not refused with 409, at most `ATTEMPTS` times: a
+/// 409 means the object changed (or was created) since it was read, so it is read again. An attempt's own
+/// error (a failed read, an unfit object) ends it at once; its write's other errors are the target's.
+async fn on_conflict_read_again<T, Attempt>(
+    target: &Object<'_>,
+    attempt: impl Fn() -> Attempt,
+) -> Result<T, RouterError>
+where
+    Attempt: std::future::Future<Output = Result<Result<T, kube::Error>, RouterError>>,
+{
+    for _ in 0..ATTEMPTS {
+        match attempt().await? {
+            Ok(done) => return Ok(done),
+            Err(e) if is_status(&e, 409) => continue,
+            Err(e) => return Err(target.failed(e)),
+        }
+    }
+    Err(target.conflict())
+}
+
+/// A merge patch made conditional, like an update, on the resourceVersion that was read.
+fn conditional(mut patch: Value, version: Option<String>) -> Patch<Value> {
+    if let Some(root) = patch.as_object_mut() {
+        let metadata = root
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(metadata) = metadata.as_object_mut() {
+            metadata.insert("resourceVersion".into(), Value::from(version));
+        }
+    }
+    Patch::Merge(patch)
 }
 
 fn patch_params() -> PatchParams {
@@ -395,21 +407,20 @@ async fn update<K>(
 where
     K: kube::Resource + Clone + std::fmt::Debug + Serialize + DeserializeOwned,
 {
-    for _ in 0..ATTEMPTS {
+    on_conflict_read_again(target, || async {
         let current = api
             .get_opt(target.name)
             .await
             .map_err(|e| target.failed(e))?
             .ok_or_else(|| target.missing())?;
         let Some(built) = build(&target.json(&current)?).map_err(|e| target.unfit(e))? else {
-            return Ok(None);
+            return Ok(Ok(None));
         };
         let desired: K = target.decode(built.object)?;
-        match api.replace(target.name, &post_params(), &desired).await {
-            Ok(_) => return Ok(Some((target.change(Action::Updated), built.moved))),
-            Err(e) if is_status(&e, 409) => continue,
-            Err(e) => return Err(target.failed(e)),
-        }
-    }
-    Err(target.conflict())
+        Ok(api
+            .replace(target.name, &post_params(), &desired)
+            .await
+            .map(|_| Some((target.change(Action::Updated), built.moved))))
+    })
+    .await
 }
