@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use super::Exit;
 use crate::controller::{Clients, Config, Daemon};
+use crate::engine::routing::traefik::TraefikApi;
 use crate::k8s::lease::LeaseConfig;
+use crate::routers::RouterApis;
 
 fn duration(text: &str) -> Result<Duration, String> {
     crate::api::duration::parse_duration(text).map_err(|e| e.to_string())
@@ -70,6 +72,14 @@ pub struct Args {
     /// as the cluster's TrafficSplit CRD serves. Argo Rollouts' flag of the same name, with its default.
     #[arg(long, default_value = "v1alpha1", value_name = "VERSION")]
     pub traffic_split_api_version: crate::engine::routing::smi::SmiApiVersion,
+    /// The API group of Traefik's TraefikService: traefik.io (Traefik v3) or traefik.containo.us (Traefik v2).
+    /// Argo Rollouts' flag of the same name, with its default.
+    #[arg(long, default_value = TraefikApi::DEFAULT_GROUP, value_parser = TraefikApi::group, value_name = "GROUP")]
+    pub traefik_api_group: String,
+    /// Its version, GROUP/VERSION or VERSION, as Argo Rollouts' flag of the same name takes it: only the part
+    /// after the `/` is used (traefik.containo.us/v1alpha1 for Traefik v2).
+    #[arg(long, default_value = TraefikApi::DEFAULT_VERSION, value_parser = TraefikApi::version, value_name = "VERSION")]
+    pub traefik_api_version: String,
     /// Also read those two objects in the namespace of the Rollout or AnalysisRun an Event is about, and send
     /// with that configuration too (Argo's self-service notifications); needs reading them cluster-wide. Alone,
     /// as Argo's controller takes it, the flag is true.
@@ -178,7 +188,13 @@ impl Args {
             notifications_namespace: self
                 .notifications
                 .then(|| self.notifications_namespace.clone()),
-            smi_api_version: self.traffic_split_api_version,
+            routers: RouterApis {
+                smi: self.traffic_split_api_version,
+                traefik: TraefikApi {
+                    group: self.traefik_api_group.clone(),
+                    version: self.traefik_api_version.clone(),
+                },
+            },
             self_service_notifications: self.self_service_notification_enabled,
         }
     }

@@ -70,8 +70,9 @@ pub struct Config {
     /// Where `argo-rollouts-notification-configmap` and its Secret are read (`--notifications-namespace`);
     /// `None` sends no notifications.
     pub notifications_namespace: Option<String>,
-    /// The TrafficSplit version SMI's router writes (`--traffic-split-api-version`).
-    pub smi_api_version: crate::engine::routing::smi::SmiApiVersion,
+    /// Where the routers find the TrafficSplit and the TraefikService (`--traffic-split-api-version`,
+    /// `--traefik-api-group`, `--traefik-api-version`).
+    pub routers: crate::routers::RouterApis,
     /// Also read them in the namespace of the object an Event is about
     /// (`--self-service-notification-enabled`).
     pub self_service_notifications: bool,

@@ -236,8 +236,8 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         let mut seen = rollout_writes::read(&self.ctx.client, rollout, now)
             .await
             .map_err(ReconcileError::Read)?;
-        let router = ApiRouter::new(self.ctx.client.clone())
-            .with_smi_version(self.ctx.config.smi_api_version);
+        let router =
+            ApiRouter::new(self.ctx.client.clone()).with_apis(self.ctx.config.routers.clone());
         seen.routers = router
             .read(&seen.rollout)
             .await
@@ -271,8 +271,8 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         seen: &Snapshot,
         route: &Route,
     ) -> Result<Vec<rollout::Event>, RouteFailure> {
-        let router = ApiRouter::new(self.ctx.client.clone())
-            .with_smi_version(self.ctx.config.smi_api_version);
+        let router =
+            ApiRouter::new(self.ctx.client.clone()).with_apis(self.ctx.config.routers.clone());
         let changes = router
             .apply(&seen.rollout, route, &seen.replica_sets)
             .await

@@ -13,13 +13,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::objects::{DestinationRule, HttpRoute, TraefikService, VirtualService};
-use super::{Action, Change, FIELD_MANAGER, Route, RouterError};
+use super::objects::{DestinationRule, HttpRoute, VirtualService};
+use super::{Action, Change, FIELD_MANAGER, Route, RouterApis, RouterError};
 use crate::api::Rollout;
 use crate::engine::routing::nginx::CanaryIngress;
-use crate::engine::routing::smi::{self, SmiApiVersion, TrafficSplitWrite};
+use crate::engine::routing::smi::{self, TrafficSplitWrite};
 use crate::engine::routing::{
-    self, Built, Desired, Moved, RouterObject, RoutingError, Target, nginx,
+    self, Built, Desired, Moved, RouterObject, RoutingError, Target, nginx, traefik,
 };
 use crate::k8s::is_status;
 
@@ -29,24 +29,30 @@ const ATTEMPTS: usize = 5;
 #[derive(Clone)]
 pub struct ApiRouter {
     client: kube::Client,
-    /// The TrafficSplit version SMI's router writes (`--traffic-split-api-version`).
-    smi_version: SmiApiVersion,
+    /// Where the TrafficSplit and the TraefikService are served (the daemon's flags).
+    apis: RouterApis,
 }
 
 impl ApiRouter {
+    /// The router with Argo's default APIs.
     pub fn new(client: kube::Client) -> ApiRouter {
         ApiRouter {
             client,
-            smi_version: SmiApiVersion::default(),
+            apis: RouterApis::default(),
         }
     }
 
-    /// The same router writing TrafficSplits of `version`.
-    pub fn with_smi_version(self, version: SmiApiVersion) -> ApiRouter {
-        ApiRouter {
-            smi_version: version,
-            ..self
-        }
+    /// The same router reading and writing through `apis`.
+    pub fn with_apis(self, apis: RouterApis) -> ApiRouter {
+        ApiRouter { apis, ..self }
+    }
+
+    /// The TraefikService's API, as `--traefik-api-group` and `--traefik-api-version` name it.
+    fn traefik_services(&self, namespace: &str) -> Api<DynamicObject> {
+        let api = &self.apis.traefik;
+        let gvk = GroupVersionKind::gvk(&api.group, &api.version, traefik::KIND);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, traefik::PLURAL);
+        Api::namespaced_with(self.client.clone(), namespace, &resource)
     }
 }
 
@@ -182,8 +188,7 @@ impl ApiRouter {
                     update(&api, &object, build).await?
                 }
                 Target::TraefikService { namespace, .. } => {
-                    let api: Api<TraefikService> = Api::namespaced(self.client.clone(), namespace);
-                    update(&api, &object, build).await?
+                    update(&self.traefik_services(namespace), &object, build).await?
                 }
                 Target::AlbIngress { namespace, .. } => {
                     let api: Api<Ingress> = Api::namespaced(self.client.clone(), namespace);
@@ -301,7 +306,7 @@ impl ApiRouter {
         config: &crate::api::traffic_routing::SmiTrafficRouting,
         d: &Desired<'_>,
     ) -> Result<Option<Change>, RouterError> {
-        let gvk = GroupVersionKind::gvk(smi::GROUP, self.smi_version.as_str(), smi::KIND);
+        let gvk = GroupVersionKind::gvk(smi::GROUP, self.apis.smi.as_str(), smi::KIND);
         let resource = ApiResource::from_gvk_with_plural(&gvk, smi::PLURAL);
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), target.namespace, &resource);
@@ -311,7 +316,7 @@ impl ApiRouter {
                 .await
                 .map_err(|e| target.failed(e))?;
             let existing = existing.map(|o| target.json(&o)).transpose()?;
-            let planned = smi::traffic_split(existing.as_ref(), config, self.smi_version, d)
+            let planned = smi::traffic_split(existing.as_ref(), config, self.apis.smi, d)
                 .map_err(|e| target.unfit(e))?;
             Ok(match planned {
                 TrafficSplitWrite::Unchanged => Ok(None),

@@ -13,10 +13,21 @@ use crate::engine::rollout::Event;
 pub use crate::engine::rollout::Route;
 #[cfg(doc)]
 use crate::engine::routing::Target;
+use crate::engine::routing::smi::SmiApiVersion;
+use crate::engine::routing::traefik::TraefikApi;
 use crate::engine::routing::{RouteFailure, RoutingError};
 
 /// The field manager of every router write, so Argo CD and `kubectl` see one stable name.
 pub const FIELD_MANAGER: &str = "canaryd";
+
+/// The APIs the routers whose kind has more than one read and write through, as the daemon's flags (Argo's)
+/// say: the TrafficSplit version (`--traffic-split-api-version`) and the TraefikService group and version
+/// (`--traefik-api-group`, `--traefik-api-version`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouterApis {
+    pub smi: SmiApiVersion,
+    pub traefik: TraefikApi,
+}
 
 /// One object a router wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]

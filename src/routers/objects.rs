@@ -1,8 +1,9 @@
 //! The router kinds canaryd reads and writes that k8s-openapi lacks, typed only by their group, version and
 //! kind: Istio's VirtualService and DestinationRule (`networking.istio.io/v1`, Istio 1.22 or newer) and
-//! the Gateway API's HTTPRoute (`gateway.networking.k8s.io/v1`) and Traefik's TraefikService (`traefik.io/v1alpha1`,
-//! Traefik v3). Their specs stay JSON, as the
-//! `engine::routing` builders read and return them, so no field is lost in a read-modify-update.
+//! the Gateway API's HTTPRoute (`gateway.networking.k8s.io/v1`). Their specs stay JSON, as the
+//! `engine::routing` builders read and return them, so no field is lost in a read-modify-update. SMI's
+//! TrafficSplit and Traefik's TraefikService have no type here: their group or version is the daemon's flags',
+//! so the edge asks for them as dynamic objects.
 
 use std::collections::BTreeMap;
 
@@ -47,19 +48,6 @@ pub struct DestinationRuleSpec {
     schema = "disabled"
 )]
 pub struct HttpRouteSpec {
-    #[serde(flatten)]
-    pub fields: BTreeMap<String, Value>,
-}
-
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(
-    group = "traefik.io",
-    version = "v1alpha1",
-    kind = "TraefikService",
-    namespaced,
-    schema = "disabled"
-)]
-pub struct TraefikServiceSpec {
     #[serde(flatten)]
     pub fields: BTreeMap<String, Value>,
 }

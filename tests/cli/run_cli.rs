@@ -47,6 +47,33 @@ fn dashboard_actions_without_a_dashboard_address_are_refused() {
     assert_eq!(check(&both).0, Some(0));
 }
 
+/// Argo's flags for Traefik v2, as its docs give them, are accepted; a group or version no CRD could declare
+/// is refused naming the flag, before the daemon starts.
+#[test]
+fn traefik_api_flags_take_argos_values_and_refuse_a_bad_one_naming_it() {
+    let v2 = [
+        "--traefik-api-group=traefik.containo.us",
+        "--traefik-api-version=traefik.containo.us/v1alpha1",
+    ];
+    assert_eq!(check(&v2).0, Some(0));
+    assert_eq!(check(&["--traefik-api-version=v1alpha1"]).0, Some(0));
+    for (flag, value) in [
+        ("--traefik-api-group", "traefik"),
+        ("--traefik-api-group", ""),
+        ("--traefik-api-group", "traefik.containo.us/v1alpha1"),
+        ("--traefik-api-version", "traefik.containo.us/"),
+        ("--traefik-api-version", "traefik.containo.us/V1alpha1"),
+    ] {
+        let (code, stderr) = check(&[&format!("{flag}={value}")]);
+        assert_eq!(code, Some(2), "{flag}={value}: {stderr}");
+        assert!(
+            stderr.contains(&format!("invalid value '{value}' for '{flag} "))
+                && stderr.contains("is not an API"),
+            "{stderr}"
+        );
+    }
+}
+
 #[test]
 fn a_renew_deadline_not_shorter_than_the_lease_is_refused() {
     let (code, stderr) = check(&["--lease-duration", "10s", "--renew-deadline", "10s"]);

@@ -1,6 +1,6 @@
 //! `canaryd run --rollouts` with each traffic router, against the fake API server: the same Rollout pointed at
 //! an Istio VirtualService (split by host, or by subset with a DestinationRule), an NGINX stable Ingress, SMI
-//! (a TrafficSplit canaryd creates), a Traefik TraefikService, an ALB Ingress or a Gateway API HTTPRoute gets each `setWeight` into the
+//! (a TrafficSplit canaryd creates), a Traefik TraefikService (v3's, or v2's with Argo's flags for it), an ALB Ingress or a Gateway API HTTPRoute gets each `setWeight` into the
 //! router before the step counts as done, all traffic to the canary after the last step then back to the new
 //! stable on promotion, and weight 0 at once on an abort while the canary's pods wait out
 //! `abortScaleDownDelaySeconds`. A router object that is missing holds the Rollout where it is with a
@@ -12,11 +12,11 @@
 use std::sync::{Arc, Mutex};
 
 use canaryd::api::Rollout;
-use canaryd::routers::objects::{DestinationRule, HttpRoute, TraefikService, VirtualService};
+use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
 use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
 use canaryd_testkit::harness::{self, Answer, eventually};
 use canaryd_testkit::rollout::cluster::*;
-use canaryd_testkit::router_objects;
+use canaryd_testkit::router_objects::{self, TraefikService, TraefikServiceV2};
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::networking::v1::Ingress;
@@ -34,8 +34,10 @@ enum Router {
     GatewayApi,
     /// SMI: no object of the user's; canaryd creates the TrafficSplit (v1alpha1, the daemon's default).
     Smi,
-    /// Traefik: the weighted TraefikService of Argo's docs.
+    /// Traefik: the weighted TraefikService of Argo's docs (Traefik v3's `traefik.io`, the default).
     Traefik,
+    /// The same in Traefik v2's `traefik.containo.us`, the daemon told so by Argo's flags.
+    TraefikV2,
     /// AWS ALB: the Ingress of Argo's docs, its action annotation re-weighted.
     Alb,
 }
@@ -71,7 +73,7 @@ impl Router {
             Nginx => json!({"nginx": {"stableIngress": "web"}}),
             GatewayApi => json!({"plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}),
             Smi => json!({"smi": {}}),
-            Traefik => json!({"traefik": {"weightedTraefikServiceName": "web"}}),
+            Traefik | TraefikV2 => json!({"traefik": {"weightedTraefikServiceName": "web"}}),
             Alb => json!({"alb": {"ingress": "web", "servicePort": 80}}),
         }
     }
@@ -104,7 +106,14 @@ impl Router {
                 .resource_version(),
             Smi => None,
             Traefik => server
-                .put(&router_objects::traefik_service("default"))
+                .put(&router_objects::traefik_service::<TraefikService>(
+                    "default",
+                ))
+                .resource_version(),
+            TraefikV2 => server
+                .put(&router_objects::traefik_service::<TraefikServiceV2>(
+                    "default",
+                ))
                 .resource_version(),
             Alb => server
                 .put(&router_objects::alb_ingress("default"))
@@ -132,7 +141,7 @@ impl Router {
                 .parse()
                 .ok(),
             GatewayApi => backend(&object["spec"]["rules"][0]["backendRefs"], "/name"),
-            Traefik => Some(
+            Traefik | TraefikV2 => Some(
                 object["spec"]["weighted"]["services"]
                     .as_array()?
                     .iter()
@@ -167,8 +176,37 @@ impl Router {
             GatewayApi => Weights::watch::<HttpRoute>(client, "web", self),
             Smi => Weights::watch::<TrafficSplit>(client, "web", self),
             Traefik => Weights::watch::<TraefikService>(client, "web", self),
+            TraefikV2 => Weights::watch::<TraefikServiceV2>(client, "web", self),
             Alb => Weights::watch::<Ingress>(client, "web", self),
         }
+    }
+
+    /// The flags `canaryd run` is given besides `--rollouts`: for Traefik v2, those Argo's docs give for it.
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            TraefikV2 => TRAEFIK_V2_FLAGS,
+            _ => &[],
+        }
+    }
+}
+
+/// Argo's flags for Traefik v2 (its docs' "Overriding the Default").
+const TRAEFIK_V2_FLAGS: &[&str] = &[
+    "--traefik-api-group=traefik.containo.us",
+    "--traefik-api-version=traefik.containo.us/v1alpha1",
+];
+
+/// The daemon's configuration with the routers' APIs as `canaryd run FLAGS` parses them.
+fn configured(flags: &[&str]) -> canaryd::controller::Config {
+    use clap::Parser;
+    let cli = canaryd::cli::Cli::try_parse_from([&["canaryd", "run"], flags].concat())
+        .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+    let canaryd::cli::Command::Run(args) = cli.command else {
+        panic!("not the run command");
+    };
+    canaryd::controller::Config {
+        routers: args.config("test".to_string()).routers,
+        ..config()
     }
 }
 
@@ -269,7 +307,7 @@ async fn deployed_behind_with(router: Router, crds: CrdSet) -> Routed {
         deployed_with(crds, Answer::Scalar(1.0), &routed(router)).await;
     let installed = router.install(&server);
     let weights = router.record(&client);
-    let daemon = harness::spawn(client.clone(), config()).await;
+    let daemon = harness::spawn(client.clone(), configured(router.flags())).await;
     until(&server, "the first deploy to be Healthy", |s| {
         healthy_at(s, None) && s.available_replicas == 5
     })
@@ -435,6 +473,10 @@ macro_rules! with_each_router {
                 $flow(Traefik).await
             }
             #[tokio::test]
+            async fn traefik_v2() {
+                $flow(TraefikV2).await
+            }
+            #[tokio::test]
             async fn alb() {
                 $flow(Alb).await
             }
@@ -579,9 +621,15 @@ async fn the_traffic_split_is_argos_at_every_weight(crds: CrdSet) {
 canaryd_testkit::with_each_crd_set!(the_traffic_split_is_argos_at_every_weight);
 
 /// The TraefikService as Argo's Traefik router leaves it (its SetWeight): only the canary's and the stable's
-/// entries get weights, out of 100; the other entry and fields are kept; no Event.
+/// entries get weights, out of 100; the other entry and fields are kept; no Event. The same for Traefik v2's.
 async fn the_traefik_service_is_argos_at_every_weight(crds: CrdSet) {
-    let r = deployed_behind_with(Traefik, crds).await;
+    for router in [Traefik, TraefikV2] {
+        traefik_service_at_every_weight(router, crds).await;
+    }
+}
+
+async fn traefik_service_at_every_weight(router: Router, crds: CrdSet) {
+    let r = deployed_behind_with(router, crds).await;
     let services = |canary: i64, stable: i64| {
         json!([
             {"name": "web-stable", "port": 80, "weight": stable},
@@ -590,11 +638,11 @@ async fn the_traefik_service_is_argos_at_every_weight(crds: CrdSet) {
         ])
     };
     let written = || {
-        let service = r
-            .server
-            .get_json::<TraefikService>("default", "web")
-            .unwrap();
-        service["spec"]["weighted"]["services"].clone()
+        let service = match router {
+            TraefikV2 => r.server.get_json::<TraefikServiceV2>("default", "web"),
+            _ => r.server.get_json::<TraefikService>("default", "web"),
+        };
+        service.unwrap()["spec"]["weighted"]["services"].clone()
     };
     assert_eq!(written(), services(0, 100));
     updated_to_twenty(&r).await;
@@ -604,6 +652,32 @@ async fn the_traefik_service_is_argos_at_every_weight(crds: CrdSet) {
 }
 
 canaryd_testkit::with_each_crd_set!(the_traefik_service_is_argos_at_every_weight);
+
+/// Without Argo's flags for Traefik v2 the daemon asks for v3's `traefik.io`, as Argo's controller does: a
+/// TraefikService in v2's `traefik.containo.us` alone is not found, the Rollout is held with a
+/// `TrafficRoutingError` naming it, and the v2 object is never written.
+#[tokio::test]
+async fn a_traefik_v2_service_is_not_found_without_argos_flags() {
+    let (server, client, _prometheus, _replica_sets) =
+        deployed_with(CrdSet::Argo, Answer::Scalar(1.0), &routed(TraefikV2)).await;
+    let installed = TraefikV2.install(&server);
+    let daemon = harness::spawn(client.clone(), configured(&[])).await;
+    let not_found = eventually(WAIT, "a TrafficRoutingError", || async {
+        events(&client)
+            .await
+            .into_iter()
+            .find(|(reason, _)| reason == "TrafficRoutingError")
+    })
+    .await;
+    daemon.stop().await;
+    assert!(
+        not_found.1.contains("TraefikService default/web not found"),
+        "{not_found:?}"
+    );
+    let v2 = server.get::<TraefikServiceV2>("default", "web");
+    assert_eq!(v2.and_then(|s| s.metadata.resource_version), installed);
+    assert_eq!(status(&server).canary.weights, None, "no weight claimed");
+}
 
 /// The Ingress as Argo's ALB router leaves it (its SetWeight): the action annotation forwards to the canary's
 /// and the stable's target groups on `servicePort`, the Rollout named as its manager; the Ingress's rules and

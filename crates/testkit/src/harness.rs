@@ -153,7 +153,7 @@ pub fn config() -> Config {
         identity: "test".to_string(),
         rollouts: false,
         notifications_namespace: None,
-        smi_api_version: Default::default(),
+        routers: Default::default(),
         self_service_notifications: false,
     }
 }

@@ -3,9 +3,42 @@
 //! stable Ingress `web` and a Gateway API HTTPRoute `web` with an extra backend, each sending everything to the
 //! stable side. TEST FIXTURE ONLY: no assertions about canaryd.
 
+use std::collections::BTreeMap;
+
 use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
 use k8s_openapi::api::networking::v1::Ingress;
-use serde_json::json;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// Traefik v3's TraefikService (`traefik.io/v1alpha1`), for the tests to put and read; canaryd itself reads
+/// and writes it in the group and version its flags name.
+#[derive(kube::CustomResource, serde::Serialize, serde::Deserialize, Clone, Debug, Default)]
+#[kube(
+    group = "traefik.io",
+    version = "v1alpha1",
+    kind = "TraefikService",
+    namespaced,
+    schema = "disabled"
+)]
+pub struct TraefikServiceSpec {
+    #[serde(flatten)]
+    pub fields: BTreeMap<String, Value>,
+}
+
+/// Traefik v2's TraefikService (`traefik.containo.us/v1alpha1`).
+#[derive(kube::CustomResource, serde::Serialize, serde::Deserialize, Clone, Debug, Default)]
+#[kube(
+    group = "traefik.containo.us",
+    version = "v1alpha1",
+    kind = "TraefikService",
+    root = "TraefikServiceV2",
+    namespaced,
+    schema = "disabled"
+)]
+pub struct TraefikServiceV2Spec {
+    #[serde(flatten)]
+    pub fields: BTreeMap<String, Value>,
+}
 
 /// The VirtualService `name` for host `app`: one route, all to `APP-stable`, none to `APP-canary`.
 pub fn virtual_service(namespace: &str, name: &str, app: &str) -> VirtualService {
@@ -71,11 +104,15 @@ pub fn alb_ingress(namespace: &str) -> Ingress {
     .expect("an Ingress")
 }
 
-/// The weighted TraefikService `web` of Argo's Traefik docs: `web-stable` and `web-canary` without weights (so
-/// Argo CD keeps it in sync), and `extra` at 5, which canaryd must leave alone.
-pub fn traefik_service(namespace: &str) -> canaryd::routers::objects::TraefikService {
+/// The weighted TraefikService `web` of Argo's Traefik docs, of Traefik v3 ([`TraefikService`]) or v2
+/// ([`TraefikServiceV2`]): `web-stable` and `web-canary` without weights (so Argo CD keeps it in sync), and
+/// `extra` at 5, which canaryd must leave alone.
+pub fn traefik_service<K>(namespace: &str) -> K
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned,
+{
     serde_json::from_value(json!({
-        "apiVersion": "traefik.io/v1alpha1", "kind": "TraefikService",
+        "apiVersion": K::api_version(&()), "kind": "TraefikService",
         "metadata": {"name": "web", "namespace": namespace},
         "spec": {"weighted": {"services": [
             {"name": "web-stable", "port": 80},

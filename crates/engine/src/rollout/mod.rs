@@ -24,7 +24,7 @@ pub mod memory;
 mod pause;
 mod persist;
 mod plan;
-mod pod_template;
+pub(crate) mod pod_template;
 pub mod reconcile_loop;
 pub mod references;
 mod restart;

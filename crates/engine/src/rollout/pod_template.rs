@@ -166,7 +166,7 @@ fn check_container(c: &Container, at: &str, names: &mut BTreeSet<String>, out: &
 }
 
 /// apimachinery's `IsDNS1123Label`: what is wrong with `name` as a DNS-1123 label, if anything.
-fn dns1123_label(name: &str) -> Vec<String> {
+pub(crate) fn dns1123_label(name: &str) -> Vec<String> {
     let mut problems = Vec::new();
     if name.len() > 63 {
         problems.push("must be no more than 63 characters".to_string());

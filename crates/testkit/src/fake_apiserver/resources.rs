@@ -67,7 +67,8 @@ impl ResourceDef {
     /// APIs), ConfigMaps, Leases, what a Rollout drives: ReplicaSets, Services and Pods (with their eviction
     /// subresource), the Jobs of job metrics (all four with the status subresource, as kube-apiserver serves
     /// them), and the traffic routers' kinds:
-    /// Ingresses, and Istio's VirtualService and DestinationRule and the Gateway API's HTTPRoute from their
+    /// Ingresses, and Istio's VirtualService and DestinationRule, the Gateway API's HTTPRoute, SMI's
+    /// TrafficSplit and Traefik's TraefikService (v3's `traefik.io` and v2's `traefik.containo.us`) from their
     /// published CRDs (schema admission included).
     pub fn defaults() -> Vec<ResourceDef> {
         let builtin = |group, version, plural, singular, kind| ResourceDef {
@@ -119,6 +120,7 @@ impl ResourceDef {
             "gateway-api-httproutes-crd.yaml",
             "smi-trafficsplits-crd.yaml",
             "traefik-traefikservices-crd.yaml",
+            "traefik-v2-traefikservices-crd.yaml",
         ] {
             all.extend(super::crd::load(&root.join(file)));
         }
