@@ -107,6 +107,11 @@ MATRIX: dict[str, dict[str, Any]] = {
                                                   "traefik": True, "alb": True}}},
     "SMI only": {"rbac": {"routers": {"smi": True}}},
     "Traefik only": {"rbac": {"routers": {"traefik": True}}},
+    "Traefik v2 with Argo's flags for it, Rollouts progressed": {
+        "rollouts": {"enabled": True, "traefik": {"apiGroup": "traefik.containo.us",
+                                                  "apiVersion": "traefik.containo.us/v1alpha1"}},
+        "rbac": {"routers": {"traefik": True}},
+    },
     "ALB only": {"rbac": {"routers": {"alb": True}}},
     "Istio only, in a namespace list": {"watch": {"namespaces": ["team-a"]}, "rbac": {"routers": {"istio": True}}},
     "CRDs not kept on uninstall": {"crds": {"keep": False}},
@@ -171,6 +176,12 @@ REFUSED: list[tuple[str, dict[str, Any], type[Exception], str]] = [
      helm.HelmRenderError, "extraArgs: --namespace is set by the chart; use the value watch.namespaces instead"),
     ("extraArgs may not turn the dashboard's actions on behind RBAC's back", {"extraArgs": ["--dashboard-actions=true"]},
      helm.HelmRenderError, "extraArgs: --dashboard-actions is set by the chart; use the value dashboard.actions instead"),
+    ("the schema rejects a Traefik API group that is not a domain", {"rollouts": {"traefik": {"apiGroup": "traefik"}}},
+     helm.HelmValuesError, "at '/rollouts/traefik/apiGroup': 'traefik' does not match pattern"),
+    ("the schema rejects a Traefik API version with an empty version", {"rollouts": {"traefik": {"apiVersion": "traefik.io/"}}},
+     helm.HelmValuesError, "at '/rollouts/traefik/apiVersion'"),
+    ("extraArgs may not point the Traefik router at a group RBAC does not grant", {"extraArgs": ["--traefik-api-group=traefik.containo.us"]},
+     helm.HelmRenderError, "extraArgs: --traefik-api-group is set by the chart; use the value rollouts.traefik.apiGroup instead"),
     ("an existing service account needs a name", {"serviceAccount": {"create": False}},
      helm.HelmRenderError, "serviceAccount.name is required when serviceAccount.create is false"),
 ]
@@ -232,9 +243,14 @@ ROUTER_RULES = {
     "nginx": {("networking.k8s.io", "ingresses"): {"get", "list", "watch", "create", "update", "patch"}},
     "gatewayAPI": {("gateway.networking.k8s.io", "httproutes"): {"get", "list", "watch", "update", "patch"}},
     "smi": {("split.smi-spec.io", "trafficsplits"): {"get", "create", "patch"}},
-    "traefik": {("traefik.io", "traefikservices"): {"get", "update"}},
     "alb": {("networking.k8s.io", "ingresses"): {"get", "update"}},
 }
+
+
+def router_rules(values: dict[str, Any]) -> dict[str, dict[tuple[str, str], set[str]]]:
+    """ROUTER_RULES and Traefik's, whose group is the one canaryd is told (rollouts.traefik.apiGroup)."""
+    traefik = {(values["rollouts"]["traefik"]["apiGroup"], "traefikservices"): {"get", "update"}}
+    return {**ROUTER_RULES, "traefik": traefik}
 
 
 class CheckFailed(Exception):
@@ -360,6 +376,11 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
     expect(dashboard_args == expected_args, f"the dashboard's args are {dashboard_args}")
     rollouts = "--rollouts=true" in container["args"]
     expect(rollouts == values["rollouts"]["enabled"], f"--rollouts in the args is {rollouts}")
+    traefik = values["rollouts"]["traefik"]
+    traefik_args = [a for a in container["args"] if a.startswith("--traefik-")]
+    expected_traefik = [f"--traefik-api-group={traefik['apiGroup']}",
+                        f"--traefik-api-version={traefik['apiVersion']}"] if rollouts else []
+    expect(traefik_args == expected_traefik, f"Traefik's args are {traefik_args}")
     notifications = "--notifications=false" not in container["args"]
     expect(notifications == values["notifications"]["enabled"], f"notifications in the args are {notifications}")
     self_service = "--self-service-notification-enabled=true" in container["args"]
@@ -408,7 +429,7 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
                          NOTIFICATION_WATCH_RULE if values["notifications"]["enabled"] else {},
                          DASHBOARD_RULES if values["dashboard"]["enabled"] else {},
                          DASHBOARD_ACTION_RULES if values["dashboard"]["enabled"] and values["dashboard"]["actions"] else {},
-                         *(rules for router, rules in ROUTER_RULES.items() if values["rbac"]["routers"][router]))
+                         *(rules for router, rules in router_rules(values).items() if values["rbac"]["routers"][router]))
     namespaces = values["watch"]["namespaces"]
     notification_roles = {name: r for (kind, name, _), r in roles.items() if ("", "configmaps") in grants(r)}
     cluster_roles = [grants(r) for (kind, name, _), r in roles.items()

@@ -536,10 +536,17 @@ fn a_rehearsal_shows_the_traffic_split_the_rollout_creates() {
     );
 }
 
-/// A TraefikService among a rehearsal's files is re-weighted as the daemon would (Argo's Traefik SetWeight),
-/// its other entries kept, and shown at each route.
+/// A TraefikService among a rehearsal's files, Traefik v3's or v2's (a rehearsal talks to no API server, so
+/// needs no `--traefik-api-group`), is re-weighted as the daemon would (Argo's Traefik SetWeight), its other
+/// entries kept, and shown at each route.
 #[test]
 fn a_rehearsal_shows_the_traefik_service_among_its_files() {
+    for api_version in ["traefik.io/v1alpha1", "traefik.containo.us/v1alpha1"] {
+        rehearsed_traefik_service(api_version);
+    }
+}
+
+fn rehearsed_traefik_service(api_version: &str) {
     use canaryd::engine::routing::memory::Routers;
     let mut c = MemoryCluster::new(rollout(
         4,
@@ -550,7 +557,7 @@ fn a_rehearsal_shows_the_traefik_service_among_its_files() {
     let selector = BTreeMap::from([("app".to_string(), "web".to_string())]);
     c.add_service("web-canary", selector.clone());
     c.add_service("web-stable", selector);
-    let service = json!({"apiVersion": "traefik.io/v1alpha1", "kind": "TraefikService",
+    let service = json!({"apiVersion": api_version, "kind": "TraefikService",
         "metadata": {"name": "web", "namespace": "prod"},
         "spec": {"weighted": {"services": [
             {"name": "web-stable", "port": 80}, {"name": "web-canary", "port": 80},
@@ -562,7 +569,8 @@ fn a_rehearsal_shows_the_traefik_service_among_its_files() {
     let shown: Vec<String> = c.routers.shown().iter().map(ToString::to_string).collect();
     assert_eq!(
         shown,
-        ["TraefikService/web: web-stable 80, web-canary 20, extra 5"]
+        ["TraefikService/web: web-stable 80, web-canary 20, extra 5"],
+        "{api_version}"
     );
 }
 

@@ -263,7 +263,8 @@ fn every_http_route_case_matches_the_gateway_api_plugin_and_the_crd() {
     finish(failures);
 }
 
-/// Argo's Traefik router (`rollout/trafficrouting/traefik`), every TraefikService written admitted by Traefik's CRD.
+/// Argo's Traefik router (`rollout/trafficrouting/traefik`), every TraefikService written admitted by Traefik's
+/// CRD, v3's and v2's (the same object, in the group `--traefik-api-group` names).
 #[test]
 fn every_traefik_service_case_matches_argo_and_the_traefik_crd() {
     let mut failures = Vec::new();
@@ -272,10 +273,15 @@ fn every_traefik_service_case_matches_argo_and_the_traefik_crd() {
         let routing = case.routing(&rollout);
         let desired = Desired::new(&rollout, &routing, case.weight(), "", "");
         let got = traefik::traefik_service(&case.doc["input"], &desired).map_err(|e| e.to_string());
-        if let Ok(Some(out)) = &got
-            && let Err(e) = admitted("traefik-traefikservices-crd.yaml", out)
-        {
-            failures.push(format!("{}: {e}", case.name()));
+        for crd in [
+            "traefik-traefikservices-crd.yaml",
+            "traefik-v2-traefikservices-crd.yaml",
+        ] {
+            if let Ok(Some(out)) = &got
+                && let Err(e) = admitted(crd, out)
+            {
+                failures.push(format!("{}: {crd}: {e}", case.name()));
+            }
         }
         case.check(got.map(|o| o.unwrap_or(Value::Null)), &mut failures);
     }

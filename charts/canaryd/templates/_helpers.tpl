@@ -157,7 +157,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $args = append $args (printf "--instance-id=%s" .) -}}
 {{- end -}}
 {{- if $v.rollouts.enabled -}}
-{{- $args = append $args "--rollouts=true" -}}
+{{- $args = concat $args (list "--rollouts=true"
+  (printf "--traefik-api-group=%s" $v.rollouts.traefik.apiGroup)
+  (printf "--traefik-api-version=%s" $v.rollouts.traefik.apiVersion)) -}}
 {{- end -}}
 {{- if $v.dashboard.enabled -}}
 {{- $args = append $args (printf "--dashboard-addr=0.0.0.0:%d" (int $v.dashboard.port)) -}}
@@ -181,6 +183,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "--renew-deadline" "leaderElection.renewDeadline" "--retry-period" "leaderElection.retryPeriod"
   "--namespace" "watch.namespaces" "--instance-id" "instanceId" "--prometheus" "prometheus.address"
   "--rollouts" "rollouts.enabled" "--notifications" "notifications.enabled"
+  "--traefik-api-group" "rollouts.traefik.apiGroup" "--traefik-api-version" "rollouts.traefik.apiVersion"
   "--notifications-namespace" "notifications.enabled"
   "--self-service-notification-enabled" "notifications.selfService"
   "--dashboard-addr" "dashboard.enabled" "--dashboard-actions" "dashboard.actions" -}}
@@ -221,7 +224,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   verbs: ["get", "update"]
 {{- end }}
 {{- if .Values.rbac.routers.traefik }}
-- apiGroups: ["traefik.io"]
+- apiGroups: [{{ .Values.rollouts.traefik.apiGroup | quote }}]
   resources: ["traefikservices"]
   verbs: ["get", "update"]
 {{- end }}
