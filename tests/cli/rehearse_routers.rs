@@ -1,6 +1,6 @@
 //! `canaryd rehearse` with router objects among the files: the rehearsal shows what the daemon's routers would
 //! write and when, including Argo's hold-back of a DestinationRule in subset-only mode and the header and
-//! mirror routes of `setHeaderRoute` / `setMirrorRoute` steps.
+//! mirror routes of `setHeaderRoute` / `setMirrorRoute` steps (on Istio, the Gateway API plugin and ALB).
 
 use serde_json::Value;
 
@@ -9,6 +9,7 @@ use super::CANARYD;
 const SUBSET_ONLY: &str = "tests/fixtures/rehearse/subset-only.yaml";
 const HEADER_ROUTES: &str = "tests/fixtures/rehearse/header-routes.yaml";
 const GATEWAY_HEADER_ROUTES: &str = "tests/fixtures/rehearse/gateway-header-routes.yaml";
+const ALB_HEADER_ROUTES: &str = "tests/fixtures/rehearse/alb-header-routes.yaml";
 
 /// The JSON lines of `canaryd rehearse -o json` of the subset-only Rollout with pods ready `ready_after` later.
 fn rehearse_subset_only(ready_after: &str) -> Vec<Value> {
@@ -260,6 +261,71 @@ fn gateway_api_header_rules_show_at_each_step_and_are_gone_after_promotion() {
     .map(|(n, w)| (n.to_string(), w))
     .collect();
     assert_eq!(step_weights(&lines), expected, "{lines:#?}");
+    assert_eq!(
+        lines.last().map(|l| &l["outcome"]),
+        Some(&Value::from("promoted"))
+    );
+}
+
+/// Argo's ALB router (its SetHeaderRoute, SetWeight): the header step's action (all of it to the canary)
+/// shows on the Ingress from the next step on, ahead of the weighted action, and stays while the weight
+/// moves; the step with only the name removes it. Each write is told in Argo's `PatchingALBIngress` Event.
+#[test]
+fn alb_header_routes_show_at_each_step_and_are_told_in_argos_events() {
+    let lines = rehearse(ALB_HEADER_ROUTES, "0s");
+    let at = |canary: i64, header_route: bool| {
+        let route = header_route.then_some(("set-header-1: web-canary", 100));
+        let split = [("web-canary", canary), ("web-stable", 100 - canary)];
+        w(&route.into_iter().chain(split).collect::<Vec<_>>())
+    };
+    let expected: Vec<(String, Weights)> = [
+        ("setWeight: 20", at(0, false)),
+        ("setWeight: 20", at(20, false)),
+        ("setHeaderRoute: set-header-1", at(20, false)),
+        ("pause: 5m", at(20, true)),
+        ("setWeight: 50", at(20, true)),
+        ("setWeight: 50", at(50, true)),
+        ("pause: 5m", at(50, true)),
+        ("setHeaderRoute: set-header-1", at(50, true)),
+        ("pause: 5m", at(50, false)),
+        ("done", at(50, false)),
+        ("done", at(100, false)),
+        ("done", at(0, false)),
+    ]
+    .into_iter()
+    .map(|(n, w)| (n.to_string(), w))
+    .collect();
+    assert_eq!(step_weights(&lines), expected, "{lines:#?}");
+    let told: Vec<(&str, &str)> = of_type(&lines, "event")
+        .iter()
+        .filter(|e| e["reason"] == "PatchingALBIngress")
+        .filter_map(|e| Some((e["time"].as_str()?, e["message"].as_str()?)))
+        .collect();
+    let header = "Updating Ingress `web` to headerRoute 'set-header-1'";
+    assert_eq!(
+        told,
+        [
+            (
+                "2026-01-01T00:00:00Z",
+                "Updating Ingress `web` to desiredWeight '20'"
+            ),
+            ("2026-01-01T00:00:00Z", header),
+            (
+                "2026-01-01T00:05:00Z",
+                "Updating Ingress `web` to desiredWeight '50'"
+            ),
+            ("2026-01-01T00:10:00Z", header),
+            (
+                "2026-01-01T00:15:00Z",
+                "Updating Ingress `web` to desiredWeight '100'"
+            ),
+            (
+                "2026-01-01T00:15:00Z",
+                "Updating Ingress `web` to desiredWeight '0'"
+            ),
+        ],
+        "{lines:#?}"
+    );
     assert_eq!(
         lines.last().map(|l| &l["outcome"]),
         Some(&Value::from("promoted"))

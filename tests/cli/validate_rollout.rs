@@ -117,6 +117,35 @@ fn the_services_router_objects_and_templates_among_the_files_are_checked_as_a_ru
     );
 }
 
+/// Argo's ALB router writes header routes, so Argo's example with an exact match is valid with or without
+/// `--rollouts`; what Argo's validation refuses with ALB (a prefix or regex match, a match without a value, a
+/// mirror route) gets Argo's messages on the step's lines.
+#[test]
+fn alb_header_routes_are_accepted_and_refused_as_argo_validates_them() {
+    let f = "tests/fixtures/validate/rollout/alb-header-routes.yaml";
+    let at = "Rollout/mistakes: spec.strategy.steps";
+    let alb_exact = "SetHeaderRoute match value invalid. ALB supports 'exact' value only";
+    let expected = [
+        format!(
+            "{f}:72: {at}[0].setHeaderRoute.match[0]: Invalid value: {{\"prefix\":\"Mozilla\"}}: {alb_exact}"
+        ),
+        format!(
+            "{f}:75: {at}[0].setHeaderRoute.match[1]: Invalid value: {{\"regex\":\"Mozilla(.*)\"}}: {alb_exact}"
+        ),
+        format!(
+            "{f}:78: {at}[0].setHeaderRoute.match[2]: Invalid value: null: StringMatch value missed, match value must have one of the following: exact, regex, prefix"
+        ),
+        format!(
+            "{f}:79: {at}[1].setMirrorRoute: Invalid value: {{\"name\":\"mirror-route\",\"match\":[{{\"method\":{{\"exact\":\"GET\"}}}}]}}: SetMirrorRoute requires TrafficRouting, supports Istio and Plugins"
+        ),
+    ];
+    for args in [vec![f], vec!["--rollouts", f]] {
+        let (code, lines) = validate_with(&args);
+        assert_eq!(code, 1, "{lines:#?}");
+        assert_eq!(lines, expected, "{args:?}");
+    }
+}
+
 /// Without `--rollouts` canaryd runs a Rollout's analyses while Argo Rollouts progresses it, so an Ambassador
 /// router or an experiment step is a warning; with it, canaryd would refuse the Rollout. A blue-green
 /// `antiAffinity` is run, so nothing. Services named while the files hold none are warnings either way: they

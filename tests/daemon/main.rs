@@ -2,6 +2,7 @@
 //! (`canaryd_testkit::harness`), on real time or on a manual clock, most tests under both canaryd's and Argo's
 //! CRDs. One test binary, a module per area.
 
+mod daemon_alb_header_routes;
 mod daemon_bluegreen;
 mod daemon_clock;
 mod daemon_decode;

@@ -17,8 +17,8 @@ use canaryd::cli::load::load_file;
 use canaryd::engine::routing::nginx::{self, CanaryIngress};
 use canaryd::engine::routing::smi::{self, SmiApiVersion, TrafficSplitWrite};
 use canaryd::engine::routing::{
-    Desired, ManagedRouteChange, Routing, Target, alb, gateway, istio, managed_routes, routing,
-    traefik,
+    Desired, ManagedRouteChange, Moved, Routing, Target, alb, gateway, istio, managed_routes,
+    routing, traefik,
 };
 use canaryd_testkit::fake_apiserver::schema;
 use k8s_openapi::api::networking::v1::Ingress;
@@ -161,6 +161,15 @@ fn admitted(file: &str, object: &Value) -> Result<(), String> {
     }
 }
 
+/// The Events Argo's router records of a write of `target` that `moved` this, as [reason, message] pairs.
+fn events(target: &Target, desired: &Desired, moved: Moved) -> Value {
+    let told = target.written(desired, false, moved).into_iter();
+    json!(
+        told.map(|e| json!([e.reason, e.message]))
+            .collect::<Vec<_>>()
+    )
+}
+
 fn finish(failures: Vec<String>) {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
@@ -191,15 +200,11 @@ fn every_virtual_service_case_matches_argo_and_the_istio_crd() {
                 failures.push(format!("{}: {e}", case.name()));
             }
             // The Events Argo records for the write, when the case names them.
-            let told: Vec<Value> = target
-                .written(&desired, false, built.moved)
-                .into_iter()
-                .map(|e| json!([e.reason, e.message]))
-                .collect();
+            let told = events(&target, &desired, built.moved);
             if let Some(want) = case.doc.get("events")
-                && *want != json!(told)
+                && *want != told
             {
-                failures.push(format!("{}: Events {told:?}, expected {want}", case.name()));
+                failures.push(format!("{}: Events {told}, expected {want}", case.name()));
             }
         }
         case.check(
@@ -288,8 +293,9 @@ fn every_traefik_service_case_matches_argo_and_the_traefik_crd() {
     finish(failures);
 }
 
-/// Argo's ALB router (`rollout/trafficrouting/alb`): the action and managed annotations it patches into each
-/// Ingress, byte for byte; every Ingress written valid to `kubernetes-validate --strict`.
+/// Argo's ALB router (`rollout/trafficrouting/alb`): the action, condition and managed annotations and the
+/// header routes' paths it patches into each Ingress, byte for byte, and the Events it records of the writes
+/// (when the case names them); every Ingress written valid to `kubernetes-validate --strict`.
 #[test]
 fn every_alb_ingress_case_matches_argo_and_kubernetes_validate_strict() {
     let dir = tempfile::tempdir().unwrap();
@@ -299,14 +305,29 @@ fn every_alb_ingress_case_matches_argo_and_kubernetes_validate_strict() {
         let rollout = case.rollout();
         let routing = case.routing(&rollout);
         let config = routing.alb.as_ref().unwrap();
-        let desired = Desired::new(&rollout, &routing, case.weight(), "", "");
+        let change = case.managed_change();
+        let desired = Desired::new(&rollout, &routing, case.weight(), "", "").with_managed(&change);
         let got = alb::ingress(&case.doc["input"], config, &desired).map_err(|e| e.to_string());
-        if let Ok(Some(out)) = &got {
+        if let Ok(Some(built)) = &got {
             let path = dir.path().join(case.name());
-            std::fs::write(&path, serde_json::to_string(out).unwrap()).unwrap();
+            std::fs::write(&path, serde_json::to_string(&built.object).unwrap()).unwrap();
             written.push(path);
+            let target = Target::AlbIngress {
+                namespace: "default",
+                name: case.doc["input"]["metadata"]["name"].as_str().unwrap(),
+                config,
+            };
+            let told = events(&target, &desired, built.moved);
+            if let Some(want) = case.doc.get("events")
+                && *want != told
+            {
+                failures.push(format!("{}: Events {told}, expected {want}", case.name()));
+            }
         }
-        case.check(got.map(|o| o.unwrap_or(Value::Null)), &mut failures);
+        case.check(
+            got.map(|o| o.map_or(Value::Null, |b| b.object)),
+            &mut failures,
+        );
     }
     if let Err(e) = kubernetes_validate(&written) {
         failures.push(e);

@@ -15,7 +15,7 @@ use crate::api::Rollout;
 use crate::rollout::{Event, Route};
 use crate::routing::smi::{self, SmiApiVersion, TrafficSplitWrite};
 use crate::routing::{
-    self, Desired, Moved, RouteFailure, RouterObject, Routing, RoutingError, Target,
+    self, Desired, Moved, RouteFailure, RouterObject, Routing, RoutingError, Target, alb,
 };
 
 /// One router object and its destinations' weights, as written at a step.
@@ -209,8 +209,8 @@ impl Routers {
                             announced.extend(target.written(&d, false, built.moved));
                         }
                         match target {
-                            // The action annotation's target groups: the canary's and the stable's shares.
-                            Target::AlbIngress { .. } => shares(),
+                            // The actions' target groups: each header route's, then the weighted one's.
+                            Target::AlbIngress { config, .. } => alb::forwards(current, config, &d),
                             _ => destination_weights(current),
                         }
                     }

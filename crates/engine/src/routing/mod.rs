@@ -7,6 +7,7 @@
 //! and writes.
 
 pub mod alb;
+mod alb_managed;
 pub mod gateway;
 mod gateway_managed;
 pub mod istio;
@@ -135,12 +136,6 @@ pub fn routing(rollout: &Rollout) -> Result<Option<Routing>, RoutingError> {
     let alb: Option<AlbTrafficRouting> = parsed(tr.alb.as_ref(), "alb")?;
     if let Some(alb) = &alb {
         alb::check(alb).map_err(|message| config(format!("{FIELD}.alb"), message))?;
-        if tr.managed_routes.is_some() {
-            return Err(config(
-                format!("{FIELD}.managedRoutes"),
-                "not supported by canaryd with ALB: header routes are written on Istio and the Gateway API plugin only",
-            ));
-        }
     }
     Ok(Some(Routing {
         istio: tr.istio.clone(),

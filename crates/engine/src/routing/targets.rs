@@ -60,7 +60,7 @@ pub struct Built {
 /// What one write moved of its object, for the Events Argo records of it, each from its own write: the
 /// managed routes removed (Argo's RemoveManagedRoutes), the step's header or mirror route set or removed
 /// (SetHeaderRoute, SetMirrorRoute), the weights or, for a DestinationRule, the subsets (SetWeight,
-/// UpdateHash). Only a VirtualService moves routes; every other write moves its weights.
+/// UpdateHash). Only a VirtualService and an ALB Ingress move routes; every other write moves its weights.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Moved {
     pub routes_removed: bool,
@@ -110,7 +110,7 @@ pub enum Target<'r> {
     },
     /// Traefik's weighted TraefikService (`traefik::traefik_service`).
     TraefikService { namespace: &'r str, name: &'r str },
-    /// An Ingress of ALB's, its action annotation re-weighted (`alb::ingress`).
+    /// An Ingress of ALB's, its action annotation re-weighted and its header routes set (`alb::ingress`).
     AlbIngress {
         namespace: &'r str,
         name: &'r str,
@@ -222,7 +222,7 @@ impl<'r> Target<'r> {
             Target::DestinationRule { config, .. } => istio::destination_rule(current, config, d),
             Target::HttpRoute { config, .. } => gateway::http_route(current, config, d),
             Target::TraefikService { .. } => traefik::traefik_service(current, d),
-            Target::AlbIngress { config, .. } => alb::ingress(current, config, d),
+            Target::AlbIngress { config, .. } => return alb::ingress(current, config, d),
             Target::CanaryIngress { .. } => Err(RoutingError::Mismatch(
                 "the canary Ingress is made from its stable Ingress".to_string(),
             )),
@@ -239,9 +239,9 @@ impl<'r> Target<'r> {
     /// The Events Argo's router records on the Rollout once it has written this object at `d` (`created`: the
     /// canary Ingress or TrafficSplit was made rather than patched), in Argo's order, for what the write
     /// `moved`: Istio's RemoveManagedRoutes, SetHeaderRoute, SetMirrorRoute, UpdateHash and SetWeight, NGINX's
-    /// `SetWeight`, ALB's `PatchingALBIngress`, SMI's `TrafficSplitCreated`. None for an HTTPRoute (Argo's
-    /// Gateway API plugin records none), a patched TrafficSplit and a TraefikService (Argo's Traefik router
-    /// records only a failed update).
+    /// `SetWeight`, ALB's `PatchingALBIngress` (of its RemoveManagedRoutes, SetHeaderRoute and SetWeight),
+    /// SMI's `TrafficSplitCreated`. None for an HTTPRoute (Argo's Gateway API plugin records none), a patched
+    /// TrafficSplit and a TraefikService (Argo's Traefik router records only a failed update).
     pub fn written(&self, d: &Desired, created: bool, moved: Moved) -> Vec<Event> {
         let event = |reason: &str, message: String| Event {
             reason: reason.to_string(),
@@ -268,6 +268,22 @@ impl<'r> Target<'r> {
                     out.push(told(format!("set mirrorRoute '{}'", m.name)));
                 }
                 _ => {}
+            }
+        }
+        if let Target::AlbIngress { name, .. } = self {
+            let told = |what: String| {
+                event(
+                    reasons::PATCHING_ALB_INGRESS,
+                    format!("Updating Ingress `{name}` {what}"),
+                )
+            };
+            if moved.routes_removed {
+                out.push(told("removing managed routes".to_string()));
+            }
+            // Argo formats the whole step with `%d` (Go's struct syntax with a pointer's address); canaryd
+            // names the route.
+            if let (Some(StepRoute::Header(h)), true) = (&d.managed.set, moved.route_set) {
+                out.push(told(format!("to headerRoute '{}'", h.name)));
             }
         }
         if !moved.weights {
