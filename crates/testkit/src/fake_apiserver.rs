@@ -23,11 +23,14 @@
 //! - `kubeconfig_path()`, `client().await`.
 //! - Introspection: `requests()`, `request_count(&RequestPattern)`, `resource_version()`, `open_watches()`,
 //!   `pods_starting()`, `pruned()` (the fields custom resources lost to their CRD's schema),
-//!   `get::<K>(ns, name)`, `list::<K>(ns)`, `get_json::<K>(ns, name)`, `put::<K>(&obj)` (stores status too, bumps the
-//!   resourceVersion and notifies watches, as if another client wrote it).
+//!   `get::<K>(ns, name)`, `list::<K>(ns)`, `count::<K>(ns, check)`, `get_json::<K>(ns, name)`,
+//!   `put::<K>(&obj)` (stores status too, bumps the resourceVersion and notifies watches, as if another client
+//!   wrote it).
 //! - `replica_set_controller(ready_after)`: a simulated ReplicaSet controller (each ReplicaSet's pods created,
 //!   replaced and removed to follow its spec, Ready after a delay, its status counting them;
-//!   `hold_unready(name or pod-template hash)` keeps a ReplicaSet's pods from being Ready).
+//!   `hold_unready(name or pod-template hash)` keeps a ReplicaSet's pods from being Ready);
+//!   `replica_set_controller_without_pods(ready_after)` moves the status the same with pods only counted,
+//!   no Pod objects stored (for a scenario no reader of pods takes part in).
 //! - Faults: `fail_next(pattern, times, status)` (500, 503, 429 with `Retry-After: 1`, ...), `delay_next(pattern,
 //!   times, delay)`, `drop_watches()` (every open watch connection is cut mid-stream), `expire_history()` (a new
 //!   watch from an older resourceVersion gets 410 Expired, and so does the very next watch from any, so that a
@@ -389,7 +392,17 @@ impl FakeApiServer {
     /// their spec, each becoming Ready `ready_after` after it was created, and their status counts them. Stops
     /// when the handle is dropped.
     pub fn replica_set_controller(&self, ready_after: Duration) -> ReplicaSetController {
-        ReplicaSetController::start(self.shared.clone(), ready_after)
+        ReplicaSetController::start(self.shared.clone(), ready_after, true)
+    }
+
+    /// `replica_set_controller` whose pods are only counted, never stored: the ReplicaSets' status moves the
+    /// same, but there is no Pod to list, watch, evict or delete. For a scenario in which no client reads pods
+    /// (the rollouts bench, whose 20,000 Pod objects would otherwise be most of the fake's work).
+    pub fn replica_set_controller_without_pods(
+        &self,
+        ready_after: Duration,
+    ) -> ReplicaSetController {
+        ReplicaSetController::start(self.shared.clone(), ready_after, false)
     }
 
     /// The next update or patch of this object fails with 409 Conflict.
@@ -417,11 +430,35 @@ impl FakeApiServer {
         &self,
         namespace: &str,
     ) -> Vec<K> {
+        self.snapshot::<K>(namespace)
+            .iter()
+            .map(|o| K::deserialize(&***o).expect("a stored object that deserializes as its kind"))
+            .collect()
+    }
+
+    /// How many stored objects of kind `K` in `namespace` satisfy `check` (given each as JSON): what a bench
+    /// polls, without copying thousands of objects into their types.
+    pub fn count<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        namespace: &str,
+        check: impl Fn(&Value) -> bool,
+    ) -> usize {
+        self.snapshot::<K>(namespace)
+            .iter()
+            .filter(|o| check(o))
+            .count()
+    }
+
+    /// The stored objects of kind `K` in `namespace`, shared: taken under the store lock, read after it.
+    fn snapshot<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        namespace: &str,
+    ) -> Vec<Arc<store::Stored>> {
         let resource = self.shared.resource_of::<K>();
         let store = self.shared.lock_store();
         store
             .list(&resource.id(), Some(namespace))
-            .map(|o| K::deserialize(&***o).expect("a stored object that deserializes as its kind"))
+            .cloned()
             .collect()
     }
 

@@ -8,10 +8,17 @@
 //! deleted, as the garbage collector does. A test can hold the pods of one ReplicaSet (by name or by
 //! pod-template hash) unready, as a crash-looping canary: they exist but are not (or no longer) Ready.
 //!
+//! Started `without_pods`, the pods are only counted in the controller's memory and never stored: the
+//! ReplicaSets' status moves the same, but nothing can list, evict or delete a pod. That is for a scenario in
+//! which no client reads pods (the rollouts bench: 20,000 Pod objects and their watch events would be most of
+//! the fake's work).
+//!
+//! Each pass looks only at the ReplicaSets whose objects (or pods) changed since the last one and those with a
+//! pod due to become Ready; everything after a start, a change of what is held, or a gap in the change history.
 //! It writes only through the store, as the API server would, so watches see its writes like any client's.
 //! It knows nothing of Rollouts. TEST FIXTURE ONLY.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 use super::object::now;
-use super::store::{Store, Stored, Target};
+use super::store::{Store, Target};
 use super::{ResourceDef, Shared};
 
 /// How often the controller looks when nothing is written meanwhile (pods due to become ready).
@@ -38,9 +45,13 @@ impl Drop for ReplicaSetController {
 }
 
 impl ReplicaSetController {
-    pub(super) fn start(shared: Arc<Shared>, ready_after: Duration) -> ReplicaSetController {
+    pub(super) fn start(
+        shared: Arc<Shared>,
+        ready_after: Duration,
+        stored_pods: bool,
+    ) -> ReplicaSetController {
         let held = Arc::new(Mutex::new(Vec::new()));
-        let task = tokio::spawn(run(shared, ready_after, held.clone()));
+        let task = tokio::spawn(run(shared, ready_after, stored_pods, held.clone()));
         ReplicaSetController { held, task }
     }
 
@@ -60,49 +71,55 @@ impl ReplicaSetController {
     }
 }
 
-/// Pods not Ready yet, by (namespace, name): since when they count toward becoming Ready.
-type Pending = HashMap<(String, String), Instant>;
+/// A ReplicaSet by (namespace, name).
+type RsKey = (String, String);
 
-async fn run(shared: Arc<Shared>, ready_after: Duration, held: Arc<Mutex<Vec<String>>>) {
+async fn run(
+    shared: Arc<Shared>,
+    ready_after: Duration,
+    stored_pods: bool,
+    held: Arc<Mutex<Vec<String>>>,
+) {
     let mut signal = shared.signal.subscribe();
-    let mut pending = Pending::new();
-    // The store's revision and the held list at the last pass: a pass is made only when ReplicaSets or pods
-    // changed since, a pod waits to become Ready, or what is held changed (a bench writes thousands of
-    // other objects a second, and a pass looks at every ReplicaSet and pod).
-    let mut seen: Option<(u64, Vec<String>)> = None;
+    let resources = (
+        shared.resource("apps", "v1", "replicasets"),
+        shared.resource("", "v1", "pods"),
+    );
+    let (Some(rs_res), Some(pod_res)) = resources else {
+        return;
+    };
+    let mut sync = Sync {
+        rs_id: rs_res.id(),
+        rs_res,
+        pods: if stored_pods {
+            Pods::Stored(pod_res)
+        } else {
+            Pods::Counted(HashMap::new(), 0)
+        },
+        ready_after,
+        held: Vec::new(),
+        pending: HashMap::new(),
+    };
+    // The store's revision after the last pass: what was written since tells which ReplicaSets to look at.
+    let mut seen: Option<u64> = None;
     loop {
-        let held = held.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let resources = (
-            shared.resource("apps", "v1", "replicasets"),
-            shared.resource("", "v1", "pods"),
-        );
-        let (Some(rs_res), Some(pod_res)) = resources else {
-            return;
-        };
-        let sync = Sync {
-            rs_res,
-            pod_res,
-            ready_after,
-            held,
-        };
+        let now_held = held.lock().unwrap_or_else(|p| p.into_inner()).clone();
         // Watches are woken only when something was written: this loop wakes on every write too.
         let changed = {
             let mut store = shared.lock_store();
-            let due = match &seen {
-                None => true,
-                Some((rv, was_held)) => {
-                    let ours = [sync.rs_res.id(), sync.pod_res.id()];
-                    !pending.is_empty()
-                        || *was_held != sync.held
-                        || *rv < store.compacted_rv
-                        || store.changes_after(*rv).any(|c| ours.contains(&c.key.0))
-                }
+            let everything = seen.is_none_or(|rv| rv < store.compacted_rv) || now_held != sync.held;
+            sync.held = now_held;
+            let dirty = if everything {
+                sync.all(&store)
+            } else {
+                sync.touched(&store, seen.unwrap_or_default())
             };
-            seen = Some((store.rv, sync.held.clone()));
-            let changed = due && sync.pass(&mut store, &mut pending);
+            let changed = sync.pass(&mut store, dirty);
+            seen = Some(store.rv);
+            let starting = sync.pending.values().map(HashMap::len).sum();
             shared
                 .pods_starting
-                .store(pending.len(), std::sync::atomic::Ordering::SeqCst);
+                .store(starting, std::sync::atomic::Ordering::SeqCst);
             changed
         };
         if changed {
@@ -123,23 +140,21 @@ fn text(object: &Value, pointer: &str) -> String {
         .to_owned()
 }
 
-fn key_of(object: &Value) -> (String, String) {
+fn key_of(object: &Value) -> RsKey {
     (
         text(object, "/metadata/namespace"),
         text(object, "/metadata/name"),
     )
 }
 
-/// The uid of the pod's controlling ReplicaSet.
-fn controller_uid(pod: &Value) -> Option<&str> {
+/// The pod's controlling ReplicaSet's reference.
+fn controller_of(pod: &Value) -> Option<&Value> {
     pod.pointer("/metadata/ownerReferences")?
         .as_array()?
         .iter()
         .find(|o| {
             o.get("controller") == Some(&json!(true)) && o.get("kind") == Some(&json!("ReplicaSet"))
-        })?
-        .get("uid")?
-        .as_str()
+        })
 }
 
 fn is_ready(pod: &Value) -> bool {
@@ -152,128 +167,279 @@ fn is_ready(pod: &Value) -> bool {
         })
 }
 
+/// One pod of a ReplicaSet, as the controller weighs it.
+#[derive(Clone)]
+struct Pod {
+    name: String,
+    ready: bool,
+    /// `metadata.creationTimestamp`: the newest go first on a scale-down.
+    created: String,
+}
+
+/// Where the pods live.
+enum Pods {
+    /// Pod objects in the store, as the real controller makes them.
+    Stored(ResourceDef),
+    /// Only in this memory, by ReplicaSet (with its uid, and a serial for their names): nothing is stored.
+    Counted(HashMap<RsKey, (Value, Vec<Pod>)>, u64),
+}
+
+impl Pods {
+    /// The pods whose controller is `rs`.
+    fn owned(&self, store: &Store, rs: &Value) -> Vec<Pod> {
+        match self {
+            Pods::Stored(res) => {
+                let uid = rs.pointer("/metadata/uid");
+                let namespace = text(rs, "/metadata/namespace");
+                store
+                    .list(&res.id(), Some(&namespace))
+                    .filter(|pod| controller_of(pod).and_then(|c| c.get("uid")) == uid)
+                    .map(|pod| Pod {
+                        name: text(pod, "/metadata/name"),
+                        ready: is_ready(pod),
+                        created: text(pod, "/metadata/creationTimestamp"),
+                    })
+                    .collect()
+            }
+            Pods::Counted(pods, _) => pods
+                .get(&key_of(rs))
+                .map(|(_, owned)| owned.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// A new pod for `rs`, not Ready; its name, or `None` when it could not be stored.
+    fn create(&mut self, store: &mut Store, rs: &Value) -> Option<String> {
+        let (namespace, name) = key_of(rs);
+        match self {
+            Pods::Stored(res) => {
+                let mut pod = json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {
+                        "generateName": format!("{name}-"),
+                        "labels": rs.pointer("/spec/template/metadata/labels"),
+                        "annotations": rs.pointer("/spec/template/metadata/annotations"),
+                        "ownerReferences": [{
+                            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name,
+                            "uid": rs.pointer("/metadata/uid"), "controller": true, "blockOwnerDeletion": true,
+                        }],
+                    },
+                    "spec": rs.pointer("/spec/template/spec"),
+                });
+                if let Some(meta) = pod["metadata"].as_object_mut() {
+                    meta.retain(|_, v| !v.is_null());
+                }
+                let stored = store.create(res, &namespace, pod).ok()?;
+                Some(text(&stored, "/metadata/name"))
+            }
+            Pods::Counted(pods, serial) => {
+                *serial += 1;
+                let pod = Pod {
+                    name: format!("{name}-{serial}"),
+                    ready: false,
+                    created: now(),
+                };
+                let created = pod.name.clone();
+                let uid = rs.pointer("/metadata/uid").cloned().unwrap_or_default();
+                pods.entry((namespace, name))
+                    .or_insert_with(|| (uid, Vec::new()))
+                    .1
+                    .push(pod);
+                Some(created)
+            }
+        }
+    }
+
+    /// Removes pod `name` of `rs`; true when the store was written.
+    fn delete(&mut self, store: &mut Store, rs: &RsKey, name: &str) -> bool {
+        match self {
+            Pods::Stored(res) => {
+                let key = (res.id(), rs.0.clone(), name.to_owned());
+                store.delete(res, &key, &json!({})).is_ok()
+            }
+            Pods::Counted(pods, _) => {
+                if let Some((_, owned)) = pods.get_mut(rs) {
+                    owned.retain(|p| p.name != name);
+                }
+                false
+            }
+        }
+    }
+
+    /// Makes pod `name` of `rs` Ready or not; true when the store was written.
+    fn set_ready(&mut self, store: &mut Store, rs: &RsKey, name: &str, ready: bool) -> bool {
+        match self {
+            Pods::Stored(res) => {
+                let status = json!({"status": {
+                    "phase": if ready { "Running" } else { "Pending" },
+                    "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" },
+                                    "lastTransitionTime": now()}],
+                }});
+                let key = (res.id(), rs.0.clone(), name.to_owned());
+                store.update(res, &key, Target::Status, status).is_ok()
+            }
+            Pods::Counted(pods, _) => {
+                let pod = pods
+                    .get_mut(rs)
+                    .and_then(|(_, owned)| owned.iter_mut().find(|p| p.name == name));
+                if let Some(pod) = pod {
+                    pod.ready = ready;
+                }
+                false
+            }
+        }
+    }
+
+    /// The garbage collector's part: the pods naming `rs` as their controller that are not of its current uid
+    /// (`None` once it is gone) are deleted. True when the store was written.
+    fn collect(&mut self, store: &mut Store, rs: &RsKey, uid: Option<&Value>) -> bool {
+        match self {
+            Pods::Stored(res) => {
+                let orphans: Vec<String> = store
+                    .list(&res.id(), Some(&rs.0))
+                    .filter(|pod| {
+                        controller_of(pod).is_some_and(|c| {
+                            c.get("name").and_then(Value::as_str) == Some(rs.1.as_str())
+                                && (uid.is_none() || c.get("uid") != uid)
+                        })
+                    })
+                    .map(|pod| text(pod, "/metadata/name"))
+                    .collect();
+                let mut changed = false;
+                for name in orphans {
+                    changed |= self.delete(store, rs, &name);
+                }
+                changed
+            }
+            Pods::Counted(pods, _) => {
+                if pods.get(rs).is_some_and(|(of, _)| Some(of) != uid) {
+                    pods.remove(rs);
+                }
+                false
+            }
+        }
+    }
+}
+
 struct Sync {
     rs_res: ResourceDef,
-    pod_res: ResourceDef,
+    rs_id: String,
+    pods: Pods,
     ready_after: Duration,
     held: Vec<String>,
+    /// Pods not Ready yet, by ReplicaSet and pod name: since when they count toward becoming Ready.
+    pending: HashMap<RsKey, HashMap<String, Instant>>,
 }
 
 impl Sync {
-    /// One look at every ReplicaSet and pod; true when something was written. A write that loses a race (an
-    /// object deleted meanwhile) is simply not made.
-    fn pass(&self, store: &mut Store, pending: &mut Pending) -> bool {
-        // Shared handles, not copies: a pass runs on every write, over every pod of every test's cluster.
-        let replica_sets: Vec<Arc<Stored>> = store.list(&self.rs_res.id(), None).cloned().collect();
-        let pods: Vec<Arc<Stored>> = store.list(&self.pod_res.id(), None).cloned().collect();
-        let mut by_owner: HashMap<&str, Vec<&Value>> = HashMap::new();
-        for rs in &replica_sets {
-            by_owner
-                .entry(
-                    rs.pointer("/metadata/uid")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default(),
-                )
-                .or_default();
-        }
-        let mut changed = false;
-        for pod in &pods {
-            match controller_uid(pod).map(|uid| by_owner.get_mut(uid)) {
-                Some(Some(owned)) => owned.push(pod),
-                Some(None) => changed |= self.delete(store, pod),
-                None => {}
+    /// Every ReplicaSet, and the owners named by stored pods (pods of a gone one are collected).
+    fn all(&self, store: &Store) -> BTreeSet<RsKey> {
+        let mut dirty: BTreeSet<RsKey> =
+            store.list(&self.rs_id, None).map(|rs| key_of(rs)).collect();
+        if let Pods::Stored(res) = &self.pods {
+            for pod in store.list(&res.id(), None) {
+                if let Some(owner) = controller_of(pod) {
+                    dirty.insert((text(pod, "/metadata/namespace"), text(owner, "/name")));
+                }
             }
         }
-        for rs in &replica_sets {
-            let uid = rs
-                .pointer("/metadata/uid")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let owned = by_owner.get(uid).cloned().unwrap_or_default();
-            changed |= self.sync(store, pending, rs, owned);
+        dirty.extend(self.pending.keys().cloned());
+        dirty
+    }
+
+    /// The ReplicaSets written since `rv`, those whose stored pods were, and those with a pod due to be Ready.
+    fn touched(&self, store: &Store, rv: u64) -> BTreeSet<RsKey> {
+        let pod_id = match &self.pods {
+            Pods::Stored(res) => Some(res.id()),
+            Pods::Counted(..) => None,
+        };
+        let mut dirty = BTreeSet::new();
+        for change in store.changes_after(rv) {
+            if change.key.0 == self.rs_id {
+                dirty.insert((change.key.1.clone(), change.key.2.clone()));
+            } else if pod_id.as_ref() == Some(&change.key.0)
+                && let Some(owner) = controller_of(&change.object)
+            {
+                dirty.insert((change.key.1.clone(), text(owner, "/name")));
+            }
         }
-        let existing: HashSet<(String, String)> = pods.iter().map(|p| key_of(p)).collect();
-        pending.retain(|key, _| existing.contains(key));
+        let due = |since: &Instant| since.elapsed() >= self.ready_after;
+        for (rs, pods) in &self.pending {
+            if pods.values().any(due) {
+                dirty.insert(rs.clone());
+            }
+        }
+        dirty
+    }
+
+    /// Brings each of `dirty` to its spec; true when something was written. A write that loses a race (an
+    /// object deleted meanwhile) is simply not made.
+    fn pass(&mut self, store: &mut Store, dirty: BTreeSet<RsKey>) -> bool {
+        let mut changed = false;
+        for key in dirty {
+            let store_key = (self.rs_id.clone(), key.0.clone(), key.1.clone());
+            match store.get(&store_key).cloned() {
+                Some(rs) => changed |= self.sync(store, &key, &rs),
+                None => {
+                    self.pending.remove(&key);
+                    changed |= self.pods.collect(store, &key, None);
+                }
+            }
+        }
         changed
     }
 
     /// Brings one ReplicaSet's pods to its spec and its status to its pods.
-    fn sync(
-        &self,
-        store: &mut Store,
-        pending: &mut Pending,
-        rs: &Value,
-        mut owned: Vec<&Value>,
-    ) -> bool {
-        let (namespace, name) = key_of(rs);
+    fn sync(&mut self, store: &mut Store, key: &RsKey, rs: &Value) -> bool {
         let number = |pointer: &str| rs.pointer(pointer).and_then(Value::as_i64);
         let spec = usize::try_from(number("/spec/replicas").unwrap_or(1)).unwrap_or(0);
         let hash = text(rs, "/metadata/labels/rollouts-pod-template-hash");
         let held = self
             .held
             .iter()
-            .any(|h| *h == name || (!hash.is_empty() && *h == hash));
-        let mut changed = false;
+            .any(|h| *h == key.1 || (!hash.is_empty() && *h == hash));
+        let mut changed = self.pods.collect(store, key, rs.pointer("/metadata/uid"));
+        let mut owned = self.pods.owned(store, rs);
         // The real controller removes unready pods first, then the newest.
-        owned.sort_by_key(|p| {
-            (
-                is_ready(p),
-                std::cmp::Reverse(text(p, "/metadata/creationTimestamp")),
-            )
-        });
+        owned.sort_by(|a, b| (a.ready, &b.created).cmp(&(b.ready, &a.created)));
         let surplus = owned.len().saturating_sub(spec);
         for pod in owned.drain(..surplus) {
-            changed |= self.delete(store, pod);
+            changed |= self.pods.delete(store, key, &pod.name);
         }
-        let mut created = Vec::new();
+        let mut pending = self.pending.remove(key).unwrap_or_default();
         for _ in owned.len()..spec {
-            let mut pod = json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {
-                    "generateName": format!("{name}-"),
-                    "labels": rs.pointer("/spec/template/metadata/labels"),
-                    "annotations": rs.pointer("/spec/template/metadata/annotations"),
-                    "ownerReferences": [{
-                        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name,
-                        "uid": rs.pointer("/metadata/uid"), "controller": true, "blockOwnerDeletion": true,
-                    }],
-                },
-                "spec": rs.pointer("/spec/template/spec"),
-            });
-            if let Some(meta) = pod["metadata"].as_object_mut() {
-                meta.retain(|_, v| !v.is_null());
-            }
-            if let Ok(stored) = store.create(&self.pod_res, &namespace, pod) {
-                pending.insert(key_of(&stored), Instant::now());
-                created.push(Value::clone(&stored));
-                changed = true;
+            if let Some(name) = self.pods.create(store, rs) {
+                pending.insert(name.clone(), Instant::now());
+                owned.push(Pod {
+                    name,
+                    ready: false,
+                    created: String::new(),
+                });
+                changed |= matches!(self.pods, Pods::Stored(_));
             }
         }
         let mut ready = 0;
-        for pod in owned.into_iter().chain(&created) {
-            let key = key_of(pod);
+        let mut still = HashMap::new();
+        for pod in owned {
             let becomes = if held {
-                pending.remove(&key);
                 false
-            } else if is_ready(pod) {
+            } else if pod.ready {
                 true
             } else {
-                let since = pending.entry(key.clone()).or_insert_with(Instant::now);
-                since.elapsed() >= self.ready_after
+                let since = pending.remove(&pod.name).unwrap_or_else(Instant::now);
+                let due = since.elapsed() >= self.ready_after;
+                if !due {
+                    still.insert(pod.name.clone(), since);
+                }
+                due
             };
             ready += usize::from(becomes);
-            if becomes != is_ready(pod) {
-                pending.remove(&key);
-                let status = json!({"status": {
-                    "phase": if becomes { "Running" } else { "Pending" },
-                    "conditions": [{"type": "Ready", "status": if becomes { "True" } else { "False" },
-                                    "lastTransitionTime": now()}],
-                }});
-                let store_key = (self.pod_res.id(), key.0, key.1);
-                changed |= store
-                    .update(&self.pod_res, &store_key, Target::Status, status)
-                    .is_ok();
+            if becomes != pod.ready {
+                changed |= self.pods.set_ready(store, key, &pod.name, becomes);
             }
+        }
+        if !still.is_empty() {
+            self.pending.insert(key.clone(), still);
         }
         let mut status = json!({ "replicas": spec });
         if ready > 0 {
@@ -284,7 +450,7 @@ impl Sync {
             status["observedGeneration"] = json!(generation);
         }
         if rs.get("status") != Some(&status) {
-            let store_key = (self.rs_res.id(), namespace, name);
+            let store_key = (self.rs_id.clone(), key.0.clone(), key.1.clone());
             changed |= store
                 .update(
                     &self.rs_res,
@@ -295,11 +461,5 @@ impl Sync {
                 .is_ok();
         }
         changed
-    }
-
-    fn delete(&self, store: &mut Store, pod: &Value) -> bool {
-        let (namespace, name) = key_of(pod);
-        let key = (self.pod_res.id(), namespace, name);
-        store.delete(&self.pod_res, &key, &json!({})).is_ok()
     }
 }

@@ -335,8 +335,8 @@ fn list(
     let store = shared.lock_store();
     let id = resource.id();
     let items: Vec<&Value> = store
-        .list(&id, namespace)
-        .filter(|o| labels.matches(o) && fields.matches(o))
+        .list_selected(&id, namespace, &labels, &fields)
+        .into_iter()
         .map(|o| &***o)
         .collect();
     let list = json!({

@@ -28,9 +28,20 @@ impl LabelSelector {
             .map(LabelSelector)
     }
 
+    /// A `key=value` requirement of the selector, if it has one: a list can start from the objects with that
+    /// label (`Store::list_selected`) rather than look at every object of the kind.
+    pub fn an_equality(&self) -> Option<(&str, &str)> {
+        self.0.iter().find_map(|requirement| match requirement {
+            Requirement::Equals(key, value) => Some((key.as_str(), value.as_str())),
+            _ => None,
+        })
+    }
+
     pub fn matches(&self, object: &Value) -> bool {
+        // `get`, not `pointer`: this runs for every object a list or a watch looks at.
         let labels = object
-            .pointer("/metadata/labels")
+            .get("metadata")
+            .and_then(|m| m.get("labels"))
             .and_then(Value::as_object);
         let label = |key: &str| {
             labels
@@ -127,7 +138,8 @@ fn checked_key(key: &str) -> Result<String, String> {
     }
 }
 
-/// A parsed `fieldSelector`: only `metadata.name` and `metadata.namespace`, which every resource supports.
+/// A parsed `fieldSelector`: only `metadata.name` and `metadata.namespace`, which every resource supports
+/// (each term as the metadata field, `=` or `!=`, the value).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FieldSelector(Vec<(&'static str, bool, String)>);
 
@@ -142,20 +154,21 @@ impl FieldSelector {
             } else {
                 return Err(format!("invalid field selector term {part:?}"));
             };
-            let pointer = match field.trim() {
-                "metadata.name" => "/metadata/name",
-                "metadata.namespace" => "/metadata/namespace",
+            let field = match field.trim() {
+                "metadata.name" => "name",
+                "metadata.namespace" => "namespace",
                 other => return Err(format!("field label not supported: {other}")),
             };
-            terms.push((pointer, equal, value.trim().to_owned()));
+            terms.push((field, equal, value.trim().to_owned()));
         }
         Ok(FieldSelector(terms))
     }
 
     pub fn matches(&self, object: &Value) -> bool {
-        self.0.iter().all(|(pointer, equal, value)| {
+        self.0.iter().all(|(field, equal, value)| {
             let actual = object
-                .pointer(pointer)
+                .get("metadata")
+                .and_then(|m| m.get(field))
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             (actual == value) == *equal

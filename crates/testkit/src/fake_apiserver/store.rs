@@ -3,7 +3,7 @@
 //! delete (status subresource isolation, optimistic concurrency, generation, finalizers, the CRD's schema). No
 //! HTTP here: the server module turns requests into these calls and `ApiError`s into `Status` responses.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
 
@@ -16,6 +16,7 @@ use super::object::{
     admit, fill_type_meta, merge_patch, metadata_of, normalize, now, random_suffix, same_spec,
     set_meta, with_spec_of, with_status_of,
 };
+use super::selector::{FieldSelector, LabelSelector};
 
 /// (resource id such as `argoproj.io/v1alpha1/analysisruns`, namespace or "" when cluster-scoped, name).
 pub type Key = (String, String, String);
@@ -102,6 +103,10 @@ pub struct Store {
     pub rv: u64,
     /// Shared with the history and with responses being written, so a write copies only what it changes.
     objects: BTreeMap<Key, Arc<Stored>>,
+    /// The names of the objects carrying each label, by (resource id, namespace, label key, label value): a list
+    /// by a label selector (a controller reading what one Rollout owns) starts from them instead of looking at
+    /// every object of the kind.
+    labelled: HashMap<(String, String, String, String), BTreeSet<String>>,
     history: VecDeque<Change>,
     history_limit: usize,
     /// Changes up to here fell out of the history window: a watch behind it gets 410 Expired.
@@ -125,6 +130,7 @@ impl Store {
         Store {
             rv: 1,
             objects: BTreeMap::new(),
+            labelled: HashMap::new(),
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
             compacted_rv: 0,
@@ -141,16 +147,49 @@ impl Store {
         self.objects.get(key)
     }
 
-    /// Objects of one resource in key order (namespace, then name), like etcd's.
+    /// Objects of one resource in key order (namespace, then name), like etcd's. A range of the key order, not
+    /// a scan of every object: with 20,000 pods stored, a list of Rollouts must not look at them.
     pub fn list<'a>(
         &'a self,
         res_id: &'a str,
         namespace: Option<&'a str>,
     ) -> impl Iterator<Item = &'a Arc<Stored>> + 'a {
+        let from = (
+            res_id.to_owned(),
+            namespace.unwrap_or_default().to_owned(),
+            String::new(),
+        );
         self.objects
-            .iter()
-            .filter(move |((id, ns, _), _)| id == res_id && namespace.is_none_or(|n| n == ns))
+            .range(from..)
+            .take_while(move |((id, ns, _), _)| id == res_id && namespace.is_none_or(|n| n == ns))
             .map(|(_, object)| object)
+    }
+
+    /// The objects of one resource (in one namespace, or in all) that `labels` and `fields` select, in key
+    /// order. Within a namespace, a selector with a `key=value` requirement starts from the objects with that
+    /// label.
+    pub fn list_selected<'a>(
+        &'a self,
+        res_id: &'a str,
+        namespace: Option<&'a str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+    ) -> Vec<&'a Arc<Stored>> {
+        let selected = |o: &&Arc<Stored>| labels.matches(o) && fields.matches(o);
+        match (namespace, labels.an_equality()) {
+            (Some(namespace), Some((key, value))) => {
+                let (id, ns) = (res_id.to_owned(), namespace.to_owned());
+                let label = (id.clone(), ns.clone(), key.to_owned(), value.to_owned());
+                self.labelled
+                    .get(&label)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|name| self.objects.get(&(id.clone(), ns.clone(), name.clone())))
+                    .filter(selected)
+                    .collect()
+            }
+            _ => self.list(res_id, namespace).filter(selected).collect(),
+        }
     }
 
     /// Changes committed after `rv`, oldest first. The history is in commit order, so the first one is
@@ -342,7 +381,6 @@ impl Store {
                 .and_then(Value::as_array)
                 .is_none_or(Vec::is_empty);
         if finalized {
-            self.objects.remove(key);
             Ok(self.commit(ChangeKind::Deleted, key.clone(), None, new))
         } else {
             Ok(self.commit(ChangeKind::Modified, key.clone(), Some(old), new))
@@ -480,7 +518,6 @@ impl Store {
             let pending = self.commit(ChangeKind::Modified, key.clone(), Some(old), object);
             return Ok(Deletion::Pending(pending));
         }
-        self.objects.remove(key);
         Ok(Deletion::Gone(self.commit(
             ChangeKind::Deleted,
             key.clone(),
@@ -538,6 +575,36 @@ impl Store {
         );
     }
 
+    /// Adds the object stored at `key` to the label index, or takes it out.
+    fn index(&mut self, key: &Key, object: &Value, add: bool) {
+        let labels = object
+            .get("metadata")
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object);
+        for (label, value) in labels.into_iter().flatten() {
+            let Some(value) = value.as_str() else {
+                continue;
+            };
+            let entry = (
+                key.0.clone(),
+                key.1.clone(),
+                label.clone(),
+                value.to_owned(),
+            );
+            if add {
+                self.labelled
+                    .entry(entry)
+                    .or_default()
+                    .insert(key.2.clone());
+            } else if let Some(names) = self.labelled.get_mut(&entry) {
+                names.remove(&key.2);
+                if names.is_empty() {
+                    self.labelled.remove(&entry);
+                }
+            }
+        }
+    }
+
     /// Records a write: the stored object (unless deleted) and the history share the returned one.
     fn commit(
         &mut self,
@@ -548,8 +615,16 @@ impl Store {
     ) -> Arc<Stored> {
         self.rv += 1;
         let object = Arc::new(Stored::new(object));
+        let replaced = if kind == ChangeKind::Deleted {
+            self.objects.remove(&key)
+        } else {
+            self.objects.insert(key.clone(), object.clone())
+        };
+        if let Some(replaced) = replaced {
+            self.index(&key, &replaced, false);
+        }
         if kind != ChangeKind::Deleted {
-            self.objects.insert(key.clone(), object.clone());
+            self.index(&key, &object, true);
         }
         self.history.push_back(Change {
             rv: self.rv,

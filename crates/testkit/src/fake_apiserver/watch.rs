@@ -37,7 +37,8 @@ pub struct WatchRequest {
 impl WatchRequest {
     fn selects(&self, object: &Value) -> bool {
         let namespace = object
-            .pointer("/metadata/namespace")
+            .get("metadata")
+            .and_then(|m| m.get("namespace"))
             .and_then(Value::as_str)
             .unwrap_or_default();
         self.namespace.as_deref().is_none_or(|n| n == namespace)
@@ -151,15 +152,20 @@ fn start(shared: &Shared, request: &WatchRequest) -> Result<(u64, u64, Vec<u8>),
     }
 }
 
-/// What the watch at `cursor` does next, moving the cursor past the changes it takes.
-fn next_step(shared: &Shared, epoch: u64, cursor: &mut u64) -> Step {
+/// What the watch at `cursor` does next, moving the cursor past the changes it takes: only those of its
+/// resource are taken out (every write wakes every watch, and most writes are of other kinds).
+fn next_step(shared: &Shared, res_id: &str, epoch: u64, cursor: &mut u64) -> Step {
     let store = shared.lock_store();
     if store.watch_epoch != epoch {
         Step::Cut
     } else if *cursor < store.compacted_rv {
         Step::Expired(*cursor)
     } else {
-        let changes: Vec<Change> = store.changes_after(*cursor).cloned().collect();
+        let changes: Vec<Change> = store
+            .changes_after(*cursor)
+            .filter(|c| c.key.0 == res_id)
+            .cloned()
+            .collect();
         *cursor = store.rv;
         Step::Send(changes)
     }
@@ -196,8 +202,9 @@ async fn run(
 
     let mut next_bookmark = Instant::now() + interval;
     let mut bookmark_due = false;
+    let res_id = request.resource.id();
     loop {
-        match next_step(&shared, epoch, &mut cursor) {
+        match next_step(&shared, &res_id, epoch, &mut cursor) {
             Step::Cut => {
                 let _ = tx
                     .send(Err(io::Error::new(

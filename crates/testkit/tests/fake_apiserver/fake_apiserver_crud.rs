@@ -276,6 +276,41 @@ async fn label_and_field_selectors_filter_lists() {
 }
 
 #[tokio::test]
+async fn a_list_by_label_follows_relabels_and_deletions() {
+    let server = start().await;
+    let api = runs(&server).await;
+    for name in ["a", "b"] {
+        let mut object = run(name);
+        object.metadata.labels = Some(serde_json::from_value(json!({"app": "web"})).unwrap());
+        api.create(&PostParams::default(), &object).await.unwrap();
+    }
+    let relabel = Patch::Merge(json!({"metadata": {"labels": {"app": "api", "tier": "1"}}}));
+    api.patch("a", &PatchParams::default(), &relabel)
+        .await
+        .unwrap();
+    api.delete("b", &DeleteParams::default()).await.unwrap();
+    let mut object = run("c");
+    object.metadata.labels = Some(serde_json::from_value(json!({"app": "web"})).unwrap());
+    api.create(&PostParams::default(), &object).await.unwrap();
+    let names = |selector: &'static str| {
+        let api = api.clone();
+        async move {
+            let params = ListParams::default().labels(selector);
+            let items = api.list(&params).await.unwrap().items;
+            items
+                .into_iter()
+                .map(|r| r.metadata.name.unwrap())
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+    };
+    assert_eq!(names("app=web").await, "c");
+    assert_eq!(names("app=api").await, "a");
+    assert_eq!(names("tier=1,app=api").await, "a");
+    assert_eq!(names("app=web,tier=1").await, "");
+}
+
+#[tokio::test]
 async fn every_write_bumps_the_resource_version_but_a_no_op_does_not() {
     let server = start().await;
     let api = runs(&server).await;

@@ -1,7 +1,7 @@
 //! Faithfulness tests for the workload kinds the fake API server serves for Rollouts, through the real kube
 //! client: ReplicaSets with the status subresource and `metadata.generation`, Services, Pods and their eviction
 //! subresource, and the simulated ReplicaSet controller (pods follow spec, Ready after a delay, replaced when
-//! evicted; pods held unready by name or pod-template hash).
+//! evicted; pods held unready by name or pod-template hash; pods only counted, none stored).
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the fake API server keeps real time.
 
@@ -167,6 +167,61 @@ async fn pods_held_by_pod_template_hash_exist_but_never_become_ready_until_relea
     assert_eq!(counts(&server, "web-b"), (2, 0, 0, 1), "held unready");
     controller.release("b");
     wait_for(&server, "web-b", (2, 2, 2, 1)).await;
+}
+
+#[tokio::test]
+async fn without_pods_the_simulated_controller_moves_the_status_alike_and_stores_no_pod() {
+    let server = FakeApiServer::start().await;
+    let controller = server.replica_set_controller_without_pods(Duration::from_secs(1));
+    let client = server.client().await;
+    let api: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &replica_set("web-a", "a", 3))
+        .await
+        .expect("created");
+    wait_for(&server, "web-a", (3, 0, 0, 1)).await;
+    assert_eq!(server.pods_starting(), 3);
+    let took = wait_for(&server, "web-a", (3, 3, 3, 1)).await;
+    assert!(took >= Duration::from_millis(800), "ready after {took:?}");
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    assert!(
+        pods.list(&ListParams::default())
+            .await
+            .expect("pods listed")
+            .items
+            .is_empty(),
+        "no Pod is stored"
+    );
+    api.patch(
+        "web-a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 5}})),
+    )
+    .await
+    .expect("scaled up");
+    // The new pods are counted at once and Ready after the delay; the old ones stay Ready.
+    wait_for(&server, "web-a", (5, 3, 3, 2)).await;
+    wait_for(&server, "web-a", (5, 5, 5, 2)).await;
+    api.patch(
+        "web-a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 1}})),
+    )
+    .await
+    .expect("scaled down");
+    let took = wait_for(&server, "web-a", (1, 1, 1, 3)).await;
+    assert!(
+        took < Duration::from_millis(800),
+        "scaled down after {took:?}"
+    );
+
+    controller.hold_unready("a");
+    wait_for(&server, "web-a", (1, 0, 0, 3)).await;
+    controller.release("a");
+    let took = wait_for(&server, "web-a", (1, 1, 1, 3)).await;
+    assert!(
+        took >= Duration::from_millis(800),
+        "ready again after {took:?}"
+    );
 }
 
 fn ready(pod: &Pod) -> bool {
