@@ -35,7 +35,7 @@ fn verdict(design: Design, looks: &[Look]) -> Verdict {
 
 #[test]
 fn the_planned_look_fails_at_the_count_its_exact_binomial_tail_allows() {
-    // 150 errors by the tenth look (above N*/2, about 101, at an equal split): the planned look. With
+    // 150 errors by the tenth look (above N*/4, about 51, at an equal split): the planned look. With
     // xc canary errors, ψ = 1.1·(1 - p)/(1 - 1.1·p) at p = (150 - xc)/10,000 and θ0 = ψ/(1 + ψ) ≈ 0.52396;
     // P(Binomial(150, θ0) >= 90) = 0.0369 <= 0.04 (its share of α), P(>= 89) = 0.0523 (SciPy's binom.sf).
     assert_eq!(

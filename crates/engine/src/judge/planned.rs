@@ -11,13 +11,14 @@
 //! tail of probability at most `α_p`.
 //!
 //! The planned look is the first look at which both sides have served `minRequests` and either the errors
-//! seen reach `N*`, or the look is the `PLANNED_LOOK`th or later and the errors reach `N* / 2`. Which look
+//! seen reach `N*`, or the look is the `PLANNED_LOOK`th or later and the errors reach `N* / 4`. Which look
 //! that is depends on the errors' totals and the requests only, never on who owned the errors, so given the
 //! totals it is fixed and the test's level is exactly `α_p` or less; by the union bound the two tests together
 //! say `fail` with probability at most α, however many looks. `N*` is the number of errors with which one look
 //! at level `α_p` catches a ratio of `DESIGN_RATIO × ρ0` two times in three, for the request split seen (about
 //! 200 at an equal split and a 10 % margin): at high traffic the look comes as soon as there is that much
-//! evidence; at low traffic at the tenth look, where a 1.5× regression is caught half the time.
+//! evidence; at low traffic at the tenth look, where a 1.5× regression is caught half the time; at very low
+//! traffic (a request a second) once `N* / 4` errors are in, so that its α is not left unused for hours.
 //!
 //! Pure computation: no clock, no I/O, no panics on counts.
 
@@ -68,7 +69,7 @@ impl std::str::FromStr for Design {
 const DESIGN_RATIO: f64 = 1.5 / 1.1;
 /// The power `N*` gives the planned look against `DESIGN_RATIO × ρ0` (its normal quantile): two in three.
 const DESIGN_POWER_Z: f64 = 0.43;
-/// The look at which the planned look comes at the latest, given `N* / 2` errors by then.
+/// The look at which the planned look comes at the latest, given `N* / 4` errors by then.
 const PLANNED_LOOK: usize = 10;
 /// Binomial probabilities below `e^-LOG_CUTOFF` of the mode's are dropped from the convolution.
 const LOG_CUTOFF: f64 = 60.0;
@@ -134,7 +135,7 @@ impl PlannedLook {
         self.errors = self.errors.saturating_add(increment);
         let planned = self.planned_errors(odds);
         let due = self.errors as f64 >= planned
-            || (self.looks >= PLANNED_LOOK && self.errors as f64 >= planned / 2.0);
+            || (self.looks >= PLANNED_LOOK && self.errors as f64 >= planned / 4.0);
         if enough && due {
             let first = lowest_failing(&self.mass, self.alpha);
             self.crossed = self.canary_errors >= self.mass_offset.saturating_add(first as u64);
