@@ -9,8 +9,8 @@ use clap::Subcommand;
 
 use super::{Exit, OutputFormat};
 use crate::engine::judge::{
-    Direction, DistributionParams, ErrorRateParams, ErrorRateResult, Look, Mixture, Verdict,
-    judge_distribution, judge_error_rate,
+    Design, Direction, DistributionParams, ErrorRateParams, ErrorRateResult, Look, Mixture,
+    Verdict, judge_distribution, judge_error_rate,
 };
 
 #[derive(Debug, clap::Args)]
@@ -48,6 +48,9 @@ pub struct ErrorRateArgs {
     /// Which regressions `fail` is fastest on: focused (1.5-2×, as the shipped templates) or wide.
     #[arg(long, default_value_t = ErrorRateParams::default().mixture)]
     pub mixture: Mixture,
+    /// How `fail` spends its α: planned (part on a planned look, as the shipped templates) or sequential.
+    #[arg(long, default_value_t = ErrorRateParams::default().design)]
+    pub design: Design,
     /// `text`: a verdict line per look; `json`: one JSON object per line.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
@@ -113,6 +116,7 @@ fn error_rate(args: &ErrorRateArgs) -> Result<Exit, String> {
         confidence: args.confidence,
         min_requests: args.min_requests,
         mixture: args.mixture,
+        design: args.design,
     };
     let (looks, lines) = read_looks(&args.csv)?;
     let results = judge_error_rate(&params, &looks).map_err(|e| {

@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use canaryd::engine::judge::{
-    DistributionParams, ErrorRateParams, ErrorRateTest, Look, Mixture, judge_distribution,
+    Design, DistributionParams, ErrorRateParams, ErrorRateTest, Look, Mixture, judge_distribution,
     judge_error_rate,
 };
 use canaryd_testkit::judge_sim::distribution::{
@@ -142,12 +142,13 @@ fn low_traffic_figures(runs: usize) {
     let columns = [
         "threshold 1.5%",
         "Kayenta-style",
-        "wide (before)",
-        "focused (now)",
+        "wide, sequential",
+        "focused, sequential",
+        "focused, planned",
     ];
     println!(
-        "{:<58} {:>20} {:>20} {:>20} {:>20}",
-        "", columns[0], columns[1], columns[2], columns[3]
+        "{:<58} {:>20} {:>20} {:>20} {:>20} {:>20}",
+        "", columns[0], columns[1], columns[2], columns[3], columns[4]
     );
     let rows: Vec<(&str, usize, f64, f64, Cell)> = vec![
         (
@@ -188,21 +189,80 @@ fn low_traffic_figures(runs: usize) {
     ];
     for (seed, (name, n, baseline, canary, cell)) in rows.into_iter().enumerate() {
         let seed = 3000 + seed as u64;
-        let scenario = |mixture| ErrorRateScenario {
+        let scenario = |mixture, design| ErrorRateScenario {
             requests_per_look: 600,
             params: ErrorRateParams {
                 mixture,
+                design,
                 ..ErrorRateParams::default()
             },
             ..ErrorRateScenario::new(runs, n, baseline, canary)
         };
         // One seed per row: the same simulated traffic, judged by each rule.
-        let peers = peer_first_fails(&scenario(Mixture::Focused), seed, 0.015);
-        let wide = first_verdicts(&scenario(Mixture::Wide), seed).0;
-        let focused = first_verdicts(&scenario(Mixture::Focused), seed).0;
-        let cells = [&peers.threshold, &peers.kayenta, &wide, &focused].map(|f| cell(f));
+        let peers = peer_first_fails(&scenario(Mixture::Focused, Design::Planned), seed, 0.015);
+        let [wide, focused, planned] = [
+            (Mixture::Wide, Design::Sequential),
+            (Mixture::Focused, Design::Sequential),
+            (Mixture::Focused, Design::Planned),
+        ]
+        .map(|(m, d)| first_verdicts(&scenario(m, d), seed).0);
+        let cells = [&peers.threshold, &peers.kayenta, &wide, &focused, &planned].map(|f| cell(f));
         println!(
-            "{:<58} {:>20} {:>20} {:>20} {:>20}",
+            "{:<58} {:>20} {:>20} {:>20} {:>20} {:>20}",
+            name, cells[0], cells[1], cells[2], cells[3], cells[4]
+        );
+    }
+}
+
+/// The two designs away from the low-traffic table's traffic: 1 and 100 requests/s per track (60 and 6,000
+/// requests per side per look), baseline 1 %, the same margin and confidence, the `focused` mixture.
+fn design_figures(runs: usize) {
+    println!();
+    println!(
+        "error-rate judge designs at 1 and 100 requests/s per track, a look a minute, baseline 1%, {runs} seeded runs per row"
+    );
+    println!(
+        "{:<58} {:>22} {:>22} {:>22} {:>22}",
+        "", "1/s sequential", "1/s planned", "100/s sequential", "100/s planned"
+    );
+    let rows: Vec<(&str, usize, f64, Cell)> = vec![
+        ("A/A false rollback, 200 looks", 200, 0.01, |f| {
+            within(f, &[200])
+        }),
+        ("at the margin (1% vs 1.1%), 200 looks", 200, 0.011, |f| {
+            within(f, &[200])
+        }),
+        (
+            "1.5x caught within 10 / 60 looks (median)",
+            60,
+            0.015,
+            |f| caught(f, &[10, 60]),
+        ),
+        ("2x caught within 10 / 60 looks (median)", 60, 0.02, |f| {
+            caught(f, &[10, 60])
+        }),
+    ];
+    for (seed, (name, n, canary, cell)) in rows.into_iter().enumerate() {
+        let seed = 5000 + seed as u64;
+        let cells = [
+            (60, Design::Sequential),
+            (60, Design::Planned),
+            (6000, Design::Sequential),
+            (6000, Design::Planned),
+        ]
+        .map(|(requests_per_look, design)| {
+            let scenario = ErrorRateScenario {
+                requests_per_look,
+                params: ErrorRateParams {
+                    design,
+                    ..ErrorRateParams::default()
+                },
+                ..ErrorRateScenario::new(runs, n, 0.01, canary)
+            };
+            cell(&first_verdicts(&scenario, seed).0)
+        });
+        println!(
+            "{:<58} {:>22} {:>22} {:>22} {:>22}",
             name, cells[0], cells[1], cells[2], cells[3]
         );
     }
@@ -342,7 +402,7 @@ fn speed_figures() {
 }
 
 /// The sections to print: all, or those `JUDGE_BENCH_ONLY` names (comma-separated: error-rate, low-traffic,
-/// limits, distribution, latency, speed).
+/// designs, limits, distribution, latency, speed).
 fn wanted(section: &str) -> bool {
     std::env::var("JUDGE_BENCH_ONLY")
         .map_or(true, |only| only.split(',').any(|s| s.trim() == section))
@@ -356,6 +416,9 @@ fn main() {
     }
     if wanted("low-traffic") {
         low_traffic_figures(runs);
+    }
+    if wanted("designs") {
+        design_figures(runs);
     }
     if wanted("limits") {
         limits::figures(runs);

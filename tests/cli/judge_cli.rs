@@ -35,7 +35,9 @@ fn error_rate_prints_one_json_line_per_look_and_exits_with_the_last_verdict() {
     let csv = file(
         &dir,
         "looks.csv",
-        &format!("{HEADER}4,1000,3,1000\n11,2000,9,2000\n25,3000,12,3000\n41,4000,16,4000\n"),
+        &format!(
+            "{HEADER}4,1000,3,1000\n11,2000,9,2000\n25,3000,12,3000\n41,4000,16,4000\n58,5000,20,5000\n"
+        ),
     );
     let o = canaryd(&["judge", "error-rate", "--csv", &csv, "--output", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -43,14 +45,15 @@ fn error_rate_prints_one_json_line_per_look_and_exits_with_the_last_verdict() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))
         .collect();
-    assert_eq!(lines.len(), 4);
+    assert_eq!(lines.len(), 5);
     assert_eq!(lines[0]["look"], 1);
     assert_eq!(lines[0]["verdict"], "inconclusive");
-    assert_eq!(lines[3]["look"], 4);
-    assert_eq!(lines[3]["verdict"], "fail");
-    assert_eq!(lines[3]["canaryErrors"], 41);
-    assert_eq!(lines[3]["baselineRate"], 0.004);
-    assert!(lines[3]["ratioLower"].as_f64().is_some_and(|l| l > 1.1));
+    assert_eq!(lines[3]["verdict"], "inconclusive");
+    assert_eq!(lines[4]["look"], 5);
+    assert_eq!(lines[4]["verdict"], "fail");
+    assert_eq!(lines[4]["canaryErrors"], 58);
+    assert_eq!(lines[4]["baselineRate"], 0.004);
+    assert!(lines[4]["ratioLower"].as_f64().is_some_and(|l| l > 1.1));
 }
 
 #[test]
@@ -262,12 +265,13 @@ fn a_bad_sample_line_names_the_file_and_line() {
 
 #[test]
 fn error_rate_without_flags_decides_as_the_shipped_templates() {
-    // 99 canary errors against 60 on equal traffic: the templates' focused mixture fails it.
+    // 150 canary errors against 90 on equal traffic: enough errors for the templates' planned look, which
+    // fails it; the focused mixture alone, at its fifth of α, would not yet.
     let dir = tempfile::tempdir().expect("tempdir");
     let csv = file(
         &dir,
         "looks.csv",
-        "canary_errors,canary_requests,baseline_errors,baseline_requests\n99,10000,60,10000\n",
+        "canary_errors,canary_requests,baseline_errors,baseline_requests\n150,10000,90,10000\n",
     );
     let defaults = canaryd(&["judge", "error-rate", "--csv", &csv]);
     let templates = canaryd(&[
@@ -285,9 +289,14 @@ fn error_rate_without_flags_decides_as_the_shipped_templates() {
         "500",
         "--mixture",
         "focused",
+        "--design",
+        "planned",
     ]);
     assert_eq!(defaults.status.code(), Some(1), "{}", stderr(&defaults));
     assert_eq!(stdout(&defaults), stdout(&templates));
     let bad = canaryd(&["judge", "error-rate", "--csv", &csv, "--mixture", "narrow"]);
     assert_eq!(bad.status.code(), Some(2));
+    let bad = canaryd(&["judge", "error-rate", "--csv", &csv, "--design", "fixed"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("--design"), "{}", stderr(&bad));
 }

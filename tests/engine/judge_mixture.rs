@@ -8,7 +8,7 @@ use canaryd::api::compare::{COMPARE_PLUGIN, ErrorRateCompare};
 use canaryd::api::decode::decode;
 use canaryd::cli::load::parse_documents;
 use canaryd::engine::compare::error_rate_params;
-use canaryd::engine::judge::{ErrorRateParams, ErrorRateTest, Look, Mixture, Verdict};
+use canaryd::engine::judge::{Design, ErrorRateParams, ErrorRateTest, Look, Mixture, Verdict};
 use canaryd_testkit::judge_sim::error_rate::{
     ErrorRateScenario, first_verdicts, fraction_within, median_first,
 };
@@ -39,11 +39,15 @@ fn focused_fails_where_its_hand_computed_boundary_says() {
         xc * (t / t0).ln() + xb * ((1.0 - t) / (1.0 - t0)).ln()
     };
     let threshold = 20.0_f64.ln();
+    // All of α on the mixture: the sequential design.
     // 99 canary errors against 60: 0.9·LR* alone reaches 1/α (ln 0.9 + 3.1326 = 3.0272 >= 2.9957).
     assert!(0.9_f64.ln() + log_lr(99.0, 60.0) >= threshold);
     // 98: even 0.9·LR* + 0.1·(largest LR) stays below it (e^2.9737 < 20).
     assert!((0.9 * log_lr(98.0, 60.0).exp() + 0.1 * largest(98.0, 60.0).exp()).ln() < threshold);
-    let focused = ErrorRateParams::default();
+    let focused = ErrorRateParams {
+        design: Design::Sequential,
+        ..ErrorRateParams::default()
+    };
     assert_eq!(focused.mixture, Mixture::Focused);
     assert_eq!(verdict(&focused, equal_split(99, 60)), Verdict::Fail);
     assert_eq!(
@@ -63,6 +67,7 @@ fn low_traffic(
         requests_per_look: 600,
         params: ErrorRateParams {
             mixture,
+            design: Design::Sequential,
             ..ErrorRateParams::default()
         },
         ..ErrorRateScenario::new(runs, looks, baseline, canary)
@@ -145,6 +150,7 @@ fn the_shipped_error_rate_templates_use_the_judges_defaults() {
                     Some(Mixture::Focused),
                     "{file} says which mixture"
                 );
+                assert_eq!(e.design, Some(Design::Planned), "{file} says which design");
                 seen += 1;
             }
         }

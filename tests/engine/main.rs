@@ -11,6 +11,7 @@ mod judge_distribution;
 mod judge_error_rate;
 mod judge_latency;
 mod judge_mixture;
+mod judge_planned;
 mod judge_sparse;
 mod load_truncated;
 mod notifications;

@@ -177,6 +177,7 @@ pub fn error_rate_params(e: &ErrorRateCompare) -> ErrorRateParams {
         confidence: e.confidence.unwrap_or(defaults.confidence),
         min_requests: e.min_requests.unwrap_or(defaults.min_requests),
         mixture: e.mixture.unwrap_or(defaults.mixture),
+        design: e.design.unwrap_or(defaults.design),
     }
 }
 

@@ -40,8 +40,8 @@ fn compare_run(looks: &str) -> AnalysisRun {
     }))
 }
 
-/// Three times the baseline's error rate on 300 requests per side per look: the judge fails at look 4.
-const FAILS_AT_FOUR: &str = "9:300:3:300,18:600:6:600,27:900:9:900,36:1200:12:1200";
+/// Four times the baseline's error rate on 300 requests per side per look: the judge fails at look 4.
+const FAILS_AT_FOUR: &str = "12:300:3:300,24:600:6:600,36:900:9:900,48:1200:12:1200";
 
 #[test]
 fn a_run_failed_by_the_compare_judge_shows_each_look_the_deciding_look_and_why() {
@@ -65,7 +65,7 @@ fn a_run_failed_by_the_compare_judge_shows_each_look_the_deciding_look_and_why()
     let fourth = &view.looks[3];
     assert_eq!(
         (fourth.result.canary_rate, fourth.result.baseline_rate),
-        (0.03, 0.01)
+        (0.04, 0.01)
     );
     assert!(
         (fourth.allowed_rate - 0.011).abs() < 1e-12,
@@ -79,7 +79,7 @@ fn a_run_failed_by_the_compare_judge_shows_each_look_the_deciding_look_and_why()
     assert_eq!(
         view.sentence,
         "the canary's error rate exceeds the baseline's by more than 10% with 95% confidence after 4 looks \
-         (canary 3% of 1200 requests, baseline 1% of 1200)"
+         (canary 4% of 1200 requests, baseline 1% of 1200)"
     );
 }
 

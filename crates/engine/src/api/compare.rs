@@ -52,6 +52,9 @@ pub struct ErrorRateCompare {
     /// `focused` (default) or `wide`: which regressions the `fail` test is fastest on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mixture: Option<crate::judge::Mixture>,
+    /// `planned` (default) or `sequential`: whether `fail` spends part of its α on a planned look.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design: Option<crate::judge::Design>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

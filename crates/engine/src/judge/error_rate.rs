@@ -33,6 +33,7 @@
 use serde::Serialize;
 
 use super::mixture::{Mixture, crossed, log_sum_exp, mixture_points};
+use super::planned::{Design, PLANNED_SHARE, PlannedLook};
 use super::{JudgeError, Verdict, alpha, non_negative};
 
 /// What the error-rate judge allows and how sure it must be.
@@ -49,6 +50,8 @@ pub struct ErrorRateParams {
     pub min_requests: u64,
     /// Which regressions the `fail` test spends its evidence on.
     pub mixture: Mixture,
+    /// Whether the `fail` test spends part of its α on a planned look ([`Design`]).
+    pub design: Design,
 }
 
 impl Default for ErrorRateParams {
@@ -59,6 +62,7 @@ impl Default for ErrorRateParams {
             confidence: 0.95,
             min_requests: 500,
             mixture: Mixture::Focused,
+            design: Design::Planned,
         }
     }
 }
@@ -157,7 +161,11 @@ const REQUESTS_SEARCH_LIMIT: u64 = 1 << 40;
 #[derive(Debug, Clone)]
 pub struct ErrorRateTest {
     params: ErrorRateParams,
+    /// `ln(1/α)` of the `fail` mixture (its share of α) and of the `pass` one.
+    log_threshold_fail: f64,
     log_threshold: f64,
+    /// The planned look of `Design::Planned`, with the rest of the `fail` test's α.
+    planned: Option<PlannedLook>,
     boundary: f64,
     deltas: Vec<f64>,
     /// Log prior weight of each point for `fail` (above the boundary) and `pass` (below); `-inf`: unused.
@@ -208,11 +216,23 @@ impl ErrorRateTest {
                 value: absolute,
             });
         }
-        let (deltas, log_weights_above, log_weights_below) = mixture_points(params.mixture);
+        let boundary = (1.0 + relative).ln();
+        // The planned look's conditional test knows the relative margin only.
+        let planned = (params.design == Design::Planned && absolute == 0.0)
+            .then(|| PlannedLook::new(alpha * PLANNED_SHARE, boundary));
+        let (deltas, log_weights_above, log_weights_below) =
+            mixture_points(params.mixture, planned.is_some());
+        let fail_alpha = if planned.is_some() {
+            alpha * (1.0 - PLANNED_SHARE)
+        } else {
+            alpha
+        };
         Ok(ErrorRateTest {
             params: *params,
+            log_threshold_fail: -fail_alpha.ln(),
             log_threshold: -alpha.ln(),
-            boundary: (1.0 + relative).ln(),
+            planned,
+            boundary,
             log_weights_above,
             log_weights_below,
             log_lr_above: vec![0.0; deltas.len()],
@@ -294,9 +314,12 @@ impl ErrorRateTest {
         let enough = look.canary_requests >= self.params.min_requests
             && look.baseline_requests >= self.params.min_requests;
         // A crossing is final, so a crossed side needs no more checks.
+        if let Some(planned) = &mut self.planned {
+            self.failed |= planned.observe(xc, nc, xb, nb, enough);
+        }
         if enough && !self.failed {
             self.failed = crossed(
-                self.log_threshold,
+                self.log_threshold_fail,
                 self.largest_above,
                 &self.log_weights_above,
                 &self.log_lr_above,
@@ -479,7 +502,12 @@ impl ErrorRateTest {
     /// test rejects. Concavity of the log likelihood makes that set a half-line, so bisection finds its edge;
     /// the reported bound is on the rejected side, so it never claims more than the test does.
     fn ratio_bound(&self, sign: f64) -> Option<f64> {
-        let rejected = |u: f64| self.boundary_statistic(u, sign) >= self.log_threshold;
+        let threshold = if sign > 0.0 {
+            self.log_threshold_fail
+        } else {
+            self.log_threshold
+        };
+        let rejected = |u: f64| self.boundary_statistic(u, sign) >= threshold;
         // Rejected boundaries lie below the lower bound and above the upper bound.
         let (mut inside, mut outside) = (sign * RATIO_SEARCH_BOUND, -sign * RATIO_SEARCH_BOUND);
         if !rejected(outside) {

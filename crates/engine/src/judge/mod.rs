@@ -12,12 +12,14 @@ pub mod distribution;
 pub mod error_rate;
 pub mod mixture;
 mod normal;
+pub mod planned;
 
 pub use distribution::{Direction, DistributionParams, DistributionResult, judge_distribution};
 pub use error_rate::{
     ErrorRateParams, ErrorRateResult, ErrorRateTest, Look, Sparse, judge_error_rate,
 };
 pub use mixture::Mixture;
+pub use planned::Design;
 
 use serde::Serialize;
 
