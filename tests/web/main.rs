@@ -86,8 +86,8 @@ fn advance(server: &FakeApiServer) {
     server.put::<Rollout>(&from(rollout));
 }
 
-/// Three times the baseline's error rate on 300 requests per side per look: the judge fails at look 4.
-const FAILS_AT_FOUR: &str = "9:300:3:300,18:600:6:600,27:900:9:900,36:1200:12:1200";
+/// Four times the baseline's error rate on 300 requests per side per look: the judge fails at look 4.
+const FAILS_AT_FOUR: &str = "12:300:3:300,24:600:6:600,36:900:9:900,48:1200:12:1200";
 
 /// The canary of revision 3 failed by the `canaryd/compare` judge at its fourth look, and the Rollout aborted
 /// for it, as the daemon would have written them.
@@ -231,7 +231,7 @@ async fn an_aborted_rollouts_page_shows_which_metric_failed_and_why() {
         )
         .await;
     assert!(
-        why.contains("canary 3% of 1200 requests, baseline 1% of 1200"),
+        why.contains("canary 4% of 1200 requests, baseline 1% of 1200"),
         "{why}"
     );
     let charts = browser.count("#run-checkout-7c9d5f6b8-3-2 svg.chart").await;
