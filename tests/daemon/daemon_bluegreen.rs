@@ -102,6 +102,16 @@ async fn argos_example_is_promoted_after_its_pre_promotion_analysis_across_a_res
         (Some(2), Some(2))
     );
 
+    // The Events of the analysis and the pause are published from a queue: let them reach the API server
+    // before the crash, which would lose what is still queued (as client-go's recorder would).
+    eventually(WAIT, "the analysis and pause Events", || async {
+        let reasons: Vec<String> = events(&client).await.into_iter().map(|e| e.0).collect();
+        ["AnalysisRunSuccessful", "RolloutPaused"]
+            .iter()
+            .all(|r| reasons.iter().any(|seen| seen == r))
+            .then_some(())
+    })
+    .await;
     // Restarted while it waits for a person: nothing is made twice and the pause holds.
     daemon.kill().await;
     let again = harness::spawn(client.clone(), config()).await;
