@@ -112,8 +112,8 @@ pub enum Stored {
 pub trait Cluster {
     /// A failure that ends the reconcile (it is retried later): an unreachable server, a refused write.
     type Error;
-    /// Whether plans that change only the status are run on in memory and their status stored once (an API
-    /// server is spared the writes; a rehearsal shows every step).
+    /// Whether plans that change only the status are run on in memory, up to the first plan with writes, and
+    /// their status stored once (an API server is spared the writes; a rehearsal shows every step).
     const COALESCE: bool;
 
     /// `--instance-id`, which labels the AnalysisRuns the plans create.
@@ -340,8 +340,10 @@ fn managed(plan: &Plan) -> &ManagedRouteChange {
 
 /// The plan for `seen`, run on through the plans that follow it while they change only the status: nothing
 /// in the cluster changes between them, so each is made from the status the one before left and the status is
-/// stored once, with their Events in order. A plan with writes stops the run and is made again after a fresh
-/// read, so every write is planned from a status that was stored (a crash repeats nothing).
+/// stored once, with their Events in order. The first plan with writes ends the run: it joins it (its writes
+/// made from the status run on in memory, the whole stored once after them) when it is [`made_ahead`]; else it
+/// is left for the next reconcile, made after a fresh read from the status stored. Nothing after a plan with
+/// writes is planned here: it would need the objects as those writes left them.
 fn coalesced(seen: &Snapshot, how: Planning<'_>) -> Plan {
     let mut current = seen.plan_for(&seen.rollout, how);
     if !current.writes.is_empty() {
@@ -357,7 +359,8 @@ fn coalesced(seen: &Snapshot, how: Planning<'_>) -> Plan {
         let next = seen.plan_for(&planned, how);
         // A header or mirror route step's route is set by its own plan's route, so a change to the managed
         // routes stops the run as a write does.
-        if !next.writes.is_empty() || managed(&next) != managed(&current) {
+        let writes = !next.writes.is_empty();
+        if (writes && !made_ahead(&next, &current)) || managed(&next) != managed(&current) {
             break;
         }
         events.append(&mut current.events);
@@ -365,8 +368,27 @@ fn coalesced(seen: &Snapshot, how: Planning<'_>) -> Plan {
         let route = current.route.take();
         current = next;
         current.route = current.route.take().or(route);
+        if writes {
+            break;
+        }
     }
     events.append(&mut current.events);
     current.events = events;
     current
+}
+
+/// Whether `next`'s writes may be made from the status the plans before it (ending with `current`) left in
+/// memory, before that status is stored. Its writes act on the objects as read, each conditional on them as
+/// the writes of any plan are, and each says what it leaves rather than what it adds (a create by the name
+/// the status and the step decide, which finds itself made already; a patch of values; a delete of what may
+/// be gone), so a status lost to a crash or a conflict leaves writes that the next plan, made from the status
+/// stored, makes again as no change or undoes (a run no longer current is terminated, a count scaled back).
+/// Not an eviction, which would evict another pod when made again; and not a plan that would leave a route
+/// of the plans before it to be applied at its own writes' place (it names none where one did).
+fn made_ahead(next: &Plan, current: &Plan) -> bool {
+    !next
+        .writes
+        .iter()
+        .any(|w| matches!(w, Write::EvictPod { .. }))
+        && (next.route.is_some() || current.route.is_none())
 }
