@@ -507,3 +507,27 @@ fn a_step_ended_in_memory_and_the_next_steps_writes_are_one_reconcile_and_one_st
     };
     assert_eq!(names(&daemon.sim), names(&rehearsal.sim));
 }
+
+/// The plans after a plan's writes that change only the status join its status write, made from the objects
+/// as those writes left them: the setWeight step's end, in the plan that moves the traffic to it, and the
+/// pause's start after it are one status write, so no stored status shows the pause step without its pause.
+#[test]
+fn the_status_only_plans_after_a_plans_writes_join_its_status_write() {
+    let mut c: Faulty<true> = Faulty::new(routed());
+    for _ in 0..30 {
+        c.sim.make_available();
+        let (made, stored) = (c.made, c.stored);
+        let Reconciliation::Planned { plan, .. } = c.reconcile(at(10)) else {
+            panic!("not carried out");
+        };
+        let status = c.sim.status();
+        if status.current_step_index == Some(1) {
+            assert!(c.made > made, "the step ended with writes: {plan:#?}");
+            assert_eq!(c.stored, stored + 1, "one status write");
+            assert_eq!(status.phase, "Paused", "{status:#?}");
+            assert!(!status.pause_conditions.is_empty(), "{status:#?}");
+            return;
+        }
+    }
+    panic!("the setWeight step never ended: {:#?}", c.sim.status());
+}
