@@ -2,7 +2,8 @@
 //! real API server and router can give: a write that meets a change is planned again after a fresh read; one
 //! that always does gives up after three reads; a router that cannot be written stops the plan at the route;
 //! and the daemon's coalescing of status-only plans ends where one reconcile per plan ends, with fewer
-//! status writes; a change of the counts alone waits for `COUNTS_EVERY` after the last status write, any
+//! status writes (joined by the plan with writes after them, but not one that evicts, and by those after a
+//! plan's writes); a change of the counts alone waits for `COUNTS_EVERY` after the last status write, any
 //! other change is written at once, and the counts always are in the end.
 
 use std::collections::BTreeMap;
@@ -530,4 +531,35 @@ fn the_status_only_plans_after_a_plans_writes_join_its_status_write() {
         }
     }
     panic!("the setWeight step never ended: {:#?}", c.sim.status());
+}
+
+/// A plan that evicts pods does not join the status-only plans before it: were their status lost, making it
+/// again would evict other pods. Here the pause is ended by hand (the plugin's `promote`, a status patch) just as
+/// a restart falls due: the resumed status is one reconcile, the evictions the next, after a fresh read.
+#[test]
+fn evictions_wait_for_the_status_before_them_to_be_stored() {
+    let mut c: Faulty<true> = Faulty::new(routed());
+    c.settle(at(10));
+    c.sim.edit_spec(|s| {
+        s.restart_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(25)))
+    });
+    c.settle(at(20));
+    assert_eq!(c.sim.status().phase, "Paused");
+    c.sim.patch_status(|s| s.pause_conditions.clear());
+    let evicted = |plan: &canaryd::engine::rollout::Plan| {
+        plan.writes
+            .iter()
+            .filter(|w| matches!(w, Write::EvictPod { .. }))
+            .count()
+    };
+    let stored = c.stored;
+    let Reconciliation::Planned { plan, .. } = c.reconcile(at(25)) else {
+        panic!("not carried out");
+    };
+    assert_eq!(evicted(&plan), 0, "{plan:#?}");
+    assert_eq!(c.stored, stored + 1, "the resumed status stored");
+    let Reconciliation::Planned { plan, .. } = c.reconcile(at(25)) else {
+        panic!("not carried out");
+    };
+    assert!(evicted(&plan) > 0, "{plan:#?}");
 }

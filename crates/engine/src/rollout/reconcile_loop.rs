@@ -9,6 +9,11 @@
 //! without the pods (Argo's pod restarter gives up the restart for that reconcile, not the rest of it). A plan
 //! that stops short of its status still publishes the Events of the writes it made ([`Event::after_write`]):
 //! the next plan will not make them again.
+//!
+//! Where the cluster coalesces ([`Cluster::COALESCE`], the daemon), plans that change only the status are run on
+//! in memory and their status stored once: up to the first plan with writes, which joins them when its writes
+//! may be made ahead of that status (`made_ahead`), and after a plan's writes, from the objects as they left
+//! them (`Snapshot::after`).
 
 use std::collections::BTreeMap;
 
