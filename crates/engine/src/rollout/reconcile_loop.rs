@@ -445,12 +445,13 @@ fn absorb(current: &mut Plan, next: Plan) {
 /// the status and the step decide, which finds itself made already; a patch of values; a delete of what may
 /// be gone), so a status lost to a crash or a conflict leaves writes that the next plan, made from the status
 /// stored, makes again as no change or undoes (a run no longer current is terminated, a count scaled back).
-/// Not an eviction, which would evict another pod when made again; and not a plan that would leave a route
-/// of the plans before it to be applied at its own writes' place (it names none where one did).
+/// Not an eviction, which would evict another pod when made again; and not a plan whose route differs from
+/// the one the plans before it leave to be applied: theirs comes first in Argo's order (the promotion's weight
+/// of 100 before the stable Service switches and the weight goes back), so it needs a reconcile of its own.
 fn made_ahead(next: &Plan, current: &Plan) -> bool {
     !next
         .writes
         .iter()
         .any(|w| matches!(w, Write::EvictPod { .. }))
-        && (next.route.is_some() || current.route.is_none())
+        && (current.route.is_none() || next.route == current.route)
 }
