@@ -2,7 +2,8 @@
 //! real API server and router can give: a write that meets a change is planned again after a fresh read; one
 //! that always does gives up after three reads; a router that cannot be written stops the plan at the route;
 //! and the daemon's coalescing of status-only plans ends where one reconcile per plan ends, with fewer
-//! status writes; a change of the counts alone waits for `COUNTS_EVERY` after the last status write, any
+//! status writes (joined by the plan with writes after them, but not one that evicts, and by those after a
+//! plan's writes); a change of the counts alone waits for `COUNTS_EVERY` after the last status write, any
 //! other change is written at once, and the counts always are in the end.
 
 use std::collections::BTreeMap;
@@ -30,6 +31,8 @@ struct Faulty<const COALESCE: bool> {
     conflicts: usize,
     /// What the router answers, when it fails.
     router_down: Option<RouteFailure>,
+    /// Which routes fail when it is down.
+    down_for: fn(&Route) -> bool,
     /// Status stores still to be answered "changed since the read" (and not stored).
     status_conflicts: usize,
     observed: usize,
@@ -45,6 +48,7 @@ impl<const COALESCE: bool> Faulty<COALESCE> {
             sim,
             conflicts: 0,
             router_down: None,
+            down_for: |_| true,
             status_conflicts: 0,
             observed: 0,
             made: 0,
@@ -100,8 +104,8 @@ impl<const COALESCE: bool> reconcile_loop::Cluster for Faulty<COALESCE> {
 
     async fn route(&mut self, seen: &Snapshot, route: &Route) -> Result<Vec<Event>, RouteFailure> {
         match &self.router_down {
-            Some(message) => Err(message.clone()),
-            None => self.sim.route(seen, route).await,
+            Some(message) if (self.down_for)(route) => Err(message.clone()),
+            _ => self.sim.route(seen, route).await,
         }
     }
 
@@ -305,15 +309,9 @@ fn a_status_that_meets_a_change_after_the_writes_still_publishes_the_writes_even
 fn a_router_that_fails_after_a_service_switch_still_tells_the_switch() {
     let mut c: Faulty<true> = Faulty::new(routed());
     c.settle(at(10));
-    // One reconcile at a time, until the last step is done and the promotion is next.
-    for _ in 0..30 {
-        if c.sim.status().current_step_index == Some(3) {
-            break;
-        }
-        c.sim.make_available();
-        c.reconcile(at(40));
-    }
+    // The promotion's route, which gives all the traffic back to the stable side (now the new pods), fails.
     c.router_down = Some(vsvc_missing());
+    c.down_for = |route| route.stable_hash == route.canary_hash;
     let before = c.sim.events.len();
     let mut unrouted = false;
     for _ in 0..30 {
@@ -427,4 +425,141 @@ fn a_change_beyond_the_counts_is_written_at_once_with_the_counts() {
         moved.available_replicas > waiting.available_replicas,
         "{moved:#?}"
     );
+}
+
+/// `analysis_rollout` with a timed pause before its analysis: the pause's end changes only the status, and
+/// the plan after it creates the step's run.
+fn paused_before_analysis() -> MemoryCluster {
+    let mut c = analysis_rollout();
+    if let Some(canary) = c
+        .rollout
+        .spec
+        .strategy
+        .as_mut()
+        .and_then(|s| s.canary.as_mut())
+    {
+        canary.steps = serde_json::from_value(json!([
+            {"setWeight": 25},
+            {"pause": {"duration": "10s"}},
+            {"analysis": {"templates": [{"templateName": "success-rate"}],
+                          "args": [{"name": "service", "value": "web"},
+                                   {"name": "hash", "valueFrom": {"podTemplateHashValue": "Latest"}}]}},
+        ]))
+        .expect("steps");
+    }
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    c
+}
+
+/// A plan that changes only the status (the pause's end) and the plan with writes that follows it (the
+/// analysis step's run created) are one reconcile and one status write, which names the run and the step
+/// together; a rehearsal stores each plan's status. Both end at the same step with the same run and Events
+/// (the counts, which the daemon may hold back, aside).
+#[test]
+fn a_step_ended_in_memory_and_the_next_steps_writes_are_one_reconcile_and_one_status_write() {
+    let mut daemon: Faulty<true> = Faulty::new(paused_before_analysis());
+    let mut rehearsal: Faulty<false> = Faulty::new(paused_before_analysis());
+    for c in [&mut daemon.sim, &mut rehearsal.sim] {
+        c.set_now(at(10));
+    }
+    daemon.settle(at(10));
+    rehearsal.settle(at(10));
+    assert_eq!(daemon.sim.status().current_step_index, Some(1), "paused");
+    let (observed, stored) = (daemon.observed, daemon.stored);
+    let Reconciliation::Planned { plan, .. } = daemon.reconcile(at(21)) else {
+        panic!("not carried out");
+    };
+    assert!(
+        plan.writes
+            .iter()
+            .any(|w| matches!(w, Write::CreateAnalysisRun(_))),
+        "{plan:#?}"
+    );
+    let status = daemon.sim.status();
+    assert_eq!(status.current_step_index, Some(2));
+    let run = status.canary.current_step_analysis_run_status.as_ref();
+    assert!(run.is_some_and(|r| !r.name.is_empty()), "{status:#?}");
+    assert_eq!(
+        (daemon.observed - observed, daemon.stored - stored),
+        (1, 1),
+        "one read, one status write"
+    );
+    daemon.settle(at(21));
+    let stored = rehearsal.stored;
+    rehearsal.settle(at(21));
+    assert!(
+        rehearsal.stored - stored >= 2,
+        "a rehearsal shows each plan"
+    );
+    let (done, rehearsed) = (daemon.sim.status(), rehearsal.sim.status());
+    assert_eq!(done.current_step_index, rehearsed.current_step_index);
+    let run_name = |s: &RolloutStatus| {
+        let run = s.canary.current_step_analysis_run_status.as_ref();
+        run.map(|r| r.name.clone())
+    };
+    assert_eq!(run_name(&done), run_name(&rehearsed));
+    assert_eq!(daemon.sim.events, rehearsal.sim.events);
+    let names = |c: &MemoryCluster| -> Vec<Option<String>> {
+        c.analysis_runs
+            .iter()
+            .map(|r| r.metadata.name.clone())
+            .collect()
+    };
+    assert_eq!(names(&daemon.sim), names(&rehearsal.sim));
+}
+
+/// The plans after a plan's writes that change only the status join its status write, made from the objects
+/// as those writes left them: the setWeight step's end, in the plan that moves the traffic to it, and the
+/// pause's start after it are one status write, so no stored status shows the pause step without its pause.
+#[test]
+fn the_status_only_plans_after_a_plans_writes_join_its_status_write() {
+    let mut c: Faulty<true> = Faulty::new(routed());
+    for _ in 0..30 {
+        c.sim.make_available();
+        let (made, stored) = (c.made, c.stored);
+        let Reconciliation::Planned { plan, .. } = c.reconcile(at(10)) else {
+            panic!("not carried out");
+        };
+        let status = c.sim.status();
+        if status.current_step_index == Some(1) {
+            assert!(c.made > made, "the step ended with writes: {plan:#?}");
+            assert_eq!(c.stored, stored + 1, "one status write");
+            assert_eq!(status.phase, "Paused", "{status:#?}");
+            assert!(!status.pause_conditions.is_empty(), "{status:#?}");
+            return;
+        }
+    }
+    panic!("the setWeight step never ended: {:#?}", c.sim.status());
+}
+
+/// A plan that evicts pods does not join the status-only plans before it: were their status lost, making it
+/// again would evict other pods. Here the pause is ended by hand (the plugin's `promote`, a status patch) just as
+/// a restart falls due: the resumed status is one reconcile, the evictions the next, after a fresh read.
+#[test]
+fn evictions_wait_for_the_status_before_them_to_be_stored() {
+    let mut c: Faulty<true> = Faulty::new(routed());
+    c.settle(at(10));
+    c.sim.edit_spec(|s| {
+        s.restart_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(25)))
+    });
+    c.settle(at(20));
+    assert_eq!(c.sim.status().phase, "Paused");
+    c.sim.patch_status(|s| s.pause_conditions.clear());
+    let evicted = |plan: &canaryd::engine::rollout::Plan| {
+        plan.writes
+            .iter()
+            .filter(|w| matches!(w, Write::EvictPod { .. }))
+            .count()
+    };
+    let stored = c.stored;
+    let Reconciliation::Planned { plan, .. } = c.reconcile(at(25)) else {
+        panic!("not carried out");
+    };
+    assert_eq!(evicted(&plan), 0, "{plan:#?}");
+    assert_eq!(c.stored, stored + 1, "the resumed status stored");
+    let Reconciliation::Planned { plan, .. } = c.reconcile(at(25)) else {
+        panic!("not carried out");
+    };
+    assert!(evicted(&plan) > 0, "{plan:#?}");
 }

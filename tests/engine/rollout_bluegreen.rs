@@ -467,11 +467,18 @@ fn scale_down_delay_revision_limit_keeps_only_the_newest_old_pods_up() {
 }
 
 /// `kubectl argo rollouts restart` of a blue-green Rollout: as many pods at a time as Argo's MaxUnavailable
-/// for blue-green allows: `maxUnavailable` as written (a percentage rounded down), one when it is unset
-/// (it resolves to 0 there, and the restarter takes at least one).
+/// for blue-green allows: `maxUnavailable` as written (a percentage rounded down), Argo's default `"25"` when
+/// it is unset, which apimachinery's GetValueFromIntOrPercent reads as 25% as it reads every string (2 of 8),
+/// and at least one (12% of 8 comes to 0).
 #[test]
 fn a_restart_evicts_as_many_pods_at_once_as_blue_greens_max_unavailable() {
-    for (max_unavailable, at_once) in [(None, 1), (Some(json!(3)), 3), (Some(json!("50%")), 4)] {
+    for (max_unavailable, at_once) in [
+        (None, 2),
+        (Some(json!("25")), 2),
+        (Some(json!("12%")), 1),
+        (Some(json!(3)), 3),
+        (Some(json!("50%")), 4),
+    ] {
         let mut strategy = json!({"activeService": "web-active"});
         if let Some(m) = &max_unavailable {
             strategy["maxUnavailable"] = m.clone();

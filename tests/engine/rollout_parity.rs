@@ -451,3 +451,119 @@ fn an_abort_ends_the_attempt_and_a_retry_starts_another_as_argos_calculate_statu
         json!({"rolloutStartedAt": at(30).to_string()})
     );
 }
+
+/// A basic canary of `size` pods through `setWeight: 20, pause: 10s, setWeight: 50, pause: 10s` and its
+/// promotion, with `fenceposts` (maxSurge, maxUnavailable) merged into the strategy: each (canary, stable)
+/// pair of `spec.replicas` as it changes, every pod available as soon as it is asked for.
+fn basic_counts(size: i32, fenceposts: Value) -> Vec<(i32, i32)> {
+    let mut canary = json!({"steps": [
+        {"setWeight": 20}, {"pause": {"duration": "10s"}},
+        {"setWeight": 50}, {"pause": {"duration": "10s"}},
+    ]});
+    if let (Some(c), Some(f)) = (canary.as_object_mut(), fenceposts.as_object()) {
+        c.extend(f.clone());
+    }
+    let mut c = MemoryCluster::new(rollout(size, canary));
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    let mut seen: Vec<(i32, i32)> = Vec::new();
+    for second in 1..60 {
+        for _ in 0..30 {
+            let became_available = c.make_available();
+            let before = c.rollout.status.clone();
+            let plan = c.reconcile(at(second));
+            if let [stable, canary] = replicas(&c)[..]
+                && seen.last() != Some(&(canary, stable))
+            {
+                seen.push((canary, stable));
+            }
+            if plan.writes.is_empty() && c.rollout.status == before && !became_available {
+                break;
+            }
+        }
+        let s = c.status();
+        if s.phase == "Healthy" && s.stable_rs == s.current_pod_hash {
+            return seen;
+        }
+    }
+    panic!("never promoted: {:#?}", c.status());
+}
+
+/// Argo's canary defaults are `maxSurge: "25"` and `maxUnavailable: "25"` (utils/defaults: strings without
+/// a `%`), which its replica arithmetic (utils/replicaset `resolveFenceposts`, `MaxUnavailable`) resolves
+/// with apimachinery's GetValueFromIntOrPercent, reading any string as a percentage: 25% each, the surge
+/// rounded up and the unavailable pods down (3 and 2 of 10; 1 and 0 of 3). So a Rollout that writes them
+/// unset, as "25%" or as "25" moves its pods alike, and the integer 25 does not. Each count below is Argo's
+/// CalculateReplicaCountsForBasicCanary: the stable side scaled first (reconcileCanaryStableReplicaSet), at
+/// most replicas + surge pods, at least replicas - unavailable available, one scaling per reconcile.
+#[test]
+fn the_default_fenceposts_are_argos_25_percent_however_they_are_written() {
+    let defaults_of_10 = [
+        (0, 10),
+        (0, 8),
+        (2, 8),
+        (2, 6),
+        (5, 6),
+        (5, 5),
+        (5, 3),
+        (10, 3),
+        (10, 0),
+    ];
+    let defaults_of_3 = [(0, 3), (1, 3), (1, 2), (2, 2), (2, 1), (3, 1), (3, 0)];
+    for (replicas, expected) in [(10, &defaults_of_10[..]), (3, &defaults_of_3[..])] {
+        for written in [
+            json!({}),
+            json!({"maxSurge": "25%", "maxUnavailable": "25%"}),
+            json!({"maxSurge": "25", "maxUnavailable": "25"}),
+        ] {
+            assert_eq!(
+                basic_counts(replicas, written.clone()),
+                expected,
+                "{replicas} replicas, {written}"
+            );
+        }
+    }
+    let pods = json!({"maxSurge": 25, "maxUnavailable": 25});
+    assert_ne!(basic_counts(10, pods), defaults_of_10, "25 pods each");
+}
+
+/// Explicit fenceposts, as Argo resolves them: one pod at a time up (`maxSurge: 1, maxUnavailable: 0`) or
+/// down (`0, 1`), the canary first or the stable side first; a surge as a percentage (`"50%"` of 10 is 5).
+#[test]
+fn explicit_fenceposts_move_the_pods_as_argos_replica_arithmetic_does() {
+    // The canary up one, then the stable side down one, ten times; or the other way round.
+    let one_up: Vec<(i32, i32)> = (0..=10)
+        .flat_map(|n| [(n, 11 - n), (n, 10 - n)])
+        .skip(1)
+        .collect();
+    let one_down: Vec<(i32, i32)> = (0..=10)
+        .flat_map(|n| [(n, 10 - n), (n, 9 - n)])
+        .take(21)
+        .collect();
+    let cases = [
+        (10, json!({"maxSurge": 1, "maxUnavailable": 0}), one_up),
+        (10, json!({"maxSurge": 0, "maxUnavailable": 1}), one_down),
+        (
+            10,
+            json!({"maxSurge": "50%", "maxUnavailable": 0}),
+            vec![(0, 10), (2, 10), (2, 8), (5, 8), (5, 5), (10, 5), (10, 0)],
+        ),
+        (
+            3,
+            json!({"maxSurge": 1, "maxUnavailable": 0}),
+            vec![(0, 3), (1, 3), (1, 2), (2, 2), (2, 1), (3, 1), (3, 0)],
+        ),
+        (
+            3,
+            json!({"maxSurge": 0, "maxUnavailable": 1}),
+            vec![(0, 3), (0, 2), (1, 2), (1, 1), (2, 1), (2, 0), (3, 0)],
+        ),
+    ];
+    for (replicas, written, expected) in cases {
+        assert_eq!(
+            basic_counts(replicas, written.clone()),
+            expected,
+            "{replicas} replicas, {written}"
+        );
+    }
+}

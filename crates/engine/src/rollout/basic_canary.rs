@@ -8,6 +8,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 /// The weight that means "all traffic" (Argo's default maxTrafficWeight).
 pub const MAX_WEIGHT: i32 = 100;
 
+/// Argo's default maxSurge and maxUnavailable (`defaults.DefaultMaxSurge`, `DefaultMaxUnavailable`): the
+/// string `"25"`, which [`int_or_percent`] reads as 25%.
+pub const DEFAULT: &str = "25";
+
 /// maxSurge rounded up and maxUnavailable rounded down against spec.replicas, as Kubernetes Deployments do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fenceposts {
@@ -15,17 +19,18 @@ pub struct Fenceposts {
     pub unavailable: i32,
 }
 
-/// `value` as a count of `total`: an integer as is, `"N%"` rounded up or down.
+/// `value` as a count of `total`: an integer as is, a string as a percentage of `total` rounded up or down.
+/// A string is a percentage with its `%` or without it, as Argo resolves these fields (apimachinery's
+/// `GetValueFromIntOrPercent`, which drops every `%` and reads the rest as a percentage): so `"25"` is 25%,
+/// which is also how Argo's own default, written `"25"`, comes to 25%.
 pub fn int_or_percent(value: &IntOrString, total: i32, round_up: bool) -> Result<i32, String> {
     match value {
         IntOrString::Int(n) => Ok(*n),
         IntOrString::String(s) => {
-            let Some(number) = s.strip_suffix('%') else {
-                return Err(format!("{s:?} is neither an integer nor a percentage"));
-            };
-            let percent: i64 = number
+            let percent: i64 = s
+                .replace('%', "")
                 .parse()
-                .map_err(|_| format!("{s:?} is not a valid percentage"))?;
+                .map_err(|_| format!("{s:?} is neither an integer nor a percentage"))?;
             let out_of_range = || format!("{s:?} is out of range");
             let scaled = percent
                 .checked_mul(i64::from(total))
@@ -36,16 +41,17 @@ pub fn int_or_percent(value: &IntOrString, total: i32, round_up: bool) -> Result
     }
 }
 
-/// Argo's defaults are 25% each; when both come to 0 one pod may be unavailable, or nothing could move.
+/// Argo's defaults for both, written `"25"` (a string, so 25%); when both come to 0 one pod may be
+/// unavailable, or nothing could move.
 pub fn fenceposts(
     max_surge: Option<&IntOrString>,
     max_unavailable: Option<&IntOrString>,
     replicas: i32,
 ) -> Result<Fenceposts, String> {
-    let quarter = IntOrString::String("25%".to_string());
-    let surge = int_or_percent(max_surge.unwrap_or(&quarter), replicas, true)
+    let default = IntOrString::String(DEFAULT.to_string());
+    let surge = int_or_percent(max_surge.unwrap_or(&default), replicas, true)
         .map_err(|e| format!("maxSurge: {e}"))?;
-    let mut unavailable = int_or_percent(max_unavailable.unwrap_or(&quarter), replicas, false)
+    let mut unavailable = int_or_percent(max_unavailable.unwrap_or(&default), replicas, false)
         .map_err(|e| format!("maxUnavailable: {e}"))?;
     if surge == 0 && unavailable == 0 {
         unavailable = 1;
@@ -278,6 +284,28 @@ mod tests {
             }
         );
         assert!(fenceposts(Some(&pct("lots")), None, 4).is_err());
+    }
+
+    /// apimachinery's GetValueFromIntOrPercent, which Argo resolves both with, reads any string as a
+    /// percentage: `"25"` is 25% (Argo's own default is written so), `"2"` 2%, not 2 pods.
+    #[test]
+    fn a_string_without_its_percent_sign_is_a_percentage_as_in_argo() {
+        let s = |v: &str| IntOrString::String(v.to_string());
+        assert_eq!(int_or_percent(&s("25"), 10, true), Ok(3));
+        assert_eq!(int_or_percent(&s("25"), 10, false), Ok(2));
+        assert_eq!(int_or_percent(&s("2"), 10, false), Ok(0));
+        assert_eq!(int_or_percent(&IntOrString::Int(2), 10, false), Ok(2));
+        assert_eq!(
+            fenceposts(Some(&s("25")), Some(&s("25")), 10),
+            fenceposts(None, None, 10)
+        );
+        assert_eq!(
+            fenceposts(Some(&s("50")), Some(&s("0")), 3).unwrap(),
+            Fenceposts {
+                surge: 2,
+                unavailable: 0
+            }
+        );
     }
 
     fn ready(n: i32) -> Pods {

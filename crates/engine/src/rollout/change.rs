@@ -1,10 +1,17 @@
 //! What each [`Write`] of a plan changes, said once as data: the object it creates, or the merge patch (RFC
 //! 7386) it sends to a named object, or the object it deletes or evicts. The API edge (`k8s::rollout_writes`)
-//! sends the [`Change`] as it is; the in-memory cluster ([`super::memory`]) applies the same patch with the same
-//! merge rules ([`crate::merge_patch::apply`]). So every annotation, label and field a write sets is set here
+//! sends the [`Change`] as it is; [`Change::apply`] makes it to objects held in memory with the API server's
+//! merge rules ([`crate::merge_patch::apply`]), for the in-memory cluster ([`super::memory`]) and for the
+//! reconcile loop's plans after a plan's writes. So every annotation, label and field a write sets is set here
 //! and nowhere else, and a rehearsal cannot drift from the daemon.
 
+use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube_core::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::hash::HASH_LABEL;
@@ -12,7 +19,8 @@ use super::{
     DESIRED_REPLICAS_ANNOTATION, EPHEMERAL_METADATA_ANNOTATION, MANAGED_BY_ANNOTATION,
     MetadataPatch, REVISION_ANNOTATION, SCALE_DOWN_DEADLINE_ANNOTATION, Write,
 };
-use crate::api::AnalysisRun;
+use crate::api::{AnalysisRun, Rollout};
+use crate::merge_patch;
 
 /// The kinds of object a Rollout's writes touch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,4 +187,89 @@ fn pod_metadata(metadata: &MetadataPatch, ephemeral: &Option<String>) -> Value {
 /// The labels and annotations part of an object's metadata that `metadata` sets (`null` removes a key).
 fn labels_and_annotations(metadata: &MetadataPatch) -> Value {
     json!({"labels": metadata.labels, "annotations": metadata.annotations})
+}
+
+/// The objects a Rollout's writes act on, borrowed from where they are held (a reconcile's snapshot, the
+/// in-memory cluster).
+pub struct Objects<'a> {
+    pub rollout: &'a mut Rollout,
+    pub replica_sets: &'a mut Vec<ReplicaSet>,
+    pub analysis_runs: &'a mut Vec<AnalysisRun>,
+    pub services: &'a mut Vec<Service>,
+    pub pods: &'a mut Vec<Pod>,
+}
+
+impl Change<'_> {
+    /// Makes this change to `objects` as the API server makes it, and no more: a create adds the object,
+    /// created at `now`, unless one of its name is there; a patch is merged (a change of the Rollout's spec is
+    /// a new generation); a delete or an eviction removes the object. What the built-in controllers do in
+    /// answer (pods following a ReplicaSet's count, a run's controller starting it) is the in-memory cluster's.
+    pub fn apply(&self, objects: &mut Objects<'_>, now: Timestamp) {
+        match self {
+            Change::Create(Created::ReplicaSet(rs)) => created(objects.replica_sets, rs, now),
+            Change::Create(Created::AnalysisRun(run)) => created(objects.analysis_runs, run, now),
+            Change::Patch {
+                kind, name, patch, ..
+            } => match kind {
+                Kind::Rollout => {
+                    let spec_before = objects.rollout.spec.clone();
+                    merge_into(objects.rollout, patch);
+                    if objects.rollout.spec != spec_before {
+                        let generation = objects.rollout.metadata.generation.unwrap_or(0);
+                        objects.rollout.metadata.generation = Some(generation.saturating_add(1));
+                    }
+                }
+                Kind::ReplicaSet => patched(objects.replica_sets, name, patch),
+                Kind::Service => patched(objects.services, name, patch),
+                Kind::AnalysisRun => patched(objects.analysis_runs, name, patch),
+                Kind::Pod => patched(objects.pods, name, patch),
+            },
+            Change::Delete { kind, name, .. } => match kind {
+                Kind::ReplicaSet => removed(objects.replica_sets, name),
+                Kind::AnalysisRun => removed(objects.analysis_runs, name),
+                Kind::Service => removed(objects.services, name),
+                Kind::Pod => removed(objects.pods, name),
+                Kind::Rollout => {}
+            },
+            Change::Evict { name } => removed(objects.pods, name),
+        }
+    }
+}
+
+fn created<T: Resource + Clone>(objects: &mut Vec<T>, object: &T, now: Timestamp) {
+    if !objects.iter().any(|o| o.meta().name == object.meta().name) {
+        let mut object = object.clone();
+        object.meta_mut().creation_timestamp = Some(Time(now));
+        objects.push(object);
+    }
+}
+
+fn patched<T: Resource + Serialize + DeserializeOwned>(
+    objects: &mut [T],
+    name: &str,
+    patch: &Value,
+) {
+    if let Some(object) = objects
+        .iter_mut()
+        .find(|o| o.meta().name.as_deref() == Some(name))
+    {
+        merge_into(object, patch);
+    }
+}
+
+fn removed<T: Resource>(objects: &mut Vec<T>, name: &str) {
+    objects.retain(|o| o.meta().name.as_deref() != Some(name));
+}
+
+/// `patch` applied to `object` with the API server's merge rules, through its JSON form. Objects of these
+/// kinds always serialize, and a patch the planner makes keeps them well-formed; were either to fail, the
+/// object would stay as it was, which the daemon-against-memory comparison test would show.
+fn merge_into<T: Serialize + DeserializeOwned>(object: &mut T, patch: &Value) {
+    let Ok(mut value) = serde_json::to_value(&*object) else {
+        return;
+    };
+    merge_patch::apply(&mut value, patch);
+    if let Ok(patched) = serde_json::from_value(value) {
+        *object = patched;
+    }
 }

@@ -11,9 +11,6 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus, Service, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use super::reconcile_loop::{
     self, Made, Reconciliation, Snapshot, Stored, Templates, template_key,
@@ -26,8 +23,7 @@ use crate::routing::RouteFailure;
 use crate::routing::memory::Routers;
 
 use super::REVISION_ANNOTATION;
-use super::change::{Change, Created, Kind};
-use crate::merge_patch;
+use super::change::{Change, Created, Kind, Objects};
 
 /// Pod objects made per ReplicaSet; counts beyond it live in the ReplicaSet's status only (so a Rollout
 /// of billions of replicas can be planned without making them).
@@ -318,23 +314,12 @@ impl MemoryCluster {
         }
     }
 
-    /// An evicted pod is gone and its ReplicaSet makes a replacement at once, not ready yet.
-    fn evict(&mut self, name: &str) {
-        let Some(at) = self
-            .pods
-            .iter()
-            .position(|p| p.metadata.name.as_deref() == Some(name))
-        else {
+    /// An evicted pod (`was`: its ReplicaSet, and whether it was ready) is replaced by its ReplicaSet at once,
+    /// not ready yet.
+    fn replace_evicted(&mut self, was: Option<(String, bool)>) {
+        let Some((rs, was_ready)) = was else {
             return;
         };
-        let pod = self.pods.remove(at);
-        let Some(rs) = owner(&pod).cloned() else {
-            return;
-        };
-        let was_ready = pod
-            .status
-            .and_then(|s| s.conditions)
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
         self.add_pod(&rs);
         if let Some(status) = self.rs_mut(&rs).and_then(|r| r.status.as_mut())
             && was_ready
@@ -350,87 +335,60 @@ impl MemoryCluster {
             .find(|r| r.metadata.name.as_deref() == Some(name))
     }
 
-    /// Makes `write` as the API server would ([`Write::change`], the daemon's request), then what the
-    /// ReplicaSet controller does in answer: a scaled ReplicaSet's pods follow it. Runs are the analysis
-    /// loop's: a rehearsal steps them as the daemon does (`runner::step`), terminated ones included; the
-    /// planner's tests end them by hand (`finish_run`).
+    /// Makes `write` as the API server would ([`Write::change`], the daemon's request, applied by
+    /// [`Change::apply`]), then what the built-in controllers do in answer: a created ReplicaSet has a status
+    /// and no pods yet, a scaled one's pods follow it at once when it shrinks, a deleted one's go, an evicted
+    /// pod is replaced. A created run is running: runs are the analysis loop's, and a rehearsal steps them as
+    /// the daemon does (`runner::step`), terminated ones included; the planner's tests end them by hand
+    /// (`finish_run`).
     fn write(&mut self, write: &Write, now: Timestamp) {
-        match write.change() {
+        let change = write.change();
+        let evicted = match change {
+            Change::Evict { name } => self
+                .pods
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(name))
+                .and_then(|pod| Some((owner(pod)?.clone(), ready(pod)))),
+            _ => None,
+        };
+        change.apply(
+            &mut Objects {
+                rollout: &mut self.rollout,
+                replica_sets: &mut self.replica_sets,
+                analysis_runs: &mut self.analysis_runs,
+                services: &mut self.services,
+                pods: &mut self.pods,
+            },
+            now,
+        );
+        match change {
             Change::Create(Created::ReplicaSet(rs)) => {
-                if self
-                    .replica_set(rs.metadata.name.as_deref().unwrap_or_default())
-                    .is_none()
-                {
-                    let mut rs = rs.clone();
-                    rs.metadata.creation_timestamp = Some(Time(now));
-                    rs.status = Some(ReplicaSetStatus::default());
-                    self.replica_sets.push(rs);
+                let name = rs.metadata.name.as_deref().unwrap_or_default();
+                if let Some(rs) = self.rs_mut(name) {
+                    rs.status.get_or_insert_with(ReplicaSetStatus::default);
                 }
             }
             Change::Create(Created::AnalysisRun(run)) => {
-                let name = run.metadata.name.clone();
-                if !self.analysis_runs.iter().any(|r| r.metadata.name == name) {
-                    let mut run = run.clone();
-                    run.metadata.creation_timestamp = Some(Time(now));
+                let name = run.metadata.name.as_deref();
+                for run in self
+                    .analysis_runs
+                    .iter_mut()
+                    .filter(|r| r.metadata.name.as_deref() == name && r.status.is_none())
+                {
                     run.status = Some(AnalysisRunStatus {
                         phase: Some(AnalysisPhase::Running),
                         ..Default::default()
                     });
-                    self.analysis_runs.push(run);
                 }
             }
+            // The ReplicaSet controller: pods beyond the count are gone at once; new ones wait for
+            // make_available.
             Change::Patch {
-                kind, name, patch, ..
-            } => self.patch(kind, name, &patch),
-            Change::Delete { kind, name, .. } => match kind {
-                Kind::ReplicaSet => {
-                    self.replica_sets
-                        .retain(|r| r.metadata.name.as_deref() != Some(name));
-                    self.trim_pods(name, 0);
-                }
-                Kind::AnalysisRun => self
-                    .analysis_runs
-                    .retain(|r| r.metadata.name.as_deref() != Some(name)),
-                Kind::Service => self
-                    .services
-                    .retain(|r| r.metadata.name.as_deref() != Some(name)),
-                Kind::Pod => self
-                    .pods
-                    .retain(|p| p.metadata.name.as_deref() != Some(name)),
-                Kind::Rollout => {}
-            },
-            Change::Evict { name } => self.evict(name),
-        }
-    }
-
-    /// A merge patch of the named object of `kind`, then the ReplicaSet controller's answer to it.
-    fn patch(&mut self, kind: Kind, name: &str, patch: &Value) {
-        let named = |meta: &ObjectMeta| meta.name.as_deref() == Some(name);
-        match kind {
-            Kind::Rollout => {
-                let spec_before = self.rollout.spec.clone();
-                merge_into(&mut self.rollout, patch);
-                // The API server: a change of the spec is a new generation.
-                if self.rollout.spec != spec_before {
-                    let generation = self.rollout.metadata.generation.unwrap_or(0);
-                    self.rollout.metadata.generation = Some(generation.saturating_add(1));
-                }
-            }
-            Kind::Service => {
-                if let Some(svc) = self.services.iter_mut().find(|o| named(&o.metadata)) {
-                    merge_into(svc, patch);
-                }
-            }
-            Kind::Pod => {
-                if let Some(pod) = self.pods.iter_mut().find(|o| named(&o.metadata)) {
-                    merge_into(pod, patch);
-                }
-            }
-            Kind::ReplicaSet => {
+                kind: Kind::ReplicaSet,
+                name,
+                ..
+            } => {
                 let Some(rs) = self.rs_mut(name) else { return };
-                merge_into(rs, patch);
-                // The ReplicaSet controller: pods beyond the count are gone at once; new ones wait for
-                // make_available.
                 let replicas = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
                 let status = rs.status.get_or_insert_with(Default::default);
                 status.replicas = status.replicas.min(replicas);
@@ -438,26 +396,23 @@ impl MemoryCluster {
                 status.available_replicas = status.available_replicas.map(|n| n.min(replicas));
                 self.trim_pods(name, replicas);
             }
-            Kind::AnalysisRun => {
-                if let Some(run) = self.analysis_runs.iter_mut().find(|r| named(&r.metadata)) {
-                    merge_into(run, patch);
-                }
-            }
+            Change::Delete {
+                kind: Kind::ReplicaSet,
+                name,
+                ..
+            } => self.trim_pods(name, 0),
+            Change::Evict { .. } => self.replace_evicted(evicted),
+            Change::Patch { .. } | Change::Delete { .. } => {}
         }
     }
 }
 
-/// `patch` applied to `object` with the API server's merge rules, through its JSON form. Objects of these
-/// kinds always serialize, and a patch the planner makes keeps them well-formed; were either to fail, the
-/// object would stay as it was, which the daemon-against-memory comparison test would show.
-fn merge_into<T: Serialize + DeserializeOwned>(object: &mut T, patch: &Value) {
-    let Ok(mut value) = serde_json::to_value(&*object) else {
-        return;
-    };
-    merge_patch::apply(&mut value, patch);
-    if let Ok(patched) = serde_json::from_value(value) {
-        *object = patched;
-    }
+/// Whether a pod is Ready.
+fn ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// The cluster in memory answers at once and refuses nothing: a write is made as the API server and the

@@ -9,6 +9,11 @@
 //! without the pods (Argo's pod restarter gives up the restart for that reconcile, not the rest of it). A plan
 //! that stops short of its status still publishes the Events of the writes it made ([`Event::after_write`]):
 //! the next plan will not make them again.
+//!
+//! Where the cluster coalesces ([`Cluster::COALESCE`], the daemon), plans that change only the status are run on
+//! in memory and their status stored once: up to the first plan with writes, which joins them when its writes
+//! may be made ahead of that status (`made_ahead`), and after a plan's writes, from the objects as they left
+//! them (`Snapshot::after`).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +21,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 
+use super::change::Objects;
 use super::status_write::{StatusWrite, status_write};
 use super::{Event, Observed, Plan, Route, Write, plan};
 use crate::api::reasons::rollout as reasons;
@@ -70,6 +76,24 @@ struct Planning<'a> {
 }
 
 impl Snapshot {
+    /// This snapshot as the API server holds it once `writes` are made: what a read right after them would
+    /// show, were nothing else to change meanwhile.
+    fn after(&self, writes: &[Write]) -> Snapshot {
+        let mut after = self.clone();
+        let mut unread = Vec::new();
+        let mut objects = Objects {
+            rollout: &mut after.rollout,
+            replica_sets: &mut after.replica_sets,
+            analysis_runs: &mut after.analysis_runs,
+            services: &mut after.services,
+            pods: after.pods.as_mut().unwrap_or(&mut unread),
+        };
+        for write in writes {
+            write.change().apply(&mut objects, self.now);
+        }
+        after
+    }
+
     /// The plan for `rollout` (this snapshot's, or it with another status) among the rest of this snapshot.
     fn plan_for(&self, rollout: &Rollout, how: Planning<'_>) -> Plan {
         let lookup = |r: &AnalysisTemplateRef| self.templates.get(&template_key(r));
@@ -112,8 +136,8 @@ pub enum Stored {
 pub trait Cluster {
     /// A failure that ends the reconcile (it is retried later): an unreachable server, a refused write.
     type Error;
-    /// Whether plans that change only the status are run on in memory and their status stored once (an API
-    /// server is spared the writes; a rehearsal shows every step).
+    /// Whether plans that change only the status are run on in memory, up to the first plan with writes, and
+    /// their status stored once (an API server is spared the writes; a rehearsal shows every step).
     const COALESCE: bool;
 
     /// `--instance-id`, which labels the AnalysisRuns the plans create.
@@ -218,8 +242,10 @@ async fn step<C: Cluster + Send>(
     seen: &Snapshot,
     restart: bool,
 ) -> Result<Stepped, C::Error> {
+    // Owned: the plans after this plan's writes are made once the cluster has made them.
+    let instance_id = cluster.instance_id().map(str::to_string);
     let how = Planning {
-        instance_id: cluster.instance_id(),
+        instance_id: instance_id.as_deref(),
         restart,
     };
     let mut plan = if C::COALESCE {
@@ -268,6 +294,13 @@ async fn step<C: Cluster + Send>(
     }
     if tally.evictions > 0 && tally.refused == tally.evictions {
         return Ok(Stepped::Refused);
+    }
+    if C::COALESCE && !plan.writes.is_empty() {
+        let after = seen.after(&plan.writes);
+        // Its status is not the one the objects were planned from: plan on at least once.
+        let mut from = after.rollout.clone();
+        from.status = None;
+        plan = run_on(&after, from, plan, how, false);
     }
     let when = status_write(
         seen.rollout.status.as_ref(),
@@ -338,35 +371,87 @@ fn managed(plan: &Plan) -> &ManagedRouteChange {
         .map_or(&managed_routes::NO_CHANGE, |r| &r.managed)
 }
 
-/// The plan for `seen`, run on through the plans that follow it while they change only the status: nothing
-/// in the cluster changes between them, so each is made from the status the one before left and the status is
-/// stored once, with their Events in order. A plan with writes stops the run and is made again after a fresh
-/// read, so every write is planned from a status that was stored (a crash repeats nothing).
+/// The plan for `seen`, run on through the plans that follow it while they change only the status
+/// ([`run_on`]), up to the first plan with writes, which joins the run when [`made_ahead`] says so. A plan
+/// with writes of its own is returned as it is.
 fn coalesced(seen: &Snapshot, how: Planning<'_>) -> Plan {
-    let mut current = seen.plan_for(&seen.rollout, how);
-    if !current.writes.is_empty() {
-        return current;
+    let first = seen.plan_for(&seen.rollout, how);
+    if !first.writes.is_empty() {
+        return first;
     }
-    let mut planned = seen.rollout.clone();
-    let mut events = Vec::new();
+    run_on(seen, seen.rollout.clone(), first, how, true)
+}
+
+/// `current`, made from `objects` with `planned`'s status, run on through the plans that follow it while they
+/// change only the status: nothing in the cluster changes between them, so each is made from the status the
+/// one before left and the status is stored once, with their Events in order. Its writes, when it has them,
+/// are made and `objects` shows them (the plans after a plan's writes, [`Snapshot::after`]); a plan after them
+/// joins only if it would leave the routers where that plan brought them. The first plan with writes ends
+/// the run: it joins it (`ahead`, and [`made_ahead`]: its writes made from the status run on in memory, the
+/// whole stored once after them) or is left for the next reconcile, made after a fresh read from the status
+/// stored. Nothing after a plan with writes is planned from objects that do not show them.
+fn run_on(
+    objects: &Snapshot,
+    mut planned: Rollout,
+    mut current: Plan,
+    how: Planning<'_>,
+    ahead: bool,
+) -> Plan {
     for _ in 0..COALESCED {
         if planned.status.as_ref() == Some(&current.status) {
             break;
         }
         planned.status = Some(current.status.clone());
-        let next = seen.plan_for(&planned, how);
+        let next = objects.plan_for(&planned, how);
+        let writes = !next.writes.is_empty();
+        let joins = if writes {
+            ahead && made_ahead(&next, &current)
+        } else {
+            current.writes.is_empty() || next.route.is_none() || next.route == current.route
+        };
         // A header or mirror route step's route is set by its own plan's route, so a change to the managed
         // routes stops the run as a write does.
-        if !next.writes.is_empty() || managed(&next) != managed(&current) {
+        if !joins || managed(&next) != managed(&current) {
             break;
         }
-        events.append(&mut current.events);
-        // The status run on in memory says the last route was applied: keep it if this plan has none.
-        let route = current.route.take();
-        current = next;
-        current.route = current.route.take().or(route);
+        absorb(&mut current, next);
+        if writes {
+            break;
+        }
     }
-    events.append(&mut current.events);
-    current.events = events;
     current
+}
+
+/// `next`, planned after `current`, joined to it: its status, wake-up and Events after `current`'s; its
+/// writes and route, when it has them (the writes only when `current` has none). The status run on in memory
+/// says the last route was applied, so `current`'s route stays when `next` names none.
+fn absorb(current: &mut Plan, next: Plan) {
+    current.events.extend(next.events);
+    current.status = next.status;
+    current.wake_at = next.wake_at;
+    current.desired_weight = next.desired_weight;
+    if !next.writes.is_empty() {
+        current.writes = next.writes;
+        current.route_after = next.route_after;
+    }
+    if next.route.is_some() {
+        current.route = next.route;
+    }
+}
+
+/// Whether `next`'s writes may be made from the status the plans before it (ending with `current`) left in
+/// memory, before that status is stored. Its writes act on the objects as read, each conditional on them as
+/// the writes of any plan are, and each says what it leaves rather than what it adds (a create by the name
+/// the status and the step decide, which finds itself made already; a patch of values; a delete of what may
+/// be gone), so a status lost to a crash or a conflict leaves writes that the next plan, made from the status
+/// stored, makes again as no change or undoes (a run no longer current is terminated, a count scaled back).
+/// Not an eviction, which would evict another pod when made again; and not a plan whose route differs from
+/// the one the plans before it leave to be applied: theirs comes first in Argo's order (the promotion's weight
+/// of 100 before the stable Service switches and the weight goes back), so it needs a reconcile of its own.
+fn made_ahead(next: &Plan, current: &Plan) -> bool {
+    !next
+        .writes
+        .iter()
+        .any(|w| matches!(w, Write::EvictPod { .. }))
+        && (current.route.is_none() || next.route == current.route)
 }

@@ -5,6 +5,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::context::Reconcile;
 use super::{Write, basic_canary};
@@ -60,14 +61,14 @@ pub fn restart_due(rollout: &Rollout, now: Timestamp) -> bool {
 }
 
 impl Reconcile<'_, '_> {
-    /// Argo's MaxUnavailable: a canary's from its fenceposts; a blue-green Rollout's `maxUnavailable` as
-    /// written (a percentage rounded down), 0 when unset (Argo's default there, `"25"`, is not a percentage,
-    /// so it resolves to nothing), at most `replicas`.
+    /// Argo's MaxUnavailable: a canary's from its fenceposts; a blue-green Rollout's `maxUnavailable` (Argo's
+    /// default `"25"` when unset, a string and so 25%) rounded down, 0 when it cannot be read, at most
+    /// `replicas`.
     fn max_unavailable(&self) -> i32 {
         if let Some(blue_green) = self.blue_green {
-            let written = blue_green.max_unavailable.as_ref();
-            let resolved =
-                written.and_then(|v| basic_canary::int_or_percent(v, self.replicas, false).ok());
+            let default = IntOrString::String(basic_canary::DEFAULT.to_string());
+            let written = blue_green.max_unavailable.as_ref().unwrap_or(&default);
+            let resolved = basic_canary::int_or_percent(written, self.replicas, false).ok();
             return resolved.unwrap_or(0).clamp(0, self.replicas.max(0));
         }
         let canary = self.canary.cloned().unwrap_or_default();

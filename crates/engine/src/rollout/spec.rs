@@ -414,7 +414,7 @@ fn check_surge(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) {
     // Argo's getIntOrPercentValue: "0", "0%" and 0 are all zero.
     let zero = |v: &Option<IntOrString>| match v {
         Some(IntOrString::Int(n)) => *n == 0,
-        Some(IntOrString::String(s)) => s.trim_end_matches('%') == "0",
+        Some(IntOrString::String(s)) => s.trim_end_matches('%').parse() == Ok(0),
         None => false,
     };
     if zero(&canary.max_surge) && zero(&canary.max_unavailable) {
