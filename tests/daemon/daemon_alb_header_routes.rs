@@ -13,10 +13,7 @@ use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
 use canaryd_testkit::harness::{self, Answer};
 use canaryd_testkit::rollout::cluster::*;
 use canaryd_testkit::router_objects;
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::Api;
-use kube::api::ListParams;
 use serde_json::{Value, json};
 
 const ACTION: &str = "alb.ingress.kubernetes.io/actions.web-stable";
@@ -148,22 +145,6 @@ async fn paused_with_the_header_route(crds: CrdSet) -> Paused {
     }
 }
 
-/// The Rollout's `PatchingALBIngress` Events, as their notes each with how often it was recorded, in order.
-async fn alb_events(client: &kube::Client) -> Vec<(String, i32)> {
-    let api: Api<Event> = Api::namespaced(client.clone(), "default");
-    let mut told = api
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items;
-    told.retain(|e| e.reason.as_deref() == Some("PatchingALBIngress"));
-    // Named `<rollout>.<hex nanoseconds>`, so names sort in the order the Events were made.
-    told.sort_by_key(|e| e.metadata.name.clone());
-    told.into_iter()
-        .map(|e| (e.note.unwrap_or_default(), e.series.map_or(1, |s| s.count)))
-        .collect()
-}
-
 /// Waits until the ALB router's Events are `wanted` (each `Updating Ingress `web` <what>` with how often it
 /// was recorded: a repeat within the series window counts on the first, as client-go's recorder does); on a
 /// timeout compares them.
@@ -172,11 +153,7 @@ async fn until_told(client: &kube::Client, wanted: &[(&str, i32)]) {
         .iter()
         .map(|(what, count)| (format!("Updating Ingress `web` {what}"), *count))
         .collect();
-    let deadline = std::time::Instant::now() + WAIT;
-    while alb_events(client).await != wanted && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert_eq!(alb_events(client).await, wanted);
+    until_events_of_reason(client, "PatchingALBIngress", wanted, WAIT).await;
 }
 
 /// Argo's ALB router records each write in its own Event: on the first deploy the managed routes removed

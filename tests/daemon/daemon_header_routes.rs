@@ -17,9 +17,6 @@ use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
 use canaryd_testkit::harness::{self, Answer};
 use canaryd_testkit::rollout::cluster::*;
 use canaryd_testkit::router_objects;
-use k8s_openapi::api::events::v1::Event;
-use kube::Api;
-use kube::api::ListParams;
 use serde_json::{Value, json};
 
 fn header_route() -> Value {
@@ -254,34 +251,10 @@ async fn routes_come_and_go_with_the_steps_and_go_on_promotion(router: Router, c
     p.daemon.stop().await;
 }
 
-/// The Rollout's Events of Argo's Istio router, as their notes each with how often it was recorded (a repeat
-/// within the series window counts on the first, as client-go's recorder does), in order.
-async fn virtual_service_events(client: &kube::Client) -> Vec<(String, i32)> {
-    let api: Api<Event> = Api::namespaced(client.clone(), "default");
-    let mut told = api
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items;
-    told.retain(|e| e.reason.as_deref() == Some("Updated VirtualService"));
-    // Named `<rollout>.<hex nanoseconds>`, so names sort in the order the Events were made.
-    told.sort_by_key(|e| e.metadata.name.clone());
-    told.into_iter()
-        .map(|e| {
-            let count = e.series.map_or(1, |s| s.count);
-            (e.note.unwrap_or_default(), count)
-        })
-        .collect()
-}
-
 /// Waits until the Istio router's Events are `wanted` (they are published after the write the test saw); on a
 /// timeout compares them.
 async fn until_told(client: &kube::Client, wanted: Vec<(String, i32)>) {
-    let deadline = std::time::Instant::now() + WAIT;
-    while virtual_service_events(client).await != wanted && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert_eq!(virtual_service_events(client).await, wanted);
+    until_events_of_reason(client, "Updated VirtualService", wanted, WAIT).await;
 }
 
 /// Argo's Istio router records each route write of the update in its own Event (its istio.go SetWeight,

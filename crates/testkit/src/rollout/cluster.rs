@@ -204,6 +204,38 @@ pub fn service_hash(server: &FakeApiServer, name: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The Events of one `reason`, as their notes each with how often it was recorded (a repeat within the
+/// series window counts on the first, as client-go's recorder does), in the order they were made.
+pub async fn events_of_reason(client: &kube::Client, reason: &str) -> Vec<(String, i32)> {
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+    let mut told = api
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items;
+    told.retain(|e| e.reason.as_deref() == Some(reason));
+    // Named `<rollout>.<hex nanoseconds>`, so names sort in the order the Events were made.
+    told.sort_by_key(|e| e.metadata.name.clone());
+    told.into_iter()
+        .map(|e| (e.note.unwrap_or_default(), e.series.map_or(1, |s| s.count)))
+        .collect()
+}
+
+/// Waits until the Events of `reason` are `wanted` (they are published after the write a test saw), for at
+/// most `within`; on a timeout compares them.
+pub async fn until_events_of_reason(
+    client: &kube::Client,
+    reason: &str,
+    wanted: Vec<(String, i32)>,
+    within: std::time::Duration,
+) {
+    let deadline = std::time::Instant::now() + within;
+    while events_of_reason(client, reason).await != wanted && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(events_of_reason(client, reason).await, wanted);
+}
+
 /// The Rollout's Events as (reason, note), in the order they were made.
 pub async fn events(client: &kube::Client) -> Vec<(String, String)> {
     timed_events(client)
