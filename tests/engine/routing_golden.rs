@@ -162,12 +162,26 @@ fn admitted(file: &str, object: &Value) -> Result<(), String> {
 }
 
 /// The Events Argo's router records of a write of `target` that `moved` this, as [reason, message] pairs.
-fn events(target: &Target, desired: &Desired, moved: Moved) -> Value {
-    let told = target.written(desired, false, moved).into_iter();
-    json!(
-        told.map(|e| json!([e.reason, e.message]))
+/// The Events Argo records for the write, checked against the case's `events` when it names them.
+fn check_events(
+    case: &Case,
+    target: &Target,
+    desired: &Desired,
+    moved: Moved,
+    failures: &mut Vec<String>,
+) {
+    let told = json!(
+        target
+            .written(desired, false, moved)
+            .into_iter()
+            .map(|e| json!([e.reason, e.message]))
             .collect::<Vec<_>>()
-    )
+    );
+    if let Some(want) = case.doc.get("events")
+        && *want != told
+    {
+        failures.push(format!("{}: Events {told}, expected {want}", case.name()));
+    }
 }
 
 fn finish(failures: Vec<String>) {
@@ -199,13 +213,7 @@ fn every_virtual_service_case_matches_argo_and_the_istio_crd() {
             if let Err(e) = admitted("istio-virtualservices-crd.yaml", &built.object) {
                 failures.push(format!("{}: {e}", case.name()));
             }
-            // The Events Argo records for the write, when the case names them.
-            let told = events(&target, &desired, built.moved);
-            if let Some(want) = case.doc.get("events")
-                && *want != told
-            {
-                failures.push(format!("{}: Events {told}, expected {want}", case.name()));
-            }
+            check_events(&case, &target, &desired, built.moved, &mut failures);
         }
         case.check(
             got.map(|o| o.map_or(Value::Null, |b| b.object)),
@@ -317,12 +325,7 @@ fn every_alb_ingress_case_matches_argo_and_kubernetes_validate_strict() {
                 name: case.doc["input"]["metadata"]["name"].as_str().unwrap(),
                 config,
             };
-            let told = events(&target, &desired, built.moved);
-            if let Some(want) = case.doc.get("events")
-                && *want != told
-            {
-                failures.push(format!("{}: Events {told}, expected {want}", case.name()));
-            }
+            check_events(&case, &target, &desired, built.moved, &mut failures);
         }
         case.check(
             got.map(|o| o.map_or(Value::Null, |b| b.object)),
