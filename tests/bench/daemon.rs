@@ -347,9 +347,13 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         .map(|(reason, n)| format!("{n} {reason}"))
         .collect();
     println!(
-        "  reconcile errors        {} ({})",
+        "  reconcile errors        {}{}",
         errors as u64,
-        reasons.join(", ")
+        if reasons.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", reasons.join(", "))
+        }
     );
     println!(
         "  query duration          mean {:.1} ms  (the daemon's canaryd_provider_query_duration_seconds)",
