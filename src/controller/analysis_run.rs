@@ -292,6 +292,7 @@ async fn write(
                         written_rv: None,
                         uncounted,
                         wakeup: None,
+                        superseded: Vec::new(),
                     }),
                 );
             }
@@ -317,6 +318,7 @@ async fn write(
             written_rv: written.resource_version(),
             uncounted: Vec::new(),
             wakeup,
+            superseded: Vec::new(),
         }),
     );
     if let Some((phase, message)) = ended {

@@ -152,6 +152,10 @@ pub struct Ahead<S> {
     pub uncounted: Vec<(&'static str, &'static str)>,
     /// When the written status next needs a reconcile; `None` when it is complete or was not written.
     pub wakeup: Option<jiff::Timestamp>,
+    /// The resourceVersions of this process's earlier writes, on top of which it wrote this one, whose echo
+    /// the cache has not shown yet ([`KindState::remember`] keeps them): when a watch lags by more than a
+    /// run's interval, the cache shows them after the status built on them was written, and they are stale.
+    pub superseded: Vec<String>,
 }
 
 /// One kind's state in the process: its echo cache, and the caches and sync flags of its watches.
@@ -184,24 +188,30 @@ impl<K: Reconciled> KindState<K> {
         now: jiff::Timestamp,
     ) -> Option<Option<jiff::Timestamp>> {
         let mut map = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
-        let a = map
-            .get(key)
-            .filter(|a| a.written_rv.as_deref() == Some(rv))?;
+        let a = map.get(key)?;
+        let superseded = a.superseded.iter().any(|s| s == rv);
+        if a.written_rv.as_deref() != Some(rv) && !superseded {
+            return None;
+        }
         let planned = if K::is_completed(&a.status) {
             None
         } else {
             Some(a.wakeup.filter(|w| *w > now)?)
         };
-        map.remove(key);
+        // The echo of an earlier write: the last one is still to come.
+        if !superseded {
+            map.remove(key);
+        }
         Some(planned)
     }
 
-    /// What this process computed from exactly version `rv` of `key` and the cache does not show yet.
-    /// Anything it computed from another version is out of date: dropped.
+    /// What this process computed from exactly version `rv` of `key`, or from a later version it wrote itself
+    /// on top of `rv`, and the cache does not show yet. Anything it computed from another version is out of
+    /// date: dropped.
     pub fn ahead_of(&self, key: &Key, rv: &str) -> Option<Ahead<K::Status>> {
         let mut map = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
         match map.get(key) {
-            Some(a) if a.base_rv == rv => Some(a.clone()),
+            Some(a) if a.base_rv == rv || a.superseded.iter().any(|s| s == rv) => Some(a.clone()),
             _ => {
                 map.remove(key);
                 None
@@ -209,12 +219,25 @@ impl<K: Reconciled> KindState<K> {
         }
     }
 
+    /// Keeps (or forgets, with `None`) what this process computed of `key`. A write built on this process's
+    /// own earlier write, whose echo the cache has not shown, supersedes it: the earlier one's version is
+    /// kept in [`Ahead::superseded`], so that its late echo is known for what it is.
     pub fn remember(&self, key: Key, ahead: Option<Ahead<K::Status>>) {
         let mut map = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
-        match ahead {
-            Some(a) => map.insert(key, a),
-            None => map.remove(&key),
+        let Some(mut ahead) = ahead else {
+            map.remove(&key);
+            return;
         };
+        if let Some(earlier) = map.remove(&key)
+            && let Some(written) = earlier.written_rv
+            && ahead.written_rv.is_some()
+            && (earlier.base_rv == ahead.base_rv || earlier.superseded.contains(&ahead.base_rv))
+        {
+            ahead.superseded = earlier.superseded;
+            ahead.superseded.push(written);
+            ahead.superseded.retain(|rv| *rv != ahead.base_rv);
+        }
+        map.insert(key, ahead);
     }
 
     /// Waits for `at` when it is at most [`PREWAKE`] away (a reconcile started early on purpose). Returns
@@ -554,6 +577,49 @@ fn report_failure<K: Reconciled>(key: &Key, error: &ReconcileError, ctx: &Contex
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A status this process wrote with `rv` on top of `base`, measured again at `wakeup`.
+    fn written(base: &str, rv: &str, wakeup: &str) -> Ahead<crate::api::AnalysisRunStatus> {
+        Ahead {
+            base_rv: base.to_string(),
+            status: Default::default(),
+            written_rv: Some(rv.to_string()),
+            uncounted: Vec::new(),
+            wakeup: wakeup.parse().ok(),
+            superseded: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_late_echo_of_an_earlier_own_write_is_stale_and_keeps_the_later_one() {
+        // A watch lagging by more than a run's interval: from version 1 in the cache this process wrote 2,
+        // then, at the next measurement, 3 on top of 2, before the cache showed 2.
+        let state: KindState<crate::api::AnalysisRun> = KindState::default();
+        let key = ("default".to_string(), "run".to_string());
+        let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("a timestamp");
+        state.remember(key.clone(), Some(written("1", "2", "2026-01-01T00:00:10Z")));
+        state.remember(key.clone(), Some(written("1", "3", "2026-01-01T00:00:20Z")));
+        // The echo of 2 arrives: an echo of this process's own write (no reconcile until the wake-up), and
+        // a reconcile reading 2 builds on 3, not on 2 (which would be refused with 409 Conflict).
+        assert_eq!(
+            state.echo_of_own_write(&key, "2", now),
+            Some("2026-01-01T00:00:20Z".parse().ok())
+        );
+        let ahead = state.ahead_of(&key, "2").expect("what 3 holds");
+        assert_eq!(ahead.written_rv.as_deref(), Some("3"));
+        // A write from there (base 2) supersedes 3 in turn.
+        state.remember(key.clone(), Some(written("2", "4", "2026-01-01T00:00:30Z")));
+        assert_eq!(
+            state.ahead_of(&key, "3").and_then(|a| a.written_rv),
+            Some("4".to_string())
+        );
+        // The echo of the last write ends it; a version this process did not write drops what it computed.
+        assert!(state.echo_of_own_write(&key, "4", now).is_some());
+        assert!(state.ahead_of(&key, "3").is_none());
+        state.remember(key.clone(), Some(written("5", "6", "2026-01-01T00:00:40Z")));
+        assert!(state.ahead_of(&key, "7").is_none());
+        assert!(state.echo_of_own_write(&key, "6", now).is_none());
+    }
 
     #[test]
     fn a_due_time_at_the_start_of_time_is_requeued_without_overflow() {

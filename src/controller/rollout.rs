@@ -306,6 +306,7 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
                     written_rv: meta.resource_version,
                     uncounted: Vec::new(),
                     wakeup: None,
+                    superseded: Vec::new(),
                 };
                 self.ctx.rollouts.remember(key, Some(ahead));
                 Ok(Stored::Written)

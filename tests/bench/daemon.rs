@@ -12,12 +12,20 @@
 //! run-ending writes), and the part of each spent inside the daemon (from the same start to the daemon's JSON
 //! log line for that measurement, which it writes before the patch), the daemon's peak resident memory (VmHWM)
 //! and CPU, and queries sent vs measurements taken. To explain them: the lag p99 minute by minute, the daemon's
-//! reconcile errors and mean query duration, and this process's own CPU (the fakes' share of the machine).
+//! reconcile errors and mean query duration, the size of its /metrics, this process's own CPU (the fakes'
+//! share of the machine) and the machine's load average. The last line printed is one JSON object for
+//! scripts: `runs`, `completed`, `created_s`, `lag_p50_ms`, `lag_p99_ms`, `decision_latency_p50_ms` and `_p99_ms`,
+//! `completion_latency_p50_ms` and `_p99_ms`, `queries_sent`, `queries_per_distinct_query_per_interval`,
+//! `measurements`, `reconcile_errors`, `daemon_rss_mb` (peak), `daemon_cpu_cores`, `fake_cpu_cores`,
+//! `load_average` and `valid`: false when the fakes used more than half a core or the runs could not be created
+//! within their first interval, so the figures would measure the bench rather than canaryd.
 //!
-//! The runs are created evenly over the first interval. CANARYD_BENCH_RUNS (default 500),
+//! The runs are created evenly over the first interval (up to 64 creates in flight). Completion is read from
+//! the daemon's log once a second; /metrics is scraped as a Prometheus would. CANARYD_BENCH_RUNS (default 500),
 //! CANARYD_BENCH_SECONDS (default 60), CANARYD_BENCH_INTERVAL (default 10), CANARYD_BENCH_SHARE_WINDOW (the
 //! daemon's `--prometheus-share-window` in seconds, default 1), CANARYD_BENCH_MAX_CONCURRENCY (its
-//! `--prometheus-max-concurrency`, default 10).
+//! `--prometheus-max-concurrency`, default 10), CANARYD_BENCH_SCRAPE (seconds between scrapes of /metrics,
+//! default 15).
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
 
@@ -25,14 +33,19 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use canaryd::api::{AnalysisPhase, AnalysisRun};
-use canaryd_testkit::child_daemon::{self, env, percentile};
+use canaryd_testkit::child_daemon::{
+    self, FAKES_BOTTLENECK, env, hundredths, kilobytes, percentile,
+};
 use canaryd_testkit::cli::Canaryd;
 use canaryd_testkit::fake_apiserver;
-use canaryd_testkit::harness;
+use canaryd_testkit::harness::{self, Scrape};
+use futures::{StreamExt, stream};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
 const CANARYD: Canaryd = canaryd_testkit::canaryd!();
+/// Creates in flight at once while the runs are created.
+const CREATING: usize = 64;
 
 /// The fakes stand in for an API server and a Prometheus that would run on machines of their own; here they
 /// share two cores with the daemon, so they use the daemon's allocator too, to take as little of the
@@ -80,7 +93,13 @@ struct DaemonFlags {
 }
 
 async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
-    let server = fake_apiserver::FakeApiServer::start().await;
+    // kube-apiserver's watch cache keeps up to 100 x 1024 changes (fewer only when older than 75 s); the fake's
+    // default, 10,000, is two seconds of this bench's writes at 50,000 runs, after which a watch that fell
+    // behind gets 410 Expired and relists every run.
+    let server = fake_apiserver::FakeApiServer::builder()
+        .history_limit(100 * 1024)
+        .start()
+        .await;
     let client = server.client().await;
     let prom = harness::FakePrometheus::start(harness::Answer::Scalar(1.0)).await;
     let api: Api<AnalysisRun> = Api::namespaced(client.clone(), "default");
@@ -91,6 +110,7 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         format!("--prometheus-max-concurrency={}", flags.max_concurrency),
     ];
     let (daemon, metrics_addr) = child_daemon::spawn(CANARYD, &server, &args, &log);
+    let load_at_start = load_average();
     let cpu_before = daemon.cpu_seconds();
     let fakes_cpu_before = child_daemon::cpu_seconds(std::process::id());
     let wall = Instant::now();
@@ -98,64 +118,82 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
     // then has its share of due measurements (all of them due in the same few seconds is another test).
     let spacing = Duration::from_secs(interval) / u32::try_from(runs.max(1)).unwrap_or(u32::MAX);
     let start = tokio::time::Instant::now();
-    for i in 0..runs {
-        tokio::time::sleep_until(start + spacing * u32::try_from(i).unwrap_or(u32::MAX)).await;
-        let r = harness::run(
-            &format!("bench-{i}"),
-            &prom.uri(),
-            json!({
-                "interval": format!("{interval}s"),
-                "count": count,
-                "successCondition": "result >= 0.5",
-                "provider": {"prometheus": {"query": query_of(i)}}
-            }),
-        );
-        api.create(&PostParams::default(), &r)
-            .await
-            .expect("a run is created");
-    }
+    // Each create is sent at its time, up to CREATING at once: one after the other, tens of thousands of
+    // creates would not fit in one interval.
+    stream::iter(0..runs)
+        .map(|i| {
+            let (api, prom) = (&api, &prom);
+            async move {
+                tokio::time::sleep_until(start + spacing * u32::try_from(i).unwrap_or(u32::MAX))
+                    .await;
+                let r = harness::run(
+                    &format!("bench-{i}"),
+                    &prom.uri(),
+                    json!({
+                        "interval": format!("{interval}s"),
+                        "count": count,
+                        "successCondition": "result >= 0.5",
+                        "provider": {"prometheus": {"query": query_of(i)}}
+                    }),
+                );
+                api.create(&PostParams::default(), &r)
+                    .await
+                    .expect("a run is created");
+            }
+        })
+        .buffer_unordered(CREATING)
+        .collect::<()>()
+        .await;
     let created = wall.elapsed();
     // First measurements happen on creation, not at a whole second: leave them out of the lag.
     let scheduled_from = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1);
-    // Completion as the daemon's /metrics counts it, once a second: a watch of every run from here would
-    // load this process (the fakes' home) with decoding every status.
+    // Completion as the daemon's log tells it, read once a second where the last read ended: a watch of every
+    // run from here would load this process (the fakes' home) with decoding every status, and reading
+    // /metrics every second would load the daemon with rendering every run's series. /metrics is scraped as
+    // a Prometheus would, every CANARYD_BENCH_SCRAPE seconds.
     let limit = Duration::from_secs(count * interval + 120);
     // Half-way through, one of the 100 queries starts answering 0: its runs (one in a hundred) fail their
     // next measurement, which trips failureLimit (Argo's default, 0) while the other runs go on.
     let trip_at = start + Duration::from_secs(count / 2 * interval);
     let mut tripped = false;
-    let mut completed = 0.0;
-    while completed < runs as f64 && wall.elapsed() < limit {
+    let mut completed = 0;
+    let scrape_every = Duration::from_secs(env("CANARYD_BENCH_SCRAPE", 15).max(1));
+    let mut ended = LogTail::of(&log);
+    let mut scrapes = Scrapes::default();
+    let mut next_scrape = tokio::time::Instant::now();
+    while completed < runs && wall.elapsed() < limit {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        if !tripped && tokio::time::Instant::now() >= trip_at {
+        let now = tokio::time::Instant::now();
+        if !tripped && now >= trip_at {
             prom.set_for(&query_of(0), harness::Answer::Scalar(0.0));
             tripped = true;
         }
-        completed = 0.0;
-        for phase in ["Successful", "Failed", "Error", "Inconclusive"] {
-            completed +=
-                harness::metric_at(metrics_addr, "canaryd_analysis_runs", &[("phase", phase)])
-                    .await;
+        if now >= next_scrape {
+            scrapes.scrape(metrics_addr).await;
+            next_scrape = now + scrape_every;
         }
+        completed += ended.count(COMPLETED);
     }
     let elapsed = wall.elapsed();
     let cpu = daemon.cpu_seconds() - cpu_before;
     let fakes_cpu = child_daemon::cpu_seconds(std::process::id()) - fakes_cpu_before;
     let peak_rss = daemon.peak_rss();
     let queries = prom.queries();
-    let measurements = harness::metric_at(metrics_addr, "canaryd_measurements_total", &[]).await;
-    let conflicts = harness::metric_at(
+    let scrape = Scrape::samples_of(
         metrics_addr,
-        "canaryd_reconcile_errors_total",
-        &[("reason", "conflict")],
+        &[
+            "canaryd_measurements_total",
+            "canaryd_reconcile_errors_total",
+            "canaryd_provider_query_duration_seconds_sum",
+            "canaryd_provider_query_duration_seconds_count",
+        ],
     )
     .await;
-    let errors = harness::metric_at(metrics_addr, "canaryd_reconcile_errors_total", &[]).await;
-    let query_time = |part: &'static str| {
-        let name = format!("canaryd_provider_query_duration_seconds_{part}");
-        async move { harness::metric_at(metrics_addr, &name, &[]).await }
-    };
-    let query_mean = query_time("sum").await / query_time("count").await;
+    let measurements = scrape.sum("canaryd_measurements_total", &[]);
+    let errors = scrape.sum("canaryd_reconcile_errors_total", &[]);
+    let by_reason = scrape.by_label("canaryd_reconcile_errors_total", "reason");
+    let query_mean = scrape.sum("canaryd_provider_query_duration_seconds_sum", &[])
+        / scrape.sum("canaryd_provider_query_duration_seconds_count", &[]);
     daemon.stop();
     let logged = last_measured(&std::fs::read_to_string(log.path()).unwrap_or_default());
 
@@ -176,7 +214,7 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
     // The last status patch of each run: the one that completed it. canaryd's CRDs, like Argo's, keep status in
     // the object, so the patch goes to the run itself (`/status` where an older CRD declares the subresource).
     let mut completing_patch: HashMap<String, jiff::Timestamp> = HashMap::new();
-    for r in server.requests() {
+    server.each_request(|r| {
         let path = r.path.strip_suffix("/status").unwrap_or(&r.path);
         if r.method == "PATCH"
             && let Some(name) = path
@@ -187,6 +225,14 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
             let at = completing_patch.entry(name.to_string()).or_insert(r.at);
             *at = (*at).max(r.at);
         }
+    });
+    // When each query text reached Prometheus, in order.
+    let mut asked_at: HashMap<&str, Vec<jiff::Timestamp>> = HashMap::new();
+    for (query, at) in &arrivals {
+        asked_at.entry(query.as_str()).or_default().push(*at);
+    }
+    for times in asked_at.values_mut() {
+        times.sort();
     }
     let mut taken = 0usize;
     // By how the run ended: tripped a limit (Failed), or reached its count (Successful).
@@ -219,12 +265,10 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
             continue;
         };
         let latency = latencies.entry(phase).or_default();
-        let Some(asked) = arrivals
-            .iter()
-            .filter(|(q, at)| *q == query && at <= patched)
-            .map(|(_, at)| *at)
-            .max()
-            .map(|at| at.max(due))
+        let Some(asked) = asked_at
+            .get(query.as_str())
+            .and_then(|times| times[..times.partition_point(|at| at <= patched)].last())
+            .map(|at| (*at).max(due))
         else {
             continue;
         };
@@ -246,7 +290,7 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
     );
     println!("  runs created in         {:.1} s", created.as_secs_f64());
     println!(
-        "  runs completed          {completed} / {runs} in {:.1} s (polled once a second)",
+        "  runs completed          {completed} / {runs} in {:.1} s (the daemon's log read once a second)",
         elapsed.as_secs_f64()
     );
     println!(
@@ -264,13 +308,23 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         })
         .collect();
     println!("  lag p99 minute by minute {} ms", minutes.join(" / "));
-    for (phase, what) in [
-        (AnalysisPhase::Failed, "decision latency  "),
-        (AnalysisPhase::Successful, "completion latency"),
+    // p50 and p99 in ms by how the runs ended, for the JSON line.
+    let mut ended = serde_json::Map::new();
+    for (phase, what, key) in [
+        (AnalysisPhase::Failed, "decision latency  ", "decision"),
+        (
+            AnalysisPhase::Successful,
+            "completion latency",
+            "completion",
+        ),
     ] {
         let mut latency = latencies.remove(&phase).unwrap_or_default();
         latency.to_patch.sort_by(f64::total_cmp);
         latency.to_logged.sort_by(f64::total_cmp);
+        for (p, name) in [(0.5, "p50"), (0.99, "p99")] {
+            let ms = (percentile(&latency.to_patch, p) * 1e3).round();
+            ended.insert(format!("{key}_latency_{name}_ms"), json!(ms));
+        }
         println!(
             "  {what}      p50 {:.1} ms  p99 {:.1} ms  ({} runs ended {phase}: their last measurement due and its query at Prometheus -> its status patch at the API server)",
             percentile(&latency.to_patch, 0.5) * 1e3,
@@ -288,9 +342,18 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         measurements / queries.max(1) as f64,
         100 * count
     );
+    let reasons: Vec<String> = by_reason
+        .iter()
+        .map(|(reason, n)| format!("{n} {reason}"))
+        .collect();
     println!(
-        "  reconcile errors        {} ({} of them 409 Conflict)",
-        errors as u64, conflicts as u64
+        "  reconcile errors        {}{}",
+        errors as u64,
+        if reasons.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", reasons.join(", "))
+        }
     );
     println!(
         "  query duration          mean {:.1} ms  (the daemon's canaryd_provider_query_duration_seconds)",
@@ -303,9 +366,62 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
     );
     println!("  daemon peak RSS (VmHWM) {peak_rss}");
     println!(
-        "  fakes' CPU (this process) {fakes_cpu:.1} s ({:.0}% of one core): the machine's other load",
-        100.0 * fakes_cpu / elapsed.as_secs_f64().max(1e-9)
+        "  /metrics scraped        {} times, every {} s as a Prometheus would: up to {:.1} MB, the slowest in {:.0} ms",
+        scrapes.count,
+        scrape_every.as_secs(),
+        scrapes.largest_bytes as f64 / 1e6,
+        scrapes.slowest.as_secs_f64() * 1e3
     );
+    let fake_cores = fakes_cpu / elapsed.as_secs_f64().max(1e-9);
+    println!(
+        "  fakes' CPU (this process) {fakes_cpu:.1} s ({fake_cores:.2} core): the machine's other load{}",
+        if fake_cores > FAKES_BOTTLENECK {
+            format!(" -- over {FAKES_BOTTLENECK} core: the run measures the fakes, not valid")
+        } else {
+            String::new()
+        }
+    );
+    // Creation that overran the interval bunches the runs' due times: another load than the one meant.
+    let created_on_time = created <= Duration::from_secs(interval + 1);
+    if !created_on_time {
+        println!(
+            "  runs created in {:.1} s, over the {interval} s interval they were meant to spread over: not valid",
+            created.as_secs_f64()
+        );
+    }
+    let load = load_average();
+    println!(
+        "  machine load average   {load_at_start} at the start, {load} at the end (1, 5, 15 min; 2 cores shared with other work)"
+    );
+    let mut summary = json!({
+        "runs": runs,
+        "completed": completed,
+        "created_s": hundredths(created.as_secs_f64()),
+        "lag_p50_ms": (percentile(&lags, 0.5) * 1e3).round(),
+        "lag_p99_ms": (percentile(&lags, 0.99) * 1e3).round(),
+        "queries_sent": queries,
+        "queries_per_distinct_query_per_interval": hundredths(queries as f64 / (100 * count) as f64),
+        "measurements": measurements as u64,
+        "reconcile_errors": errors as u64,
+        "daemon_rss_mb": kilobytes(&peak_rss).map(|kb| (kb / 1024.0).round()),
+        "daemon_cpu_cores": hundredths(cpu / elapsed.as_secs_f64().max(1e-9)),
+        "fake_cpu_cores": hundredths(fake_cores),
+        "load_average": load,
+        "valid": fake_cores <= FAKES_BOTTLENECK && created_on_time,
+    });
+    if let Some(summary) = summary.as_object_mut() {
+        summary.extend(ended);
+    }
+    println!("{summary}");
+}
+
+/// The machine's load averages over 1, 5 and 15 minutes, as /proc/loadavg prints them.
+fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// When the daemon logged each run's last measurement (`Measured`, at info, JSON), by run name: the time the
@@ -334,4 +450,55 @@ fn last_measured(log: &str) -> HashMap<String, jiff::Timestamp> {
         *at = (*at).max(timestamp);
     }
     last
+}
+
+/// The message of the daemon's log line for a run it completed.
+const COMPLETED: &str = "\"message\":\"AnalysisRun completed\"";
+
+/// The daemon's log, read from where the last read ended.
+struct LogTail {
+    file: Option<std::fs::File>,
+    /// The start of a line not yet complete.
+    partial: Vec<u8>,
+}
+
+impl LogTail {
+    fn of(log: &tempfile::NamedTempFile) -> LogTail {
+        LogTail {
+            file: log.reopen().ok(),
+            partial: Vec::new(),
+        }
+    }
+
+    /// How many of the lines logged since the last call contain `text`.
+    fn count(&mut self, text: &str) -> usize {
+        let mut read = std::mem::take(&mut self.partial);
+        if let Some(file) = &mut self.file {
+            let _ = std::io::Read::read_to_end(file, &mut read);
+        }
+        let lines = read.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        self.partial = read.split_off(lines);
+        String::from_utf8_lossy(&read).matches(text).count()
+    }
+}
+
+/// `/metrics` scraped as a Prometheus would scrape the daemon: how large it was and how long it took.
+#[derive(Default)]
+struct Scrapes {
+    count: usize,
+    largest_bytes: usize,
+    slowest: Duration,
+}
+
+impl Scrapes {
+    async fn scrape(&mut self, addr: std::net::SocketAddr) {
+        let started = Instant::now();
+        let body = match reqwest::get(format!("http://{addr}/metrics")).await {
+            Ok(r) => r.bytes().await.map(|b| b.len()).unwrap_or(0),
+            Err(_) => 0,
+        };
+        self.count += 1;
+        self.largest_bytes = self.largest_bytes.max(body);
+        self.slowest = self.slowest.max(started.elapsed());
+    }
 }

@@ -42,7 +42,9 @@ use std::time::{Duration, Instant};
 use canaryd::api::rollout::RolloutStatus;
 use canaryd::api::{AnalysisRun, Rollout};
 use canaryd::routers::objects::VirtualService;
-use canaryd_testkit::child_daemon::{self, env, percentile};
+use canaryd_testkit::child_daemon::{
+    self, FAKES_BOTTLENECK, env, hundredths, kilobytes, percentile,
+};
 use canaryd_testkit::cli::Canaryd;
 use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
 use canaryd_testkit::harness::{self, Answer, FakePrometheus};
@@ -66,8 +68,6 @@ const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const REPLICAS: i32 = 10;
-/// The fakes' CPU, in cores, above which a run measures them rather than the daemon.
-const FAKES_BOTTLENECK: f64 = 0.5;
 const PAUSE_SECONDS: i64 = 10;
 /// Who the bench's own writes (the image updates) are from, so they are not counted as the daemon's.
 const FIELD_MANAGER: &str = "canaryd-bench";
@@ -308,11 +308,6 @@ async fn bench(n: usize) {
         "valid": fake_cores <= FAKES_BOTTLENECK,
     });
     println!("{summary}");
-}
-
-/// A `/proc` size such as `78696 kB`, in kB.
-fn kilobytes(field: &str) -> Option<f64> {
-    field.split_whitespace().next()?.parse().ok()
 }
 
 /// The daemon's `canaryd_reconcile_errors_total` by reason, as its /metrics prints them.
@@ -602,9 +597,4 @@ fn print_writes(
         .into_iter()
         .map(|(kind, count)| (kind, per_step(count)))
         .collect()
-}
-
-/// `x` to two decimals, for the JSON line.
-fn hundredths(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }

@@ -1,6 +1,7 @@
 //! What the benches that run `canaryd run` in a child process share (tests/bench/daemon.rs, rollouts.rs): the
 //! daemon started against the fake API server and stopped as Kubernetes stops a pod, its CPU time and peak
-//! resident memory read from /proc, the benches' settings read from the environment, and percentiles.
+//! resident memory read from /proc, the benches' settings read from the environment, percentiles, and what
+//! their JSON lines share (the fakes' CPU above which a run is not valid, rounding).
 //! BENCH FIXTURE ONLY.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
@@ -29,6 +30,20 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     }
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
+}
+
+/// The fakes' CPU (the bench process's), in cores, above which a run measures them rather than the daemon: its
+/// figures are then not valid.
+pub const FAKES_BOTTLENECK: f64 = 0.5;
+
+/// `x` to two decimals, for a bench's JSON line.
+pub fn hundredths(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// A `/proc` size such as `78696 kB` ([`DaemonProcess::peak_rss`]), in kB.
+pub fn kilobytes(field: &str) -> Option<f64> {
+    field.split_whitespace().next()?.parse().ok()
 }
 
 /// The daemon's process; killed if the bench ends without [`DaemonProcess::stop`] (a panic), so it never

@@ -5,7 +5,7 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the harness waits for the daemon on real time.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,24 +59,71 @@ impl Running {
 /// The sum of the samples of `name` carrying `labels`, from the `/metrics` of a daemon serving on `addr`
 /// (parsed with prometheus-parse, as Prometheus would read it); 0 when absent.
 pub async fn metric_at(addr: std::net::SocketAddr, name: &str, labels: &[(&str, &str)]) -> f64 {
-    let text = match reqwest::get(format!("http://{addr}/metrics")).await {
+    Scrape::of(addr).await.sum(name, labels)
+}
+
+/// One scrape of a daemon's `/metrics`, parsed once for as many look-ups as the caller needs.
+pub struct Scrape(prometheus_parse::Scrape);
+
+impl Scrape {
+    /// `/metrics` of the daemon serving on `addr`; empty when it cannot be read.
+    pub async fn of(addr: std::net::SocketAddr) -> Scrape {
+        Scrape::parse(&scrape_text(addr).await, |_| true)
+    }
+
+    /// Only the samples named `names` (their TYPE and HELP lines left out: every value reads as untyped), for
+    /// a caller that polls a daemon watching tens of thousands of runs, whose per-run series would cost more
+    /// to parse than the daemon spends serving them.
+    pub async fn samples_of(addr: std::net::SocketAddr, names: &[&str]) -> Scrape {
+        Scrape::parse(&scrape_text(addr).await, |line| {
+            let name = line.split(['{', ' ']).next().unwrap_or_default();
+            names.contains(&name)
+        })
+    }
+
+    fn parse(text: &str, keep: impl Fn(&str) -> bool) -> Scrape {
+        let lines = text.lines().filter(|l| keep(l)).map(|l| Ok(l.to_string()));
+        Scrape(prometheus_parse::Scrape::parse(lines).expect("/metrics parses"))
+    }
+
+    /// The sums of the samples of `name` by the value of their `label`.
+    pub fn by_label(&self, name: &str, label: &str) -> BTreeMap<String, f64> {
+        let mut sums = BTreeMap::new();
+        for s in self.0.samples.iter().filter(|s| s.metric == name) {
+            if let Some(value) = s.labels.get(label) {
+                *sums.entry(value.to_string()).or_default() += value_of(s);
+            }
+        }
+        sums
+    }
+
+    /// The sum of the samples of `name` carrying `labels`; 0 when absent.
+    pub fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.0
+            .samples
+            .iter()
+            .filter(|s| s.metric == name)
+            .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .map(value_of)
+            .sum()
+    }
+}
+
+/// A counter's, gauge's or untyped sample's value; 0 for the others.
+fn value_of(sample: &prometheus_parse::Sample) -> f64 {
+    match sample.value {
+        prometheus_parse::Value::Counter(v)
+        | prometheus_parse::Value::Gauge(v)
+        | prometheus_parse::Value::Untyped(v) => v,
+        _ => 0.0,
+    }
+}
+
+async fn scrape_text(addr: std::net::SocketAddr) -> String {
+    match reqwest::get(format!("http://{addr}/metrics")).await {
         Ok(r) => r.text().await.unwrap_or_default(),
         Err(_) => String::new(),
-    };
-    let lines = text.lines().map(|l| Ok(l.to_string()));
-    let scrape = prometheus_parse::Scrape::parse(lines).expect("/metrics parses");
-    scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == name)
-        .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-        .map(|s| match s.value {
-            prometheus_parse::Value::Counter(v)
-            | prometheus_parse::Value::Gauge(v)
-            | prometheus_parse::Value::Untyped(v) => v,
-            _ => 0.0,
-        })
-        .sum()
+    }
 }
 
 /// What most daemon tests start from: a fake API server serving Argo's kinds as `crds` define them, a client of
