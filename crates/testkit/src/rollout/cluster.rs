@@ -223,6 +223,7 @@ pub async fn events_of_reason(client: &kube::Client, reason: &str) -> Vec<(Strin
 
 /// Waits until the Events of `reason` are `wanted` (they are published after the write a test saw), for at
 /// most `within`; on a timeout compares them.
+#[allow(clippy::disallowed_methods)] // Not the Clock: the test waits for the daemon on real time.
 pub async fn until_events_of_reason(
     client: &kube::Client,
     reason: &str,
