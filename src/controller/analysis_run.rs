@@ -109,10 +109,13 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
     // Usually the drive loop has already recognised the echo of our own write; this catches the echo that
     // arrived while the writing reconcile was still running. A run that write completed goes on below, to
     // its TTL.
-    if let Some(Some(wakeup)) = state.echo_of_own_write(&this.key(), &this.rv, ctx.clock.now()) {
+    if let Some(Some(wakeup)) = state
+        .echo
+        .of_own_write(&this.key(), &this.rv, ctx.clock.now())
+    {
         return Ok(requeue_before(Some(wakeup), ctx.clock.now()));
     }
-    let ahead = state.ahead_of(&this.key(), &this.rv);
+    let ahead = state.echo.ahead_of(&this.key(), &this.rv);
     // The status our write put on the server when the cache lags behind it; what is still to be written;
     // the resourceVersion to write against.
     let (written, pending, mut write_rv, uncounted) = match ahead {
@@ -273,18 +276,18 @@ async fn write(
             status: None,
         },
         Ok(Wrote::Gone) => {
-            state.remember(this.key(), None);
+            state.echo.remember(this.key(), None);
             return Ok(Next::Change);
         }
         Ok(Wrote::Overtaken) => {
             // Build on theirs; drop our answers.
-            state.remember(this.key(), None);
+            state.echo.remember(this.key(), None);
             return Ok(Next::After(Duration::from_millis(100)));
         }
         Err(e) => {
             // Keep the measurements to write again instead of querying again.
             if matches!(e, ReconcileError::Write(WriteError::Api(_))) && *write_rv == this.rv {
-                state.remember(
+                state.echo.remember(
                     this.key(),
                     Some(Ahead {
                         base_rv: this.rv.clone(),
@@ -310,7 +313,7 @@ async fn write(
         .map(|p| (p, new_status.message.clone()));
     // A completed run's status is still needed to expire it; any other moves into `Ahead` uncopied.
     let judged = completed.map(|_| new_status.clone());
-    state.remember(
+    state.echo.remember(
         this.key(),
         Some(Ahead {
             base_rv: this.rv.clone(),

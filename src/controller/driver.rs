@@ -1,9 +1,9 @@
 //! The driver every reconciled kind shares: per watched scope, a watch of the objects this process owns
 //! ([`watch`](super::watch)), a [`Queue`] that starts one reconcile per object at a time on a task of its own,
-//! the echo cache (a status this process wrote that the watch has not shown yet), the status write guarded by
-//! the resourceVersion it was computed from (re-read once on 409), and the retry of a failed reconcile (after
-//! the object's [`Backoff`]). A kind implements [`Reconciled`]: its status type, where its state lives in the
-//! [`Context`], and its reconcile.
+//! the echo cache ([`EchoCache`]: a status this process wrote that the watch has not shown yet), the status
+//! write guarded by the resourceVersion it was computed from (re-read once on 409), and the retry of a failed
+//! reconcile (after the object's [`Backoff`]). A kind implements [`Reconciled`]: its status type, where its
+//! state lives in the [`Context`], and its reconcile.
 //!
 //! This module owns no rule of any kind: what a reconcile does, and what is written, is the kind's module's.
 
@@ -24,6 +24,8 @@ use tracing::warn;
 
 use super::Context;
 use super::backoff::Backoff;
+pub use super::echo::Ahead;
+use super::echo::EchoCache;
 use super::queue::Queue;
 pub use super::watch::Key;
 use super::watch::{self, Seen, Undecodable};
@@ -138,29 +140,9 @@ fn refusal(error: &WriteError) -> String {
     }
 }
 
-/// A status this process computed that the watch cache may not show yet: after a successful patch the
-/// cached object lags until its watch event arrives; after a failed one the work is kept to write again
-/// rather than done again.
-#[derive(Debug, Clone)]
-pub struct Ahead<S> {
-    /// The resourceVersion of the cached object the status was computed from.
-    pub base_rv: String,
-    pub status: S,
-    /// The resourceVersion the patch produced; `None` when the patch did not land.
-    pub written_rv: Option<String>,
-    /// Measurements (phase, provider) not yet counted in `canaryd_measurements_total`.
-    pub uncounted: Vec<(&'static str, &'static str)>,
-    /// When the written status next needs a reconcile; `None` when it is complete or was not written.
-    pub wakeup: Option<jiff::Timestamp>,
-    /// The resourceVersions of this process's earlier writes, on top of which it wrote this one, whose echo
-    /// the cache has not shown yet ([`KindState::remember`] keeps them): when a watch lags by more than a
-    /// run's interval, the cache shows them after the status built on them was written, and they are stale.
-    pub superseded: Vec<String>,
-}
-
 /// One kind's state in the process: its echo cache, and the caches and sync flags of its watches.
 pub struct KindState<K: Reconciled> {
-    ahead: Mutex<HashMap<Key, Ahead<K::Status>>>,
+    pub echo: EchoCache<K>,
     pub(super) stores: Mutex<Vec<Store<K>>>,
     /// One flag per watch: its first list is in the cache.
     pub(super) synced: Mutex<Vec<Arc<AtomicBool>>>,
@@ -169,7 +151,7 @@ pub struct KindState<K: Reconciled> {
 impl<K: Reconciled> Default for KindState<K> {
     fn default() -> Self {
         KindState {
-            ahead: Mutex::new(HashMap::new()),
+            echo: EchoCache::default(),
             stores: Mutex::new(Vec::new()),
             synced: Mutex::new(Vec::new()),
         }
@@ -177,69 +159,6 @@ impl<K: Reconciled> Default for KindState<K> {
 }
 
 impl<K: Reconciled> KindState<K> {
-    /// Whether `rv` is the version this process's last status write of `key` produced, either completing
-    /// the object or with a wake-up planned after it: then the watch is only echoing that write and there
-    /// is nothing new to do. Returns the planned wake-up, `None` for a completed object (what the writing
-    /// reconcile returned stands). The write is forgotten, since the cache now shows it.
-    pub fn echo_of_own_write(
-        &self,
-        key: &Key,
-        rv: &str,
-        now: jiff::Timestamp,
-    ) -> Option<Option<jiff::Timestamp>> {
-        let mut map = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
-        let a = map.get(key)?;
-        let superseded = a.superseded.iter().any(|s| s == rv);
-        if a.written_rv.as_deref() != Some(rv) && !superseded {
-            return None;
-        }
-        let planned = if K::is_completed(&a.status) {
-            None
-        } else {
-            Some(a.wakeup.filter(|w| *w > now)?)
-        };
-        // The echo of an earlier write: the last one is still to come.
-        if !superseded {
-            map.remove(key);
-        }
-        Some(planned)
-    }
-
-    /// What this process computed from exactly version `rv` of `key`, or from a later version it wrote itself
-    /// on top of `rv`, and the cache does not show yet. Anything it computed from another version is out of
-    /// date: dropped.
-    pub fn ahead_of(&self, key: &Key, rv: &str) -> Option<Ahead<K::Status>> {
-        let mut map = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
-        match map.get(key) {
-            Some(a) if a.base_rv == rv || a.superseded.iter().any(|s| s == rv) => Some(a.clone()),
-            _ => {
-                map.remove(key);
-                None
-            }
-        }
-    }
-
-    /// Keeps (or forgets, with `None`) what this process computed of `key`. A write built on this process's
-    /// own earlier write, whose echo the cache has not shown, supersedes it: the earlier one's version is
-    /// kept in [`Ahead::superseded`], so that its late echo is known for what it is.
-    pub fn remember(&self, key: Key, ahead: Option<Ahead<K::Status>>) {
-        let mut map = self.ahead.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(mut ahead) = ahead else {
-            map.remove(&key);
-            return;
-        };
-        if let Some(earlier) = map.remove(&key)
-            && let Some(written) = earlier.written_rv
-            && ahead.written_rv.is_some()
-            && (earlier.base_rv == ahead.base_rv || earlier.superseded.contains(&ahead.base_rv))
-        {
-            ahead.superseded = earlier.superseded;
-            ahead.superseded.push(written);
-            ahead.superseded.retain(|rv| *rv != ahead.base_rv);
-        }
-        map.insert(key, ahead);
-    }
-
     /// Waits for `at` when it is at most [`PREWAKE`] away (a reconcile started early on purpose). Returns
     /// false when the watch delivered a version of `obj` other than the one read (or the one this process
     /// wrote, `write_rv`) meanwhile, so the caller would work on a stale copy.
@@ -503,7 +422,7 @@ async fn drive<K: Reconciled>(
                     // reconcile starts for it.
                     let at = match obj
                         .resource_version()
-                        .and_then(|rv| state.echo_of_own_write(&key, &rv, wall))
+                        .and_then(|rv| state.echo.of_own_write(&key, &rv, wall))
                     {
                         Some(Some(wakeup)) => requeue_before(Some(wakeup), wall).deadline(now),
                         Some(None) => None,
@@ -577,49 +496,6 @@ fn report_failure<K: Reconciled>(key: &Key, error: &ReconcileError, ctx: &Contex
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A status this process wrote with `rv` on top of `base`, measured again at `wakeup`.
-    fn written(base: &str, rv: &str, wakeup: &str) -> Ahead<crate::api::AnalysisRunStatus> {
-        Ahead {
-            base_rv: base.to_string(),
-            status: Default::default(),
-            written_rv: Some(rv.to_string()),
-            uncounted: Vec::new(),
-            wakeup: wakeup.parse().ok(),
-            superseded: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn the_late_echo_of_an_earlier_own_write_is_stale_and_keeps_the_later_one() {
-        // A watch lagging by more than a run's interval: from version 1 in the cache this process wrote 2,
-        // then, at the next measurement, 3 on top of 2, before the cache showed 2.
-        let state: KindState<crate::api::AnalysisRun> = KindState::default();
-        let key = ("default".to_string(), "run".to_string());
-        let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("a timestamp");
-        state.remember(key.clone(), Some(written("1", "2", "2026-01-01T00:00:10Z")));
-        state.remember(key.clone(), Some(written("1", "3", "2026-01-01T00:00:20Z")));
-        // The echo of 2 arrives: an echo of this process's own write (no reconcile until the wake-up), and
-        // a reconcile reading 2 builds on 3, not on 2 (which would be refused with 409 Conflict).
-        assert_eq!(
-            state.echo_of_own_write(&key, "2", now),
-            Some("2026-01-01T00:00:20Z".parse().ok())
-        );
-        let ahead = state.ahead_of(&key, "2").expect("what 3 holds");
-        assert_eq!(ahead.written_rv.as_deref(), Some("3"));
-        // A write from there (base 2) supersedes 3 in turn.
-        state.remember(key.clone(), Some(written("2", "4", "2026-01-01T00:00:30Z")));
-        assert_eq!(
-            state.ahead_of(&key, "3").and_then(|a| a.written_rv),
-            Some("4".to_string())
-        );
-        // The echo of the last write ends it; a version this process did not write drops what it computed.
-        assert!(state.echo_of_own_write(&key, "4", now).is_some());
-        assert!(state.ahead_of(&key, "3").is_none());
-        state.remember(key.clone(), Some(written("5", "6", "2026-01-01T00:00:40Z")));
-        assert!(state.ahead_of(&key, "7").is_none());
-        assert!(state.echo_of_own_write(&key, "6", now).is_none());
-    }
 
     #[test]
     fn a_due_time_at_the_start_of_time_is_requeued_without_overflow() {

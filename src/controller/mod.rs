@@ -19,6 +19,7 @@
 pub mod analysis_run;
 mod backoff;
 pub mod driver;
+mod echo;
 mod queue;
 pub mod rollout;
 mod watch;

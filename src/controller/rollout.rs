@@ -308,7 +308,7 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
                     wakeup: None,
                     superseded: Vec::new(),
                 };
-                self.ctx.rollouts.remember(key, Some(ahead));
+                self.ctx.rollouts.echo.remember(key, Some(ahead));
                 Ok(Stored::Written)
             }
             Err(WriteError::Conflict) => {
