@@ -398,7 +398,21 @@ pub async fn create(client: &kube::Client, run: &AnalysisRun) -> AnalysisRun {
 }
 
 /// Polls `check` every 50 ms until it returns `Some`, or panics after `within` with `what`.
-pub async fn eventually<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(within: Duration, what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    eventually_explained(within, what, check, String::new).await
+}
+
+/// [`eventually`], whose panic on a timeout also carries `explain()`: what was seen instead.
+pub async fn eventually_explained<T, F, Fut>(
+    within: Duration,
+    what: &str,
+    mut check: F,
+    explain: impl Fn() -> String,
+) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -412,7 +426,8 @@ where
         }
         assert!(
             start.elapsed() < within,
-            "timed out after {within:?} waiting for {what}"
+            "timed out after {within:?} waiting for {what}{}",
+            explain()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

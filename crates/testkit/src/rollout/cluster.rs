@@ -15,7 +15,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::fake_apiserver::{self, CrdSet, FakeApiServer, RequestPattern};
-use crate::harness::{self, Answer, FakePrometheus, eventually};
+use crate::harness::{self, Answer, FakePrometheus};
 
 pub const WAIT: Duration = Duration::from_secs(40);
 
@@ -150,10 +150,16 @@ pub async fn until(
     what: &str,
     check: impl Fn(&RolloutStatus) -> bool,
 ) -> RolloutStatus {
-    eventually(WAIT, what, || async {
-        let s = status(server);
-        check(&s).then_some(s)
-    })
+    let seen = || format!("; the Rollout's status instead: {:?}", status(server));
+    harness::eventually_explained(
+        WAIT,
+        what,
+        || async {
+            let s = status(server);
+            check(&s).then_some(s)
+        },
+        seen,
+    )
     .await
 }
 
