@@ -261,6 +261,17 @@ async fn canaryds_actions_steer_a_blue_green_rollout(crds: CrdSet) {
     until(&server, "the promotion", |s| healthy_at(s, Some(&new))).await;
     assert_eq!(service_hash(&server, "web-active"), new);
     assert_eq!(replicas_of(&server, &stable), Some(2), "within its delay");
+    // The delay starts when the reconcile after the switch marks revision 1 with its scale-down deadline (as
+    // Argo's next reconcileBlueGreenReplicaSets does): an undo before that is not yet a fast rollback.
+    eventually(WAIT, "revision 1's scale-down deadline", || async {
+        let rs = server
+            .get::<k8s_openapi::api::apps::v1::ReplicaSet>("default", &format!("web-{stable}"))?;
+        rs.metadata
+            .annotations?
+            .contains_key("scale-down-deadline")
+            .then_some(())
+    })
+    .await;
 
     act(&server, &["undo", "web"]).await;
     let back = until(&server, "revision 1's pods active again", |s| {
