@@ -372,15 +372,7 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         scrapes.largest_bytes as f64 / 1e6,
         scrapes.slowest.as_secs_f64() * 1e3
     );
-    let fake_cores = fakes_cpu / elapsed.as_secs_f64().max(1e-9);
-    println!(
-        "  fakes' CPU (this process) {fakes_cpu:.1} s ({fake_cores:.2} core): the machine's other load{}",
-        if fake_cores > FAKES_BOTTLENECK {
-            format!(" -- over {FAKES_BOTTLENECK} core: the run measures the fakes, not valid")
-        } else {
-            String::new()
-        }
-    );
+    let fake_cores = child_daemon::print_fakes_cpu(fakes_cpu, elapsed);
     // Creation that overran the interval bunches the runs' due times: another load than the one meant.
     let created_on_time = created <= Duration::from_secs(interval + 1);
     if !created_on_time {

@@ -281,15 +281,7 @@ async fn bench(n: usize) {
         cpu / elapsed.as_secs_f64().max(1e-9)
     );
     println!("  daemon peak RSS (VmHWM) {peak_rss}  (target < 400 MB)");
-    let fake_cores = fakes_cpu / elapsed.as_secs_f64().max(1e-9);
-    println!(
-        "  fakes' CPU (this process) {fakes_cpu:.1} s ({fake_cores:.2} core): the machine's other load{}",
-        if fake_cores > FAKES_BOTTLENECK {
-            format!(" -- over {FAKES_BOTTLENECK} core: the run measures the fakes, not valid")
-        } else {
-            String::new()
-        }
-    );
+    let fake_cores = child_daemon::print_fakes_cpu(fakes_cpu, elapsed);
     let total: f64 = by_kind.values().sum();
     let summary = json!({
         "rollouts": n,

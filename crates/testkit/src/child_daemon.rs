@@ -36,6 +36,21 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// figures are then not valid.
 pub const FAKES_BOTTLENECK: f64 = 0.5;
 
+/// Prints the bench process's CPU (the fakes') over `elapsed`, flagged when it is over [`FAKES_BOTTLENECK`],
+/// and returns it in cores.
+pub fn print_fakes_cpu(fakes_cpu: f64, elapsed: std::time::Duration) -> f64 {
+    let fake_cores = fakes_cpu / elapsed.as_secs_f64().max(1e-9);
+    println!(
+        "  fakes' CPU (this process) {fakes_cpu:.1} s ({fake_cores:.2} core): the machine's other load{}",
+        if fake_cores > FAKES_BOTTLENECK {
+            format!(" -- over {FAKES_BOTTLENECK} core: the run measures the fakes, not valid")
+        } else {
+            String::new()
+        }
+    );
+    fake_cores
+}
+
 /// `x` to two decimals, for a bench's JSON line.
 pub fn hundredths(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
