@@ -13,13 +13,14 @@
 //!   ends the pause once now is after it);
 //! - `analysis`: the commit of the step's AnalysisRun status with a completed phase.
 //!
-//! Every time comes from the fake API server's change history (each committed version and when). **API
+//! Every time is when the fake API server committed a version, read as it commits it (`on_commit`; the bench
+//! keeps a few fields of each, not the versions, so 10,000 Rollouts fit in memory). **API
 //! writes per step per Rollout** are the Rollout controller's requests recorded by the fake API server from
 //! the update on (everything but GETs, the AnalysisRun controller's run writes and Events), divided by the N
 //! Rollouts and the 5 steps; promotion's writes after the last step count too. They are broken down by kind:
 //! Rollout status, Rollout spec/metadata, ReplicaSet create, scale (a version whose `spec.replicas` changed,
 //! its annotations with it or not), annotate (only its metadata changed) and unchanged (a patch that made no
-//! new version, or one the history cannot tell), Service, router and AnalysisRun create. Also printed: the
+//! new version), Service, router and AnalysisRun create. Also printed: the
 //! daemon's peak resident memory (VmHWM) and its average CPU over the update, this process's CPU (the fakes'),
 //! and how many Rollouts were promoted.
 //! Targets (issues 18, 19 and 34), printed next to the figures, not asserted: step latency p99 < 1 s, API
@@ -37,6 +38,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use canaryd::api::rollout::RolloutStatus;
@@ -46,12 +49,13 @@ use canaryd_testkit::child_daemon::{
     self, FAKES_BOTTLENECK, env, hundredths, kilobytes, percentile,
 };
 use canaryd_testkit::cli::Canaryd;
-use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
+use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
 use canaryd_testkit::harness::{self, Answer, FakePrometheus};
 use canaryd_testkit::rollout::cluster::{
     POD_START, create_rollout, create_service_of, create_template, healthy_at, named,
-    rollout_writes, routed_through, set_image_of, status_changes, writes_by_kind,
+    routed_through, set_image_of,
 };
+use canaryd_testkit::rollout::writes::{Tally, rollout_write};
 use canaryd_testkit::router_objects;
 use futures::{StreamExt, stream};
 use jiff::Timestamp;
@@ -143,10 +147,12 @@ async fn until_all(within: Duration, target: usize, mut count: impl FnMut() -> u
 async fn bench(n: usize) {
     let server = FakeApiServer::builder()
         .crds(CrdSet::Argo)
-        // Every version of every object is kept: the step latencies are read from them.
-        .history_limit(usize::MAX)
+        // Only counted, and at 10,000 Rollouts their bodies would take GBs.
+        .request_bodies(false)
         .start()
         .await;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    watch_versions(&server, &seen);
     let client = server.client().await;
     let prom = FakePrometheus::start(Answer::Scalar(1.0)).await;
     // No Pod objects: canaryd reads pods only for restarts and ephemeral metadata, which these Rollouts lack.
@@ -206,8 +212,9 @@ async fn bench(n: usize) {
         .collect();
 
     // The update: every Rollout's image changed at once.
-    let from_rv = server.resource_version();
-    let from_request = server.requests().len();
+    lock(&seen).stable = stable.clone();
+    UPDATE_FROM.store(server.resource_version(), Ordering::Relaxed);
+    let from_request = server.request_count(&RequestPattern::new("*", ""));
     let cpu_before = daemon.cpu_seconds();
     let fakes_cpu_before = child_daemon::cpu_seconds(std::process::id());
     let update = Instant::now();
@@ -262,15 +269,21 @@ async fn bench(n: usize) {
     if promoted < updated {
         not_promoted(&server, &is_promoted);
     }
-    let measured = step_latencies(&server, from_rv, &stable);
+    let seen = std::mem::take(&mut *lock(&seen));
+    let measured = step_latencies(&seen.progress);
     let (p50, p99) = print_latencies(measured.latencies);
-    let requests = server.requests();
-    let writes: Vec<_> = requests[from_request..]
-        .iter()
-        .filter(|r| !r.query.contains(&format!("fieldManager={FIELD_MANAGER}")))
-        .cloned()
-        .collect();
-    let by_kind = print_writes(&server, &writes, from_rv, updated, &measured.weight_changes);
+    let mut writes = BTreeMap::new();
+    let mut index = 0;
+    server.each_request(|r| {
+        index += 1;
+        if index > from_request
+            && !r.query.contains(&format!("fieldManager={FIELD_MANAGER}"))
+            && let Some(what) = rollout_write(r)
+        {
+            *writes.entry(what).or_default() += 1;
+        }
+    });
+    let by_kind = print_writes(&seen.tally, &writes, updated, &measured.weight_changes);
     println!("  reconcile errors        {errors}");
     for (count, line) in warnings(&std::fs::read_to_string(log.path()).unwrap_or_default()) {
         println!("    {count} x {line}");
@@ -388,20 +401,40 @@ fn owner(value: &Value) -> &str {
     text(value, "/metadata/ownerReferences/0/name")
 }
 
-/// Step latencies in seconds, by step kind, from every version committed after `from_rv` (see the module doc).
-fn step_latencies(
-    server: &FakeApiServer,
-    from_rv: u64,
-    stable: &HashMap<String, String>,
-) -> Measured {
-    let mut progress: HashMap<String, Progress> = HashMap::new();
-    let mut lost = server.versions_after::<Rollout>(from_rv, |at, r| {
+fn resource_version(value: &Value) -> u64 {
+    text(value, "/metadata/resourceVersion")
+        .parse()
+        .unwrap_or(0)
+}
+
+/// What the bench reads of the versions the fake API server commits, as they are committed: at 10,000
+/// Rollouts their change history could not keep them all.
+#[derive(Default)]
+struct Seen {
+    /// Each Rollout's stable ReplicaSet hash before the update.
+    stable: HashMap<String, String>,
+    progress: HashMap<String, Progress>,
+    /// What the Rollouts' status versions and the ReplicaSets' versions changed.
+    tally: Tally,
+}
+
+fn lock(seen: &Mutex<Seen>) -> MutexGuard<'_, Seen> {
+    seen.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Versions committed after this resourceVersion are the update's (`u64::MAX` until it begins).
+static UPDATE_FROM: AtomicU64 = AtomicU64::new(u64::MAX);
+
+impl Seen {
+    fn rollout(&mut self, at: Timestamp, r: &Value) {
+        let counted = resource_version(r) > UPDATE_FROM.load(Ordering::Relaxed);
+        self.tally.rollout(r, counted);
         let name = text(r, "/metadata/name");
         let hash = text(r, "/status/currentPodHash");
-        if stable.get(name).is_none_or(|old| old == hash) {
+        if !counted || self.stable.get(name).is_none_or(|old| old == hash) {
             return;
         }
-        let p = progress.entry(name.to_string()).or_default();
+        let p = self.progress.entry(name.to_string()).or_default();
         let index = r
             .pointer("/status/currentStepIndex")
             .and_then(Value::as_u64)
@@ -419,8 +452,9 @@ fn step_latencies(
         ) {
             slot.get_or_insert(start);
         }
-    });
-    lost = lost.max(server.versions_after::<VirtualService>(from_rv, |at, vs| {
+    }
+
+    fn virtual_service(&mut self, at: Timestamp, vs: &Value) {
         let rollout = text(vs, "/metadata/name").trim_end_matches("-vsvc");
         let canary = format!("{rollout}-canary");
         let weight = vs
@@ -432,41 +466,61 @@ fn step_latencies(
             })
             .and_then(|d| d["weight"].as_i64())
             .unwrap_or(0);
-        if let Some(p) = progress.get_mut(rollout) {
+        if let Some(p) = self.progress.get_mut(rollout) {
             p.weighted.entry(weight).or_insert(at);
             if p.weights.last().copied().unwrap_or(0) != weight {
                 p.weights.push(weight);
             }
         }
-    }));
-    lost = lost.max(server.versions_after::<ReplicaSet>(from_rv, |at, rs| {
+    }
+
+    fn replica_set(&mut self, at: Timestamp, rs: &Value) {
+        let counted = resource_version(rs) > UPDATE_FROM.load(Ordering::Relaxed);
+        self.tally.replica_set(rs, counted);
         let hash = text(rs, "/metadata/labels/rollouts-pod-template-hash");
         let rollout = owner(rs);
-        if stable.get(rollout).is_none_or(|old| old == hash) {
+        if self.stable.get(rollout).is_none_or(|old| old == hash) {
             return;
         }
         let available = rs
             .pointer("/status/availableReplicas")
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        if let Some(p) = progress.get_mut(rollout) {
+        if let Some(p) = self.progress.get_mut(rollout) {
             p.available.push((at, available));
         }
-    }));
-    lost = lost.max(server.versions_after::<AnalysisRun>(from_rv, |at, run| {
+    }
+
+    fn analysis_run(&mut self, at: Timestamp, run: &Value) {
         let phase = text(run, "/status/phase");
         if ["Successful", "Failed", "Error", "Inconclusive"].contains(&phase)
-            && let Some(p) = progress.get_mut(owner(run))
+            && let Some(p) = self.progress.get_mut(owner(run))
         {
             p.analysed.get_or_insert(at);
         }
-    }));
-    if lost > from_rv {
-        println!(
-            "  WARNING: the change history lost versions after the update began: latencies are partial"
-        );
     }
+}
 
+/// Has `seen` hear of every version of the kinds the step latencies and the write tally read.
+fn watch_versions(server: &FakeApiServer, seen: &Arc<Mutex<Seen>>) {
+    fn tap<K: kube::Resource<DynamicType = ()>>(
+        server: &FakeApiServer,
+        seen: &Arc<Mutex<Seen>>,
+        each: fn(&mut Seen, Timestamp, &Value),
+    ) {
+        let seen = seen.clone();
+        server.on_commit::<K>(move |at, object| {
+            each(&mut lock(&seen), at, object);
+        });
+    }
+    tap::<Rollout>(server, seen, Seen::rollout);
+    tap::<VirtualService>(server, seen, Seen::virtual_service);
+    tap::<ReplicaSet>(server, seen, Seen::replica_set);
+    tap::<AnalysisRun>(server, seen, Seen::analysis_run);
+}
+
+/// Step latencies in seconds, by step kind, from what each Rollout's versions showed (see the module doc).
+fn step_latencies(progress: &HashMap<String, Progress>) -> Measured {
     let mut latencies: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
     let mut weight_changes: BTreeMap<Vec<i64>, usize> = BTreeMap::new();
     for p in progress.values() {
@@ -538,16 +592,15 @@ fn print_latencies(mut latencies: BTreeMap<&'static str, Vec<f64>>) -> (f64, f64
     (percentile(&all, 0.5), percentile(&all, 0.99))
 }
 
-/// The Rollout controller's writes by kind (`rollout::cluster::writes_by_kind`), per step per Rollout:
-/// prints them and returns them.
+/// The Rollout controller's `writes` (`rollout::writes::rollout_writes`) by kind (`Tally::writes_by_kind`),
+/// per step per Rollout: prints them and returns them.
 fn print_writes(
-    server: &FakeApiServer,
-    requests: &[fake_apiserver::RecordedRequest],
-    from_rv: u64,
+    tally: &Tally,
+    writes: &BTreeMap<String, usize>,
     rollouts: usize,
     weight_changes: &BTreeMap<Vec<i64>, usize>,
 ) -> BTreeMap<&'static str, f64> {
-    let by_kind = writes_by_kind(server, requests, from_rv);
+    let by_kind = tally.writes_by_kind(writes);
     let total: usize = by_kind.values().sum();
     let per_step = |count: usize| count as f64 / (rollouts.max(1) * STEPS.len()) as f64;
     println!(
@@ -560,14 +613,14 @@ fn print_writes(
         .map(|(kind, count)| format!("{kind} {:.2}", per_step(*count)))
         .collect();
     println!("    by kind: {}", kinds.join(", "));
-    println!("    by request: {:?}", rollout_writes(requests));
-    let mut status = Vec::from_iter(status_changes(server, from_rv));
-    status.sort_by_key(|(_, count)| std::cmp::Reverse(*count));
+    println!("    by request: {writes:?}");
+    let mut status = Vec::from_iter(tally.status_changes());
+    status.sort_by_key(|(_, count)| std::cmp::Reverse(**count));
     println!("    status writes per Rollout by the fields they changed:");
     for (fields, count) in status {
         println!(
             "      {:.2}  {fields}",
-            count as f64 / rollouts.max(1) as f64
+            *count as f64 / rollouts.max(1) as f64
         );
     }
     let router = by_kind.get("router").copied().unwrap_or(0);

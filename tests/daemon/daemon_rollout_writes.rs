@@ -8,6 +8,7 @@
 use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer};
 use canaryd_testkit::harness::{self, Answer, eventually};
 use canaryd_testkit::rollout::cluster::*;
+use canaryd_testkit::rollout::writes::{Tally, rollout_writes};
 use canaryd_testkit::{router_objects, with_each_crd_set};
 use serde_json::json;
 
@@ -44,14 +45,15 @@ fn writes_per_step(server: &FakeApiServer, from: usize, from_rv: u64) -> f64 {
         .filter(|r| !r.query.contains(&format!("fieldManager={FIELD_MANAGER}")))
         .cloned()
         .collect();
-    let requests = &requests[..];
-    let total: usize = rollout_writes(requests).values().sum();
+    let writes = rollout_writes(&requests);
+    let total: usize = writes.values().sum();
     let per_step = total as f64 / STEPS as f64;
+    let tally = Tally::from_history(server, from_rv);
     println!(
         "{total} writes for {STEPS} steps ({per_step:.2} per step): {:?}",
-        writes_by_kind(server, requests, from_rv)
+        tally.writes_by_kind(&writes)
     );
-    for (fields, writes) in status_changes(server, from_rv) {
+    for (fields, writes) in tally.status_changes() {
         println!("  {writes} status write(s) changing {fields}");
     }
     per_step

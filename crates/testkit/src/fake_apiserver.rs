@@ -142,6 +142,7 @@ struct Shared {
     /// Pods the simulated ReplicaSet controller is making Ready.
     pods_starting: AtomicUsize,
     bookmark_interval: Duration,
+    request_bodies: bool,
     address: SocketAddr,
 }
 
@@ -195,6 +196,7 @@ pub struct FakeApiServerBuilder {
     bookmark_interval: Duration,
     history_limit: usize,
     job_controller: Option<JobController>,
+    request_bodies: bool,
 }
 
 impl FakeApiServerBuilder {
@@ -224,6 +226,13 @@ impl FakeApiServerBuilder {
         self
     }
 
+    /// Whether the recorded requests keep their bodies (the default); a bench of thousands of objects that only
+    /// counts requests leaves them out.
+    pub fn request_bodies(mut self, keep: bool) -> Self {
+        self.request_bodies = keep;
+        self
+    }
+
     /// Runs Jobs as `controller` says (kube-controller-manager's part); without one, Jobs never end.
     pub fn job_controller(mut self, controller: JobController) -> Self {
         self.job_controller = Some(controller);
@@ -246,6 +255,7 @@ impl FakeApiServerBuilder {
             open_watches: AtomicUsize::new(0),
             pods_starting: AtomicUsize::new(0),
             bookmark_interval: self.bookmark_interval,
+            request_bodies: self.request_bodies,
             address,
         });
         let accept = tokio::spawn(accept_loop(listener, shared.clone()));
@@ -287,6 +297,7 @@ impl FakeApiServer {
             bookmark_interval: Duration::from_secs(1),
             history_limit: 10_000,
             job_controller: None,
+            request_bodies: true,
         }
     }
 
@@ -489,6 +500,17 @@ impl FakeApiServer {
         store.compacted_rv
     }
 
+    /// Calls `each` with every version of a `K` object committed from now on (deletions left out), when it is
+    /// committed, under the store's lock (so it must be quick), with when it was committed: what a bench reads
+    /// of thousands of objects' versions without keeping them all in the change history.
+    pub fn on_commit<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        each: impl FnMut(jiff::Timestamp, &Value) + Send + 'static,
+    ) {
+        let resource = self.shared.resource_of::<K>();
+        self.shared.lock_store().tap(resource.id(), Box::new(each));
+    }
+
     /// The stored object as JSON, exactly as the server would send it.
     pub fn get_json<K: kube::Resource<DynamicType = ()>>(
         &self,
@@ -588,7 +610,11 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Bod
         path,
         query,
         content_type: content_type.clone(),
-        body: String::from_utf8_lossy(&body).into_owned(),
+        body: if shared.request_bodies {
+            String::from_utf8_lossy(&body).into_owned()
+        } else {
+            String::new()
+        },
         at: jiff::Timestamp::now(),
     };
     let fault = {

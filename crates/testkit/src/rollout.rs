@@ -1,12 +1,13 @@
 //! The Rollout fixture: `web`, its canary and stable Services and its analysis, driven on the engine's
 //! in-memory cluster ([`memory`], for the planner's tests) or by the daemon against the fake API server
-//! ([`cluster`], for the daemon's tests and the rollouts bench), and readers of what came of it. What both
+//! ([`cluster`], for the daemon's tests and the rollouts bench), and readers of what came of it ([`writes`]: what the daemon wrote). What both
 //! build or read the same way is here, once; [`checkout`] is another Rollout, mid-canary with its revisions and
 //! runs, for what shows a Rollout (`get rollout`, the dashboard). TEST FIXTURE ONLY: no assertions about canaryd's behaviour.
 
 pub mod checkout;
 pub mod cluster;
 pub mod memory;
+pub mod writes;
 
 use canaryd::api::Rollout;
 use k8s_openapi::api::core::v1::Service;

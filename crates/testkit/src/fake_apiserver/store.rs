@@ -99,6 +99,9 @@ pub enum Deletion {
     Pending(Arc<Stored>),
 }
 
+/// Called with every version of one kind as it is committed (see [`Store::tap`]).
+pub type Tap = Box<dyn FnMut(jiff::Timestamp, &Value) + Send>;
+
 pub struct Store {
     pub rv: u64,
     /// Shared with the history and with responses being written, so a write copies only what it changes.
@@ -123,6 +126,8 @@ pub struct Store {
     serial: u64,
     /// Every field a write lost to pruning, as `Kind/name: path`: the API server drops them without a word.
     pub pruned: Vec<String>,
+    /// By resource id: who hears of each version of that kind committed.
+    taps: Vec<(String, Tap)>,
 }
 
 impl Store {
@@ -138,6 +143,7 @@ impl Store {
             expire_next_watch: false,
             watch_epoch: 0,
             conflicts: Vec::new(),
+            taps: Vec::new(),
             serial: 0,
             pruned: Vec::new(),
         }
@@ -605,6 +611,12 @@ impl Store {
         }
     }
 
+    /// Has `tap` called with every version of the kind `resource_id` committed from now on (deletions left
+    /// out), under the store's lock, with when it was committed.
+    pub fn tap(&mut self, resource_id: String, tap: Tap) {
+        self.taps.push((resource_id, tap));
+    }
+
     /// Records a write: the stored object (unless deleted) and the history share the returned one.
     fn commit(
         &mut self,
@@ -626,13 +638,19 @@ impl Store {
         if kind != ChangeKind::Deleted {
             self.index(&key, &object, true);
         }
+        let at = jiff::Timestamp::now();
+        if kind != ChangeKind::Deleted {
+            for (_, tap) in self.taps.iter_mut().filter(|(id, _)| *id == key.0) {
+                tap(at, &object);
+            }
+        }
         self.history.push_back(Change {
             rv: self.rv,
             kind,
             key,
             previous,
             object: object.clone(),
-            at: jiff::Timestamp::now(),
+            at,
         });
         while self.history.len() > self.history_limit {
             if let Some(dropped) = self.history.pop_front() {

@@ -3,7 +3,6 @@
 //! controller, and readers of the Rollout's status, ReplicaSets, Services and Events as stored by the fake API
 //! server. TEST FIXTURE ONLY: no assertions about canaryd's behaviour.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use canaryd::api::rollout::RolloutStatus;
@@ -12,7 +11,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::fake_apiserver::{self, CrdSet, FakeApiServer, RequestPattern};
 use crate::harness::{self, Answer, FakePrometheus};
@@ -306,35 +305,6 @@ pub async fn patch_status(client: &kube::Client, patch: serde_json::Value) {
         .expect("the Rollout's status is patched");
 }
 
-/// The writes the Rollout controller made among `requests`, by method and kind (`PATCH rollouts/status`,
-/// `POST replicasets`, `PATCH virtualservices`, ...): the AnalysisRun controller's run status writes, Events
-/// and leases are not the Rollout's, so of AnalysisRuns only creates count.
-pub fn rollout_writes(requests: &[fake_apiserver::RecordedRequest]) -> BTreeMap<String, usize> {
-    let mut writes = BTreeMap::new();
-    for r in requests.iter().filter(|r| r.method != "GET") {
-        let kind = [
-            "rollouts",
-            "replicasets",
-            "services",
-            "analysisruns",
-            "virtualservices",
-        ]
-        .into_iter()
-        .find(|k| r.path.contains(&format!("/{k}/")) || r.path.ends_with(&format!("/{k}")));
-        let Some(kind) = kind else { continue };
-        if kind == "analysisruns" && r.method != "POST" {
-            continue;
-        }
-        let what = if r.path.ends_with("/status") {
-            format!("{kind}/status")
-        } else {
-            kind.to_string()
-        };
-        *writes.entry(format!("{} {what}", r.method)).or_default() += 1;
-    }
-    writes
-}
-
 /// The Events Argo Rollouts writes for the example Rollout (5 replicas; steps setWeight 20, pause, analysis,
 /// setWeight 60) from the success of its step analysis `run` on: the scaling to 60 %, the promotion, the
 /// stable Service switched from `old` to `new`. Each as (reason, message).
@@ -378,144 +348,4 @@ pub fn events_after_step_analysis(old: &str, new: &str, run: &str) -> Vec<(Strin
     .into_iter()
     .map(|(r, m)| (r.to_string(), m))
     .collect()
-}
-
-/// The Rollout controller's writes among `requests` (made after the server's resourceVersion `from_rv`) by
-/// kind: `rollout_status`, `rollout_spec_metadata`, `replicaset_create`, `replicaset_scale` (a version whose
-/// `spec.replicas` changed, its metadata with it or not), `replicaset_annotate` (its metadata alone changed),
-/// `replicaset_unchanged` (a patch that made no such change), `service`, `router` and `analysisrun_create`.
-/// The ReplicaSets' changes are read from the server's change history, so it must keep every version since
-/// `from_rv`; the simulated ReplicaSet controller's status updates change neither spec nor metadata.
-pub fn writes_by_kind(
-    server: &FakeApiServer,
-    requests: &[fake_apiserver::RecordedRequest],
-    from_rv: u64,
-) -> BTreeMap<&'static str, usize> {
-    let mut by_kind: BTreeMap<&'static str, usize> = BTreeMap::new();
-    for (what, count) in rollout_writes(requests) {
-        let kind = match what.as_str() {
-            "PATCH rollouts/status" => "rollout_status",
-            "PATCH rollouts" => "rollout_spec_metadata",
-            "POST replicasets" => "replicaset_create",
-            "PATCH replicasets" => "replicaset_unchanged",
-            "PATCH services" => "service",
-            "POST analysisruns" => "analysisrun_create",
-            "PUT virtualservices" | "PATCH virtualservices" => "router",
-            _ => "other",
-        };
-        *by_kind.entry(kind).or_default() += count;
-    }
-    let mut last: BTreeMap<String, (Value, Value)> = BTreeMap::new();
-    server.versions_after::<ReplicaSet>(0, |_, rs| {
-        let name = rs["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let rv: u64 = rs["metadata"]["resourceVersion"]
-            .as_str()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let mut metadata = rs["metadata"].clone();
-        if let Some(m) = metadata.as_object_mut() {
-            m.remove("resourceVersion");
-            m.remove("managedFields");
-        }
-        let seen = (rs["spec"]["replicas"].clone(), metadata);
-        if let Some(before) = last.get(&name).filter(|_| rv > from_rv) {
-            let kind = if before.0 != seen.0 {
-                "replicaset_scale"
-            } else if before.1 != seen.1 {
-                "replicaset_annotate"
-            } else {
-                ""
-            };
-            if !kind.is_empty() {
-                *by_kind.entry(kind).or_default() += 1;
-                if let Some(patches) = by_kind.get_mut("replicaset_unchanged") {
-                    *patches = patches.saturating_sub(1);
-                }
-            }
-        }
-        last.insert(name, seen);
-    });
-    by_kind
-}
-
-/// What each Rollout status write committed after resourceVersion `from_rv` changed, counted by the set of
-/// fields it changed: each key lists them, comma-separated, as `status` paths (`phase`, `canary.weights`,
-/// `conditions[Progressing].lastUpdateTime`, …; a condition added or removed is `conditions[Type]`). Read from
-/// the server's change history (it must keep every version since `from_rv`); versions whose status did not
-/// change (spec or metadata writes) are left out.
-pub fn status_changes(server: &FakeApiServer, from_rv: u64) -> BTreeMap<String, usize> {
-    let mut changes: BTreeMap<String, usize> = BTreeMap::new();
-    let mut last: BTreeMap<String, Value> = BTreeMap::new();
-    server.versions_after::<Rollout>(0, |_, rollout| {
-        let name = rollout["metadata"]["name"].as_str().unwrap_or_default();
-        let rv: u64 = rollout["metadata"]["resourceVersion"]
-            .as_str()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let status = rollout["status"].clone();
-        if let Some(before) = last.get(name).filter(|_| rv > from_rv) {
-            let mut fields = Vec::new();
-            changed_fields("", before, &status, &mut fields);
-            if !fields.is_empty() {
-                *changes.entry(fields.join(",")).or_default() += 1;
-            }
-        }
-        last.insert(name.to_string(), status);
-    });
-    changes
-}
-
-/// The paths under `path` where `before` and `after` differ: objects by key, conditions by type, other arrays
-/// whole.
-fn changed_fields(path: &str, before: &Value, after: &Value, fields: &mut Vec<String>) {
-    let at = |key: &str| {
-        if path.is_empty() {
-            key.to_string()
-        } else {
-            format!("{path}.{key}")
-        }
-    };
-    match (before, after) {
-        _ if before == after => {}
-        (Value::Object(b), Value::Object(a)) => {
-            let keys: std::collections::BTreeSet<&String> = b.keys().chain(a.keys()).collect();
-            for key in keys {
-                let (b, a) = (
-                    b.get(key).unwrap_or(&Value::Null),
-                    a.get(key).unwrap_or(&Value::Null),
-                );
-                if key == "conditions" {
-                    let by_type = |v: &Value| -> BTreeMap<String, Value> {
-                        v.as_array()
-                            .into_iter()
-                            .flatten()
-                            .map(|c| {
-                                (
-                                    c["type"].as_str().unwrap_or_default().to_string(),
-                                    c.clone(),
-                                )
-                            })
-                            .collect()
-                    };
-                    let (b, a) = (by_type(b), by_type(a));
-                    let types: std::collections::BTreeSet<&String> =
-                        b.keys().chain(a.keys()).collect();
-                    for t in types {
-                        match (b.get(t), a.get(t)) {
-                            (Some(b), Some(a)) => {
-                                changed_fields(&at(&format!("conditions[{t}]")), b, a, fields);
-                            }
-                            _ => fields.push(at(&format!("conditions[{t}]"))),
-                        }
-                    }
-                } else {
-                    changed_fields(&at(key), b, a, fields);
-                }
-            }
-        }
-        _ => fields.push(path.to_string()),
-    }
 }
