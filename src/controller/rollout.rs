@@ -233,15 +233,15 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         self.rv = rollout.resource_version().unwrap_or_default();
         // One `now` for the read and the plans, so pods are read exactly when a plan restarts them.
         let now = self.ctx.clock.stamp();
-        let mut seen = rollout_writes::read(&self.ctx.client, rollout, now)
-            .await
-            .map_err(ReconcileError::Read)?;
         let router =
             ApiRouter::new(self.ctx.client.clone()).with_apis(self.ctx.config.routers.clone());
-        seen.routers = router
-            .read(&seen.rollout)
-            .await
-            .map_err(ReconcileError::Read)?;
+        // The routers' objects are read alongside the rest.
+        let (mut seen, routers) = futures::try_join!(
+            rollout_writes::read(&self.ctx.client, rollout.clone(), now),
+            router.read(&rollout),
+        )
+        .map_err(ReconcileError::Read)?;
+        seen.routers = routers;
         Ok(Some(seen))
     }
 

@@ -69,34 +69,65 @@ pub async fn read(
     let namespace = rollout.namespace().unwrap_or_default();
     let uid = rollout.uid().unwrap_or_default();
     let params = ListParams::default().labels(&owned_selector(&rollout));
-    let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
-    let mut replica_sets = rs_api.list(&params).await?.items;
-    replica_sets.retain(|rs| rs.metadata.controlled_by(&uid));
-    let run_api: Api<AnalysisRun> = Api::namespaced(client.clone(), &namespace);
-    let mut analysis_runs = run_api.list(&params).await?.items;
-    analysis_runs.retain(|run| run.metadata.controlled_by(&uid));
     // Listed directly, as Argo's pod restarter and ephemeral metadata do (no pod informer): only a restart and
     // canaryMetadata/stableMetadata need them. The planner keeps those a ReplicaSet of the Rollout controls.
-    let pods = if restart_due(&rollout, now) || ephemeral_metadata_configured(&rollout) {
-        let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-        Some(pod_api.list(&params).await?.items)
-    } else {
-        None
-    };
-    let (service_names, mut wanted) = named(&rollout);
-    let svc_api: Api<Service> = Api::namespaced(client.clone(), &namespace);
-    let mut services = Vec::new();
-    for name in &service_names {
-        if let Some(svc) = svc_api.get_opt(name).await? {
-            services.push(svc);
-        }
-    }
+    let pods_needed = restart_due(&rollout, now) || ephemeral_metadata_configured(&rollout);
+    let (service_names, wanted) = named(&rollout);
+    let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
+    let run_api: Api<AnalysisRun> = Api::namespaced(client.clone(), &namespace);
+    // Each read needs only the Rollout: all are sent at once, so a reconcile waits for one round trip, not six.
+    let (replica_sets, analysis_runs, pods, services, templates) = futures::try_join!(
+        rs_api.list(&params),
+        run_api.list(&params),
+        async {
+            if !pods_needed {
+                return Ok(None);
+            }
+            let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+            Ok(Some(pod_api.list(&params).await?.items))
+        },
+        read_services(client, &namespace, &service_names),
+        read_templates(client, &namespace, wanted),
+    )?;
+    let (mut replica_sets, mut analysis_runs) = (replica_sets.items, analysis_runs.items);
+    replica_sets.retain(|rs| rs.metadata.controlled_by(&uid));
+    analysis_runs.retain(|run| run.metadata.controlled_by(&uid));
+    Ok(Snapshot {
+        rollout,
+        replica_sets,
+        analysis_runs,
+        services,
+        // The routers edge reads these (`routers::ApiRouter::read`).
+        routers: Vec::new(),
+        templates,
+        pods,
+        now,
+    })
+}
+
+/// The Services named `names` that exist, in that order.
+async fn read_services(
+    client: &kube::Client,
+    namespace: &str,
+    names: &[String],
+) -> Result<Vec<Service>, kube::Error> {
+    let api: Api<Service> = Api::namespaced(client.clone(), namespace);
+    let found = futures::future::try_join_all(names.iter().map(|name| api.get_opt(name))).await?;
+    Ok(found.into_iter().flatten().collect())
+}
+
+/// The analysis templates `wanted` names and those they nest, each read once (a cycle ends when its templates
+/// are known).
+async fn read_templates(
+    client: &kube::Client,
+    namespace: &str,
+    mut wanted: Vec<AnalysisTemplateRef>,
+) -> Result<Templates, kube::Error> {
     let mut templates = Templates::new();
     let (namespaced, cluster): (Api<AnalysisTemplate>, Api<ClusterAnalysisTemplate>) = (
-        Api::namespaced(client.clone(), &namespace),
+        Api::namespaced(client.clone(), namespace),
         Api::all(client.clone()),
     );
-    // Nested templates are read too, each once (a cycle ends when its templates are known).
     while let Some(r) = wanted.pop() {
         let key = template_key(&r);
         if key.1.is_empty() || templates.contains_key(&key) {
@@ -112,17 +143,7 @@ pub async fn read(
             templates.insert(key, spec);
         }
     }
-    Ok(Snapshot {
-        rollout,
-        replica_sets,
-        analysis_runs,
-        services,
-        // The routers edge reads these (`routers::ApiRouter::read`).
-        routers: Vec::new(),
-        templates,
-        pods,
-        now,
-    })
+    Ok(templates)
 }
 
 /// The Services (canary and stable, or active and preview) and the analysis templates a Rollout names.
