@@ -34,6 +34,11 @@ pub struct Args {
     /// 10 s serve every run asking it, each answer then being up to 9 s older than its measurement.
     #[arg(long, default_value = "1s", value_parser = duration, value_name = "DURATION")]
     pub prometheus_share_window: Duration,
+    /// Most Rollout reconciles in flight at once (Argo Rollouts' flag of the same name; its default is 10,
+    /// for workers that read an in-memory cache, where canaryd's read the API server). The earliest due go
+    /// first; unbounded, thousands of Rollouts stepping together each waited behind all the others' reads.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub rollout_threads: u32,
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, default_value = "0.0.0.0:8090")]
     pub metrics_addr: SocketAddr,
@@ -196,6 +201,7 @@ impl Args {
                 },
             },
             self_service_notifications: self.self_service_notification_enabled,
+            rollout_threads: self.rollout_threads as usize,
         }
     }
 }

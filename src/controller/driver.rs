@@ -71,6 +71,10 @@ pub trait Reconciled:
     fn triggers(_client: &kube::Client, _namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
         Vec::new()
     }
+    /// Most reconciles of this kind in flight at once (per watch scope); no bound by default.
+    fn workers(_ctx: &Context) -> usize {
+        usize::MAX
+    }
 }
 
 /// What a reconcile asks for when it ends: to run again after a while, or only when the object changes.
@@ -390,9 +394,12 @@ async fn drive<K: Reconciled>(
     let mut backoff: Backoff<Key> = Backoff::default();
     // Objects the watch could not decode, still to be reported; they are in no cache.
     let mut undecodable: HashMap<Key, Box<Undecodable>> = HashMap::new();
+    let workers = K::workers(&ctx);
     loop {
         let now = ctx.clock.steady();
-        while let Some(key) = queue.start_due(now) {
+        while running.len() < workers
+            && let Some(key) = queue.start_due(now)
+        {
             let task = if let Some(obj) = store.get(&ObjectRef::new(&key.1).within(&key.0)) {
                 running.spawn(timed(K::reconcile(obj, ctx.clone())))
             } else if let Some(obj) = undecodable.get(&key) {
@@ -405,7 +412,8 @@ async fn drive<K: Reconciled>(
             };
             keys.insert(task.id(), key);
         }
-        let wake = queue.next_due();
+        // With every worker busy, the next start waits for one to finish, not for a due time.
+        let wake = queue.next_due().filter(|_| running.len() < workers);
         tokio::select! {
             _ = &mut stopped => break,
             event = seen.recv() => match event {

@@ -77,6 +77,8 @@ pub struct Config {
     /// Also read them in the namespace of the object an Event is about
     /// (`--self-service-notification-enabled`).
     pub self_service_notifications: bool,
+    /// Most Rollout reconciles in flight at once (`--rollout-threads`).
+    pub rollout_threads: usize,
 }
 
 #[derive(Debug, thiserror::Error)]

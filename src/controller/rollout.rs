@@ -108,6 +108,11 @@ impl Reconciled for Rollout {
         publish(ctx, rollout, &[added]);
     }
 
+    /// As Argo's `--rollout-threads` workers: a few at a time, the earliest due first.
+    fn workers(ctx: &Context) -> usize {
+        ctx.config.rollout_threads
+    }
+
     fn triggers(client: &kube::Client, namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
         // Both kinds carry the pod-template hash label when a Rollout made them.
         [

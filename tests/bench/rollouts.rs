@@ -1,4 +1,5 @@
-//! `cargo bench --bench rollouts`: N Rollouts of 10 replicas (CANARYD_BENCH_ROLLOUTS, default 2000), each
+//! `cargo bench --bench rollouts`: N Rollouts of 10 replicas (CANARYD_BENCH_ROLLOUTS, default 2000; the daemon's
+//! `--rollout-threads` from CANARYD_BENCH_ROLLOUT_THREADS, its default when unset), each
 //! behind an Istio VirtualService of its own, updated all at once and taken through
 //! `setWeight: 20, pause: {duration: 10s}, analysis, setWeight: 60, pause: {duration: 10s}` to promotion by the
 //! real `canaryd run --rollouts` binary in a child process, against the fake API server (with its simulated
@@ -192,8 +193,7 @@ async fn bench(n: usize) {
     );
 
     let log = tempfile::NamedTempFile::new().expect("a file for the daemon's log");
-    let (daemon, metrics_addr) =
-        child_daemon::spawn(CANARYD, &server, &["--rollouts=true".to_string()], &log);
+    let (daemon, metrics_addr) = child_daemon::spawn(CANARYD, &server, &daemon_args(), &log);
     let deployed = Instant::now();
     let healthy = until_all(limit, created, || {
         server.count::<Rollout>("default", |r| {
@@ -212,6 +212,7 @@ async fn bench(n: usize) {
         .collect();
 
     // The update: every Rollout's image changed at once.
+    let reconciles_before = sum_of(&metrics(metrics_addr).await, "rollout_reconcile_count");
     lock(&seen).stable = stable.clone();
     UPDATE_FROM.store(server.resource_version(), Ordering::Relaxed);
     let from_request = server.request_count(&RequestPattern::new("*", ""));
@@ -249,7 +250,9 @@ async fn bench(n: usize) {
     let cpu = daemon.cpu_seconds() - cpu_before;
     let fakes_cpu = child_daemon::cpu_seconds(std::process::id()) - fakes_cpu_before;
     let peak_rss = daemon.peak_rss();
-    let errors = reconcile_errors(metrics_addr).await;
+    let metrics_after = metrics(metrics_addr).await;
+    let errors = reconcile_errors(&metrics_after);
+    let reconciles = sum_of(&metrics_after, "rollout_reconcile_count") - reconciles_before;
     let events_lost = harness::metric_at(
         metrics_addr,
         "canaryd_reconcile_errors_total",
@@ -273,9 +276,12 @@ async fn bench(n: usize) {
     let measured = step_latencies(&seen.progress);
     let (p50, p99) = print_latencies(measured.latencies);
     let mut writes = BTreeMap::new();
-    let mut index = 0;
+    let (mut index, mut reads) = (0, 0);
     server.each_request(|r| {
         index += 1;
+        if index > from_request && r.method == "GET" && !r.query.contains("watch=") {
+            reads += 1;
+        }
         if index > from_request
             && !r.query.contains(&format!("fieldManager={FIELD_MANAGER}"))
             && let Some(what) = rollout_write(r)
@@ -284,6 +290,11 @@ async fn bench(n: usize) {
         }
     });
     let by_kind = print_writes(&seen.tally, &writes, updated, &measured.weight_changes);
+    println!(
+        "  Rollout reconciles      {:.1} per Rollout, the daemon's GETs and LISTs {:.1} per Rollout reconcile (rollout_reconcile_count; watches aside)",
+        reconciles / updated.max(1) as f64,
+        f64::from(reads) / reconciles.max(1.0)
+    );
     println!("  reconcile errors        {errors}");
     for (count, line) in warnings(&std::fs::read_to_string(log.path()).unwrap_or_default()) {
         println!("    {count} x {line}");
@@ -315,11 +326,38 @@ async fn bench(n: usize) {
     println!("{summary}");
 }
 
-/// The daemon's `canaryd_reconcile_errors_total` by reason, as its /metrics prints them.
-async fn reconcile_errors(metrics_addr: std::net::SocketAddr) -> String {
+/// `canaryd run`'s flags: Rollouts on, and `--rollout-threads` from CANARYD_BENCH_ROLLOUT_THREADS when set.
+fn daemon_args() -> Vec<String> {
+    let mut args = vec!["--rollouts=true".to_string()];
+    if let Ok(threads) = std::env::var("CANARYD_BENCH_ROLLOUT_THREADS") {
+        args.push(format!("--rollout-threads={threads}"));
+    }
+    args
+}
+
+/// The daemon's /metrics, or why not.
+async fn metrics(metrics_addr: std::net::SocketAddr) -> Result<String, String> {
     let text = match reqwest::get(format!("http://{metrics_addr}/metrics")).await {
-        Ok(r) => r.text().await.unwrap_or_default(),
-        Err(e) => return format!("unknown: /metrics did not answer: {e}"),
+        Ok(r) => r.text().await,
+        Err(e) => Err(e),
+    };
+    text.map_err(|e| format!("unknown: /metrics did not answer: {e}"))
+}
+
+/// The sum of the samples of `name` (every label set) in `metrics`.
+fn sum_of(metrics: &Result<String, String>, name: &str) -> f64 {
+    let Ok(text) = metrics else { return 0.0 };
+    text.lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The daemon's `canaryd_reconcile_errors_total` by reason, as its /metrics prints them.
+fn reconcile_errors(metrics: &Result<String, String>) -> String {
+    let text = match metrics {
+        Ok(text) => text,
+        Err(e) => return e.clone(),
     };
     let samples: Vec<&str> = text
         .lines()

@@ -107,8 +107,8 @@ MATRIX: dict[str, dict[str, Any]] = {
                                                   "traefik": True, "alb": True}}},
     "SMI only": {"rbac": {"routers": {"smi": True}}},
     "Traefik only": {"rbac": {"routers": {"traefik": True}}},
-    "Traefik v2 with Argo's flags for it, Rollouts progressed": {
-        "rollouts": {"enabled": True, "traefik": {"apiGroup": "traefik.containo.us",
+    "Traefik v2 with Argo's flags for it, Rollouts progressed by Argo's default of 10 threads": {
+        "rollouts": {"enabled": True, "threads": 10, "traefik": {"apiGroup": "traefik.containo.us",
                                                   "apiVersion": "traefik.containo.us/v1alpha1"}},
         "rbac": {"routers": {"traefik": True}},
     },
@@ -180,6 +180,8 @@ REFUSED: list[tuple[str, dict[str, Any], type[Exception], str]] = [
      helm.HelmValuesError, "at '/rollouts/traefik/apiGroup': 'traefik' does not match pattern"),
     ("the schema rejects a Traefik API version with an empty version", {"rollouts": {"traefik": {"apiVersion": "traefik.io/"}}},
      helm.HelmValuesError, "at '/rollouts/traefik/apiVersion'"),
+    ("the schema rejects no Rollout threads", {"rollouts": {"threads": 0}},
+     helm.HelmValuesError, "at '/rollouts/threads'"),
     ("extraArgs may not point the Traefik router at a group RBAC does not grant", {"extraArgs": ["--traefik-api-group=traefik.containo.us"]},
      helm.HelmRenderError, "extraArgs: --traefik-api-group is set by the chart; use the value rollouts.traefik.apiGroup instead"),
     ("an existing service account needs a name", {"serviceAccount": {"create": False}},
@@ -381,6 +383,9 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
     expected_traefik = [f"--traefik-api-group={traefik['apiGroup']}",
                         f"--traefik-api-version={traefik['apiVersion']}"] if rollouts else []
     expect(traefik_args == expected_traefik, f"Traefik's args are {traefik_args}")
+    threads_args = [a for a in container["args"] if a.startswith("--rollout-threads")]
+    expected_threads = [f"--rollout-threads={values['rollouts']['threads']}"] if rollouts else []
+    expect(threads_args == expected_threads, f"--rollout-threads in the args is {threads_args}")
     notifications = "--notifications=false" not in container["args"]
     expect(notifications == values["notifications"]["enabled"], f"notifications in the args are {notifications}")
     self_service = "--self-service-notification-enabled=true" in container["args"]

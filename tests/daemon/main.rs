@@ -20,6 +20,7 @@ mod daemon_rollout_errors;
 mod daemon_rollout_events;
 mod daemon_rollout_invalid;
 mod daemon_rollout_parity;
+mod daemon_rollout_threads;
 mod daemon_rollout_writes;
 mod daemon_rollouts;
 mod daemon_rollouts_kubectl;

@@ -158,6 +158,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- if $v.rollouts.enabled -}}
 {{- $args = concat $args (list "--rollouts=true"
+  (printf "--rollout-threads=%d" (int $v.rollouts.threads))
   (printf "--traefik-api-group=%s" $v.rollouts.traefik.apiGroup)
   (printf "--traefik-api-version=%s" $v.rollouts.traefik.apiVersion)) -}}
 {{- end -}}
@@ -183,6 +184,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "--renew-deadline" "leaderElection.renewDeadline" "--retry-period" "leaderElection.retryPeriod"
   "--namespace" "watch.namespaces" "--instance-id" "instanceId" "--prometheus" "prometheus.address"
   "--rollouts" "rollouts.enabled" "--notifications" "notifications.enabled"
+  "--rollout-threads" "rollouts.threads"
   "--traefik-api-group" "rollouts.traefik.apiGroup" "--traefik-api-version" "rollouts.traefik.apiVersion"
   "--notifications-namespace" "notifications.enabled"
   "--self-service-notification-enabled" "notifications.selfService"

@@ -25,7 +25,8 @@ impl RequestPattern {
         self
     }
 
-    pub(super) fn matches(&self, request: &RecordedRequest) -> bool {
+    /// Whether `request` is one this pattern selects.
+    pub fn matches(&self, request: &RecordedRequest) -> bool {
         (self.method == "*" || self.method == request.method)
             && request.path.contains(&self.path_contains)
             && request.query.contains(&self.query_contains)
