@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use kube::api::{Api, ApiResource};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
@@ -113,16 +113,33 @@ impl Reconciled for Rollout {
         ctx.config.rollout_threads
     }
 
+    /// Changes to the Rollout's ReplicaSets, and to what the planner reads of its AnalysisRuns: not each
+    /// measurement a run records, only its phase and message, labels, deletion and `terminate`.
     fn triggers(client: &kube::Client, namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
         // Both kinds carry the pod-template hash label when a Rollout made them.
         [
-            ApiResource::erase::<ReplicaSet>(&()),
-            ApiResource::erase::<AnalysisRun>(&()),
+            (ApiResource::erase::<ReplicaSet>(&()), None),
+            (
+                ApiResource::erase::<AnalysisRun>(&()),
+                Some(run_as_planned as watch::Read),
+            ),
         ]
         .iter()
-        .map(|r| watch::owners(client.clone(), namespace, HASH_LABEL, r, "Rollout"))
+        .map(|(r, read)| watch::owners(client.clone(), namespace, HASH_LABEL, r, "Rollout", *read))
         .collect()
     }
+}
+
+/// What the Rollout planner reads of one of its AnalysisRuns (`engine::rollout::runs`, `history`).
+fn run_as_planned(run: &DynamicObject) -> serde_json::Value {
+    let status = run.data.get("status");
+    serde_json::json!([
+        status.and_then(|s| s.get("phase")),
+        status.and_then(|s| s.get("message")),
+        run.metadata.labels,
+        run.metadata.deletion_timestamp,
+        run.data.pointer("/spec/terminate"),
+    ])
 }
 
 /// Whether this process owns `rollout` (`--instance-id`), checked again on the fresh copy: its label may have
@@ -403,5 +420,38 @@ fn publish(ctx: &Context, rollout: &Rollout, events: &[rollout::Event]) {
             now,
             serial,
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(status: serde_json::Value, spec: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
+            "metadata": {"name": "web-1", "namespace": "shop"},
+            "spec": spec, "status": status,
+        }))
+        .expect("a dynamic object")
+    }
+
+    #[test]
+    fn a_runs_measurements_are_not_what_the_planner_reads_of_it_but_its_phase_message_and_terminate_are()
+     {
+        let running = run(json!({"phase": "Running", "metricResults": []}), json!({}));
+        let measured = run(
+            json!({"phase": "Running", "metricResults": [{"name": "m", "count": 1}]}),
+            json!({}),
+        );
+        assert_eq!(run_as_planned(&running), run_as_planned(&measured));
+        for changed in [
+            run(json!({"phase": "Successful"}), json!({})),
+            run(json!({"phase": "Running", "message": "slow"}), json!({})),
+            run(json!({"phase": "Running"}), json!({"terminate": true})),
+        ] {
+            assert_ne!(run_as_planned(&running), run_as_planned(&changed));
+        }
     }
 }

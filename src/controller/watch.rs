@@ -9,6 +9,7 @@
 //! This module owns decoding and the cache; what to do with an object is the driver's and its kind's.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -107,39 +108,77 @@ impl<K: Resource<DynamicType = ()>> Resource for Lenient<K> {
     }
 }
 
-/// A watch of the objects of `resource` that `selector` picks in `namespace` (all for `None`), yielding on each
-/// change the key of the object of kind `owner` that controls it (its ownerReference with `controller: true`).
-/// Objects are read as dynamic objects, so one of any shape is still heard of; a failed watch is retried by
-/// the watcher itself.
+/// What of a watched object its owner's reconcile reads: a change elsewhere in it concerns the owner not.
+pub type Read = fn(&DynamicObject) -> Value;
+
+/// A watch of the objects of `resource` that `selector` picks in `namespace` (all for `None`), yielding the key
+/// of the object of kind `owner` that controls one (its ownerReference with `controller: true`) when it is
+/// heard of ([`Heard`]). Objects are read as dynamic objects, so one of any shape is still heard of; a failed
+/// watch is retried by the watcher itself.
 pub fn owners(
     client: kube::Client,
     namespace: Option<&str>,
     selector: &str,
     resource: &ApiResource,
     owner: &'static str,
+    read: Option<Read>,
 ) -> BoxStream<'static, Key> {
     let api: Api<DynamicObject> = match namespace {
         Some(ns) => Api::namespaced_with(client, ns, resource),
         None => Api::all_with(client, resource),
     };
+    let mut heard = Heard {
+        read,
+        last: HashMap::new(),
+    };
     watcher(api, watcher::Config::default().labels(selector))
         .default_backoff()
         .filter_map(move |event| {
-            let object = match event {
-                Ok(
-                    watcher::Event::Apply(o)
-                    | watcher::Event::InitApply(o)
-                    | watcher::Event::Delete(o),
-                ) => Some(o),
-                _ => None,
-            };
-            let key = object.and_then(|o| {
+            let key = event.ok().and_then(|e| heard.of(e)).and_then(|o| {
                 let controller = o.metadata.controller().filter(|r| r.kind == owner)?;
                 Some((o.metadata.namespace.clone()?, controller.name.clone()))
             });
             std::future::ready(key)
         })
         .boxed()
+}
+
+/// Which watch events concern an object's owner: a listed or deleted object, and a changed one, but with
+/// `read`, only a change in what `read` takes of it (only that is kept of each object).
+struct Heard {
+    read: Option<Read>,
+    /// What `read` took of each object heard of since the last list began.
+    last: HashMap<(Option<String>, String), Value>,
+}
+
+impl Heard {
+    fn of(&mut self, event: watcher::Event<DynamicObject>) -> Option<DynamicObject> {
+        let id = |o: &DynamicObject| {
+            (
+                o.metadata.namespace.clone(),
+                o.metadata.name.clone().unwrap_or_default(),
+            )
+        };
+        match event {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => match self.read {
+                None => Some(o),
+                Some(read) => {
+                    let seen = read(&o);
+                    (self.last.insert(id(&o), seen.clone()).as_ref() != Some(&seen)).then_some(o)
+                }
+            },
+            watcher::Event::Delete(o) => {
+                self.last.remove(&id(&o));
+                Some(o)
+            }
+            // A relist: every object listed is heard of again, those deleted meanwhile are not.
+            watcher::Event::Init => {
+                self.last.clear();
+                None
+            }
+            watcher::Event::InitDone => None,
+        }
+    }
 }
 
 /// Watch events decoded ahead of the queue, per watch.
@@ -269,6 +308,79 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run(name: &str, phase: &str, measurements: u32) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
+            "metadata": {"name": name, "namespace": "shop"},
+            "status": {"phase": phase, "metricResults": [{"name": "m", "count": measurements}]},
+        }))
+        .expect("a dynamic object")
+    }
+
+    fn phase_of(run: &DynamicObject) -> Value {
+        run.data["status"]["phase"].clone()
+    }
+
+    #[test]
+    fn with_a_read_only_a_change_in_what_it_takes_is_heard_of_again() {
+        let mut heard = Heard {
+            read: Some(phase_of),
+            last: HashMap::new(),
+        };
+        let mut of = |e| heard.of(e).map(|o| o.metadata.name.unwrap_or_default());
+        assert_eq!(
+            of(watcher::Event::InitApply(run("a", "Running", 0))),
+            Some("a".into())
+        );
+        assert_eq!(
+            of(watcher::Event::Apply(run("a", "Running", 1))),
+            None,
+            "a measurement"
+        );
+        assert_eq!(
+            of(watcher::Event::Apply(run("b", "Running", 1))),
+            Some("b".into())
+        );
+        assert_eq!(
+            of(watcher::Event::Apply(run("a", "Successful", 2))),
+            Some("a".into())
+        );
+        assert_eq!(
+            of(watcher::Event::Delete(run("a", "Successful", 2))),
+            Some("a".into())
+        );
+        assert_eq!(
+            of(watcher::Event::Apply(run("a", "Successful", 2))),
+            Some("a".into()),
+            "made again"
+        );
+        assert_eq!(of(watcher::Event::Init), None);
+        assert_eq!(
+            of(watcher::Event::InitApply(run("b", "Running", 1))),
+            Some("b".into()),
+            "relisted"
+        );
+    }
+
+    #[test]
+    fn without_a_read_every_change_is_heard_of() {
+        let mut heard = Heard {
+            read: None,
+            last: HashMap::new(),
+        };
+        assert!(
+            heard
+                .of(watcher::Event::Apply(run("a", "Running", 1)))
+                .is_some()
+        );
+        assert!(
+            heard
+                .of(watcher::Event::Apply(run("a", "Running", 1)))
+                .is_some()
+        );
+        assert!(heard.last.is_empty(), "nothing kept");
+    }
     use crate::api::AnalysisRun;
     use serde_json::json;
 
