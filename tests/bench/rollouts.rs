@@ -18,7 +18,8 @@
 //! keeps a few fields of each, not the versions, so 10,000 Rollouts fit in memory). **API
 //! writes per step per Rollout** are the Rollout controller's requests recorded by the fake API server from
 //! the update on (everything but GETs, the AnalysisRun controller's run writes and Events), divided by the N
-//! Rollouts and the 5 steps; promotion's writes after the last step count too. They are broken down by kind:
+//! Rollouts and the 5 steps; promotion's writes after the last step count too, until every old ReplicaSet is
+//! scaled to 0 (after Argo's 30 s scale-down delay). They are broken down by kind:
 //! Rollout status, Rollout spec/metadata, ReplicaSet create, scale (a version whose `spec.replicas` changed,
 //! its annotations with it or not), annotate (only its metadata changed) and unchanged (a patch that made no
 //! new version), Service, router and AnalysisRun create. Also printed: the
@@ -249,6 +250,18 @@ async fn bench(n: usize) {
     let elapsed = update.elapsed();
     let cpu = daemon.cpu_seconds() - cpu_before;
     let fakes_cpu = child_daemon::cpu_seconds(std::process::id()) - fakes_cpu_before;
+    // Promotion's last writes (the route back to the stable Service, the old ReplicaSet's scale-down deadline,
+    // its scale-down 30 s later) land after the status says promoted: they are counted once the old ReplicaSets
+    // are at 0.
+    let scaled_down = until_all(Duration::from_secs(90), promoted, || {
+        server.count::<ReplicaSet>("default", |rs| {
+            stable
+                .get(owner(rs))
+                .is_some_and(|old| old == text(rs, "/metadata/labels/rollouts-pod-template-hash"))
+                && rs.pointer("/spec/replicas").and_then(Value::as_i64) == Some(0)
+        })
+    })
+    .await;
     let peak_rss = daemon.peak_rss();
     let metrics_after = metrics(metrics_addr).await;
     let errors = reconcile_errors(&metrics_after);
@@ -272,6 +285,9 @@ async fn bench(n: usize) {
     if promoted < updated {
         not_promoted(&server, &is_promoted);
     }
+    println!(
+        "  old ReplicaSets at 0    {scaled_down} / {promoted} (promotion's writes are counted until then)"
+    );
     let seen = std::mem::take(&mut *lock(&seen));
     let measured = step_latencies(&seen.progress);
     let (p50, p99) = print_latencies(measured.latencies);
