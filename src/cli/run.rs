@@ -37,7 +37,7 @@ pub struct Args {
     /// Most Rollout reconciles in flight at once (Argo Rollouts' flag of the same name; its default is 10,
     /// for workers that read an in-memory cache, where canaryd's read the API server). The earliest due go
     /// first; unbounded, thousands of Rollouts stepping together each waited behind all the others' reads.
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub rollout_threads: u32,
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, default_value = "0.0.0.0:8090")]

@@ -202,7 +202,7 @@ pub fn config() -> Config {
         notifications_namespace: None,
         routers: Default::default(),
         self_service_notifications: false,
-        rollout_threads: 50,
+        rollout_threads: 100,
     }
 }
 
