@@ -123,6 +123,13 @@ impl Recorder {
                     );
                     return Some(Dropped { event, why });
                 }
+                let body = match serde_json::to_string(&event) {
+                    Ok(body) => body.into(),
+                    Err(e) => {
+                        let why = format!("the Event cannot be written as JSON: {e}");
+                        return Some(Dropped { event, why });
+                    }
+                };
                 let shed = if self.len() < self.capacity {
                     None
                 } else {
@@ -132,13 +139,6 @@ impl Recorder {
                             let why = self.full();
                             return Some(Dropped { event, why });
                         }
-                    }
-                };
-                let body = match serde_json::to_string(&event) {
-                    Ok(body) => body.into(),
-                    Err(e) => {
-                        let why = format!("the Event cannot be written as JSON: {e}");
-                        return Some(Dropped { event, why });
                     }
                 };
                 let id = key.map_or(0, |key| self.correlator.remember(key, &event));
