@@ -4,10 +4,13 @@
 //! Lease, and a Rollout's reads (`rollout_reads`) and writes (`rollout_writes`). Nothing here decides an analysis outcome or a
 //! Rollout's next step; it moves what `engine/` computed to and from the API server.
 
+pub mod event_queue;
+pub mod event_rate;
 pub mod event_series;
 pub mod events;
 pub mod jobs;
 pub mod lease;
+pub mod recent;
 pub mod rollout_actions;
 pub mod rollout_reads;
 pub mod rollout_writes;

@@ -6,6 +6,7 @@ mod daemon_alb_header_routes;
 mod daemon_bluegreen;
 mod daemon_clock;
 mod daemon_decode;
+mod daemon_event_load;
 mod daemon_gate;
 mod daemon_ha;
 mod daemon_handover;
