@@ -337,12 +337,19 @@ impl Controllers {
             let (store, flag, seen, watching) =
                 watch::start::<K>(ctx.client.clone(), scope, &selector);
             self.watches.spawn(watching);
-            let triggers = K::triggers(&ctx.client, scope);
-            let triggers = if triggers.is_empty() {
-                futures::stream::pending().boxed()
-            } else {
-                futures::stream::select_all(triggers).boxed()
-            };
+            // Each watch of other kinds decodes its events on a task of its own too, and hands on only the keys
+            // they name: a burst of thousands of runs' status writes is not decoded on the queue's task.
+            let (named, triggers) = tokio::sync::mpsc::channel(watch::WATCH_BUFFER);
+            for mut trigger in K::triggers(&ctx.client, scope) {
+                let named = named.clone();
+                self.watches.spawn(async move {
+                    while let Some(key) = trigger.next().await {
+                        if named.send(key).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             self.stops.push(stop);
             self.tasks.spawn(drive::<K>(
@@ -384,7 +391,7 @@ async fn drive<K: Reconciled>(
     ctx: Arc<Context>,
     store: Store<K>,
     mut seen: tokio::sync::mpsc::Receiver<Seen<K>>,
-    mut triggers: BoxStream<'static, Key>,
+    mut triggers: tokio::sync::mpsc::Receiver<Key>,
     mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     let state = K::state(&ctx);
@@ -453,7 +460,7 @@ async fn drive<K: Reconciled>(
                     warn!(error = %e, "Watch failed; retrying");
                 }
             },
-            Some(key) = triggers.next() => queue.schedule(key, ctx.clock.steady()),
+            Some(key) = triggers.recv() => queue.schedule(key, ctx.clock.steady()),
             Some(done) = running.join_next_with_id() => {
                 let (id, result) = match done {
                     Ok((id, (result, took))) => {

@@ -181,8 +181,8 @@ impl Heard {
     }
 }
 
-/// Watch events decoded ahead of the queue, per watch.
-const WATCH_BUFFER: usize = 1024;
+/// Watch events decoded ahead of the queue, per watch (and keys named by the watches of other kinds).
+pub const WATCH_BUFFER: usize = 1024;
 
 /// Starts watching the objects `selector` picks in `namespace` (all namespaces for `None`). Returns the
 /// cache, the flag set once the first list is in it, the receiving end of what the watch saw and the future
