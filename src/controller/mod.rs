@@ -42,7 +42,7 @@ use crate::k8s::lease::{Elector, LeaseConfig};
 use crate::k8s::status::StatusWriter;
 use crate::measure::Providers;
 use crate::notify::Notifier;
-use crate::observe::{Kind, Metrics, Probe, Scraped};
+use crate::observe::{Exposition, Kind, Metrics, Probe, Scraped};
 use crate::providers::gate::Gate;
 use crate::time::Clock;
 use driver::{Controllers, KindState, shown};
@@ -147,7 +147,7 @@ pub struct Context {
 }
 
 impl Probe for Context {
-    fn metrics(&self) -> String {
+    fn write_metrics(&self, out: &mut Exposition) {
         let runs = self.runs.cached();
         let rollouts = self.rollouts.cached();
         self.forget_deleted(Kind::AnalysisRun, &self.runs, &runs);
@@ -158,11 +158,12 @@ impl Probe for Context {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        self.metrics.render(&Scraped {
+        let scraped = Scraped {
             runs: &runs,
             rollouts: &rollouts,
             durations: &durations.into_iter().collect(),
-        })
+        };
+        self.metrics.render(&scraped, out);
     }
 
     fn ready(&self) -> bool {
