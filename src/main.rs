@@ -10,7 +10,8 @@ use tracing_subscriber::{Registry, fmt};
 
 /// mimalloc rather than glibc's allocator: the daemon allocates and frees a status's worth of small objects
 /// per measurement, and under glibc's malloc that bookkeeping (consolidating and unlinking chunks) was a
-/// third of its CPU at 10,000 runs.
+/// third of its CPU at 10,000 runs. The `system-allocator` feature leaves it out, for heap profilers.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

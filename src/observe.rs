@@ -2,25 +2,29 @@
 //! and the small HTTP server for `/metrics`, `/healthz` and `/readyz`. It owns no analysis state: the families
 //! that describe Rollouts and AnalysisRuns are computed at scrape time from the objects the caller passes
 //! (through [`Probe`]): [`rollouts`] and [`analysis_runs`]; [`reconciles`] counts per object as the daemon works.
-//! Argo Rollouts' controller families keep Argo's names, labels and values, beside the `canaryd_*` ones.
+//! Argo Rollouts' controller families keep Argo's names, labels and values, beside the `canaryd_*` ones. The
+//! exposition is written off the async runtime and sent as it is written ([`exposition`]).
 
 pub mod analysis_runs;
+pub mod exposition;
 pub mod reconciles;
 pub mod rollout_durations;
 pub mod rollouts;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use http_body_util::Full;
-use hyper::body::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Bytes, Frame};
 use hyper::{Request, Response, StatusCode};
 use tokio::net::TcpListener;
 
 use crate::api::{AnalysisRun, Rollout};
+pub use exposition::Exposition;
+use exposition::{family, sample};
 pub use reconciles::{Kind, Reconciles};
 pub use rollout_durations::RolloutDurations;
 
@@ -147,21 +151,19 @@ impl Metrics {
     }
 
     /// The whole exposition.
-    pub fn render(&self, scraped: &Scraped<'_>) -> String {
-        let mut out = String::new();
-        self.write_process(&mut out);
-        analysis_runs::write(&mut out, scraped.runs);
-        rollouts::write(&mut out, scraped.rollouts);
-        self.write_counters(&mut out);
-        self.reconciles.write(&mut out);
-        self.rollout_durations.write(&mut out);
-        write_durations(&mut out, scraped.durations);
-        self.write_notifications(&mut out);
-        out
+    pub fn render(&self, scraped: &Scraped<'_>, out: &mut Exposition) {
+        self.write_process(out);
+        analysis_runs::write(out, scraped.runs);
+        rollouts::write(out, scraped.rollouts);
+        self.write_counters(out);
+        self.reconciles.write(out);
+        self.rollout_durations.write(out);
+        write_durations(out, scraped.durations);
+        self.write_notifications(out);
     }
 
     /// Argo Rollouts' `notification_send_success` and `notification_send_error` counters, with its labels.
-    fn write_notifications(&self, out: &mut String) {
+    fn write_notifications(&self, out: &mut Exposition) {
         let counted = self
             .notifications
             .lock()
@@ -195,7 +197,7 @@ impl Metrics {
     }
 
     /// The process's own families: its version and whether it holds the leader Lease.
-    fn write_process(&self, out: &mut String) {
+    fn write_process(&self, out: &mut Exposition) {
         family(
             out,
             "canaryd_build_info",
@@ -248,7 +250,7 @@ impl Metrics {
     }
 
     /// The counters: measurements by phase and provider, and reconcile errors by reason.
-    fn write_counters(&self, out: &mut String) {
+    fn write_counters(&self, out: &mut Exposition) {
         family(
             out,
             "canaryd_measurements_total",
@@ -291,7 +293,7 @@ impl Metrics {
 }
 
 /// The query-duration histograms, one per provider.
-fn write_durations(out: &mut String, durations: &BTreeMap<&'static str, Histogram>) {
+fn write_durations(out: &mut Exposition, durations: &BTreeMap<&'static str, Histogram>) {
     let name = "canaryd_provider_query_duration_seconds";
     family(
         out,
@@ -305,7 +307,7 @@ fn write_durations(out: &mut String, durations: &BTreeMap<&'static str, Histogra
 }
 
 /// One histogram's samples: cumulative buckets, sum and count, each with `labels`.
-fn write_histogram(out: &mut String, name: &str, labels: &[(&str, &str)], h: &Histogram) {
+fn write_histogram(out: &mut Exposition, name: &str, labels: &[(&str, &str)], h: &Histogram) {
     let mut cumulative = 0;
     let bucket = format!("{name}_bucket");
     for (i, bound) in h.bounds.iter().enumerate() {
@@ -332,49 +334,16 @@ fn resident_memory_bytes() -> Option<f64> {
     Some(kib * 1024.0)
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-/// A label value as the text format writes it: backslash, double quote and line feed escaped. Written piece by
-/// piece, without a copy per value: a scrape of 50,000 runs writes millions of them.
-fn escape_label_value(out: &mut String, value: &str) {
-    let mut rest = value;
-    while let Some(at) = rest.find(['\\', '"', '\n']) {
-        out.push_str(&rest[..at]);
-        out.push_str(match rest.as_bytes()[at] {
-            b'\\' => "\\\\",
-            b'"' => "\\\"",
-            _ => "\\n",
-        });
-        rest = &rest[at + 1..];
-    }
-    out.push_str(rest);
-}
-
-fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
-    out.push_str(name);
-    if !labels.is_empty() {
-        out.push('{');
-        for (i, (k, v)) in labels.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(k);
-            out.push_str("=\"");
-            escape_label_value(out, v);
-            out.push('"');
-        }
-        out.push('}');
-    }
-    let _ = writeln!(out, " {value}");
-}
-
 /// What the HTTP endpoints ask the daemon.
 pub trait Probe: Send + Sync + 'static {
-    /// The `/metrics` body.
-    fn metrics(&self) -> String;
+    /// Writes the `/metrics` body.
+    fn write_metrics(&self, out: &mut Exposition);
+    /// The `/metrics` body in one string.
+    fn metrics(&self) -> String {
+        let mut out = Exposition::collect();
+        self.write_metrics(&mut out);
+        out.finish()
+    }
     /// `/readyz`: caches synced and leadership known.
     fn ready(&self) -> bool;
 }
@@ -389,7 +358,7 @@ pub async fn serve(listener: TcpListener, probe: Arc<dyn Probe>) {
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                 let probe = probe.clone();
-                async move { Ok::<_, Infallible>(answer(req.uri().path(), probe.as_ref())) }
+                async move { Ok::<_, Infallible>(answer(req.uri().path(), &probe)) }
             });
             // A client that hangs up mid-request is its own business.
             let _ = hyper::server::conn::http1::Builder::new()
@@ -399,27 +368,27 @@ pub async fn serve(listener: TcpListener, probe: Arc<dyn Probe>) {
     }
 }
 
-fn answer(path: &str, probe: &dyn Probe) -> Response<Full<Bytes>> {
+/// Chunks of a `/metrics` body written ahead of the connection.
+const METRICS_CHUNKS_AHEAD: usize = 4;
+
+fn answer(path: &str, probe: &Arc<dyn Probe>) -> Response<BoxBody<Bytes, Infallible>> {
+    let text =
+        |status, body: &'static str| (status, "text/plain", Full::new(Bytes::from(body)).boxed());
     let (status, content_type, body) = match path {
         "/metrics" => (
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            probe.metrics(),
+            metrics_body(probe.clone()),
         ),
-        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
-        "/readyz" if probe.ready() => (StatusCode::OK, "text/plain", "ready\n".to_string()),
-        "/readyz" => (
+        "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/readyz" if probe.ready() => text(StatusCode::OK, "ready\n"),
+        "/readyz" => text(
             StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            "not ready: caches syncing or leadership unknown\n".to_string(),
+            "not ready: caches syncing or leadership unknown\n",
         ),
-        _ => (
-            StatusCode::NOT_FOUND,
-            "text/plain",
-            "not found\n".to_string(),
-        ),
+        _ => text(StatusCode::NOT_FOUND, "not found\n"),
     };
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+    let mut response = Response::new(body);
     *response.status_mut() = status;
     if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {
         response
@@ -427,6 +396,22 @@ fn answer(path: &str, probe: &dyn Probe) -> Response<Full<Bytes>> {
             .insert(hyper::header::CONTENT_TYPE, v);
     }
     response
+}
+
+/// The `/metrics` body, written by a blocking thread (so a scrape of tens of thousands of objects holds no
+/// runtime thread) and sent in chunks as they are written (so it is never held whole).
+fn metrics_body(probe: Arc<dyn Probe>) -> BoxBody<Bytes, Infallible> {
+    let (chunks, written) = tokio::sync::mpsc::channel(METRICS_CHUNKS_AHEAD);
+    tokio::task::spawn_blocking(move || {
+        let mut out = Exposition::streaming(chunks);
+        probe.write_metrics(&mut out);
+        out.finish();
+    });
+    let frames = futures::stream::unfold(written, |mut written| async move {
+        let chunk = written.recv().await?;
+        Some((Ok(Frame::data(chunk)), written))
+    });
+    StreamBody::new(frames).boxed()
 }
 
 #[cfg(test)]
@@ -443,12 +428,5 @@ mod tests {
         assert_eq!(h.counts.first(), Some(&1));
         assert_eq!(h.counts.get(5), Some(&1));
         assert_eq!(h.counts.iter().sum::<u64>(), 2);
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        let mut out = String::new();
-        sample(&mut out, "m", &[("reason", "a\"b\\c\nd")], 1.0);
-        assert_eq!(out, "m{reason=\"a\\\"b\\\\c\\nd\"} 1\n");
     }
 }

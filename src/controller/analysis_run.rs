@@ -130,25 +130,27 @@ pub async fn reconcile(obj: Arc<AnalysisRun>, ctx: Arc<Context>) -> Result<Next,
 
     if let Some(done) = server.and_then(|s| s.phase).filter(|p| p.is_completed()) {
         return match &written {
-            None => expire(&api, &obj, &this.shown, done, ctx.clock.now()).await,
+            None => Box::pin(expire(&api, &obj, &this.shown, done, ctx.clock.now())).await,
             Some(status) => {
                 let judged = AnalysisRun {
                     status: Some(status.clone()),
                     ..(*obj).clone()
                 };
-                expire(&api, &judged, &this.shown, done, ctx.clock.now()).await
+                Box::pin(expire(&api, &judged, &this.shown, done, ctx.clock.now())).await
             }
         };
     }
     // What to build on.
     let working = pending.or_else(|| server.cloned());
-    let Some(stepped) = step(&this, &ctx, working, &write_rv, uncounted).await? else {
+    // Each stage is boxed, so the task holds only the one it is in: a reconcile waiting for a write slot
+    // does not carry the space of measuring (tens of thousands of runs may wait at once).
+    let Some(stepped) = Box::pin(step(&this, &ctx, working, &write_rv, uncounted)).await? else {
         return Ok(Next::Change);
     };
     if server == Some(&stepped.status) {
         return Ok(requeue_before(stepped.wakeup, ctx.clock.now()));
     }
-    write(&this, &ctx, &api, server, &mut write_rv, stepped).await
+    Box::pin(write(&this, &ctx, &api, server, &mut write_rv, stepped)).await
 }
 
 /// Prepares the run (its Secrets read), waits until its next measurement is due, and steps it; `None` when
@@ -161,7 +163,7 @@ async fn step(
     mut uncounted: Vec<(&'static str, &'static str)>,
 ) -> Result<Option<Stepped>, ReconcileError> {
     let spec = RunSpec::from_run(&this.obj.spec);
-    let secrets = runs::read_secrets(&ctx.client, &this.namespace, &spec.args)
+    let secrets = Box::pin(runs::read_secrets(&ctx.client, &this.namespace, &spec.args))
         .await
         .map_err(ReconcileError::Secrets)?;
     let prepared = PreparedRun::prepare(
@@ -190,14 +192,14 @@ async fn step(
     };
     // Stamped as the API server will store it, so the next due time is the same before and after the patch.
     let terminate = this.obj.spec.terminate == Some(true);
-    let ticked = runner::step(
+    let ticked = Box::pin(runner::step(
         prepared.as_ref(),
         &who,
         &ctx.providers,
         working,
         &ctx.clock,
         terminate,
-    )
+    ))
     .await;
     let secrets = match &prepared {
         Ok(run) => {
@@ -240,8 +242,8 @@ fn log_measured(
 }
 
 /// Writes the stepped status over `server`'s, remembers it ahead of the cache, publishes the Events of the
-/// step (the metrics and the run it completed) and expires a run it completed. A write that ends the run goes
-/// at once; one that records a measurement of a run that goes on waits for a slot.
+/// step (the metrics and the run it completed) and expires a run it completed. A write that ends the run waits
+/// only for a verdict's slot; one that records a measurement of a run that goes on waits for a routine one.
 async fn write(
     this: &This<'_>,
     ctx: &Context,
@@ -258,16 +260,22 @@ async fn write(
         mut uncounted,
     } = stepped;
     let completed = new_status.phase.filter(|p| p.is_completed());
-    // The semaphore is never closed, so `acquire` cannot fail.
+    // The semaphores are never closed, so `acquire` cannot fail.
     let slot = match completed {
-        Some(_) => None,
+        Some(_) => ctx.verdict_writes.acquire().await.ok(),
         None => ctx.routine_writes.acquire().await.ok(),
     };
-    let patched = driver::write_status(ctx, this.obj, server, write_rv, |rv| {
-        let (writer, status, secrets) = (&ctx.statuses, &new_status, &secrets);
-        let (namespace, name) = (&this.namespace, &this.name);
-        async move { runs::patch_status(writer, namespace, name, &rv, status, secrets).await }
-    })
+    let patched = Box::pin(driver::write_status(
+        ctx,
+        this.obj,
+        server,
+        write_rv,
+        |rv| {
+            let (writer, status, secrets) = (&ctx.statuses, &new_status, &secrets);
+            let (namespace, name) = (&this.namespace, &this.name);
+            async move { runs::patch_status(writer, namespace, name, &rv, status, secrets).await }
+        },
+    ))
     .await;
     let written = match patched {
         Ok(Wrote::Written(metadata)) => AnalysisRun {
@@ -342,7 +350,7 @@ async fn write(
             status: Some(status),
             ..written
         };
-        return expire(api, &judged, &this.shown, phase, ctx.clock.now()).await;
+        return Box::pin(expire(api, &judged, &this.shown, phase, ctx.clock.now())).await;
     }
     Ok(requeue_before(wakeup, ctx.clock.now()))
 }

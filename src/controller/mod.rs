@@ -42,7 +42,7 @@ use crate::k8s::lease::{Elector, LeaseConfig};
 use crate::k8s::status::StatusWriter;
 use crate::measure::Providers;
 use crate::notify::Notifier;
-use crate::observe::{Kind, Metrics, Probe, Scraped};
+use crate::observe::{Exposition, Kind, Metrics, Probe, Scraped};
 use crate::providers::gate::Gate;
 use crate::time::Clock;
 use driver::{Controllers, KindState, shown};
@@ -138,6 +138,8 @@ pub struct Context {
     events: EventQueue,
     /// Slots for status writes that do not end a run; see [`ROUTINE_WRITES`].
     routine_writes: tokio::sync::Semaphore,
+    /// Slots for status writes that end a run; see [`VERDICT_WRITES`].
+    verdict_writes: tokio::sync::Semaphore,
     runs: KindState<AnalysisRun>,
     rollouts: KindState<Rollout>,
     status_writes: rollout::StatusWrites,
@@ -149,7 +151,7 @@ pub struct Context {
 }
 
 impl Probe for Context {
-    fn metrics(&self) -> String {
+    fn write_metrics(&self, out: &mut Exposition) {
         let runs = self.runs.cached();
         let rollouts = self.rollouts.cached();
         self.forget_deleted(Kind::AnalysisRun, &self.runs, &runs);
@@ -160,11 +162,12 @@ impl Probe for Context {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        self.metrics.render(&Scraped {
+        let scraped = Scraped {
             runs: &runs,
             rollouts: &rollouts,
             durations: &durations.into_iter().collect(),
-        })
+        };
+        self.metrics.render(&scraped, out);
     }
 
     fn ready(&self) -> bool {
@@ -278,6 +281,7 @@ impl Daemon {
             evictions,
             events,
             routine_writes: tokio::sync::Semaphore::new(ROUTINE_WRITES),
+            verdict_writes: tokio::sync::Semaphore::new(VERDICT_WRITES),
             providers,
             gate,
             metrics,
@@ -339,10 +343,16 @@ impl Daemon {
 }
 
 /// Status writes that do not end a run in flight at once. In a second when a thousand runs are due, their
-/// routine writes wait here rather than at the API server, so the write of a verdict (which takes no slot)
-/// reaches it behind at most this many. It also keeps one client's burst small for the API server, whose
+/// routine writes wait here rather than at the API server, so the write of a verdict (which takes none of these
+/// slots, see [`VERDICT_WRITES`]) reaches it behind at most this many. It also keeps one client's burst small for the API server, whose
 /// Priority and Fairness serves only so many requests of a priority level at once.
 const ROUTINE_WRITES: usize = 64;
+
+/// Status writes that end a run in flight at once. They never wait behind routine writes, only behind each
+/// other, and only in a burst: when tens of thousands of runs end in the same interval, each write in flight
+/// is a connection to the API server with its buffers (the client opens one per concurrent request), and
+/// unbounded they took hundreds of megabytes at 50,000 runs.
+const VERDICT_WRITES: usize = 256;
 
 /// How long a stopping daemon goes on publishing the Events still queued.
 const EVENT_DRAIN: Duration = Duration::from_secs(5);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::api::{AnalysisPhase, AnalysisRun, MetricProvider};
 use crate::engine::analysis::dry_run_flags;
 
-use super::{family, sample};
+use super::{Exposition, family, sample};
 
 /// The phases Argo's per-phase families list, in its order.
 const PHASES: [AnalysisPhase; 6] = [
@@ -44,7 +44,7 @@ pub fn provider_type(provider: &MetricProvider) -> &'static str {
 }
 
 /// Every AnalysisRun family.
-pub fn write(out: &mut String, runs: &[Arc<AnalysisRun>]) {
+pub fn write(out: &mut Exposition, runs: &[Arc<AnalysisRun>]) {
     write_counts(out, runs);
     family(
         out,
@@ -82,7 +82,7 @@ pub fn write(out: &mut String, runs: &[Arc<AnalysisRun>]) {
 }
 
 /// canaryd's own: the number of runs per phase (a run not yet reconciled counts as Pending).
-fn write_counts(out: &mut String, runs: &[Arc<AnalysisRun>]) {
+fn write_counts(out: &mut Exposition, runs: &[Arc<AnalysisRun>]) {
     let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
     for run in runs {
         let phase = stored_phase(run).unwrap_or(AnalysisPhase::Pending);
@@ -99,16 +99,36 @@ fn write_counts(out: &mut String, runs: &[Arc<AnalysisRun>]) {
     }
 }
 
-/// Per metric of each run: its type, its phase (one sample per phase) and its last measured value.
-fn write_metrics(out: &mut String, runs: &[Arc<AnalysisRun>]) {
-    let (types, phases, values) = (
-        "analysis_run_metric_type",
-        "analysis_run_metric_phase",
-        "canaryd_analysis_run_metric_value",
+/// Per metric of each run: its type, its phase (one sample per phase) and its last measured value. One pass
+/// over the runs per family, each written as it goes (no family is held whole to be written after another).
+fn write_metrics(out: &mut Exposition, runs: &[Arc<AnalysisRun>]) {
+    let types = "analysis_run_metric_type";
+    family(
+        out,
+        types,
+        "gauge",
+        "Information on the type of a specific metric in the Analysis Runs",
     );
-    let mut type_lines = String::new();
-    let mut phase_lines = String::new();
-    let mut value_lines = String::new();
+    for run in runs {
+        let (namespace, name) = names(run);
+        for metric in &run.spec.metrics {
+            let kind = provider_type(&metric.provider);
+            let labels = [
+                ("namespace", namespace),
+                ("name", name),
+                ("metric", metric.name.as_str()),
+                ("type", kind),
+            ];
+            sample(out, types, &labels, 1.0);
+        }
+    }
+    let phases = "analysis_run_metric_phase";
+    family(
+        out,
+        phases,
+        "gauge",
+        "Information on the duration of a specific metric in the Analysis Run",
+    );
     for run in runs {
         let (namespace, name) = names(run);
         let metrics = &run.spec.metrics;
@@ -118,52 +138,43 @@ fn write_metrics(out: &mut String, runs: &[Arc<AnalysisRun>]) {
         for (metric, dry) in metrics.iter().zip(dry) {
             let kind = provider_type(&metric.provider);
             let result = run.status.as_ref().and_then(|s| s.result(&metric.name));
-            let base = [
-                ("namespace", namespace),
-                ("name", name),
-                ("metric", metric.name.as_str()),
-            ];
-            sample(&mut type_lines, types, &with(&base, &[("type", kind)]), 1.0);
             let current = result.map_or(AnalysisPhase::Pending, |r| r.phase);
             let dry_run = if dry { "true" } else { "false" };
             for phase in PHASES {
-                let labels = with(
-                    &base,
-                    &[
-                        ("type", kind),
-                        ("dry_run", dry_run),
-                        ("phase", phase.as_str()),
-                    ],
-                );
-                sample(&mut phase_lines, phases, &labels, one_if(current == phase));
-            }
-            let last = result.and_then(|r| r.measurements.last());
-            if let Some(value) = last.and_then(|m| m.value.as_deref()).and_then(number) {
-                sample(&mut value_lines, values, &base, value);
+                let labels = [
+                    ("namespace", namespace),
+                    ("name", name),
+                    ("metric", metric.name.as_str()),
+                    ("type", kind),
+                    ("dry_run", dry_run),
+                    ("phase", phase.as_str()),
+                ];
+                sample(out, phases, &labels, one_if(current == phase));
             }
         }
     }
-    family(
-        out,
-        types,
-        "gauge",
-        "Information on the type of a specific metric in the Analysis Runs",
-    );
-    out.push_str(&type_lines);
-    family(
-        out,
-        phases,
-        "gauge",
-        "Information on the duration of a specific metric in the Analysis Run",
-    );
-    out.push_str(&phase_lines);
+    let values = "canaryd_analysis_run_metric_value";
     family(
         out,
         values,
         "gauge",
         "The value of a metric's last measurement, when it is a number (or a vector of one).",
     );
-    out.push_str(&value_lines);
+    for run in runs {
+        let (namespace, name) = names(run);
+        for metric in &run.spec.metrics {
+            let result = run.status.as_ref().and_then(|s| s.result(&metric.name));
+            let last = result.and_then(|r| r.measurements.last());
+            if let Some(value) = last.and_then(|m| m.value.as_deref()).and_then(number) {
+                let labels = [
+                    ("namespace", namespace),
+                    ("name", name),
+                    ("metric", metric.name.as_str()),
+                ];
+                sample(out, values, &labels, value);
+            }
+        }
+    }
 }
 
 /// A measured value as a number: a scalar, or the one element of a vector (`[0.99]`).
@@ -174,10 +185,6 @@ fn number(value: &str) -> Option<f64> {
         .and_then(|v| v.strip_suffix(']'))
         .unwrap_or(value);
     inner.trim().parse::<f64>().ok().filter(|v| v.is_finite())
-}
-
-fn with<'a>(base: &[(&'a str, &'a str)], more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
-    base.iter().chain(more).copied().collect()
 }
 
 fn names(run: &AnalysisRun) -> (&str, &str) {
@@ -221,9 +228,9 @@ mod tests {
     }
 
     fn written() -> String {
-        let mut out = String::new();
+        let mut out = Exposition::collect();
         write(&mut out, &[Arc::new(run())]);
-        out
+        out.finish()
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, PoisonError};
 
-use super::{Histogram, family, sample, write_histogram};
+use super::{Exposition, Histogram, family, sample, write_histogram};
 
 /// Upper bounds (seconds) of Argo's reconcile histograms.
 pub const RECONCILE_BUCKETS: &[f64] = &[0.01, 0.15, 0.25, 0.5, 1.0];
@@ -92,7 +92,7 @@ impl Reconciles {
         }
     }
 
-    pub fn write(&self, out: &mut String) {
+    pub fn write(&self, out: &mut Exposition) {
         let durations = self
             .durations
             .lock()
@@ -161,8 +161,9 @@ mod tests {
         r.rollout_event(&object("gone"), "Normal", "RolloutUpdated");
         r.reconciled(Kind::AnalysisRun, &object("gone"), 0.005);
         r.forget_all_but(Kind::Rollout, &BTreeSet::from([object("web")]));
-        let mut out = String::new();
+        let mut out = Exposition::collect();
         r.write(&mut out);
+        let out = out.finish();
         assert!(
             out.contains("rollout_reconcile_count{namespace=\"shop\",name=\"web\"} 1\n"),
             "{out}"
@@ -188,8 +189,9 @@ mod tests {
         r.failed(Kind::AnalysisRun, &object("run"));
         r.failed(Kind::AnalysisRun, &object("run"));
         r.rollout_event(&object("web"), "Warning", "RolloutAborted");
-        let mut out = String::new();
+        let mut out = Exposition::collect();
         r.write(&mut out);
+        let out = out.finish();
         assert!(
             out.contains("analysis_run_reconcile_error{namespace=\"shop\",name=\"run\"} 2\n"),
             "{out}"

@@ -9,7 +9,7 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::api::rollout::RolloutDurationStatus;
 
-use super::{Histogram, family, write_histogram};
+use super::{Exposition, Histogram, family, write_histogram};
 
 const TOTAL_BUCKETS: &[f64] = &[
     30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0,
@@ -78,7 +78,7 @@ impl RolloutDurations {
         }
     }
 
-    pub fn write(&self, out: &mut String) {
+    pub fn write(&self, out: &mut Exposition) {
         let by_status = self
             .by_status
             .lock()
@@ -140,8 +140,9 @@ mod tests {
         d.written(Some(&running()), Some(&promoted()));
         // Later writes of the same ended attempt count nothing more.
         d.written(Some(&promoted()), Some(&promoted()));
-        let mut out = String::new();
+        let mut out = Exposition::collect();
         d.write(&mut out);
+        let out = out.finish();
         for line in [
             "rollout_duration_seconds_bucket{status=\"Promoted\",le=\"300\"} 0",
             "rollout_duration_seconds_bucket{status=\"Promoted\",le=\"600\"} 1",
@@ -164,8 +165,9 @@ mod tests {
             ..promoted()
         };
         d.written(Some(&promoted()), Some(&later));
-        let mut out = String::new();
+        let mut out = Exposition::collect();
         d.write(&mut out);
+        let out = out.finish();
         assert!(
             out.contains("rollout_duration_seconds_count{status=\"Promoted\"} 2\n"),
             "{out}"

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::api::Rollout;
 use crate::api::reasons::rollout as reasons;
 
-use super::{family, sample};
+use super::{Exposition, family, sample};
 
 /// Argo's `RolloutPhase` of the metrics (not `status.phase`): what the Progressing and InvalidSpec conditions
 /// say, in Argo's `calculatePhase` order.
@@ -81,7 +81,7 @@ pub fn strategy_and_router(rollout: &Rollout) -> (&'static str, &'static str) {
 }
 
 /// Every Rollout family, one sample per Rollout (six for `rollout_phase`).
-pub fn write(out: &mut String, rollouts: &[Arc<Rollout>]) {
+pub fn write(out: &mut Exposition, rollouts: &[Arc<Rollout>]) {
     let described: Vec<Described<'_>> = rollouts.iter().map(|r| Described::of(r)).collect();
     family(out, "rollout_info", "gauge", "Information about rollout.");
     for d in &described {
@@ -125,7 +125,7 @@ pub fn write(out: &mut String, rollouts: &[Arc<Rollout>]) {
 }
 
 /// `rollout_phase`: one sample per phase Argo lists there (not InvalidSpec), 1 for the Rollout's.
-fn write_deprecated_phase(out: &mut String, described: &[Described<'_>]) {
+fn write_deprecated_phase(out: &mut Exposition, described: &[Described<'_>]) {
     let name = "rollout_phase";
     family(
         out,
@@ -147,7 +147,7 @@ fn write_deprecated_phase(out: &mut String, described: &[Described<'_>]) {
 }
 
 /// canaryd's own: where each canary Rollout is in its steps, and the canary's weight as its status records it.
-fn write_steps(out: &mut String, described: &[Described<'_>]) {
+fn write_steps(out: &mut Exposition, described: &[Described<'_>]) {
     let step = "canaryd_rollout_step";
     family(
         out,
@@ -330,8 +330,9 @@ mod tests {
             s.updated_replicas = 1;
             s.current_step_index = Some(1);
         }
-        let mut out = String::new();
+        let mut out = Exposition::collect();
         write(&mut out, &[Arc::new(r)]);
+        let out = out.finish();
         for line in [
             "rollout_info{namespace=\"shop\",name=\"web\",strategy=\"canary\",traffic_router=\"\",phase=\"Paused\"} 1",
             "rollout_info_replicas_available{namespace=\"shop\",name=\"web\"} 4",

@@ -25,7 +25,8 @@
 //! CANARYD_BENCH_SECONDS (default 60), CANARYD_BENCH_INTERVAL (default 10), CANARYD_BENCH_SHARE_WINDOW (the
 //! daemon's `--prometheus-share-window` in seconds, default 1), CANARYD_BENCH_MAX_CONCURRENCY (its
 //! `--prometheus-max-concurrency`, default 10), CANARYD_BENCH_SCRAPE (seconds between scrapes of /metrics,
-//! default 15).
+//! default 15). CANARYD_BENCH_WRAP runs the daemon under a profiler (`"heaptrack -o /tmp/ht"`, with
+//! `--features system-allocator` so heaptrack sees its allocations; see `canaryd_testkit::child_daemon`).
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
 

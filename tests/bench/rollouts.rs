@@ -35,6 +35,7 @@
 //! `valid`, false when the fakes used more than half a core, so the figures measure them rather than canaryd.
 //!
 //! Every wait is bounded: what did not finish is printed, and the figures are made from what did.
+//! CANARYD_BENCH_WRAP runs the daemon under a profiler, as for the daemon bench (`canaryd_testkit::child_daemon`).
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
 

@@ -813,6 +813,23 @@ mod retention {
         let r = result(&status, "m");
         assert_eq!((r.measurements.len(), r.count), (10, 25));
     }
+
+    #[test]
+    fn a_full_history_takes_the_next_measurement_without_growing_its_buffer() {
+        // The daemon steps a copy of each stored status (exactly as long as its history): recording into a full
+        // history must not double its buffer, tens of thousands of copies being held at once.
+        let p = plan(&[every("m", Some("1s"), None)]);
+        let (status, _) = feed(&p, &[Successful; 10]);
+        let mut copy = status.clone();
+        assert_eq!(result(&copy, "m").measurements.capacity(), 10);
+        record(&p, &mut copy, 0, measured(Successful, 11), at(11)).unwrap();
+        let r = result(&copy, "m");
+        assert_eq!((r.measurements.len(), r.measurements.capacity()), (10, 10));
+        assert_eq!(
+            r.measurements.last().and_then(|m| m.finished_at.clone()),
+            Some(Time(at(11)))
+        );
+    }
 }
 
 mod restore {

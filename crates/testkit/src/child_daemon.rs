@@ -2,6 +2,11 @@
 //! daemon started against the fake API server and stopped as Kubernetes stops a pod, its CPU time and peak
 //! resident memory read from /proc, the benches' settings read from the environment, percentiles, and what
 //! their JSON lines share (the fakes' CPU above which a run is not valid, rounding).
+//!
+//! `CANARYD_BENCH_WRAP` (opt-in, for profiling) prefixes the daemon's command with a program and its
+//! arguments, split on whitespace: `CANARYD_BENCH_WRAP="heaptrack -o /tmp/ht"` or `"perf record -g -o
+//! /tmp/perf.data --"`. The daemon's CPU, memory and SIGTERM are then still the daemon's own (the descendant of
+//! the wrapper running the canaryd binary), not the wrapper's.
 //! BENCH FIXTURE ONLY.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: a benchmark measures real time.
@@ -61,9 +66,21 @@ pub fn kilobytes(field: &str) -> Option<f64> {
     field.split_whitespace().next()?.parse().ok()
 }
 
+/// How long a wrapper ([`WRAP`]) may take to start the daemon, and to end once it has stopped.
+const WRAPPER_START: Duration = Duration::from_secs(30);
+const WRAPPER_END: Duration = Duration::from_secs(600);
+
+/// The environment variable naming a program to run the daemon under (see the module doc).
+pub const WRAP: &str = "CANARYD_BENCH_WRAP";
+
 /// The daemon's process; killed if the bench ends without [`DaemonProcess::stop`] (a panic), so it never
 /// outlives the bench.
-pub struct DaemonProcess(Child);
+pub struct DaemonProcess {
+    /// What the bench started: the daemon, or the wrapper ([`WRAP`]) running it.
+    child: Child,
+    /// The daemon's own process id.
+    daemon: u32,
+}
 
 /// `canaryd run ARGS` (the binary cargo built for the bench) against `server`, without leader election,
 /// logging JSON at info to `log`, serving /metrics on a free loopback port, which it returns.
@@ -76,8 +93,20 @@ pub fn spawn(
     let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free loopback port");
-    let child = canaryd
-        .command()
+    let wrap = std::env::var(WRAP).unwrap_or_default();
+    let mut wrapper = wrap.split_whitespace();
+    let mut command = match wrapper.next() {
+        None => canaryd.command(),
+        Some(program) => {
+            let mut command = Command::new(program);
+            command
+                .args(wrapper)
+                .arg(canaryd.executable())
+                .current_dir(crate::repo_root());
+            command
+        }
+    };
+    let child = command
         .args(["run", "--leader-elect", "false", "--metrics-addr"])
         .arg(metrics_addr.to_string())
         .args(args)
@@ -88,12 +117,56 @@ pub fn spawn(
         .stderr(log.reopen().expect("the daemon's log file"))
         .spawn()
         .expect("canaryd run starts");
-    (DaemonProcess(child), metrics_addr)
+    let daemon = if wrap.trim().is_empty() {
+        child.id()
+    } else {
+        started_under(child.id(), canaryd.executable())
+    };
+    (DaemonProcess { child, daemon }, metrics_addr)
+}
+
+/// The process running `executable` among the descendants of `wrapper`, once the wrapper has started it.
+fn started_under(wrapper: u32, executable: &std::path::Path) -> u32 {
+    let executable = executable.canonicalize().unwrap_or(executable.into());
+    let start = Instant::now();
+    while start.elapsed() < WRAPPER_START {
+        let mut family = vec![wrapper];
+        let mut i = 0;
+        while let Some(&parent) = family.get(i) {
+            family.extend(children(parent));
+            i += 1;
+        }
+        let running = |pid: &u32| {
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == executable)
+        };
+        if let Some(pid) = family.into_iter().find(running) {
+            return pid;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{WRAP}: no process of {wrapper}'s ran {executable:?} within {WRAPPER_START:?}");
+}
+
+/// The processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            // The parent is the second field after "pid (comm)"; the command may hold spaces.
+            let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+            rest.split_whitespace().nth(1) == Some(pid.to_string().as_str())
+        })
+        .collect()
 }
 
 impl DaemonProcess {
+    /// The daemon's own process id (not a wrapper's).
     pub fn id(&self) -> u32 {
-        self.0.id()
+        self.daemon
     }
 
     /// utime + stime so far, in seconds.
@@ -106,16 +179,23 @@ impl DaemonProcess {
         proc_field(&format!("/proc/{}/status", self.id()), "VmHWM:")
     }
 
-    /// SIGTERM, as Kubernetes stops a pod, then wait for the graceful stop: 30 s at most, as Kubernetes'
-    /// default grace period, after which it is killed (and that said).
+    /// SIGTERM to the daemon, as Kubernetes stops a pod, then wait for the graceful stop: 30 s at most, as
+    /// Kubernetes' default grace period, after which it is killed (and that said). A wrapper ([`WRAP`]) whose
+    /// daemon has stopped is given [`WRAPPER_END`] more to finish (a profiler writing its file).
     pub fn stop(mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.id().to_string()])
             .status();
         let start = Instant::now();
-        while start.elapsed() < STOP_GRACE {
-            if !matches!(self.0.try_wait(), Ok(None)) {
+        let wrapped = self.daemon != self.child.id();
+        while start.elapsed() < STOP_GRACE + WRAPPER_END {
+            if !matches!(self.child.try_wait(), Ok(None)) {
                 return;
+            }
+            let daemon_running =
+                !wrapped || std::path::Path::new(&format!("/proc/{}", self.daemon)).exists();
+            if start.elapsed() >= STOP_GRACE && daemon_running {
+                break;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -125,8 +205,8 @@ impl DaemonProcess {
 
 impl Drop for DaemonProcess {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -190,7 +190,13 @@ pub fn record(
     // Completing an in-flight measurement replaces it rather than adding a second one.
     match r.measurements.last_mut() {
         Some(last) if !last.phase.is_completed() => *last = m,
-        _ => r.measurements.push(m),
+        _ => {
+            // Room is made before the push, so a full history keeps its buffer rather than doubling it: a
+            // status is copied for every reconcile, tens of thousands at once in a busy daemon.
+            let excess = (r.measurements.len() + 1).saturating_sub(p.kept());
+            r.measurements.drain(..excess);
+            r.measurements.push(m);
+        }
     }
     let excess = r.measurements.len().saturating_sub(p.kept());
     r.measurements.drain(..excess);
