@@ -53,7 +53,7 @@ use canaryd_testkit::child_daemon::{
 };
 use canaryd_testkit::cli::Canaryd;
 use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
-use canaryd_testkit::harness::{self, Answer, FakePrometheus};
+use canaryd_testkit::harness::{Answer, FakePrometheus, Scrape};
 use canaryd_testkit::rollout::cluster::{
     POD_START, create_rollout, create_service_of, create_template, healthy_at, named,
     routed_through, set_image_of,
@@ -214,7 +214,9 @@ async fn bench(n: usize) {
         .collect();
 
     // The update: every Rollout's image changed at once.
-    let reconciles_before = sum_of(&metrics(metrics_addr).await, "rollout_reconcile_count");
+    let reconciles_before = Scrape::samples_of(metrics_addr, &[RECONCILES])
+        .await
+        .sum(RECONCILES, &[]);
     lock(&seen).stable = stable.clone();
     UPDATE_FROM.store(server.resource_version(), Ordering::Relaxed);
     let from_request = server.request_count(&RequestPattern::new("*", ""));
@@ -264,15 +266,10 @@ async fn bench(n: usize) {
     })
     .await;
     let peak_rss = daemon.peak_rss();
-    let metrics_after = metrics(metrics_addr).await;
-    let errors = reconcile_errors(&metrics_after);
-    let reconciles = sum_of(&metrics_after, "rollout_reconcile_count") - reconciles_before;
-    let events_lost = harness::metric_at(
-        metrics_addr,
-        "canaryd_reconcile_errors_total",
-        &[("reason", "event")],
-    )
-    .await;
+    let scraped = Scrape::samples_of(metrics_addr, &[RECONCILES, ERRORS]).await;
+    let reconciles = scraped.sum(RECONCILES, &[]) - reconciles_before;
+    let errors = scraped.by_label(ERRORS, "reason");
+    let events_lost = errors.get("event").copied().unwrap_or(0.0);
     daemon.stop();
 
     println!(
@@ -312,7 +309,15 @@ async fn bench(n: usize) {
         reconciles / updated.max(1) as f64,
         f64::from(reads) / reconciles.max(1.0)
     );
-    println!("  reconcile errors        {errors}");
+    let by_reason: Vec<String> = errors.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    println!(
+        "  reconcile errors        {}",
+        if by_reason.is_empty() {
+            "none".to_string()
+        } else {
+            by_reason.join(", ")
+        }
+    );
     for (count, line) in warnings(&std::fs::read_to_string(log.path()).unwrap_or_default()) {
         println!("    {count} x {line}");
     }
@@ -352,40 +357,10 @@ fn daemon_args() -> Vec<String> {
     args
 }
 
-/// The daemon's /metrics, or why not.
-async fn metrics(metrics_addr: std::net::SocketAddr) -> Result<String, String> {
-    let text = match reqwest::get(format!("http://{metrics_addr}/metrics")).await {
-        Ok(r) => r.text().await,
-        Err(e) => Err(e),
-    };
-    text.map_err(|e| format!("unknown: /metrics did not answer: {e}"))
-}
-
-/// The sum of the samples of `name` (every label set) in `metrics`.
-fn sum_of(metrics: &Result<String, String>, name: &str) -> f64 {
-    let Ok(text) = metrics else { return 0.0 };
-    text.lines()
-        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
-/// The daemon's `canaryd_reconcile_errors_total` by reason, as its /metrics prints them.
-fn reconcile_errors(metrics: &Result<String, String>) -> String {
-    let text = match metrics {
-        Ok(text) => text,
-        Err(e) => return e.clone(),
-    };
-    let samples: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("canaryd_reconcile_errors_total"))
-        .collect();
-    if samples.is_empty() {
-        "none".to_string()
-    } else {
-        samples.join(", ")
-    }
-}
+/// The daemon's Rollout reconciles (its `rollout_reconcile` histograms' counts, one per Rollout) and its failed
+/// reconciles by reason (`event`: an Event not created).
+const RECONCILES: &str = "rollout_reconcile_count";
+const ERRORS: &str = "canaryd_reconcile_errors_total";
 
 /// The daemon's five most frequent warnings and errors (JSON log lines), as (count, message: error).
 fn warnings(log: &str) -> Vec<(usize, String)> {
