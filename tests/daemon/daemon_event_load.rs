@@ -87,14 +87,7 @@ async fn a_slow_events_endpoint_loses_no_event_and_counts_the_repeats_in_one(crd
         .await;
     daemon.stop().await;
     assert_eq!(lost, 0.0, "made {made:?}, told {told:?}");
-    let refusals: Vec<Event> = Api::<Event>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
-        .await
-        .expect("events list")
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("ReplicaSetCreateError"))
-        .collect();
+    let refusals = events_of_reason(&client, "ReplicaSetCreateError").await;
     assert_eq!(refusals.len(), 1, "one Event for the repeats: {refusals:?}");
     // The refusals came while the first Event was waiting or being sent: a create and a patch or two told
     // them all, not a request each.
