@@ -75,7 +75,8 @@ pub async fn read(
     let (service_names, wanted) = named(&rollout);
     let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
     let run_api: Api<AnalysisRun> = Api::namespaced(client.clone(), &namespace);
-    // Each read needs only the Rollout: all are sent at once, so a reconcile waits for one round trip, not six.
+    // Each read needs only the Rollout: all are sent at once, so a reconcile waits for one round trip, not one
+    // after another.
     let (replica_sets, analysis_runs, pods, services, templates) = futures::try_join!(
         rs_api.list(&params),
         run_api.list(&params),
