@@ -67,10 +67,13 @@ pub trait Reconciled:
     /// informer `AddFunc`). Nothing by default.
     fn added(_obj: &Self, _ctx: &Context) {}
     /// Watches of other kinds whose changes concern objects of this kind, in one scope (a namespace, or all):
-    /// each yields the key of the object to reconcile. None by default.
-    fn triggers(_client: &kube::Client, _namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
+    /// each yields the key of the object to reconcile. They may keep caches in `ctx` for the reconciles. None
+    /// by default.
+    fn triggers(_ctx: &Context, _namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
         Vec::new()
     }
+    /// Forgets what the triggers cached, once the controllers stopped. Nothing by default.
+    fn forget_triggers(_ctx: &Context) {}
     /// Most reconciles of this kind in flight at once (per watch scope); no bound by default.
     fn workers(_ctx: &Context) -> usize {
         usize::MAX
@@ -187,6 +190,13 @@ impl<K: Reconciled> KindState<K> {
             .filter_map(|store| store.get(&reference))
             .filter_map(|seen| seen.resource_version())
             .all(|seen| Some(&seen) == obj.meta().resource_version.as_ref() || seen == write_rv)
+    }
+
+    /// The object `key` as cached.
+    pub fn get(&self, key: &Key) -> Option<Arc<K>> {
+        let reference = ObjectRef::new(&key.1).within(&key.0);
+        let stores = self.stores.lock().unwrap_or_else(PoisonError::into_inner);
+        stores.iter().find_map(|store| store.get(&reference))
     }
 
     /// Every cached object of this kind.
@@ -340,7 +350,7 @@ impl Controllers {
             // Each watch of other kinds decodes its events on a task of its own too, and hands on only the keys
             // they name: a burst of thousands of runs' status writes is not decoded on the queue's task.
             let (named, triggers) = tokio::sync::mpsc::channel(watch::WATCH_BUFFER);
-            for mut trigger in K::triggers(&ctx.client, scope) {
+            for mut trigger in K::triggers(ctx, scope) {
                 let named = named.clone();
                 self.watches.spawn(async move {
                     while let Some(key) = trigger.next().await {
@@ -365,7 +375,10 @@ impl Controllers {
         let state = K::state(ctx);
         *state.synced.lock().unwrap_or_else(PoisonError::into_inner) = synced;
         *state.stores.lock().unwrap_or_else(PoisonError::into_inner) = stores;
-        self.clears.push(|ctx| K::state(ctx).clear());
+        self.clears.push(|ctx| {
+            K::state(ctx).clear();
+            K::forget_triggers(ctx);
+        });
     }
 
     /// Graceful: no new reconciles start, running ones finish.

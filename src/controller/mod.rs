@@ -18,10 +18,13 @@
 
 pub mod analysis_run;
 mod backoff;
+mod cache;
 pub mod driver;
 mod echo;
+mod expect;
 mod queue;
 pub mod rollout;
+mod rollout_caches;
 mod watch;
 
 use std::collections::BTreeSet;
@@ -143,6 +146,7 @@ pub struct Context {
     runs: KindState<AnalysisRun>,
     rollouts: KindState<Rollout>,
     status_writes: rollout::StatusWrites,
+    rollout_caches: rollout_caches::RolloutCaches,
     leadership_known: AtomicBool,
     /// Sends the notifications of the Events created; see [`crate::notify`].
     notifier: Option<Arc<Notifier>>,
@@ -289,6 +293,7 @@ impl Daemon {
             runs: KindState::default(),
             rollouts: KindState::default(),
             status_writes: rollout::StatusWrites::default(),
+            rollout_caches: rollout_caches::RolloutCaches::default(),
             clock,
             leadership_known: AtomicBool::new(config.leader_election.is_none()),
             config,

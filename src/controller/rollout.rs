@@ -17,24 +17,26 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::Context;
 use super::driver::{Ahead, Key, KindState, Next, ReconcileError, Reconciled, requeue_at, shown};
-use super::watch::{self, Undecodable};
+use super::watch::Undecodable;
 use crate::api::reasons::rollout as reasons;
 use crate::api::rollout::RolloutStatus;
 use crate::api::{AnalysisRun, INSTANCE_LABEL, Rollout};
-use crate::engine::rollout::hash::HASH_LABEL;
+use crate::engine::rollout::change::Kind;
 use crate::engine::rollout::reconcile_loop::{self, Made, Snapshot, Stored};
 use crate::engine::rollout::{self, Route, Write};
 use crate::engine::routing::RouteFailure;
 use crate::k8s::events::{self, Happened};
 use crate::k8s::rollout_writes;
 use crate::k8s::status::WriteError;
+use crate::k8s::versions::{Expected, Least};
 use crate::routers::ApiRouter;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// How soon a reconcile that changed something looks again: the planner moves one small step at a time (Argo
 /// lets the status write's own watch event start the next), so the next step is planned at once.
@@ -114,31 +116,27 @@ impl Reconciled for Rollout {
     }
 
     /// Changes to the Rollout's ReplicaSets, and to what the planner reads of its AnalysisRuns: not each
-    /// measurement a run records, only its phase and message, labels, deletion and `terminate`.
-    fn triggers(client: &kube::Client, namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
-        // Both kinds carry the pod-template hash label when a Rollout made them.
-        [
-            (ApiResource::erase::<ReplicaSet>(&()), None),
-            (
-                ApiResource::erase::<AnalysisRun>(&()),
-                Some(run_as_planned as watch::Read),
-            ),
-        ]
-        .iter()
-        .map(|(r, read)| watch::owners(client.clone(), namespace, HASH_LABEL, r, "Rollout", *read))
-        .collect()
+    /// measurement a run records, only its phase and message, labels, deletion and `terminate`. Their watches
+    /// and those of Services and templates keep the caches its reconciles read (`rollout_caches`).
+    fn triggers(ctx: &Context, namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
+        ctx.rollout_caches
+            .watch(&ctx.client, namespace, run_as_planned)
+    }
+
+    fn forget_triggers(ctx: &Context) {
+        ctx.rollout_caches.clear();
     }
 }
 
 /// What the Rollout planner reads of one of its AnalysisRuns (`engine::rollout::runs`, `history`).
-fn run_as_planned(run: &DynamicObject) -> serde_json::Value {
-    let status = run.data.get("status");
+fn run_as_planned(run: &AnalysisRun) -> serde_json::Value {
+    let status = run.status.as_ref();
     serde_json::json!([
-        status.and_then(|s| s.get("phase")),
-        status.and_then(|s| s.get("message")),
+        status.map(|s| &s.phase),
+        status.and_then(|s| s.message.as_ref()),
         run.metadata.labels,
         run.metadata.deletion_timestamp,
-        run.data.pointer("/spec/terminate"),
+        run.spec.terminate,
     ])
 }
 
@@ -156,10 +154,12 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
         namespace: obj.namespace().unwrap_or_default(),
         name: obj.name_any(),
         rv: String::new(),
+        read: false,
     };
     Ok(match reconcile_loop::reconcile(&mut cluster).await? {
         reconcile_loop::Reconciliation::Gone => {
             ctx.status_writes.record(cluster.key(), None);
+            ctx.rollout_caches.expected.forget(&cluster.key());
             Next::Change
         }
         reconcile_loop::Reconciliation::Planned { changed: true, .. } => Next::After(AGAIN),
@@ -225,11 +225,80 @@ struct ApiCluster<'a> {
     name: String,
     /// The Rollout's resourceVersion: as read, then as this reconcile's own writes to it left it.
     rv: String,
+    /// Read once: a read again (after a write met a change) is afresh from the API server.
+    read: bool,
 }
 
 impl ApiCluster<'_> {
     fn key(&self) -> Key {
         (self.namespace.clone(), self.name.clone())
+    }
+
+    /// The Rollout and what the planner reads with it from the watch caches, when they show all this process
+    /// last wrote or read of them (`rollout_caches`); the routers' objects are not in it.
+    fn cached(&self, now: jiff::Timestamp) -> Option<Snapshot> {
+        let key = self.key();
+        let rollout = self.ctx.rollouts.get(&key)?;
+        if !owned(&rollout, self.ctx.config.instance_id.as_deref()) {
+            return None;
+        }
+        let caches = &self.ctx.rollout_caches;
+        let (rv, uid) = (rollout.resource_version()?, rollout.uid()?);
+        let shown = caches.expected.met(&key, |kind, name| match kind {
+            Kind::Rollout => Some((rv.clone(), uid.clone())),
+            _ => caches.held(&self.namespace, kind, name),
+        });
+        shown.then(|| caches.snapshot((*rollout).clone(), now))?
+    }
+
+    /// The Rollout and what the planner reads with it, from the API server, all sent at once; `None` when it is
+    /// gone or not this instance's. The caches must show at least what was read before they are read again.
+    async fn read_afresh(
+        &self,
+        router: &ApiRouter,
+        now: jiff::Timestamp,
+    ) -> Result<Option<Snapshot>, ReconcileError> {
+        let api: Api<Rollout> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
+        let rollout = api
+            .get_opt(&self.name)
+            .await
+            .map_err(ReconcileError::Read)?;
+        let Some(rollout) = rollout.filter(|r| owned(r, self.ctx.config.instance_id.as_deref()))
+        else {
+            return Ok(None);
+        };
+        let (mut seen, routers) = futures::try_join!(
+            rollout_writes::read(&self.ctx.client, rollout.clone(), now),
+            router.read(&rollout),
+        )
+        .map_err(ReconcileError::Read)?;
+        seen.routers = routers;
+        let read = |kind, meta: &ObjectMeta| Expected {
+            kind,
+            name: meta.name.clone().unwrap_or_default(),
+            least: Least::Version(meta.resource_version.clone().unwrap_or_default()),
+        };
+        let versions = std::iter::once(read(Kind::Rollout, &seen.rollout.metadata))
+            .chain(
+                seen.replica_sets
+                    .iter()
+                    .map(|o| read(Kind::ReplicaSet, &o.metadata)),
+            )
+            .chain(
+                seen.analysis_runs
+                    .iter()
+                    .map(|o| read(Kind::AnalysisRun, &o.metadata)),
+            )
+            .chain(
+                seen.services
+                    .iter()
+                    .map(|o| read(Kind::Service, &o.metadata)),
+            );
+        self.ctx
+            .rollout_caches
+            .expected
+            .expect(&self.key(), versions);
+        Ok(Some(seen))
     }
 }
 
@@ -242,35 +311,39 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
     }
 
     async fn observe(&mut self) -> Result<Option<Snapshot>, ReconcileError> {
-        // Read afresh: the cache may not show this process's last status write yet, and a plan made from an
-        // older status would scale back to an earlier step.
-        let api: Api<Rollout> = Api::namespaced(self.ctx.client.clone(), &self.namespace);
-        let rollout = api
-            .get_opt(&self.name)
-            .await
-            .map_err(ReconcileError::Read)?;
-        let Some(rollout) = rollout.filter(|r| owned(r, self.instance_id())) else {
-            return Ok(None);
-        };
-        self.rv = rollout.resource_version().unwrap_or_default();
         // One `now` for the read and the plans, so pods are read exactly when a plan restarts them.
         let now = self.ctx.clock.stamp();
         let router =
             ApiRouter::new(self.ctx.client.clone()).with_apis(self.ctx.config.routers.clone());
-        // The routers' objects are read alongside the rest.
-        let (mut seen, routers) = futures::try_join!(
-            rollout_writes::read(&self.ctx.client, rollout.clone(), now),
-            router.read(&rollout),
-        )
-        .map_err(ReconcileError::Read)?;
-        seen.routers = routers;
+        let cached = if std::mem::replace(&mut self.read, true) {
+            None
+        } else {
+            self.cached(now)
+        };
+        let seen = match cached {
+            Some(mut seen) => {
+                seen.routers = router
+                    .read(&seen.rollout)
+                    .await
+                    .map_err(ReconcileError::Read)?;
+                seen
+            }
+            None => match self.read_afresh(&router, now).await? {
+                Some(seen) => seen,
+                None => return Ok(None),
+            },
+        };
+        self.rv = seen.rollout.resource_version().unwrap_or_default();
         Ok(Some(seen))
     }
 
     async fn make(&mut self, seen: &Snapshot, write: &Write) -> Result<Made, ReconcileError> {
         let ctx = self.ctx;
         match rollout_writes::apply(&ctx.client, &ctx.evictions, &mut self.rv, seen, write).await {
-            Ok(()) => Ok(Made::Done),
+            Ok(left) => {
+                ctx.rollout_caches.expected.expect(&self.key(), left);
+                Ok(Made::Done)
+            }
             Err(WriteError::Refused) => Ok(Made::Refused),
             Err(WriteError::Conflict | WriteError::Gone) => {
                 ctx.metrics.reconcile_error("conflict");
@@ -321,6 +394,12 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
                 let durations = &self.ctx.metrics.rollout_durations;
                 durations.written(old.duration.as_ref(), status.duration.as_ref());
                 let key = self.key();
+                let written = Expected {
+                    kind: Kind::Rollout,
+                    name: self.name.clone(),
+                    least: Least::Version(meta.resource_version.clone().unwrap_or_default()),
+                };
+                self.ctx.rollout_caches.expected.expect(&key, [written]);
                 self.ctx.status_writes.record(key.clone(), Some(seen.now));
                 let ahead = Ahead {
                     base_rv: self.rv.clone(),
@@ -428,13 +507,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn run(status: serde_json::Value, spec: serde_json::Value) -> DynamicObject {
+    fn run(status: serde_json::Value, mut spec: serde_json::Value) -> AnalysisRun {
+        spec["metrics"] = json!([]);
         serde_json::from_value(serde_json::json!({
             "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
             "metadata": {"name": "web-1", "namespace": "shop"},
             "spec": spec, "status": status,
         }))
-        .expect("a dynamic object")
+        .expect("a run")
     }
 
     #[test]
@@ -442,7 +522,7 @@ mod tests {
      {
         let running = run(json!({"phase": "Running", "metricResults": []}), json!({}));
         let measured = run(
-            json!({"phase": "Running", "metricResults": [{"name": "m", "count": 1}]}),
+            json!({"phase": "Running", "metricResults": [{"name": "m", "phase": "Running", "count": 1}]}),
             json!({}),
         );
         assert_eq!(run_as_planned(&running), run_as_planned(&measured));

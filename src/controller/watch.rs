@@ -18,12 +18,13 @@ use futures::stream::BoxStream;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::cache::Cache;
 use crate::api::Controlled;
 
 /// An object's `(namespace, name)`, as the watch hands it on and the driver queues it.
@@ -52,7 +53,7 @@ pub enum Seen<K> {
 /// An object as listed or watched: decoded, or why not. Decoding goes through a JSON tree so that the
 /// metadata of an object that fails is still known.
 #[derive(Debug, Clone)]
-enum Lenient<K> {
+pub(super) enum Lenient<K> {
     Decoded(K),
     Undecodable(Box<Undecodable>),
 }
@@ -108,25 +109,42 @@ impl<K: Resource<DynamicType = ()>> Resource for Lenient<K> {
     }
 }
 
-/// What of a watched object its owner's reconcile reads: a change elsewhere in it concerns the owner not.
-pub type Read = fn(&DynamicObject) -> Value;
+/// The API of the objects of kind `K` in `namespace` (every namespace for `None`), decoded leniently.
+pub(super) fn lenient<K>(client: kube::Client, namespace: Option<&str>) -> Api<Lenient<K>>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    }
+}
 
-/// A watch of the objects of `resource` that `selector` picks in `namespace` (all for `None`), yielding the key
-/// of the object of kind `owner` that controls one (its ownerReference with `controller: true`) when it is
-/// heard of ([`Heard`]). Objects are read as dynamic objects, so one of any shape is still heard of; a failed
-/// watch is retried by the watcher itself.
-pub fn owners(
+/// What of a watched object its owner's reconcile reads: a change elsewhere in it concerns the owner not.
+pub type Read<K> = fn(&K) -> Value;
+
+/// A watch of the objects of kind `K` that `selector` picks in `namespace` (all for `None`), kept in `cache`
+/// by their controller, yielding the key of the object of kind `owner` that controls one (its ownerReference
+/// with `controller: true`) when it is heard of ([`Heard`]), once `cache` shows it. An object that does not
+/// decode as `K` is dropped from the cache and still heard of; a failed watch is retried by the watcher itself.
+pub fn owners<K>(
     client: kube::Client,
     namespace: Option<&str>,
     selector: &str,
-    resource: &ApiResource,
     owner: &'static str,
-    read: Option<Read>,
-) -> BoxStream<'static, Key> {
-    let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(client, ns, resource),
-        None => Api::all_with(client, resource),
-    };
+    read: Option<Read<K>>,
+    cache: Arc<Cache<K>>,
+) -> BoxStream<'static, Key>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let api = lenient(client, namespace);
     let mut heard = Heard {
         read,
         last: HashMap::new(),
@@ -134,42 +152,92 @@ pub fn owners(
     watcher(api, watcher::Config::default().labels(selector))
         .default_backoff()
         .filter_map(move |event| {
-            let key = event.ok().and_then(|e| heard.of(e)).and_then(|o| {
-                let controller = o.metadata.controller().filter(|r| r.kind == owner)?;
-                Some((o.metadata.namespace.clone()?, controller.name.clone()))
+            let key = event.ok().and_then(|e| {
+                keep(&cache, &e);
+                heard.of(e)
+            });
+            let key = key.and_then(|metadata| {
+                let controller = metadata.controller().filter(|r| r.kind == owner)?;
+                Some((metadata.namespace.clone()?, controller.name.clone()))
             });
             std::future::ready(key)
         })
         .boxed()
 }
 
+/// A watch of every object `api` lists, kept in `cache`. It yields nothing: it is polled beside a kind's
+/// triggers, for the caches its reconciles read.
+pub fn kept<K>(api: Api<Lenient<K>>, cache: Arc<Cache<K>>) -> BoxStream<'static, Key>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .filter_map(move |event| {
+            if let Ok(event) = event {
+                keep(&cache, &event);
+            }
+            std::future::ready(None)
+        })
+        .boxed()
+}
+
+/// Applies one watch event to `cache`: an object that does not decode is not kept.
+fn keep<K: Resource + Clone>(cache: &Cache<K>, event: &watcher::Event<Lenient<K>>) {
+    use watcher::Event as E;
+    let decoded = match event {
+        E::Init => E::Init,
+        E::InitDone => E::InitDone,
+        E::Apply(Lenient::Decoded(o)) => E::Apply(o.clone()),
+        E::InitApply(Lenient::Decoded(o)) => E::InitApply(o.clone()),
+        E::Delete(Lenient::Decoded(o)) => E::Delete(o.clone()),
+        E::Apply(Lenient::Undecodable(u))
+        | E::InitApply(Lenient::Undecodable(u))
+        | E::Delete(Lenient::Undecodable(u)) => {
+            let m = &u.metadata;
+            let key = (
+                m.namespace.clone().unwrap_or_default(),
+                m.name.clone().unwrap_or_default(),
+            );
+            cache.forget(&key);
+            return;
+        }
+    };
+    cache.apply(&decoded);
+}
+
 /// Which watch events concern an object's owner: a listed or deleted object, and a changed one, but with
-/// `read`, only a change in what `read` takes of it (only that is kept of each object).
-struct Heard {
-    read: Option<Read>,
+/// `read`, only a change in what `read` takes of it (only that is kept of each object). An object that does
+/// not decode is heard of whenever it changes. Hands on the object's metadata.
+struct Heard<K> {
+    read: Option<Read<K>>,
     /// What `read` took of each object heard of since the last list began.
     last: HashMap<(Option<String>, String), Value>,
 }
 
-impl Heard {
-    fn of(&mut self, event: watcher::Event<DynamicObject>) -> Option<DynamicObject> {
-        let id = |o: &DynamicObject| {
-            (
-                o.metadata.namespace.clone(),
-                o.metadata.name.clone().unwrap_or_default(),
-            )
-        };
+impl<K: Resource<DynamicType = ()>> Heard<K> {
+    fn of(&mut self, event: watcher::Event<Lenient<K>>) -> Option<ObjectMeta> {
+        let id = |m: &ObjectMeta| (m.namespace.clone(), m.name.clone().unwrap_or_default());
         match event {
-            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => match self.read {
-                None => Some(o),
-                Some(read) => {
-                    let seen = read(&o);
-                    (self.last.insert(id(&o), seen.clone()).as_ref() != Some(&seen)).then_some(o)
-                }
-            },
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                let seen = match (&o, self.read) {
+                    (_, None) => return Some(o.meta().clone()),
+                    (Lenient::Decoded(object), Some(read)) => read(object),
+                    (Lenient::Undecodable(u), Some(_)) => Value::String(u.error.clone()),
+                };
+                let meta = o.meta();
+                (self.last.insert(id(meta), seen.clone()).as_ref() != Some(&seen))
+                    .then(|| meta.clone())
+            }
             watcher::Event::Delete(o) => {
-                self.last.remove(&id(&o));
-                Some(o)
+                self.last.remove(&id(o.meta()));
+                Some(o.meta().clone())
             }
             // A relist: every object listed is heard of again, those deleted meanwhile are not.
             watcher::Event::Init => {
@@ -206,10 +274,7 @@ where
         + Sync
         + 'static,
 {
-    let lenient: Api<Lenient<K>> = match namespace {
-        Some(ns) => Api::namespaced(client, ns),
-        None => Api::all(client),
-    };
+    let lenient = lenient(client, namespace);
     let mut writer = reflector::store::Writer::<K>::new(());
     let store = writer.as_reader();
     let reader = store.clone();
@@ -309,17 +374,18 @@ where
 mod tests {
     use super::*;
 
-    fn run(name: &str, phase: &str, measurements: u32) -> DynamicObject {
+    fn run(name: &str, phase: &str, measurements: u32) -> Lenient<AnalysisRun> {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
             "metadata": {"name": name, "namespace": "shop"},
-            "status": {"phase": phase, "metricResults": [{"name": "m", "count": measurements}]},
+            "spec": {"metrics": []},
+            "status": {"phase": phase, "metricResults": [{"name": "m", "phase": "Running", "count": measurements}]},
         }))
-        .expect("a dynamic object")
+        .expect("a run")
     }
 
-    fn phase_of(run: &DynamicObject) -> Value {
-        run.data["status"]["phase"].clone()
+    fn phase_of(run: &AnalysisRun) -> Value {
+        serde_json::to_value(run.status.as_ref().map(|s| &s.phase)).expect("a phase")
     }
 
     #[test]
@@ -328,7 +394,7 @@ mod tests {
             read: Some(phase_of),
             last: HashMap::new(),
         };
-        let mut of = |e| heard.of(e).map(|o| o.metadata.name.unwrap_or_default());
+        let mut of = |e| heard.of(e).map(|m| m.name.unwrap_or_default());
         assert_eq!(
             of(watcher::Event::InitApply(run("a", "Running", 0))),
             Some("a".into())
@@ -365,7 +431,7 @@ mod tests {
 
     #[test]
     fn without_a_read_every_change_is_heard_of() {
-        let mut heard = Heard {
+        let mut heard: Heard<AnalysisRun> = Heard {
             read: None,
             last: HashMap::new(),
         };

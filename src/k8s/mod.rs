@@ -16,6 +16,7 @@ pub mod rollout_reads;
 pub mod rollout_writes;
 pub mod runs;
 pub mod status;
+pub mod versions;
 
 pub use crate::api::INSTANCE_LABEL;
 

@@ -7,6 +7,8 @@
 //! hash and the step, so the object there is this write's); a delete or terminate of what is gone is done.
 //! Nothing here decides anything: `engine::rollout` does.
 
+use std::collections::HashMap;
+
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -20,6 +22,7 @@ use serde_json::{Value, json};
 
 use super::is_status;
 use super::status::{StatusWriter, WriteError};
+use super::versions::{Expected, Least};
 use crate::api::rollout::RolloutStatus;
 use crate::api::{
     AnalysisRun, AnalysisTemplate, AnalysisTemplateRef, ClusterAnalysisTemplate, Controlled,
@@ -28,7 +31,7 @@ use crate::api::{
 use crate::engine::merge_patch;
 use crate::engine::rollout::change::{Change, Created, Kind};
 use crate::engine::rollout::hash::HASH_LABEL;
-use crate::engine::rollout::reconcile_loop::{Snapshot, Templates, template_key};
+use crate::engine::rollout::reconcile_loop::{Snapshot, Templates, nested_templates};
 use crate::engine::rollout::{Write, ephemeral_metadata_configured, restart_due};
 
 fn api_error(e: kube::Error) -> WriteError {
@@ -117,39 +120,41 @@ async fn read_services(
     Ok(found.into_iter().flatten().collect())
 }
 
-/// The analysis templates `wanted` names and those they nest, each read once (a cycle ends when its templates
-/// are known).
+/// The analysis templates `wanted` names and those they nest, each read once: those a round of reads names are
+/// read together in the next.
 async fn read_templates(
     client: &kube::Client,
     namespace: &str,
-    mut wanted: Vec<AnalysisTemplateRef>,
+    wanted: Vec<AnalysisTemplateRef>,
 ) -> Result<Templates, kube::Error> {
-    let mut templates = Templates::new();
     let (namespaced, cluster): (Api<AnalysisTemplate>, Api<ClusterAnalysisTemplate>) = (
         Api::namespaced(client.clone(), namespace),
         Api::all(client.clone()),
     );
-    while let Some(r) = wanted.pop() {
-        let key = template_key(&r);
-        if key.1.is_empty() || templates.contains_key(&key) {
-            continue;
+    let read = |key: (bool, String)| {
+        let (namespaced, cluster) = (&namespaced, &cluster);
+        async move {
+            let spec = if key.0 {
+                cluster.get_opt(&key.1).await?.map(|t| t.spec.0)
+            } else {
+                namespaced.get_opt(&key.1).await?.map(|t| t.spec)
+            };
+            Ok::<_, kube::Error>((key, spec))
         }
-        let spec = if key.0 {
-            cluster.get_opt(&key.1).await?.map(|t| t.spec.0)
-        } else {
-            namespaced.get_opt(&key.1).await?.map(|t| t.spec)
-        };
-        if let Some(spec) = spec {
-            wanted.extend(spec.templates.clone().unwrap_or_default());
-            templates.insert(key, spec);
+    };
+    let mut read_so_far = HashMap::new();
+    loop {
+        match nested_templates(wanted.clone(), |key| read_so_far.get(key).cloned()) {
+            Ok(templates) => return Ok(templates),
+            Err(unknown) => read_so_far
+                .extend(futures::future::try_join_all(unknown.into_iter().map(read)).await?),
         }
     }
-    Ok(templates)
 }
 
 /// The Services (canary and stable, or active and preview) and the analysis templates a Rollout names.
 /// Collected before any request, so no borrow of the Rollout is held across one.
-fn named(rollout: &Rollout) -> (Vec<String>, Vec<AnalysisTemplateRef>) {
+pub fn named(rollout: &Rollout) -> (Vec<String>, Vec<AnalysisTemplateRef>) {
     // Read in the order canaryd always has (canary before stable): the order changes nothing.
     let services = crate::engine::rollout::references::named_services(rollout)
         .into_iter()
@@ -162,7 +167,8 @@ fn named(rollout: &Rollout) -> (Vec<String>, Vec<AnalysisTemplateRef>) {
 
 /// Makes one write of a plan made from `read` as the [`Change`] it stands for (the Rollout's resourceVersion,
 /// `rollout_rv`, is updated when the write is to the Rollout itself), with the resourceVersions of `read`'s
-/// objects as preconditions. Evictions go through `evictions`, a client that does not retry a 429 itself
+/// objects as preconditions. Returns what the API server holds of the object after it (its version, or that
+/// it is gone), but for a pod's. Evictions go through `evictions`, a client that does not retry a 429 itself
 /// (kube's default client retries it for minutes).
 pub async fn apply(
     client: &kube::Client,
@@ -170,15 +176,30 @@ pub async fn apply(
     rollout_rv: &mut String,
     read: &Snapshot,
     write: &Write,
-) -> Result<(), WriteError> {
+) -> Result<Option<Expected>, WriteError> {
     let rollout = &read.rollout;
     let namespace = rollout.namespace().unwrap_or_default();
+    let version = |kind, name: String, meta: &ObjectMeta| Expected {
+        kind,
+        name,
+        least: Least::Version(meta.resource_version.clone().unwrap_or_default()),
+    };
     match write.change() {
         Change::Create(Created::ReplicaSet(rs)) => {
-            create(&Api::namespaced(client.clone(), &namespace), rs, rollout).await
+            let made = create(&Api::namespaced(client.clone(), &namespace), rs, rollout).await?;
+            Ok(Some(version(
+                Kind::ReplicaSet,
+                made.name_any(),
+                made.meta(),
+            )))
         }
         Change::Create(Created::AnalysisRun(run)) => {
-            create(&Api::namespaced(client.clone(), &namespace), run, rollout).await
+            let made = create(&Api::namespaced(client.clone(), &namespace), run, rollout).await?;
+            Ok(Some(version(
+                Kind::AnalysisRun,
+                made.name_any(),
+                made.meta(),
+            )))
         }
         Change::Patch {
             kind,
@@ -203,10 +224,11 @@ pub async fn apply(
                 if kind == Kind::Rollout {
                     *rollout_rv = written.resource_version().unwrap_or_default();
                 }
+                Some(version(kind, target.clone(), written.meta()))
             });
             // An unversioned patch (a run's terminate) of what is gone has nothing left to do.
             match done {
-                Err(WriteError::Gone) if !versioned => Ok(()),
+                Err(WriteError::Gone) if !versioned => Ok(None),
                 done => done,
             }
         }
@@ -215,9 +237,10 @@ pub async fn apply(
             name,
             only_as_read,
         } => {
+            let uid = read_uid(read, kind, name);
             let params = DeleteParams {
                 preconditions: only_as_read.then(|| Preconditions {
-                    uid: read_uid(read, kind, name),
+                    uid: uid.clone(),
                     resource_version: None,
                 }),
                 ..DeleteParams::default()
@@ -227,7 +250,11 @@ pub async fn apply(
                 .await
                 .map(drop);
             match deleted.map_err(api_error) {
-                Ok(()) | Err(WriteError::Gone) => Ok(()),
+                Ok(()) | Err(WriteError::Gone) => Ok(Some(Expected {
+                    kind,
+                    name: name.to_string(),
+                    least: Least::Gone(uid),
+                })),
                 Err(e) => Err(e),
             }
         }
@@ -236,9 +263,9 @@ pub async fn apply(
             match api.evict(name, &EvictParams::default()).await {
                 // 429: a PodDisruptionBudget holds it; the controller plans again without the restart.
                 Err(e) if is_status(&e, 429) => Err(WriteError::Refused),
-                Err(e) if is_status(&e, 404) => Ok(()),
+                Err(e) if is_status(&e, 404) => Ok(None),
                 Err(e) => Err(api_error(e)),
-                Ok(_) => Ok(()),
+                Ok(_) => Ok(None),
             }
         }
     }
@@ -290,12 +317,12 @@ where
 /// Creates `object`, controlled by `rollout`. A 409 is this write made before when the object of that name is
 /// controlled by `rollout` (its name derives from the template hash and the step); one it does not control
 /// (an orphan, another owner's) is [`WriteError::Taken`], as the next read would not show it either.
-async fn create<K>(api: &Api<K>, object: &K, rollout: &Rollout) -> Result<(), WriteError>
+async fn create<K>(api: &Api<K>, object: &K, rollout: &Rollout) -> Result<K, WriteError>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     match api.create(&PostParams::default(), object).await {
-        Ok(_) => Ok(()),
+        Ok(made) => Ok(made),
         Err(e) if is_status(&e, 409) => {
             let name = object.meta().name.as_deref().unwrap_or_default();
             match api.get_opt(name).await.map_err(api_error)? {
@@ -304,7 +331,7 @@ where
                         .meta()
                         .controlled_by(&rollout.uid().unwrap_or_default()) =>
                 {
-                    Ok(())
+                    Ok(there)
                 }
                 Some(_) => Err(WriteError::Taken),
                 // Deleted since: plan again.

@@ -17,6 +17,7 @@ mod daemon_notifications;
 mod daemon_restart;
 mod daemon_retries;
 mod daemon_rollout_actions;
+mod daemon_rollout_caches;
 mod daemon_rollout_errors;
 mod daemon_rollout_events;
 mod daemon_rollout_invalid;

@@ -15,7 +15,7 @@
 //! may be made ahead of that status (`made_ahead`), and after a plan's writes, from the objects as they left
 //! them (`Snapshot::after`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -45,6 +45,35 @@ pub fn template_key(r: &AnalysisTemplateRef) -> (bool, String) {
         r.cluster_scope == Some(true),
         r.template_name.clone().unwrap_or_default(),
     )
+}
+
+/// The templates `wanted` names and those they nest, each looked up once in `known` (a cycle ends when its
+/// templates are known). `known` says of a key `Some(Some(spec))` when it exists, `Some(None)` when it does
+/// not, `None` when it is not known yet: those keys are returned instead, to be read and looked up again.
+pub fn nested_templates(
+    mut wanted: Vec<AnalysisTemplateRef>,
+    known: impl Fn(&(bool, String)) -> Option<Option<AnalysisTemplateSpec>>,
+) -> Result<Templates, Vec<(bool, String)>> {
+    let (mut templates, mut looked, mut unknown) = (Templates::new(), BTreeSet::new(), Vec::new());
+    while let Some(r) = wanted.pop() {
+        let key = template_key(&r);
+        if key.1.is_empty() || !looked.insert(key.clone()) {
+            continue;
+        }
+        match known(&key) {
+            None => unknown.push(key),
+            Some(None) => {}
+            Some(Some(spec)) => {
+                wanted.extend(spec.templates.clone().unwrap_or_default());
+                templates.insert(key, spec);
+            }
+        }
+    }
+    if unknown.is_empty() {
+        Ok(templates)
+    } else {
+        Err(unknown)
+    }
 }
 
 /// What one reconcile reads of a Rollout, fresh, and when.
@@ -454,4 +483,41 @@ fn made_ahead(next: &Plan, current: &Plan) -> bool {
         .iter()
         .any(|w| matches!(w, Write::EvictPod { .. }))
         && (current.route.is_none() || next.route == current.route)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refs(names: &[(&str, bool)]) -> Vec<AnalysisTemplateRef> {
+        let refs: Vec<_> = names
+            .iter()
+            .map(|(name, cluster)| serde_json::json!({"templateName": name, "clusterScope": cluster}))
+            .collect();
+        serde_json::from_value(serde_json::Value::Array(refs)).expect("template references")
+    }
+
+    fn spec(nests: &[(&str, bool)]) -> AnalysisTemplateSpec {
+        serde_json::from_value(serde_json::json!({"metrics": [], "templates": refs(nests)}))
+            .expect("a template spec")
+    }
+
+    #[test]
+    fn nested_templates_are_each_looked_up_once_and_the_unknown_ones_named() {
+        // a nests the cluster template b, which nests a again and the missing c.
+        let known = |key: &(bool, String)| match (key.0, key.1.as_str()) {
+            (false, "a") => Some(Some(spec(&[("b", true)]))),
+            (true, "b") => Some(Some(spec(&[("a", false), ("c", false)]))),
+            (false, "c") => Some(None),
+            _ => None,
+        };
+        let found = nested_templates(refs(&[("a", false)]), known).expect("all known");
+        let keys: Vec<_> = found.keys().cloned().collect();
+        assert_eq!(
+            keys,
+            vec![(false, "a".to_string()), (true, "b".to_string())]
+        );
+        let unknown = nested_templates(refs(&[("a", false), ("d", true), ("", false)]), known);
+        assert_eq!(unknown.err(), Some(vec![(true, "d".to_string())]));
+    }
 }
