@@ -9,39 +9,60 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
+use jiff::Timestamp;
+
 use crate::engine::rollout::change::Kind;
 use crate::k8s::versions::{Expected, Held};
 
 use super::watch::Key;
 
+/// What the caches must show of one Rollout's objects, and since when they have not.
+#[derive(Default)]
+struct Pending {
+    expected: Vec<Expected>,
+    lagging_since: Option<Timestamp>,
+}
+
+/// How the caches stand against what is expected of a Rollout's objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    All,
+    /// Not yet: first found so at `since`.
+    Lagging {
+        since: Timestamp,
+    },
+}
+
 /// By Rollout: what the caches must show before its reconcile reads from them.
 #[derive(Default)]
-pub struct Expectations(Mutex<HashMap<Key, Vec<Expected>>>);
+pub struct Expectations(Mutex<HashMap<Key, Pending>>);
 
 impl Expectations {
     /// Adds what `rollout`'s caches must show, replacing what was expected of the same object.
     pub fn expect(&self, rollout: &Key, expected: impl IntoIterator<Item = Expected>) {
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let list = map.entry(rollout.clone()).or_default();
+        let list = &mut map.entry(rollout.clone()).or_default().expected;
         for e in expected {
             list.retain(|old| old.kind != e.kind || old.name != e.name);
             list.push(e);
         }
     }
 
-    /// Whether the caches (`held` says what they hold of an object) show all that is expected for `rollout`;
-    /// what they show is forgotten.
-    pub fn met(&self, rollout: &Key, held: impl Fn(Kind, &str) -> Held) -> bool {
+    /// Whether the caches (`held` says what they hold of an object) show all that is expected for `rollout`
+    /// at `now`; what they show is forgotten.
+    pub fn shown(&self, rollout: &Key, held: impl Fn(Kind, &str) -> Held, now: Timestamp) -> Shown {
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(list) = map.get_mut(rollout) else {
-            return true;
+        let Some(pending) = map.get_mut(rollout) else {
+            return Shown::All;
         };
-        list.retain(|e| !e.met(held(e.kind, &e.name)));
-        let met = list.is_empty();
-        if met {
+        pending.expected.retain(|e| !e.met(held(e.kind, &e.name)));
+        if pending.expected.is_empty() {
             map.remove(rollout);
+            return Shown::All;
         }
-        met
+        Shown::Lagging {
+            since: *pending.lagging_since.get_or_insert(now),
+        }
     }
 
     /// Forgets `rollout` (it is gone).
@@ -92,16 +113,31 @@ mod tests {
                 _ => run_uid.clone().map(|uid| ("5".to_string(), uid)),
             }
         };
+        let at = |s: &str| -> Timestamp { s.parse().expect("a timestamp") };
+        let (t0, t1) = (at("2026-01-01T00:00:00Z"), at("2026-01-01T00:00:01Z"));
+        let lagging = Shown::Lagging { since: t0 };
         // The Rollout's echo has come (later: someone wrote after), the ReplicaSet's not, the run is still there.
-        assert!(!expectations.met(&key, held("25", Some("19"), Some("u"))));
+        assert_eq!(
+            expectations.shown(&key, held("25", Some("19"), Some("u")), t0),
+            lagging
+        );
+        // Still lagging a second later: since the first time.
+        assert_eq!(
+            expectations.shown(&key, held("25", Some("19"), Some("u")), t1),
+            lagging
+        );
         // The run made again under its name is not the one deleted; the ReplicaSet's write is shown. The
         // Rollout's is forgotten already: an older copy no longer holds the reconcile back.
-        assert!(expectations.met(&key, held("3", Some("22"), Some("v"))));
-        assert!(
-            expectations.met(&key, held("1", None, None)),
+        assert_eq!(
+            expectations.shown(&key, held("3", Some("22"), Some("v")), t1),
+            Shown::All
+        );
+        assert_eq!(
+            expectations.shown(&key, held("1", None, None), t1),
+            Shown::All,
             "nothing left"
         );
-        // A later write replaces the expectation of the same object.
+        // A later write replaces the expectation of the same object; lagging is counted afresh.
         expectations.expect(
             &key,
             [expected(Kind::Rollout, "web", Least::Version("30".into()))],
@@ -110,8 +146,14 @@ mod tests {
             &key,
             [expected(Kind::Rollout, "web", Least::Version("31".into()))],
         );
-        assert!(!expectations.met(&key, held("30", None, None)));
+        assert_eq!(
+            expectations.shown(&key, held("30", None, None), t1),
+            Shown::Lagging { since: t1 }
+        );
         expectations.forget(&key);
-        assert!(expectations.met(&key, held("30", None, None)));
+        assert_eq!(
+            expectations.shown(&key, held("30", None, None), t1),
+            Shown::All
+        );
     }
 }

@@ -23,6 +23,7 @@ use tracing::{info, warn};
 
 use super::Context;
 use super::driver::{Ahead, Key, KindState, Next, ReconcileError, Reconciled, requeue_at, shown};
+use super::expect::Shown;
 use super::watch::Undecodable;
 use crate::api::reasons::rollout as reasons;
 use crate::api::rollout::RolloutStatus;
@@ -41,6 +42,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 /// How soon a reconcile that changed something looks again: the planner moves one small step at a time (Argo
 /// lets the status write's own watch event start the next), so the next step is planned at once.
 const AGAIN: Duration = Duration::from_millis(50);
+
+/// How long a reconcile waits for the watch caches to show this process's own last writes (polling them every
+/// [`CACHE_POLL`]) before it reads afresh from the API server.
+const CACHE_PATIENCE: Duration = Duration::from_secs(1);
+const CACHE_POLL: Duration = Duration::from_millis(25);
 
 /// How long a reconcile whose every attempt met a change waits before trying again.
 const CONTENDED: Duration = Duration::from_secs(1);
@@ -156,6 +162,9 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
         rv: String::new(),
         read: false,
     };
+    if let Some(wait) = cluster.lagging() {
+        return Ok(Next::After(wait));
+    }
     Ok(match reconcile_loop::reconcile(&mut cluster).await? {
         reconcile_loop::Reconciliation::Gone => {
             ctx.status_writes.record(cluster.key(), None);
@@ -234,9 +243,9 @@ impl ApiCluster<'_> {
         (self.namespace.clone(), self.name.clone())
     }
 
-    /// The Rollout and what the planner reads with it from the watch caches, when they show all this process
-    /// last wrote or read of them (`rollout_caches`); the routers' objects are not in it.
-    fn cached(&self, now: jiff::Timestamp) -> Option<Snapshot> {
+    /// How the watch caches stand against what this process last wrote or read of the Rollout's objects,
+    /// with the Rollout as cached; `None` when it is not cached or not this instance's.
+    fn shown(&self) -> Option<(Arc<Rollout>, Shown)> {
         let key = self.key();
         let rollout = self.ctx.rollouts.get(&key)?;
         if !owned(&rollout, self.ctx.config.instance_id.as_deref()) {
@@ -244,11 +253,31 @@ impl ApiCluster<'_> {
         }
         let caches = &self.ctx.rollout_caches;
         let (rv, uid) = (rollout.resource_version()?, rollout.uid()?);
-        let shown = caches.expected.met(&key, |kind, name| match kind {
+        let held = |kind, name: &str| match kind {
             Kind::Rollout => Some((rv.clone(), uid.clone())),
             _ => caches.held(&self.namespace, kind, name),
-        });
-        shown.then(|| caches.snapshot((*rollout).clone(), now))?
+        };
+        let shown = caches.expected.shown(&key, held, self.ctx.clock.now());
+        Some((rollout, shown))
+    }
+
+    /// How long to wait for the watch caches to show this process's own last writes, when they do not yet and
+    /// have not for less than [`CACHE_PATIENCE`]: reading everything afresh instead costs the API server more.
+    fn lagging(&self) -> Option<Duration> {
+        let Some((_, Shown::Lagging { since })) = self.shown() else {
+            return None;
+        };
+        let waited = self.ctx.clock.now().duration_since(since);
+        (waited < CACHE_PATIENCE.try_into().ok()?).then_some(CACHE_POLL)
+    }
+
+    /// The Rollout and what the planner reads with it from the watch caches, when they show all this process
+    /// last wrote or read of them (`rollout_caches`); the routers' objects are not in it.
+    fn cached(&self, now: jiff::Timestamp) -> Option<Snapshot> {
+        match self.shown()? {
+            (rollout, Shown::All) => self.ctx.rollout_caches.snapshot((*rollout).clone(), now),
+            (_, Shown::Lagging { .. }) => None,
+        }
     }
 
     /// The Rollout and what the planner reads with it, from the API server, all sent at once; `None` when it is

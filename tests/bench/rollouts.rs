@@ -69,6 +69,17 @@ use serde_json::{Value, json};
 
 const CANARYD: Canaryd = canaryd_testkit::canaryd!();
 
+/// The resource a read's path names: `rollouts` of `/apis/argoproj.io/v1alpha1/namespaces/b/rollouts/r-1`,
+/// `replicasets` of a list.
+fn read_resource(path: &str) -> String {
+    let parts: Vec<&str> = path.split('/').collect();
+    let at = parts
+        .iter()
+        .position(|p| *p == "namespaces")
+        .map_or(parts.len().saturating_sub(2), |i| i + 2);
+    parts.get(at).unwrap_or(&"?").to_string()
+}
+
 /// The fakes stand in for an API server and a Prometheus on machines of their own; here they share two cores
 /// with the daemon, so they use the daemon's allocator too, to take as little of the machine from it as they can.
 #[global_allocator]
@@ -290,11 +301,11 @@ async fn bench(n: usize) {
     let measured = step_latencies(&seen.progress);
     let (p50, p99) = print_latencies(measured.latencies);
     let mut writes = BTreeMap::new();
-    let (mut index, mut reads) = (0, 0);
+    let (mut index, mut reads) = (0, BTreeMap::<String, u32>::new());
     server.each_request(|r| {
         index += 1;
         if index > from_request && r.method == "GET" && !r.query.contains("watch=") {
-            reads += 1;
+            *reads.entry(read_resource(&r.path)).or_default() += 1;
         }
         if index > from_request
             && !r.query.contains(&format!("fieldManager={FIELD_MANAGER}"))
@@ -304,11 +315,17 @@ async fn bench(n: usize) {
         }
     });
     let by_kind = print_writes(&seen.tally, &writes, updated, &measured.weight_changes);
+    let per_reconcile = |n: u32| f64::from(n) / reconciles.max(1.0);
     println!(
         "  Rollout reconciles      {:.1} per Rollout, the daemon's GETs and LISTs {:.1} per Rollout reconcile (rollout_reconcile_count; watches aside)",
         reconciles / updated.max(1) as f64,
-        f64::from(reads) / reconciles.max(1.0)
+        per_reconcile(reads.values().sum())
     );
+    let by_resource: Vec<String> = reads
+        .iter()
+        .map(|(resource, n)| format!("{resource} {:.2}", per_reconcile(*n)))
+        .collect();
+    println!("    by resource: {}", by_resource.join(", "));
     let by_reason: Vec<String> = errors.iter().map(|(r, n)| format!("{r} {n}")).collect();
     println!(
         "  reconcile errors        {}",
