@@ -398,7 +398,7 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         let router =
             ApiRouter::new(self.ctx.client.clone()).with_apis(self.ctx.config.routers.clone());
         let changes = router
-            .apply(&seen.rollout, route, &seen.replica_sets)
+            .apply(&seen.rollout, route, &seen.replica_sets, &seen.routers)
             .await
             .map_err(|e| e.failure())?;
         let mut announced = Vec::new();

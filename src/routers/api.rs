@@ -144,12 +144,14 @@ impl ApiRouter {
     /// objects it wrote (none when they already said so). The Rollout controller calls it with the Rollout
     /// as read, `Plan::route` and the ReplicaSets it owns, before making the plan's writes; on an error it
     /// writes nothing else of the plan. `replica_sets` gate Istio's subset-only mode, whose DestinationRule
-    /// moves only to fully available ReplicaSets.
+    /// moves only to fully available ReplicaSets. An object updated whole is built from its copy in `read`
+    /// (what [`ApiRouter::read`] returned for the same plan) rather than read again; a 409 reads it afresh.
     pub async fn apply(
         &self,
         rollout: &Rollout,
         route: &Route,
         replica_sets: &[ReplicaSet],
+        read: &[RouterObject],
     ) -> Result<Vec<Change>, RouterError> {
         let Some(config) =
             routing::routing(rollout).map_err(|e| RouterError::Config(Box::new(e)))?
@@ -174,25 +176,30 @@ impl ApiRouter {
             };
             let build = |current: &Value| target.build(current, &d);
             target.held(&d, replica_sets).map_err(|e| object.unfit(e))?;
+            // The copy read for this plan, of the object written.
+            let first = target
+                .read_in(read)
+                .filter(|o| o.name == name)
+                .and_then(|o| o.object.as_ref());
             let written = match target {
                 Target::DestinationRule { namespace, .. } => {
                     let api: Api<DestinationRule> = Api::namespaced(self.client.clone(), namespace);
-                    update(&api, &object, build).await?
+                    update(&api, &object, first, build).await?
                 }
                 Target::VirtualService { namespace, .. } => {
                     let api: Api<VirtualService> = Api::namespaced(self.client.clone(), namespace);
-                    update(&api, &object, build).await?
+                    update(&api, &object, first, build).await?
                 }
                 Target::HttpRoute { namespace, .. } => {
                     let api: Api<HttpRoute> = Api::namespaced(self.client.clone(), namespace);
-                    update(&api, &object, build).await?
+                    update(&api, &object, first, build).await?
                 }
                 Target::TraefikService { namespace, .. } => {
-                    update(&self.traefik_services(namespace), &object, build).await?
+                    update(&self.traefik_services(namespace), &object, first, build).await?
                 }
                 Target::AlbIngress { namespace, .. } => {
                     let api: Api<Ingress> = Api::namespaced(self.client.clone(), namespace);
-                    update(&api, &object, build).await?
+                    update(&api, &object, first, build).await?
                 }
                 Target::CanaryIngress { stable, config, .. } => self
                     .canary_ingress(stable, &name, config, &d)
@@ -402,23 +409,32 @@ where
         .transpose()
 }
 
-/// Reads the object, lets `build` change it, and updates it with the resourceVersion it read when it
-/// changed; a 409 starts over from a fresh read.
+/// Reads the object (the first time, takes `first` when given: a copy just read), lets `build` change it,
+/// and updates it with the resourceVersion it read when it changed; a 409 starts over from a fresh read.
 async fn update<K>(
     api: &Api<K>,
     target: &Object<'_>,
+    first: Option<&Value>,
     build: impl Fn(&Value) -> Result<Option<Built>, RoutingError>,
 ) -> Result<Option<(Change, Moved)>, RouterError>
 where
     K: kube::Resource + Clone + std::fmt::Debug + Serialize + DeserializeOwned,
 {
+    let first = std::sync::Mutex::new(first);
     on_conflict_read_again(target, || async {
-        let current = api
-            .get_opt(target.name)
-            .await
-            .map_err(|e| target.failed(e))?
-            .ok_or_else(|| target.missing())?;
-        let Some(built) = build(&target.json(&current)?).map_err(|e| target.unfit(e))? else {
+        let taken = first.lock().ok().and_then(|mut f| f.take());
+        let current = match taken {
+            Some(read) => read.clone(),
+            None => {
+                let read = api.get_opt(target.name).await;
+                target.json(
+                    &read
+                        .map_err(|e| target.failed(e))?
+                        .ok_or_else(|| target.missing())?,
+                )?
+            }
+        };
+        let Some(built) = build(&current).map_err(|e| target.unfit(e))? else {
             return Ok(Ok(None));
         };
         let desired: K = target.decode(built.object)?;

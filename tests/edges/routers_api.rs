@@ -1,5 +1,6 @@
 //! The traffic routers' edge against the fake API server (which admits Istio and Gateway API objects by
-//! their published CRDs): weights written once and not again when unchanged, a 409 re-read and retried,
+//! their published CRDs): weights written once and not again when unchanged, built from the plan's read and a
+//! 409 re-read and retried,
 //! the NGINX canary Ingress created owned by the Rollout then merge-patched with foreign annotations kept,
 //! one controlled by another object refused, a missing VirtualService and a refused write reported naming
 //! the object.
@@ -54,7 +55,7 @@ async fn an_istio_weight_is_written_once_and_not_again_when_unchanged() {
     server.put(&virtual_service("prod", "web-vsvc", "web"));
     let router = ApiRouter::new(server.client().await);
     let r = rollout(istio());
-    let changes = router.apply(&r, &route(10), &[]).await.unwrap();
+    let changes = router.apply(&r, &route(10), &[], &[]).await.unwrap();
     assert_eq!(changes.len(), 1);
     assert_eq!(
         changes[0].to_string(),
@@ -72,7 +73,13 @@ async fn an_istio_weight_is_written_once_and_not_again_when_unchanged() {
 
     let puts = RequestPattern::new("PUT", "/virtualservices/");
     assert_eq!(server.request_count(&puts), 1);
-    assert!(router.apply(&r, &route(10), &[]).await.unwrap().is_empty());
+    assert!(
+        router
+            .apply(&r, &route(10), &[], &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         server.request_count(&puts),
         1,
@@ -87,7 +94,7 @@ async fn a_conflicting_write_is_read_again_and_retried() {
     server.conflict_next_write::<VirtualService>("prod", "web-vsvc");
     let router = ApiRouter::new(server.client().await);
     router
-        .apply(&rollout(istio()), &route(25), &[])
+        .apply(&rollout(istio()), &route(25), &[], &[])
         .await
         .unwrap();
     let stored = server
@@ -100,12 +107,33 @@ async fn a_conflicting_write_is_read_again_and_retried() {
     );
 }
 
+/// The copies `ApiRouter::read` returned for a plan are what `apply` builds from: read again only when the
+/// write meets a change made since (409).
+#[tokio::test]
+async fn the_plans_read_is_written_over_and_read_again_only_when_it_is_stale() {
+    let server = FakeApiServer::start().await;
+    server.put(&virtual_service("prod", "web-vsvc", "web"));
+    let router = ApiRouter::new(server.client().await);
+    let r = rollout(istio());
+    let gets = RequestPattern::new("GET", "/virtualservices/web-vsvc");
+    let read = router.read(&r).await.unwrap();
+    router.apply(&r, &route(10), &[], &read).await.unwrap();
+    assert_eq!(server.request_count(&gets), 1, "the plan's read alone");
+    // That copy is stale now: its write is refused and the object read again.
+    router.apply(&r, &route(30), &[], &read).await.unwrap();
+    assert_eq!(server.request_count(&gets), 2);
+    let stored = server
+        .get_json::<VirtualService>("prod", "web-vsvc")
+        .unwrap();
+    assert_eq!(weights_of(&stored), [70, 30]);
+}
+
 #[tokio::test]
 async fn a_missing_virtual_service_and_a_refused_write_name_the_object() {
     let server = FakeApiServer::start().await;
     let router = ApiRouter::new(server.client().await);
     let err = router
-        .apply(&rollout(istio()), &route(10), &[])
+        .apply(&rollout(istio()), &route(10), &[], &[])
         .await
         .unwrap_err();
     assert!(matches!(err, RouterError::Missing { .. }), "{err:?}");
@@ -114,7 +142,7 @@ async fn a_missing_virtual_service_and_a_refused_write_name_the_object() {
     server.put(&virtual_service("prod", "web-vsvc", "web"));
     server.fail_next(RequestPattern::new("PUT", "/virtualservices/"), 1, 403);
     let err = router
-        .apply(&rollout(istio()), &route(10), &[])
+        .apply(&rollout(istio()), &route(10), &[], &[])
         .await
         .unwrap_err();
     assert_eq!(
@@ -150,7 +178,7 @@ async fn subsets_get_the_pod_hashes_and_the_virtual_service_the_weights() {
     }}));
     let changes = router_for(&server)
         .await
-        .apply(&r, &route(10), &[])
+        .apply(&r, &route(10), &[], &[])
         .await
         .unwrap();
     assert_eq!(changes.len(), 2);
@@ -186,7 +214,7 @@ async fn the_nginx_canary_ingress_is_created_owned_by_the_rollout_then_patched_k
     server.put(&stable_ingress("prod"));
     let router = router_for(&server).await;
     let r = rollout(json!({"nginx": {"stableIngress": "web"}}));
-    let changes = router.apply(&r, &route(10), &[]).await.unwrap();
+    let changes = router.apply(&r, &route(10), &[], &[]).await.unwrap();
     assert_eq!(changes[0].action, Action::Created);
     let canary = server
         .get_json::<Ingress>("prod", "web-web-canary")
@@ -213,7 +241,7 @@ async fn the_nginx_canary_ingress_is_created_owned_by_the_rollout_then_patched_k
         .unwrap()
         .insert("example.com/added-by-someone".into(), "yes".into());
     server.put(&foreign);
-    let changes = router.apply(&r, &route(20), &[]).await.unwrap();
+    let changes = router.apply(&r, &route(20), &[], &[]).await.unwrap();
     assert_eq!(changes[0].action, Action::Updated);
     let canary = server
         .get_json::<Ingress>("prod", "web-web-canary")
@@ -231,7 +259,13 @@ async fn the_nginx_canary_ingress_is_created_owned_by_the_rollout_then_patched_k
         None,
         "the stable Ingress is never changed"
     );
-    assert!(router.apply(&r, &route(20), &[]).await.unwrap().is_empty());
+    assert!(
+        router
+            .apply(&r, &route(20), &[], &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -251,7 +285,7 @@ async fn a_canary_ingress_controlled_by_another_object_is_refused() {
     let r = rollout(json!({"nginx": {"stableIngress": "web"}}));
     let err = router_for(&server)
         .await
-        .apply(&r, &route(10), &[])
+        .apply(&r, &route(10), &[], &[])
         .await
         .unwrap_err();
     assert_eq!(
@@ -268,7 +302,7 @@ async fn an_http_route_gets_the_weights_and_an_extra_backend_is_left_alone() {
     let r = rollout(json!({"plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}));
     router_for(&server)
         .await
-        .apply(&r, &route(30), &[])
+        .apply(&r, &route(30), &[], &[])
         .await
         .unwrap();
     let stored = server.get_json::<HttpRoute>("prod", "web").unwrap();
