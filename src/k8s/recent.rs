@@ -4,10 +4,16 @@
 //!
 //! Each use stamps the entry and appends (key, stamp) to a queue of uses; the oldest use whose stamp is still
 //! the entry's names the entry used longest ago. Uses superseded since are skipped, and dropped in one pass once
-//! they outnumber the entries, so every operation is O(1) amortised.
+//! they outnumber the entries, so every operation is O(1) amortised. An insert looks at no more than [`LOOKS`]
+//! of the entries used longest ago for one to forget: when those must all be kept, the map holds more than its
+//! capacity until later inserts find entries to forget.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
+
+/// How many entries that must be kept one insert passes over, at most, looking for one to forget: with the
+/// Event queue full (65,536 series waiting to be sent, each kept) one insert used to look at all of them.
+const LOOKS: usize = 8;
 
 #[derive(Debug)]
 pub struct Recent<K, V> {
@@ -47,12 +53,12 @@ impl<K: Copy + Eq + Hash, V> Recent<K, V> {
     }
 
     /// Puts `value` under `key`, the one used last. When that makes one too many, the entry used longest ago
-    /// for which `keep` is false goes; those for which it is true count as used now (so the map may stay one
-    /// over its capacity while every entry is kept).
+    /// for which `keep` is false goes; those for which it is true count as used now (so the map stays over
+    /// its capacity while the [`LOOKS`] entries used longest ago are kept).
     pub fn insert(&mut self, key: K, value: V, keep: impl Fn(&V) -> bool) {
         let stamp = self.stamp(key);
         self.entries.insert(key, (value, stamp));
-        let mut tries = self.entries.len();
+        let mut tries = LOOKS;
         while self.entries.len() > self.capacity && tries > 0 {
             let Some((oldest, used)) = self.uses.pop_front() else {
                 break;
@@ -114,6 +120,30 @@ mod tests {
         // When every one must stay, the map holds one more rather than forget one of them.
         recent.insert(5, 50, |_| true);
         assert_eq!(recent.len(), 4);
+    }
+
+    #[test]
+    fn an_insert_looks_at_a_few_kept_entries_not_all_of_them_and_later_ones_catch_up() {
+        let mut recent = Recent::new(100);
+        for k in 0..100 {
+            recent.insert(k, true, |_| false);
+        }
+        let looked = std::cell::Cell::new(0);
+        let keep = |kept: &bool| {
+            looked.set(looked.get() + 1);
+            *kept
+        };
+        // Every entry is kept (say, waiting to be sent): an insert passes over a few, not a hundred.
+        recent.insert(100, false, keep);
+        assert_eq!(looked.get(), LOOKS);
+        assert_eq!(recent.len(), 101);
+        // Those sent, later inserts forget the oldest until the map is back at its capacity.
+        for k in 0..100 {
+            *recent.peek_mut(&k).expect("kept") = false;
+        }
+        recent.insert(101, false, |kept| *kept);
+        assert_eq!(recent.len(), 100);
+        assert!(recent.peek_mut(&101).is_some());
     }
 
     #[test]
