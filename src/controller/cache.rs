@@ -86,17 +86,15 @@ impl<K: Resource + Clone> Cache<K> {
     }
 
     /// Applies one watch event.
-    pub fn apply(&self, event: &watcher::Event<K>) {
+    pub fn apply(&self, event: watcher::Event<K>) {
         let mut inner = self.lock();
         match event {
-            watcher::Event::Apply(object) => inner.insert(object.clone()),
-            watcher::Event::Delete(object) => inner.remove(&key_of(object)),
+            watcher::Event::Apply(object) => inner.insert(object),
+            watcher::Event::Delete(object) => inner.remove(&key_of(&object)),
             watcher::Event::Init => inner.listing = Some(HashMap::new()),
             watcher::Event::InitApply(object) => {
-                inner
-                    .listing
-                    .get_or_insert_default()
-                    .insert(key_of(object), object.clone());
+                let key = key_of(&object);
+                inner.listing.get_or_insert_default().insert(key, object);
             }
             watcher::Event::InitDone => {
                 let listed = inner.listing.take().unwrap_or_default();
@@ -173,19 +171,19 @@ mod tests {
     #[test]
     fn objects_are_found_by_their_controller_once_the_first_list_is_complete() {
         let owned = Cache::default();
-        owned.apply(&watcher::Event::Init);
-        owned.apply(&watcher::Event::InitApply(rs("web-1", "web", "1")));
+        owned.apply(watcher::Event::Init);
+        owned.apply(watcher::Event::InitApply(rs("web-1", "web", "1")));
         assert_eq!(owned.controlled_by("web-uid"), None, "listing");
         assert_eq!(owned.get(&("shop".into(), "web-1".into())), None);
-        owned.apply(&watcher::Event::InitDone);
-        owned.apply(&watcher::Event::Apply(rs("web-2", "web", "2")));
-        owned.apply(&watcher::Event::Apply(rs("api-1", "api", "3")));
+        owned.apply(watcher::Event::InitDone);
+        owned.apply(watcher::Event::Apply(rs("web-2", "web", "2")));
+        owned.apply(watcher::Event::Apply(rs("api-1", "api", "3")));
         assert_eq!(
             names(owned.controlled_by("web-uid")),
             Some(vec!["web-1".into(), "web-2".into()])
         );
         // Adopted by another controller: found under it alone.
-        owned.apply(&watcher::Event::Apply(rs("web-1", "api", "4")));
+        owned.apply(watcher::Event::Apply(rs("web-1", "api", "4")));
         assert_eq!(
             names(owned.controlled_by("web-uid")),
             Some(vec!["web-2".into()])
@@ -194,17 +192,17 @@ mod tests {
             owned.held(&("shop".into(), "web-1".into())),
             Some(("4".into(), "web-1-uid".into()))
         );
-        owned.apply(&watcher::Event::Delete(rs("web-2", "web", "5")));
+        owned.apply(watcher::Event::Delete(rs("web-2", "web", "5")));
         assert_eq!(names(owned.controlled_by("web-uid")), Some(vec![]));
         // A relist replaces everything at its end: what was deleted meanwhile is gone.
-        owned.apply(&watcher::Event::Init);
-        owned.apply(&watcher::Event::InitApply(rs("web-3", "web", "6")));
+        owned.apply(watcher::Event::Init);
+        owned.apply(watcher::Event::InitApply(rs("web-3", "web", "6")));
         assert_eq!(
             names(owned.controlled_by("api-uid")),
             Some(vec!["api-1".into(), "web-1".into()]),
             "the old list until the new one is complete"
         );
-        owned.apply(&watcher::Event::InitDone);
+        owned.apply(watcher::Event::InitDone);
         assert_eq!(names(owned.controlled_by("api-uid")), Some(vec![]));
         assert_eq!(
             names(owned.controlled_by("web-uid")),

@@ -153,12 +153,12 @@ where
         .default_backoff()
         .filter_map(move |event| {
             let key = event.ok().and_then(|e| {
-                keep(&cache, &e);
-                heard.of(e)
-            });
-            let key = key.and_then(|metadata| {
-                let controller = metadata.controller().filter(|r| r.kind == owner)?;
-                Some((metadata.namespace.clone()?, controller.name.clone()))
+                let key = heard.of(&e).and_then(|metadata| {
+                    let controller = metadata.controller().filter(|r| r.kind == owner)?;
+                    Some((metadata.namespace.clone()?, controller.name.clone()))
+                });
+                keep(&cache, e);
+                key
             });
             std::future::ready(key)
         })
@@ -181,7 +181,7 @@ where
         .default_backoff()
         .filter_map(move |event| {
             if let Ok(event) = event {
-                keep(&cache, &event);
+                keep(&cache, event);
             }
             std::future::ready(None)
         })
@@ -189,14 +189,14 @@ where
 }
 
 /// Applies one watch event to `cache`: an object that does not decode is not kept.
-fn keep<K: Resource + Clone>(cache: &Cache<K>, event: &watcher::Event<Lenient<K>>) {
+fn keep<K: Resource + Clone>(cache: &Cache<K>, event: watcher::Event<Lenient<K>>) {
     use watcher::Event as E;
     let decoded = match event {
         E::Init => E::Init,
         E::InitDone => E::InitDone,
-        E::Apply(Lenient::Decoded(o)) => E::Apply(o.clone()),
-        E::InitApply(Lenient::Decoded(o)) => E::InitApply(o.clone()),
-        E::Delete(Lenient::Decoded(o)) => E::Delete(o.clone()),
+        E::Apply(Lenient::Decoded(o)) => E::Apply(o),
+        E::InitApply(Lenient::Decoded(o)) => E::InitApply(o),
+        E::Delete(Lenient::Decoded(o)) => E::Delete(o),
         E::Apply(Lenient::Undecodable(u))
         | E::InitApply(Lenient::Undecodable(u))
         | E::Delete(Lenient::Undecodable(u)) => {
@@ -209,7 +209,7 @@ fn keep<K: Resource + Clone>(cache: &Cache<K>, event: &watcher::Event<Lenient<K>
             return;
         }
     };
-    cache.apply(&decoded);
+    cache.apply(decoded);
 }
 
 /// Which watch events concern an object's owner: a listed or deleted object, and a changed one, but with
@@ -222,22 +222,21 @@ struct Heard<K> {
 }
 
 impl<K: Resource<DynamicType = ()>> Heard<K> {
-    fn of(&mut self, event: watcher::Event<Lenient<K>>) -> Option<ObjectMeta> {
+    fn of<'e>(&mut self, event: &'e watcher::Event<Lenient<K>>) -> Option<&'e ObjectMeta> {
         let id = |m: &ObjectMeta| (m.namespace.clone(), m.name.clone().unwrap_or_default());
         match event {
             watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
-                let seen = match (&o, self.read) {
-                    (_, None) => return Some(o.meta().clone()),
+                let seen = match (o, self.read) {
+                    (_, None) => return Some(o.meta()),
                     (Lenient::Decoded(object), Some(read)) => read(object),
                     (Lenient::Undecodable(u), Some(_)) => Value::String(u.error.clone()),
                 };
                 let meta = o.meta();
-                (self.last.insert(id(meta), seen.clone()).as_ref() != Some(&seen))
-                    .then(|| meta.clone())
+                (self.last.insert(id(meta), seen.clone()).as_ref() != Some(&seen)).then_some(meta)
             }
             watcher::Event::Delete(o) => {
                 self.last.remove(&id(o.meta()));
-                Some(o.meta().clone())
+                Some(o.meta())
             }
             // A relist: every object listed is heard of again, those deleted meanwhile are not.
             watcher::Event::Init => {
@@ -394,7 +393,7 @@ mod tests {
             read: Some(phase_of),
             last: HashMap::new(),
         };
-        let mut of = |e| heard.of(e).map(|m| m.name.unwrap_or_default());
+        let mut of = |e| heard.of(&e).map(|m| m.name.clone().unwrap_or_default());
         assert_eq!(
             of(watcher::Event::InitApply(run("a", "Running", 0))),
             Some("a".into())
@@ -437,12 +436,12 @@ mod tests {
         };
         assert!(
             heard
-                .of(watcher::Event::Apply(run("a", "Running", 1)))
+                .of(&watcher::Event::Apply(run("a", "Running", 1)))
                 .is_some()
         );
         assert!(
             heard
-                .of(watcher::Event::Apply(run("a", "Running", 1)))
+                .of(&watcher::Event::Apply(run("a", "Running", 1)))
                 .is_some()
         );
         assert!(heard.last.is_empty(), "nothing kept");
