@@ -1,7 +1,9 @@
 //! A watch's cache of objects, by name and by the uid of the object that controls them (its ownerReference
 //! with `controller: true`): what a Rollout's reconcile reads here rather than from the API server each time
 //! (its ReplicaSets and AnalysisRuns, the Services and templates it names). A list in progress replaces the
-//! cache when it is complete, as client-go's informers do, so a reader never sees half a list.
+//! cache when it is complete, as client-go's informers do, so a reader never sees half a list. An object that
+//! does not decode is kept as such: no reader is handed what its controller controls while one of them is
+//! unreadable (a read afresh reports it), nor the object itself.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
@@ -9,7 +11,7 @@ use std::sync::{Mutex, PoisonError};
 use kube::Resource;
 use kube::runtime::watcher;
 
-use super::watch::Key;
+use super::watch::{Key, Lenient};
 use crate::api::Controlled;
 use crate::k8s::versions::Held;
 
@@ -19,10 +21,10 @@ pub struct Cache<K> {
 }
 
 struct Inner<K> {
-    objects: HashMap<Key, K>,
+    objects: HashMap<Key, Lenient<K>>,
     by_controller: HashMap<String, BTreeSet<Key>>,
     /// The objects of a list in progress.
-    listing: Option<HashMap<Key, K>>,
+    listing: Option<HashMap<Key, Lenient<K>>>,
     /// The first list is complete.
     synced: bool,
 }
@@ -40,7 +42,7 @@ impl<K> Default for Cache<K> {
     }
 }
 
-fn key_of<K: Resource>(object: &K) -> Key {
+fn key_of<K: Resource<DynamicType = ()>>(object: &Lenient<K>) -> Key {
     let meta = object.meta();
     (
         meta.namespace.clone().unwrap_or_default(),
@@ -48,12 +50,12 @@ fn key_of<K: Resource>(object: &K) -> Key {
     )
 }
 
-fn controller_of<K: Resource>(object: &K) -> Option<String> {
+fn controller_of<K: Resource<DynamicType = ()>>(object: &Lenient<K>) -> Option<String> {
     object.meta().controller().map(|r| r.uid.clone())
 }
 
-impl<K: Resource + Clone> Inner<K> {
-    fn insert(&mut self, object: K) {
+impl<K: Resource<DynamicType = ()> + Clone> Inner<K> {
+    fn insert(&mut self, object: Lenient<K>) {
         let key = key_of(&object);
         self.remove(&key);
         if let Some(uid) = controller_of(&object) {
@@ -80,13 +82,13 @@ impl<K: Resource + Clone> Inner<K> {
     }
 }
 
-impl<K: Resource + Clone> Cache<K> {
+impl<K: Resource<DynamicType = ()> + Clone> Cache<K> {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner<K>> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Applies one watch event.
-    pub fn apply(&self, event: watcher::Event<K>) {
+    pub fn apply(&self, event: watcher::Event<Lenient<K>>) {
         let mut inner = self.lock();
         match event {
             watcher::Event::Apply(object) => inner.insert(object),
@@ -108,30 +110,28 @@ impl<K: Resource + Clone> Cache<K> {
         }
     }
 
-    /// Forgets the object `key` (it no longer decodes: nothing should act on its older copy).
-    pub fn forget(&self, key: &Key) {
-        self.lock().remove(key);
-    }
-
-    /// The objects the object with `uid` controls; `None` until the first list is complete.
+    /// The objects the object with `uid` controls; `None` until the first list is complete, and while one of
+    /// them does not decode.
     pub fn controlled_by(&self, uid: &str) -> Option<Vec<K>> {
         let inner = self.lock();
         if !inner.synced {
             return None;
         }
         let keys = inner.by_controller.get(uid);
-        Some(
-            keys.into_iter()
-                .flatten()
-                .filter_map(|key| inner.objects.get(key).cloned())
-                .collect(),
-        )
+        let decoded = |key| match inner.objects.get(key) {
+            Some(Lenient::Decoded(object)) => Some(object.clone()),
+            _ => None,
+        };
+        keys.into_iter().flatten().map(decoded).collect()
     }
 
-    /// The object `key`; `None` when it is not cached or the first list is not complete.
+    /// The object `key`; `None` when it is not cached (or does not decode) or the first list is not complete.
     pub fn get(&self, key: &Key) -> Option<K> {
         let inner = self.lock();
-        inner.synced.then(|| inner.objects.get(key).cloned())?
+        match inner.objects.get(key).filter(|_| inner.synced)? {
+            Lenient::Decoded(object) => Some(object.clone()),
+            Lenient::Undecodable(_) => None,
+        }
     }
 
     /// The resourceVersion and uid of the object `key` as cached.
@@ -151,13 +151,23 @@ mod tests {
     use k8s_openapi::api::apps::v1::ReplicaSet;
     use serde_json::json;
 
-    fn rs(name: &str, owner: &str, rv: &str) -> ReplicaSet {
+    fn rs(name: &str, owner: &str, rv: &str) -> Lenient<ReplicaSet> {
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "shop", "resourceVersion": rv, "uid": format!("{name}-uid"),
                 "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "name": owner,
                     "uid": format!("{owner}-uid"), "controller": true}]},
         }))
         .expect("a ReplicaSet")
+    }
+
+    /// `rs` with a field of the wrong type.
+    fn unreadable(name: &str, owner: &str, rv: &str) -> Lenient<ReplicaSet> {
+        let Lenient::Decoded(rs) = rs(name, owner, rv) else {
+            panic!("a ReplicaSet")
+        };
+        let mut value = serde_json::to_value(rs).expect("a ReplicaSet");
+        value["spec"] = json!({"replicas": "three"});
+        serde_json::from_value(value).expect("read leniently")
     }
 
     fn names(found: Option<Vec<ReplicaSet>>) -> Option<Vec<String>> {
@@ -214,7 +224,14 @@ mod tests {
                 .and_then(|r| r.metadata.resource_version),
             Some("6".into())
         );
-        owned.forget(&("shop".into(), "web-3".into()));
-        assert_eq!(owned.held(&("shop".into(), "web-3".into())), None);
+        // One that no longer decodes hides what its controller controls, and itself, until it decodes again.
+        owned.apply(watcher::Event::Apply(unreadable("web-4", "web", "7")));
+        assert_eq!(owned.controlled_by("web-uid"), None);
+        assert_eq!(owned.get(&("shop".into(), "web-4".into())), None);
+        owned.apply(watcher::Event::Apply(rs("web-4", "web", "8")));
+        assert_eq!(
+            names(owned.controlled_by("web-uid")),
+            Some(vec!["web-3".into(), "web-4".into()])
+        );
     }
 }

@@ -1,9 +1,11 @@
 //! The Rollout controller (`canaryd run --rollouts`): each reconcile of a Rollout is `engine::rollout::reconcile_loop`'s
-//! loop run on the API server. `ApiCluster` reads the Rollout afresh with what it controls (ReplicaSets,
-//! AnalysisRuns, and its pods while a `restartAt` is due) and names (Services, analysis templates), makes the
-//! plan's writes (`k8s::rollout_writes`) and the routers' (`routers::ApiRouter`), writes the status through
-//! the status subresource, and queues the Events; this module then asks to be woken when the plan says. A
-//! write refused with 409 means something changed since the read: everything is read and planned again. All
+//! loop run on the API server. `ApiCluster` reads the Rollout with what it controls (ReplicaSets,
+//! AnalysisRuns, and its pods while a `restartAt` is due) and names (Services, analysis templates) from the
+//! watch caches once they show this process's own last writes (`rollout_caches`, `expect`; afresh from the API
+//! server when they do not within a second), makes the plan's writes (`k8s::rollout_writes`) and the routers'
+//! (`routers::ApiRouter`), writes the status through the status subresource, and queues the Events; this
+//! module then asks to be woken when the plan says. A write refused with 409 means something changed since the
+//! read: everything is read afresh and planned again. All
 //! state is in the objects (the planner's names are derived from the template hash, the revision and the
 //! step), so a process killed at any point and started again creates nothing twice and repeats no step.
 //!

@@ -157,7 +157,7 @@ where
                     let controller = metadata.controller().filter(|r| r.kind == owner)?;
                     Some((metadata.namespace.clone()?, controller.name.clone()))
                 });
-                keep(&cache, e);
+                cache.apply(e);
                 key
             });
             std::future::ready(key)
@@ -181,35 +181,11 @@ where
         .default_backoff()
         .filter_map(move |event| {
             if let Ok(event) = event {
-                keep(&cache, event);
+                cache.apply(event);
             }
             std::future::ready(None)
         })
         .boxed()
-}
-
-/// Applies one watch event to `cache`: an object that does not decode is not kept.
-fn keep<K: Resource + Clone>(cache: &Cache<K>, event: watcher::Event<Lenient<K>>) {
-    use watcher::Event as E;
-    let decoded = match event {
-        E::Init => E::Init,
-        E::InitDone => E::InitDone,
-        E::Apply(Lenient::Decoded(o)) => E::Apply(o),
-        E::InitApply(Lenient::Decoded(o)) => E::InitApply(o),
-        E::Delete(Lenient::Decoded(o)) => E::Delete(o),
-        E::Apply(Lenient::Undecodable(u))
-        | E::InitApply(Lenient::Undecodable(u))
-        | E::Delete(Lenient::Undecodable(u)) => {
-            let m = &u.metadata;
-            let key = (
-                m.namespace.clone().unwrap_or_default(),
-                m.name.clone().unwrap_or_default(),
-            );
-            cache.forget(&key);
-            return;
-        }
-    };
-    cache.apply(decoded);
 }
 
 /// Which watch events concern an object's owner: a listed or deleted object, and a changed one, but with

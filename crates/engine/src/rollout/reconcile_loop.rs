@@ -1,4 +1,4 @@
-//! One reconcile of one Rollout, whatever cluster it acts on: read afresh, plan, make the plan's writes in
+//! One reconcile of one Rollout, whatever cluster it acts on: read, plan, make the plan's writes in
 //! Argo's order with the traffic routers brought to the plan's weight between them, store the status when it
 //! changed (a change of the counts alone when [`status_write`] says it is due), publish the Events. The daemon acts on the API server (`controller::rollout`), `rehearse`, `demo`
 //! and the planner's tests on memory ([`super::memory`]): both are a [`Cluster`], and this loop is the only one,
@@ -172,7 +172,8 @@ pub trait Cluster {
     /// `--instance-id`, which labels the AnalysisRuns the plans create.
     fn instance_id(&self) -> Option<&str>;
 
-    /// Reads the Rollout and what it controls afresh; `None` when it is gone or not this instance's.
+    /// Reads the Rollout and what it controls (afresh when the loop reads again after a change); `None` when it
+    /// is gone or not this instance's.
     fn observe(&mut self) -> impl Future<Output = Result<Option<Snapshot>, Self::Error>> + Send;
 
     /// Makes one write of a plan made from `seen`, conditional on what `seen` holds.
