@@ -14,12 +14,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
-use serde::de::DeserializeOwned;
 use tracing::warn;
 
 use super::Context;
@@ -35,15 +33,7 @@ use crate::observe::Kind;
 use crate::time::Clock;
 
 /// A kind the daemon reconciles.
-pub trait Reconciled:
-    kube::Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + DeserializeOwned
-    + std::fmt::Debug
-    + Send
-    + Sync
-    + 'static
-{
+pub trait Reconciled: watch::Watched {
     type Status: Clone + PartialEq + Send + Sync + 'static;
     /// Whose reconcile families (`rollout_reconcile`, `analysis_run_reconcile`, ...) count this kind's.
     const COUNTED_AS: Kind;

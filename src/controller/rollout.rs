@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
@@ -39,7 +40,6 @@ use crate::k8s::rollout_writes;
 use crate::k8s::status::WriteError;
 use crate::k8s::versions::{Expected, Least};
 use crate::routers::ApiRouter;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// How soon a reconcile that changed something looks again: the planner moves one small step at a time (Argo
 /// lets the status write's own watch event start the next), so the next step is planned at once.

@@ -120,13 +120,37 @@ where
     }
 }
 
+/// A namespaced kind a watch decodes and hands to other tasks.
+pub trait Watched:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// What of a watched object its owner's reconcile reads: a change elsewhere in it concerns the owner not.
 pub type Read<K> = fn(&K) -> Value;
 
 /// A watch of the objects of kind `K` that `selector` picks in `namespace` (all for `None`), kept in `cache`
 /// by their controller, yielding the key of the object of kind `owner` that controls one (its ownerReference
 /// with `controller: true`) when it is heard of ([`Heard`]), once `cache` shows it. An object that does not
-/// decode as `K` is dropped from the cache and still heard of; a failed watch is retried by the watcher itself.
+/// decode as `K` is kept in the cache as such and still heard of; a failed watch is retried by the watcher
+/// itself.
 pub fn owners<K>(
     client: kube::Client,
     namespace: Option<&str>,
@@ -136,13 +160,7 @@ pub fn owners<K>(
     cache: Arc<Cache<K>>,
 ) -> BoxStream<'static, Key>
 where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     let api = lenient(client, namespace);
     let mut heard = Heard {
@@ -241,13 +259,7 @@ pub fn start<K>(
     impl Future<Output = ()> + Send + 'static,
 )
 where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     let lenient = lenient(client, namespace);
     let mut writer = reflector::store::Writer::<K>::new(());
