@@ -354,7 +354,7 @@ impl ApiRouter {
 /// error (a failed read, an unfit object) ends it at once; its write's other errors are the target's.
 async fn on_conflict_read_again<T, Attempt>(
     target: &Object<'_>,
-    attempt: impl Fn() -> Attempt,
+    mut attempt: impl FnMut() -> Attempt,
 ) -> Result<T, RouterError>
 where
     Attempt: std::future::Future<Output = Result<Result<T, kube::Error>, RouterError>>,
@@ -420,28 +420,30 @@ async fn update<K>(
 where
     K: kube::Resource + Clone + std::fmt::Debug + Serialize + DeserializeOwned,
 {
-    let first = std::sync::Mutex::new(first);
-    on_conflict_read_again(target, || async {
-        let taken = first.lock().ok().and_then(|mut f| f.take());
-        let current = match taken {
-            Some(read) => read.clone(),
-            None => {
-                let read = api.get_opt(target.name).await;
-                target.json(
-                    &read
-                        .map_err(|e| target.failed(e))?
-                        .ok_or_else(|| target.missing())?,
-                )?
-            }
-        };
-        let Some(built) = build(&current).map_err(|e| target.unfit(e))? else {
-            return Ok(Ok(None));
-        };
-        let desired: K = target.decode(built.object)?;
-        Ok(api
-            .replace(target.name, &post_params(), &desired)
-            .await
-            .map(|_| Some((target.change(Action::Updated), built.moved))))
+    let (mut first, build) = (first, &build);
+    on_conflict_read_again(target, || {
+        let taken = first.take();
+        async move {
+            let current = match taken {
+                Some(read) => read.clone(),
+                None => {
+                    let read = api.get_opt(target.name).await;
+                    target.json(
+                        &read
+                            .map_err(|e| target.failed(e))?
+                            .ok_or_else(|| target.missing())?,
+                    )?
+                }
+            };
+            let Some(built) = build(&current).map_err(|e| target.unfit(e))? else {
+                return Ok(Ok(None));
+            };
+            let desired: K = target.decode(built.object)?;
+            Ok(api
+                .replace(target.name, &post_params(), &desired)
+                .await
+                .map(|_| Some((target.change(Action::Updated), built.moved))))
+        }
     })
     .await
 }
