@@ -162,10 +162,22 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
         namespace: obj.namespace().unwrap_or_default(),
         name: obj.name_any(),
         rv: String::new(),
-        read: false,
+        cached: None,
     };
-    if let Some(wait) = cluster.lagging() {
-        return Ok(Next::After(wait));
+    // While the caches lag this process's own last writes, wait for them rather than read everything afresh
+    // (that costs the API server more), for at most CACHE_PATIENCE.
+    match cluster.shown() {
+        Some((rollout, Shown::All)) => cluster.cached = Some(rollout),
+        Some((_, Shown::Lagging { since })) => {
+            let waited = ctx.clock.now().duration_since(since);
+            if CACHE_PATIENCE
+                .try_into()
+                .is_ok_and(|patience| waited < patience)
+            {
+                return Ok(Next::After(CACHE_POLL));
+            }
+        }
+        None => {}
     }
     Ok(match reconcile_loop::reconcile(&mut cluster).await? {
         reconcile_loop::Reconciliation::Gone => {
@@ -236,8 +248,10 @@ struct ApiCluster<'a> {
     name: String,
     /// The Rollout's resourceVersion: as read, then as this reconcile's own writes to it left it.
     rv: String,
-    /// Read once: a read again (after a write met a change) is afresh from the API server.
-    read: bool,
+    /// The Rollout as cached, when the caches show all this process last wrote or read of its objects: the
+    /// first read takes what the planner needs from the caches; a read again (after a write met a change), or
+    /// one without it, is afresh from the API server.
+    cached: Option<Arc<Rollout>>,
 }
 
 impl ApiCluster<'_> {
@@ -261,25 +275,6 @@ impl ApiCluster<'_> {
         };
         let shown = caches.expected.shown(&key, held, self.ctx.clock.now());
         Some((rollout, shown))
-    }
-
-    /// How long to wait for the watch caches to show this process's own last writes, when they do not yet and
-    /// have not for less than [`CACHE_PATIENCE`]: reading everything afresh instead costs the API server more.
-    fn lagging(&self) -> Option<Duration> {
-        let Some((_, Shown::Lagging { since })) = self.shown() else {
-            return None;
-        };
-        let waited = self.ctx.clock.now().duration_since(since);
-        (waited < CACHE_PATIENCE.try_into().ok()?).then_some(CACHE_POLL)
-    }
-
-    /// The Rollout and what the planner reads with it from the watch caches, when they show all this process
-    /// last wrote or read of them (`rollout_caches`); the routers' objects are not in it.
-    fn cached(&self, now: jiff::Timestamp) -> Option<Snapshot> {
-        match self.shown()? {
-            (rollout, Shown::All) => self.ctx.rollout_caches.snapshot((*rollout).clone(), now),
-            (_, Shown::Lagging { .. }) => None,
-        }
     }
 
     /// The Rollout and what the planner reads with it, from the API server, all sent at once; `None` when it is
@@ -346,11 +341,8 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         let now = self.ctx.clock.stamp();
         let router =
             ApiRouter::new(self.ctx.client.clone()).with_apis(self.ctx.config.routers.clone());
-        let cached = if std::mem::replace(&mut self.read, true) {
-            None
-        } else {
-            self.cached(now)
-        };
+        let caches = &self.ctx.rollout_caches;
+        let cached = (self.cached.take()).and_then(|r| caches.snapshot((*r).clone(), now));
         let seen = match cached {
             Some(mut seen) => {
                 seen.routers = router
