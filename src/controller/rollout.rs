@@ -268,11 +268,7 @@ impl ApiCluster<'_> {
             return None;
         }
         let caches = &self.ctx.rollout_caches;
-        let (rv, uid) = (rollout.resource_version()?, rollout.uid()?);
-        let held = |kind, name: &str| match kind {
-            Kind::Rollout => Some((rv.clone(), uid.clone())),
-            _ => caches.held(&self.namespace, kind, name),
-        };
+        let held = caches.holder(&rollout);
         let shown = caches.expected.shown(&key, held, self.ctx.clock.now());
         Some((rollout, shown))
     }

@@ -99,16 +99,24 @@ impl RolloutCaches {
         scopes.iter().find(covers).cloned()
     }
 
-    /// What the caches hold of the object `kind`/`name` in `namespace` (not of Rollouts: the driver caches
-    /// those).
-    pub fn held(&self, namespace: &str, kind: Kind, name: &str) -> Held {
-        let scope = self.scope(namespace)?;
-        let key = (namespace.to_string(), name.to_string());
-        match kind {
-            Kind::ReplicaSet => scope.replica_sets.held(&key),
-            Kind::AnalysisRun => scope.runs.held(&key),
-            Kind::Service => scope.services.held(&key),
-            Kind::Rollout | Kind::Pod => None,
+    /// What the caches hold of each object of `rollout` (its namespace's scope looked up once): the Rollout
+    /// as the driver's cache holds it (`rollout` is that copy), the others as these caches do.
+    pub fn holder<'a>(&self, rollout: &'a Rollout) -> impl Fn(Kind, &str) -> Held + 'a {
+        let namespace = rollout.namespace().unwrap_or_default();
+        let scope = self.scope(&namespace);
+        move |kind, name| {
+            let meta = &rollout.metadata;
+            if kind == Kind::Rollout {
+                return Some((meta.resource_version.clone()?, meta.uid.clone()?));
+            }
+            let scope = scope.as_ref()?;
+            let key = (namespace.clone(), name.to_string());
+            match kind {
+                Kind::ReplicaSet => scope.replica_sets.held(&key),
+                Kind::AnalysisRun => scope.runs.held(&key),
+                Kind::Service => scope.services.held(&key),
+                Kind::Rollout | Kind::Pod => None,
+            }
         }
     }
 
