@@ -23,6 +23,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::cache::Cache;
 use crate::api::Controlled;
@@ -50,8 +51,10 @@ pub enum Seen<K> {
     Failed(watcher::Error),
 }
 
-/// An object as listed or watched: decoded, or why not. Decoding goes through a JSON tree so that the
-/// metadata of an object that fails is still known.
+/// An object as listed or watched: decoded, or why not. The object's JSON is decoded as `K` straight from the
+/// text; only one that fails is parsed again as a JSON tree, so that its metadata is still known. The text is
+/// taken as serde_json hands it over: the API server sends a watch event's `type` before its `object` (Go
+/// encodes the fields in order), so the event is never buffered first.
 #[derive(Debug, Clone)]
 pub(super) enum Lenient<K> {
     Decoded(K),
@@ -60,22 +63,25 @@ pub(super) enum Lenient<K> {
 
 impl<'de, K: DeserializeOwned> serde::Deserialize<'de> for Lenient<K> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(deserializer)?;
-        match crate::api::decode::typed::<K>(&value) {
-            Ok(object) => Ok(Lenient::Decoded(object)),
-            Err(e) => {
-                let metadata = value
-                    .get("metadata")
-                    .map(|m| ObjectMeta::deserialize(m).map_err(serde::de::Error::custom))
-                    .transpose()?
-                    .unwrap_or_default();
-                Ok(Lenient::Undecodable(Box::new(Undecodable {
-                    metadata,
-                    status: value.get("status").cloned(),
-                    error: format!("{}: {}", e.path, e.message),
-                })))
-            }
+        let text = Box::<RawValue>::deserialize(deserializer)?;
+        if let Ok(object) = serde_json::from_str::<K>(text.get()) {
+            return Ok(Lenient::Decoded(object));
         }
+        let value: Value = serde_json::from_str(text.get()).map_err(serde::de::Error::custom)?;
+        let error = match crate::api::decode::typed::<K>(&value) {
+            Ok(object) => return Ok(Lenient::Decoded(object)),
+            Err(e) => format!("{}: {}", e.path, e.message),
+        };
+        let metadata = value
+            .get("metadata")
+            .map(|m| ObjectMeta::deserialize(m).map_err(serde::de::Error::custom))
+            .transpose()?
+            .unwrap_or_default();
+        Ok(Lenient::Undecodable(Box::new(Undecodable {
+            metadata,
+            status: value.get("status").cloned(),
+            error,
+        })))
     }
 }
 
@@ -463,5 +469,36 @@ mod tests {
         });
         let decoded: Lenient<AnalysisRun> = serde_json::from_value(raw).expect("decodes");
         assert!(matches!(decoded, Lenient::Decoded(_)));
+    }
+
+    #[test]
+    fn a_watch_events_object_is_decoded_from_its_text_and_one_that_fails_from_a_tree() {
+        let event = |object: &str| {
+            let line = format!(r#"{{"type":"MODIFIED","object":{object}}}"#);
+            match serde_json::from_str::<kube::core::WatchEvent<Lenient<AnalysisRun>>>(&line) {
+                Ok(kube::core::WatchEvent::Modified(o)) => o,
+                other => panic!("a modified object, not {other:?}"),
+            }
+        };
+        let run =
+            r#"{"apiVersion":"argoproj.io/v1alpha1","kind":"AnalysisRun","metadata":{"name":"a"}"#;
+        let Lenient::Decoded(fine) = event(&format!(r#"{run},"spec":{{"metrics":[]}}}}"#)) else {
+            panic!("decoded");
+        };
+        assert_eq!(fine.metadata.name.as_deref(), Some("a"));
+        // A key given twice fails the typed decoder, not a JSON tree (the last one stands), as before.
+        let twice =
+            format!(r#"{run},"spec":{{"metrics":[],"terminate":false,"terminate":true}}}}"#);
+        let Lenient::Decoded(twice) = event(&twice) else {
+            panic!("decoded through a tree");
+        };
+        assert_eq!(twice.spec.terminate, Some(true));
+        let Lenient::Undecodable(odd) =
+            event(&format!(r#"{run},"spec":{{"metrics":[],"terminate":1}}}}"#))
+        else {
+            panic!("undecodable");
+        };
+        assert_eq!(odd.metadata.name.as_deref(), Some("a"));
+        assert!(odd.error.starts_with("spec.terminate"), "{}", odd.error);
     }
 }
