@@ -25,6 +25,7 @@ mod expect;
 mod queue;
 pub mod rollout;
 mod rollout_caches;
+mod router_caches;
 mod watch;
 
 use std::collections::BTreeSet;

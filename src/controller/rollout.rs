@@ -273,6 +273,12 @@ impl ApiCluster<'_> {
         Some((rollout, shown))
     }
 
+    /// A router object's copy from its watch, where one may be used (`router_caches`).
+    fn cached_router(&self) -> impl Fn(&'static str, &str, &str) -> Option<serde_json::Value> + '_ {
+        let (client, routers) = (&self.ctx.client, &self.ctx.rollout_caches.routers);
+        move |kind, namespace, name| routers.get(client, kind, namespace, name)
+    }
+
     /// The Rollout and what the planner reads with it, from the API server, all sent at once; `None` when it is
     /// gone or not this instance's. The caches must show at least what was read before they are read again.
     async fn read_afresh(
@@ -291,7 +297,7 @@ impl ApiCluster<'_> {
         };
         let (mut seen, routers) = futures::try_join!(
             rollout_writes::read(&self.ctx.client, rollout.clone(), now),
-            router.read(&rollout),
+            router.read(&rollout, self.cached_router()),
         )
         .map_err(ReconcileError::Read)?;
         seen.routers = routers;
@@ -342,7 +348,7 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         let seen = match cached {
             Some(mut seen) => {
                 seen.routers = router
-                    .read(&seen.rollout)
+                    .read(&seen.rollout, self.cached_router())
                     .await
                     .map_err(ReconcileError::Read)?;
                 seen
@@ -394,6 +400,10 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         let mut announced = Vec::new();
         for change in changes {
             info!(rollout = %shown(&self.namespace, &self.name), %change, "traffic");
+            if let Some(version) = change.version {
+                let routers = &self.ctx.rollout_caches.routers;
+                routers.wrote(change.kind, &change.namespace, &change.name, version);
+            }
             announced.extend(change.announced);
         }
         Ok(announced)

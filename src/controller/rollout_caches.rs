@@ -15,6 +15,7 @@ use kube::api::Api;
 
 use super::cache::Cache;
 use super::expect::Expectations;
+use super::router_caches::RouterCaches;
 use super::watch::{self, Key};
 use crate::api::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate, Rollout};
 use crate::engine::rollout::change::Kind;
@@ -40,6 +41,8 @@ pub struct RolloutCaches {
     scopes: Mutex<Vec<Arc<Scope>>>,
     cluster_templates: Mutex<Option<Arc<Cache<ClusterAnalysisTemplate>>>>,
     pub expected: Expectations,
+    /// The routers' objects, watched once a reconcile reads one.
+    pub routers: RouterCaches,
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -163,5 +166,6 @@ impl RolloutCaches {
         locked(&self.scopes).clear();
         *locked(&self.cluster_templates) = None;
         self.expected.clear();
+        self.routers.clear();
     }
 }

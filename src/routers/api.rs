@@ -88,6 +88,7 @@ impl Object<'_> {
             name: self.name.to_string(),
             action,
             announced: Vec::new(),
+            version: None,
         }
     }
 
@@ -220,8 +221,13 @@ impl ApiRouter {
 
     /// Reads every router object `rollout` names (for NGINX the stable Ingress), as they are, for the planner
     /// to check before anything is acted on; one that does not exist is read as `None`. A configuration that
-    /// does not read names nothing (the planner reports it).
-    pub async fn read(&self, rollout: &Rollout) -> Result<Vec<RouterObject>, kube::Error> {
+    /// does not read names nothing (the planner reports it). `cached` gives an object's copy by kind,
+    /// namespace and name where a watch holds one that may be used; the others are read from the API server.
+    pub async fn read(
+        &self,
+        rollout: &Rollout,
+        cached: impl Fn(&'static str, &str, &str) -> Option<Value>,
+    ) -> Result<Vec<RouterObject>, kube::Error> {
         let Ok(Some(config)) = routing::routing(rollout) else {
             return Ok(Vec::new());
         };
@@ -233,6 +239,7 @@ impl ApiRouter {
         {
             let (namespace, name) = (target.namespace(), target.read_name());
             let object = match target {
+                _ if let Some(copy) = cached(target.kind(), namespace, name) => Some(copy),
                 Target::DestinationRule { .. } => {
                     get::<DestinationRule>(&self.client, namespace, name).await?
                 }
@@ -442,7 +449,13 @@ where
             Ok(api
                 .replace(target.name, &post_params(), &desired)
                 .await
-                .map(|_| Some((target.change(Action::Updated), built.moved))))
+                .map(|written| {
+                    let change = Change {
+                        version: written.meta().resource_version.clone(),
+                        ..target.change(Action::Updated)
+                    };
+                    Some((change, built.moved))
+                }))
         }
     })
     .await

@@ -38,6 +38,8 @@ pub struct Change {
     pub action: Action,
     /// The Events Argo's router records on the Rollout for this write ([`Target::written`]).
     pub announced: Vec<Event>,
+    /// The resourceVersion the API server answered an update with, where the object was updated whole.
+    pub version: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

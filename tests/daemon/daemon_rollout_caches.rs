@@ -8,11 +8,14 @@
 use std::time::Duration;
 
 use canaryd::api::Rollout;
+use canaryd::routers::objects::VirtualService;
 use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
 use canaryd_testkit::harness::{self, Answer};
 use canaryd_testkit::rollout::cluster::*;
+use canaryd_testkit::router_objects;
 use canaryd_testkit::with_each_crd_set;
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use kube::api::{Api, Patch, PatchParams};
 
 /// The reads of what a reconcile plans from (the Rollout by name, its ReplicaSets and AnalysisRuns listed, the
 /// Services and templates it names) among the requests since `from`: not the watches.
@@ -132,3 +135,78 @@ async fn with_the_rollouts_watch_held_back_the_reconciles_read_afresh_and_undo_n
 }
 
 with_each_crd_set!(with_the_rollouts_watch_held_back_the_reconciles_read_afresh_and_undo_no_step);
+
+/// The canary's weight in each version of the VirtualService `web-vsvc` committed since `from_rv`, and whether
+/// that version still carries the label `team`.
+fn vs_versions(server: &FakeApiServer, from_rv: u64) -> Vec<(i64, bool)> {
+    let mut versions = Vec::new();
+    server.versions_after::<VirtualService>(from_rv, |_, vs| {
+        let weight = vs
+            .pointer("/spec/http/0/route/1/weight")
+            .and_then(|w| w.as_i64());
+        let labelled = vs.pointer("/metadata/labels/team").is_some();
+        versions.push((weight.unwrap_or(-1), labelled));
+    });
+    versions
+}
+
+async fn a_routed_update_reads_its_virtual_service_from_a_watch_and_keeps_another_clients_change(
+    crds: CrdSet,
+) {
+    let routed = routed_through(
+        rollout("web:1", "1s"),
+        serde_json::json!({"istio": {"virtualService": {"name": "web-vsvc"}}}),
+    );
+    let (server, client, _prom, _rsc) = deployed_with(crds, Answer::Scalar(1.0), &routed).await;
+    server.put(&router_objects::virtual_service(
+        "default", "web-vsvc", "web",
+    ));
+    let daemon = harness::spawn(client.clone(), config()).await;
+    let first = until(&server, "the first deploy", |s| healthy_at(s, None)).await;
+    let (from, from_rv) = (server.requests().len(), server.resource_version());
+    set_image(&client, "web:2").await;
+    until(&server, "the first step", |s| {
+        s.current_step_index == Some(1)
+    })
+    .await;
+    // Another client labels the VirtualService in the middle of the update, as its owner may.
+    let api: Api<VirtualService> = Api::namespaced(client.clone(), "default");
+    let label = serde_json::json!({"metadata": {"labels": {"team": "shop"}}});
+    api.patch("web-vsvc", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .expect("the VirtualService is labelled");
+    until(&server, "the promotion", |s| {
+        s.stable_rs != first.stable_rs && healthy_at(s, Some(&s.current_pod_hash))
+    })
+    .await;
+    daemon.stop().await;
+    let requests = &server.requests()[from..];
+    let vs_reads = requests
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with("/virtualservices/web-vsvc"))
+        .count();
+    let watched = server
+        .requests()
+        .iter()
+        .any(|r| r.path.ends_with("/virtualservices") && r.query.contains("watch="));
+    let versions = vs_versions(&server, from_rv);
+    println!(
+        "{vs_reads} reads of the VirtualService; its versions (canary weight, labelled): {versions:?}"
+    );
+    assert!(watched, "the VirtualServices were not watched");
+    // Read from the API server each reconcile, it was read about 20 times; from the watch, only while the
+    // watch had not shown the daemon's own last write (4 writes).
+    assert!(vs_reads <= 6, "{vs_reads} reads of the VirtualService");
+    let weights: Vec<i64> = versions.iter().map(|v| v.0).collect();
+    assert_eq!(weights, [20, 20, 60, 100, 0], "{versions:?}");
+    // Labelled at 20, before the daemon's next write: every write after it keeps the label.
+    assert_eq!(versions.iter().position(|v| v.1), Some(1), "{versions:?}");
+    assert!(
+        versions[1..].iter().all(|v| v.1),
+        "a write lost the label: {versions:?}"
+    );
+}
+
+with_each_crd_set!(
+    a_routed_update_reads_its_virtual_service_from_a_watch_and_keeps_another_clients_change
+);

@@ -116,9 +116,29 @@ async fn the_plans_read_is_written_over_and_read_again_only_when_it_is_stale() {
     let router = ApiRouter::new(server.client().await);
     let r = rollout(istio());
     let gets = RequestPattern::new("GET", "/virtualservices/web-vsvc");
-    let read = router.read(&r).await.unwrap();
-    router.apply(&r, &route(10), &[], &read).await.unwrap();
+    let read = router.read(&r, |_, _, _| None).await.unwrap();
+    let written = router.apply(&r, &route(10), &[], &read).await.unwrap();
     assert_eq!(server.request_count(&gets), 1, "the plan's read alone");
+    let stored = server
+        .get_json::<VirtualService>("prod", "web-vsvc")
+        .unwrap();
+    assert_eq!(
+        written[0].version.as_deref(),
+        stored
+            .pointer("/metadata/resourceVersion")
+            .and_then(|v| v.as_str()),
+        "the version the update was answered with"
+    );
+    // A copy a watch holds is read instead of the object.
+    let cached = router
+        .read(&r, |kind, namespace, name| {
+            ((kind, namespace, name) == ("VirtualService", "prod", "web-vsvc"))
+                .then(|| stored.clone())
+        })
+        .await
+        .unwrap();
+    assert_eq!(server.request_count(&gets), 1, "the cached copy");
+    assert_eq!(cached[0].object.as_ref(), Some(&stored));
     // That copy is stale now: its write is refused and the object read again.
     router.apply(&r, &route(30), &[], &read).await.unwrap();
     assert_eq!(server.request_count(&gets), 2);
