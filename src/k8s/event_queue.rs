@@ -100,11 +100,6 @@ impl Recorder {
         self.creates.is_empty() && self.patches.is_empty()
     }
 
-    /// How many creates and patches wait to be sent.
-    pub fn len(&self) -> usize {
-        self.creates.len() + self.patches.len()
-    }
-
     /// `event` was made: counted into its series, queued, or dropped (and then said so). When it takes the
     /// place of a patch, that patch is what is dropped.
     pub fn offer(&mut self, event: Event) -> Option<Dropped> {
@@ -237,6 +232,10 @@ impl Recorder {
             }
         }
         dropped
+    }
+
+    fn len(&self) -> usize {
+        self.creates.len() + self.patches.len()
     }
 
     fn allowed(&mut self, object: u128, at: Option<Timestamp>) -> bool {
