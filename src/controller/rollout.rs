@@ -433,14 +433,12 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
                 let ahead = Ahead {
                     base_rv: self.rv.clone(),
                     status: status.clone(),
-                    written_rv: meta.resource_version.clone(),
+                    written_rv: meta.resource_version,
                     uncounted: Vec::new(),
                     wakeup: None,
                     superseded: Vec::new(),
                 };
                 self.ctx.rollouts.echo.remember(key, Some(ahead));
-                // A status stored ahead of the plan's writes is followed by its final status, over this one.
-                self.rv = meta.resource_version.unwrap_or_default();
                 Ok(Stored::Written)
             }
             Err(WriteError::Conflict) => {

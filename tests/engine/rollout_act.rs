@@ -40,8 +40,6 @@ struct Faulty<const COALESCE: bool> {
     stored: usize,
     /// The `now` of the last status stored.
     written_at: Option<Timestamp>,
-    /// What the loop asked for, in order: `w` a write made, `s` a status stored.
-    order: String,
 }
 
 impl<const COALESCE: bool> Faulty<COALESCE> {
@@ -56,7 +54,6 @@ impl<const COALESCE: bool> Faulty<COALESCE> {
             made: 0,
             stored: 0,
             written_at: None,
-            order: String::new(),
         }
     }
 
@@ -102,7 +99,6 @@ impl<const COALESCE: bool> reconcile_loop::Cluster for Faulty<COALESCE> {
             return Ok(Made::Changed);
         }
         self.made += 1;
-        self.order.push('w');
         self.sim.make(seen, write).await
     }
 
@@ -123,7 +119,6 @@ impl<const COALESCE: bool> reconcile_loop::Cluster for Faulty<COALESCE> {
             return Ok(Stored::Changed);
         }
         self.stored += 1;
-        self.order.push('s');
         self.written_at = Some(seen.now);
         self.sim.store_status(seen, status).await
     }
@@ -536,43 +531,6 @@ fn the_status_only_plans_after_a_plans_writes_join_its_status_write() {
         }
     }
     panic!("the setWeight step never ended: {:#?}", c.sim.status());
-}
-
-/// A pause's end (status only) joined by the next setWeight step's writes, which add nothing to the status: the
-/// status that ends the pause is stored before those writes, as Argo stores one reconcile's status before the
-/// next one's writes, so the step is recorded without waiting for them; still one reconcile and one status
-/// write, and the same end as a rehearsal's.
-#[test]
-fn a_steps_end_is_stored_before_the_next_steps_writes_that_add_nothing_to_it() {
-    let mut daemon: Faulty<true> = Faulty::new(routed());
-    let mut rehearsal: Faulty<false> = Faulty::new(routed());
-    daemon.settle(at(10));
-    rehearsal.settle(at(10));
-    assert_eq!(daemon.sim.status().current_step_index, Some(1), "paused");
-    let (observed, stored) = (daemon.observed, daemon.stored);
-    daemon.order.clear();
-    let Reconciliation::Planned { plan, .. } = daemon.reconcile(at(41)) else {
-        panic!("not carried out");
-    };
-    assert!(
-        plan.writes
-            .iter()
-            .any(|w| matches!(w, Write::ScaleReplicaSet { .. })),
-        "{plan:#?}"
-    );
-    assert!(daemon.order.starts_with("sw"), "{}", daemon.order);
-    assert_eq!(
-        (daemon.observed - observed, daemon.stored - stored),
-        (1, 1),
-        "one read, one status write"
-    );
-    assert_eq!(daemon.sim.status().current_step_index, Some(2));
-    daemon.settle(at(41));
-    rehearsal.settle(at(41));
-    let (done, rehearsed) = (daemon.sim.status(), rehearsal.sim.status());
-    assert_eq!(done.current_step_index, rehearsed.current_step_index);
-    assert_eq!(done.stable_rs, rehearsed.stable_rs);
-    assert_eq!(daemon.sim.events, rehearsal.sim.events);
 }
 
 /// A plan that evicts pods does not join the status-only plans before it: were their status lost, making it

@@ -278,26 +278,11 @@ async fn step<C: Cluster + Send>(
         instance_id: instance_id.as_deref(),
         restart,
     };
-    let (mut plan, lead) = if C::COALESCE {
+    let mut plan = if C::COALESCE {
         coalesced(seen, how)
     } else {
-        (seen.plan_for(&seen.rollout, how), None)
+        seen.plan_for(&seen.rollout, how)
     };
-    // The status stored ahead of the plan's writes, and how many of its Events were published with it.
-    let mut stored_first = None;
-    if let Some(lead) = lead.filter(|l| l.goes_first(&plan)) {
-        let stored = seen.rollout.status.as_ref();
-        let when = status_write(stored, &lead.status, cluster.status_written_at(), seen.now);
-        if when == StatusWrite::Now {
-            match cluster.store_status(seen, &lead.status).await? {
-                Stored::Written => {}
-                Stored::Changed => return Ok(Stepped::Changed),
-                Stored::Gone => return Ok(Stepped::Done(Box::new(Reconciliation::Gone))),
-            }
-            cluster.publish(&seen.rollout, &plan.events[..lead.events]);
-            stored_first = Some(lead);
-        }
-    }
     let (before, after) = plan
         .writes
         .split_at(plan.route_after.min(plan.writes.len()));
@@ -340,22 +325,15 @@ async fn step<C: Cluster + Send>(
     if tally.evictions > 0 && tally.refused == tally.evictions {
         return Ok(Stepped::Refused);
     }
-    // The Rollout as the status is stored over: with the status stored ahead, when it was.
-    let mut over = None;
     if C::COALESCE && !plan.writes.is_empty() {
-        let mut after = seen.after(&plan.writes);
+        let after = seen.after(&plan.writes);
         // Its status is not the one the objects were planned from: plan on at least once.
         let mut from = after.rollout.clone();
         from.status = None;
-        plan = run_on(&after, from, plan, how, false).0;
-        if let Some(lead) = &stored_first {
-            after.rollout.status = Some(lead.status.clone());
-            over = Some(after);
-        }
+        plan = run_on(&after, from, plan, how, false);
     }
-    let over = over.as_ref().unwrap_or(seen);
     let when = status_write(
-        over.rollout.status.as_ref(),
+        seen.rollout.status.as_ref(),
         &plan.status,
         cluster.status_written_at(),
         seen.now,
@@ -365,7 +343,7 @@ async fn step<C: Cluster + Send>(
     }
     let changed = when == StatusWrite::Now;
     if changed {
-        let stored = cluster.store_status(over, &plan.status).await;
+        let stored = cluster.store_status(seen, &plan.status).await;
         if !matches!(stored, Ok(Stored::Written)) {
             publish_landed(cluster, seen, &plan, plan.writes.len());
         }
@@ -375,10 +353,9 @@ async fn step<C: Cluster + Send>(
             Stored::Gone => return Ok(Stepped::Done(Box::new(Reconciliation::Gone))),
         }
     }
-    let published = stored_first.as_ref().map_or(0, |lead| lead.events);
-    cluster.publish(&seen.rollout, &plan.events[published..]);
+    cluster.publish(&seen.rollout, &plan.events);
     Ok(Stepped::Done(Box::new(Reconciliation::Planned {
-        changed: changed || !plan.writes.is_empty() || stored_first.is_some(),
+        changed: changed || !plan.writes.is_empty(),
         plan,
     })))
 }
@@ -425,35 +402,14 @@ fn managed(plan: &Plan) -> &ManagedRouteChange {
 }
 
 /// The plan for `seen`, run on through the plans that follow it while they change only the status
-/// ([`run_on`]), up to the first plan with writes, which joins the run when [`made_ahead`] says so; with the
-/// [`Lead`] such a join leaves. A plan with writes of its own is returned as it is.
-fn coalesced(seen: &Snapshot, how: Planning<'_>) -> (Plan, Option<Lead>) {
+/// ([`run_on`]), up to the first plan with writes, which joins the run when [`made_ahead`] says so. A plan
+/// with writes of its own is returned as it is.
+fn coalesced(seen: &Snapshot, how: Planning<'_>) -> Plan {
     let first = seen.plan_for(&seen.rollout, how);
     if !first.writes.is_empty() {
-        return (first, None);
+        return first;
     }
     run_on(seen, seen.rollout.clone(), first, how, true)
-}
-
-/// Where a run of status-only plans ended before the plan with writes that joined it: its status, and how many
-/// of the joined plan's Events are theirs.
-struct Lead {
-    status: RolloutStatus,
-    events: usize,
-}
-
-impl Lead {
-    /// Whether the run's status may be stored before `joined`'s writes, as Argo stores one reconcile's status
-    /// before the next reconcile makes its writes: when those writes add nothing to it and none is to the
-    /// Rollout itself. Then the step the run completed is recorded without waiting for the next step's writes,
-    /// at no extra write.
-    fn goes_first(&self, joined: &Plan) -> bool {
-        joined.status == self.status
-            && !joined
-                .writes
-                .iter()
-                .any(|w| matches!(w, Write::RolloutRevision { .. }))
-    }
 }
 
 /// `current`, made from `objects` with `planned`'s status, run on through the plans that follow it while they
@@ -470,7 +426,7 @@ fn run_on(
     mut current: Plan,
     how: Planning<'_>,
     ahead: bool,
-) -> (Plan, Option<Lead>) {
+) -> Plan {
     for _ in 0..COALESCED {
         if planned.status.as_ref() == Some(&current.status) {
             break;
@@ -488,17 +444,12 @@ fn run_on(
         if !joins || managed(&next) != managed(&current) {
             break;
         }
-        if writes {
-            let lead = Lead {
-                status: current.status.clone(),
-                events: current.events.len(),
-            };
-            absorb(&mut current, next);
-            return (current, Some(lead));
-        }
         absorb(&mut current, next);
+        if writes {
+            break;
+        }
     }
-    (current, None)
+    current
 }
 
 /// `next`, planned after `current`, joined to it: its status, wake-up and Events after `current`'s; its
