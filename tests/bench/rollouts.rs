@@ -248,14 +248,16 @@ async fn bench(n: usize) {
     .await;
     let sent_in = update.elapsed();
     let promoted_within = Duration::from_secs(120) + limit;
+    // `healthy_at(status, Some(currentPodHash))` with the stable hash changed, read by pointer: polled once a
+    // second over every Rollout, decoding each status took 7% of this process's CPU at 2,000 (perf).
     let is_promoted = |r: &Value| {
-        let Some(s) = status_of(r) else {
-            return false;
-        };
-        stable
-            .get(text(r, "/metadata/name"))
-            .is_some_and(|old| *old != s.stable_rs)
-            && healthy_at(&s, Some(&s.current_pod_hash))
+        let stable_rs = text(r, "/status/stableRS");
+        text(r, "/status/phase") == "Healthy"
+            && !stable_rs.is_empty()
+            && stable_rs == text(r, "/status/currentPodHash")
+            && stable
+                .get(text(r, "/metadata/name"))
+                .is_some_and(|old| old != stable_rs)
     };
     let promoted = until_all(promoted_within, updated, || {
         server.count::<Rollout>("default", is_promoted)
