@@ -28,9 +28,10 @@ use super::event_queue::{Dropped, Outgoing, Recorder, Request};
 
 /// Creates and series patches waiting to be sent at most. client-go's broadcaster keeps 1,000; 8,192 overflowed
 /// at 2,000 Rollouts stepping at once (37–38 Events each within 35 s, 5,500 a second at the peak), and 65,536 at
-/// 10,000 once their reconciles read from the watch caches (10,345–15,239 lost in 3 runs). Full, the queue holds
-/// about 70 MB of Events as JSON.
-const CAPACITY: usize = 131_072;
+/// 10,000 once their reconciles read from the watch caches (10,345–15,239 lost in 3 runs), and 131,072 once they
+/// read their router objects from watches too (0, 5,082 and 7,070 lost). Full, the queue holds about 105 MB of
+/// Events as JSON.
+const CAPACITY: usize = 196_608;
 
 /// Events being created (or series patched) at once. 16 created about 1,300 a second against the bench's fake
 /// API server on a loaded 2-core machine, each waiting mostly for its turn on a core.
