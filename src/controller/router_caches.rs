@@ -116,3 +116,57 @@ impl RouterCaches {
         locked(&self.written).clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::watcher;
+    use serde_json::json;
+
+    fn vs(rv: &str) -> watch::Lenient<VirtualService> {
+        serde_json::from_value(json!({
+            "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+            "metadata": {"name": "web-vsvc", "namespace": "shop", "resourceVersion": rv},
+            "spec": {"hosts": ["web"]},
+        }))
+        .expect("a VirtualService")
+    }
+
+    #[tokio::test]
+    async fn a_cached_copy_is_used_once_listed_and_once_it_shows_this_processs_last_write() {
+        // Never connected to: the watch below stands in for the one the first read would start.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("an address"));
+        let client = kube::Client::try_from(config).expect("a client");
+        let caches = RouterCaches::default();
+        let cache = Arc::new(Cache::<VirtualService>::default());
+        let task = tokio::spawn(std::future::pending::<()>()).abort_handle();
+        let watched = Watch {
+            cache: cache.clone(),
+            task,
+        };
+        locked(&caches.watches).insert(("VirtualService", "shop".to_string()), watched);
+        let get = || caches.get(&client, "VirtualService", "shop", "web-vsvc");
+        let version = |v: Option<Value>| v.map(|v| v["metadata"]["resourceVersion"].clone());
+        cache.apply(watcher::Event::Init);
+        cache.apply(watcher::Event::InitApply(vs("5")));
+        assert_eq!(get(), None, "not listed yet");
+        cache.apply(watcher::Event::InitDone);
+        assert_eq!(version(get()), Some(json!("5")));
+        caches.wrote("VirtualService", "shop", "web-vsvc", "7".to_string());
+        assert_eq!(get(), None, "older than the write");
+        cache.apply(watcher::Event::Apply(vs("7")));
+        assert_eq!(version(get()), Some(json!("7")));
+        assert!(
+            locked(&caches.written).is_empty(),
+            "the write shown is forgotten"
+        );
+        assert_eq!(
+            caches.get(&client, "Ingress", "shop", "web"),
+            None,
+            "a kind not cached"
+        );
+        assert_eq!(locked(&caches.watches).len(), 1, "no watch of Ingresses");
+        caches.clear();
+        assert!(locked(&caches.watches).is_empty());
+    }
+}

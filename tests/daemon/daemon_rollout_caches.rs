@@ -179,6 +179,12 @@ async fn a_routed_update_reads_its_virtual_service_from_a_watch_and_keeps_anothe
         s.stable_rs != first.stable_rs && healthy_at(s, Some(&s.current_pod_hash))
     })
     .await;
+    // The route goes back to the stable side once its Service is switched, after the promoted status.
+    harness::eventually(WAIT, "the canary's weight back to 0", || async {
+        let vs = server.get_json::<VirtualService>("default", "web-vsvc")?;
+        (vs.pointer("/spec/http/0/route/1/weight")?.as_i64()? == 0).then_some(())
+    })
+    .await;
     daemon.stop().await;
     let requests = &server.requests()[from..];
     let vs_reads = requests
