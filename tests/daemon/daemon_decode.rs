@@ -88,20 +88,20 @@ async fn a_run_that_cannot_be_decoded_is_reported_on_itself_and_the_others_still
             "{name}: the message names the field and what is wrong with it: {message}"
         );
     }
+    // The Event follows the status: its publisher creates it on its own task.
     let events: kube::Api<Event> = kube::Api::namespaced(client.clone(), "default");
-    let listed = events.list(&Default::default()).await.expect("events list");
-    let reasons: Vec<String> = listed
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("watched-malformed")
-        })
-        .filter_map(|e| e.reason)
-        .collect();
-    assert!(
-        reasons.iter().any(|r| r == "AnalysisRunError"),
-        "a Warning Event on the run: {reasons:?}"
-    );
+    harness::eventually(WAIT, "a Warning Event on the run", || async {
+        let listed = events.list(&Default::default()).await.ok()?;
+        listed
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("watched-malformed")
+            })
+            .any(|e| e.reason.as_deref() == Some("AnalysisRunError"))
+            .then_some(())
+    })
+    .await;
     assert!(
         daemon
             .metric("canaryd_reconcile_errors_total", &[("reason", "decode")])
