@@ -21,11 +21,11 @@ use crate::k8s::versions::at_least;
 use crate::routers::objects::{DestinationRule, HttpRoute, VirtualService};
 
 /// One kind's cache in one namespace, as JSON for the routers' builders.
-trait Held: Send + Sync {
+trait AsJson: Send + Sync {
     fn value(&self, key: &Key) -> Option<Value>;
 }
 
-impl<K: Watched + Serialize> Held for Cache<K> {
+impl<K: Watched + Serialize> AsJson for Cache<K> {
     fn value(&self, key: &Key) -> Option<Value> {
         serde_json::to_value(self.get(key)?).ok()
     }
@@ -33,7 +33,7 @@ impl<K: Watched + Serialize> Held for Cache<K> {
 
 /// A watch started for the caches, stopped with them.
 struct Watch {
-    cache: Arc<dyn Held>,
+    cache: Arc<dyn AsJson>,
     task: AbortHandle,
 }
 
