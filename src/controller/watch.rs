@@ -489,6 +489,10 @@ mod tests {
         // A key given twice fails the typed decoder, not a JSON tree (the last one stands), as before.
         let twice =
             format!(r#"{run},"spec":{{"metrics":[],"terminate":false,"terminate":true}}}}"#);
+        assert!(
+            serde_json::from_str::<AnalysisRun>(&twice).is_err(),
+            "the text alone does not decode"
+        );
         let Lenient::Decoded(twice) = event(&twice) else {
             panic!("decoded through a tree");
         };
