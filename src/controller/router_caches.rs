@@ -6,6 +6,10 @@
 //! API server; so too for the kinds not cached here (Ingresses: ALB's RBAC has no watch of them). A copy that is
 //! stale all the same (another client's write not heard of yet) makes the router's update meet a 409 and read
 //! afresh (`routers::api`).
+//!
+//! The versions written are kept here by object, not in the Rollouts' `Expectations`: those are by Rollout and
+//! by the planner's `change::Kind`, which names the objects a Rollout controls, not the routers' objects it
+//! points at. Both compare versions with `k8s::versions::at_least`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
