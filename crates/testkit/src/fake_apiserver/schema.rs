@@ -12,9 +12,9 @@ use serde_json::{Map, Value};
 /// `Err` carries the field errors as kube-apiserver lists them after `… is invalid: `.
 pub fn admit(schema: &Value, object: &mut Value) -> Result<Vec<String>, String> {
     let mut pruned = Vec::new();
-    prune(schema, object, "", &mut pruned);
+    prune(schema, object, &Path::Root, &mut pruned);
     let mut errors = Vec::new();
-    validate(schema, object, "", &mut errors);
+    validate(schema, object, &Path::Root, &mut errors);
     match errors.len() {
         0 => Ok(pruned),
         1 => Err(errors.remove(0)),
@@ -25,8 +25,36 @@ pub fn admit(schema: &Value, object: &mut Value) -> Result<Vec<String>, String> 
 /// The fields a resource keeps whatever its schema says: ObjectMeta is the API server's, not the CRD's.
 const ROOT_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
-/// Prunes `value` at `path` ("" for the resource itself), adding the paths of undeclared fields to `pruned`.
-fn prune(schema: &Value, value: &mut Value, path: &str, pruned: &mut Vec<String>) {
+/// Where a value sits in the resource, rendered only when a pruned field or an error names it: admitting a
+/// write walks every field, and most are neither.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    /// The resource itself.
+    Root,
+    Field(&'a Path<'a>, &'a str),
+    Item(&'a Path<'a>, usize),
+}
+
+impl Path<'_> {
+    fn is_root(&self) -> bool {
+        matches!(self, Path::Root)
+    }
+}
+
+/// The path as kube-apiserver writes field paths (`spec.metrics[0].count`); "" for the resource itself.
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root => Ok(()),
+            Path::Field(Path::Root, name) => f.write_str(name),
+            Path::Field(parent, name) => write!(f, "{parent}.{name}"),
+            Path::Item(parent, at) => write!(f, "{parent}[{at}]"),
+        }
+    }
+}
+
+/// Prunes `value` at `path`, adding the paths of undeclared fields to `pruned`.
+fn prune(schema: &Value, value: &mut Value, path: &Path<'_>, pruned: &mut Vec<String>) {
     if is_true(schema, "x-kubernetes-int-or-string") {
         return;
     }
@@ -34,33 +62,29 @@ fn prune(schema: &Value, value: &mut Value, path: &str, pruned: &mut Vec<String>
         Value::Object(fields) => {
             let embedded = is_true(schema, "x-kubernetes-embedded-resource");
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            let kept: Map<String, Value> = std::mem::take(fields)
-                .into_iter()
-                .filter_map(|(name, mut value)| {
-                    if (path.is_empty() || embedded) && ROOT_FIELDS.contains(&name.as_str()) {
-                        return Some((name, value));
+            fields.retain(|name, value| {
+                if (path.is_root() || embedded) && ROOT_FIELDS.contains(&name.as_str()) {
+                    return true;
+                }
+                let at = Path::Field(path, name);
+                match property(schema, name).or(additional) {
+                    None if preserves_unknown(schema) => true,
+                    None => {
+                        pruned.push(at.to_string());
+                        false
                     }
-                    let at = join(path, &name);
-                    match property(schema, &name).or(additional) {
-                        None if preserves_unknown(schema) => Some((name, value)),
-                        None => {
-                            pruned.push(at);
-                            None
-                        }
-                        Some(declared) if value.is_null() && !nullable(declared) => None,
-                        Some(declared) => {
-                            prune(declared, &mut value, &at, pruned);
-                            Some((name, value))
-                        }
+                    Some(declared) if value.is_null() && !nullable(declared) => false,
+                    Some(declared) => {
+                        prune(declared, value, &at, pruned);
+                        true
                     }
-                })
-                .collect();
-            *fields = kept;
+                }
+            });
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (at, item) in items.iter_mut().enumerate() {
-                    prune(item_schema, item, &format!("{path}[{at}]"), pruned);
+                    prune(item_schema, item, &Path::Item(path, at), pruned);
                 }
             }
         }
@@ -68,8 +92,8 @@ fn prune(schema: &Value, value: &mut Value, path: &str, pruned: &mut Vec<String>
     }
 }
 
-/// Validates `value` at `path` ("" for the resource itself).
-fn validate(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>) {
+/// Validates `value` at `path`.
+fn validate(schema: &Value, value: &Value, path: &Path<'_>, errors: &mut Vec<String>) {
     if value.is_null() && nullable(schema) {
         return;
     }
@@ -82,7 +106,11 @@ fn validate(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>)
         && !wanted.split(',').any(|w| has_type(value, w))
     {
         let got = type_name(value);
-        let shown = if path.is_empty() { "<nil>" } else { path };
+        let shown = if path.is_root() {
+            "<nil>".to_string()
+        } else {
+            path.to_string()
+        };
         errors.push(format!(
             "{shown}: Invalid value: \"{got}\": {shown} in body must be of type {wanted}: \"{got}\""
         ));
@@ -109,18 +137,18 @@ fn validate(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>)
             required(schema, fields, path, errors);
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
             for (name, value) in fields {
-                if path.is_empty() && ROOT_FIELDS.contains(&name.as_str()) {
+                if path.is_root() && ROOT_FIELDS.contains(&name.as_str()) {
                     continue;
                 }
                 if let Some(declared) = property(schema, name).or(additional) {
-                    validate(declared, value, &join(path, name), errors);
+                    validate(declared, value, &Path::Field(path, name), errors);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (at, item) in items.iter().enumerate() {
-                    validate(item_schema, item, &format!("{path}[{at}]"), errors);
+                    validate(item_schema, item, &Path::Item(path, at), errors);
                 }
             }
         }
@@ -128,21 +156,17 @@ fn validate(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>)
     }
 }
 
-fn required(schema: &Value, fields: &Map<String, Value>, path: &str, errors: &mut Vec<String>) {
+fn required(
+    schema: &Value,
+    fields: &Map<String, Value>,
+    path: &Path<'_>,
+    errors: &mut Vec<String>,
+) {
     let names = schema.get("required").and_then(Value::as_array);
     for name in names.into_iter().flatten().filter_map(Value::as_str) {
         if !fields.contains_key(name) {
-            errors.push(format!("{}: Required value", join(path, name)));
+            errors.push(format!("{}: Required value", Path::Field(path, name)));
         }
-    }
-}
-
-/// The path of field `name` under `path`, as kube-apiserver writes field paths (`spec.metrics[0].count`).
-fn join(path: &str, name: &str) -> String {
-    if path.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{path}.{name}")
     }
 }
 
