@@ -1,8 +1,8 @@
 //! Watch streams: newline-delimited JSON events over a chunked, long-lived response, resumed from a
-//! resourceVersion out of the store's change history; the events ready at once go out in one chunk, as
-//! kube-apiserver flushes a watch only when no further event is queued. Owns event selection (resource,
-//! namespace, selectors, selector transitions), BOOKMARKs, `timeoutSeconds`, 410 Expired and being cut by the
-//! fixture. It never writes.
+//! resourceVersion out of the store's change history; the events ready at once go out together (in chunks
+//! of about a megabyte), as kube-apiserver flushes a watch only when no further event is queued. Owns event
+//! selection (resource, namespace, selectors, selector transitions), BOOKMARKs, `timeoutSeconds`, 410 Expired
+//! and being cut by the fixture. It never writes.
 
 use std::io;
 use std::sync::Arc;
@@ -69,6 +69,26 @@ impl WatchRequest {
         }
     }
 
+    /// The events of `changes` from `from` on, in a buffer sized once for them and ended once it holds about
+    /// [`CHUNK`] bytes, and where the next one starts. A burst of thousands of changes would otherwise grow
+    /// one buffer of many megabytes, copied as it grows and new to the process each time (the fake's page
+    /// faults were an eighth of its CPU at 2,000 Rollouts, by perf).
+    fn events_from(&self, changes: &[Change], from: usize) -> (Vec<u8>, usize) {
+        let mut size = 0;
+        let end = changes[from..]
+            .iter()
+            .position(|c| {
+                size += c.object.json().len() + EVENT_FRAMING;
+                size >= CHUNK
+            })
+            .map_or(changes.len(), |at| from + at + 1);
+        let mut events = Vec::with_capacity(size);
+        for change in &changes[from..end] {
+            self.event_for(change, &mut events);
+        }
+        (events, end)
+    }
+
     fn bookmark(&self, rv: u64, initial_end: bool) -> Vec<u8> {
         let mut metadata = json!({ "resourceVersion": rv.to_string() });
         if initial_end {
@@ -83,10 +103,16 @@ impl WatchRequest {
     }
 }
 
+/// About how many bytes of events go out in one chunk at most (one event may take it past).
+const CHUNK: usize = 1 << 20;
+
+/// What [`event_line`] adds around the object: `{"type":"MODIFIED","object":` and `}\n`.
+const EVENT_FRAMING: usize = 32;
+
 /// Appends one watch event line as sent, around the object's JSON as the store made it once for the reply and
 /// every watch.
 fn event_line(out: &mut Vec<u8>, kind: &str, object: &[u8]) {
-    out.reserve(object.len() + 32);
+    out.reserve(object.len() + EVENT_FRAMING);
     out.extend_from_slice(b"{\"type\":\"");
     out.extend_from_slice(kind.as_bytes());
     out.extend_from_slice(b"\",\"object\":");
@@ -221,12 +247,13 @@ async fn run(
             }
             Step::Send(changes) => {
                 // Serialized here, not under the store lock, where it would hold up every write.
-                let mut events = Vec::new();
-                for change in &changes {
-                    request.event_for(change, &mut events);
-                }
-                if !events.is_empty() && !send(events).await {
-                    return;
+                let mut from = 0;
+                while from < changes.len() {
+                    let (events, next) = request.events_from(&changes, from);
+                    from = next;
+                    if !events.is_empty() && !send(events).await {
+                        return;
+                    }
                 }
             }
         }

@@ -111,6 +111,31 @@ async fn a_watch_reports_added_modified_deleted_in_order_after_the_given_version
 }
 
 #[tokio::test]
+async fn a_burst_of_changes_larger_than_one_chunk_arrives_whole_and_in_order() {
+    let server = FakeApiServer::start().await;
+    let api = runs(&server).await;
+    let from = server.resource_version().to_string();
+    // 40 runs of about 64 kB each: 2.5 MB of events ready at once, more than the stream's 1 MB chunks.
+    let names: Vec<String> = (0..40).map(|i| format!("big-{i:02}")).collect();
+    for name in &names {
+        let mut object = run(name);
+        object.metadata.annotations = Some([("padding".to_string(), "x".repeat(64 << 10))].into());
+        api.create(&PostParams::default(), &object).await.unwrap();
+    }
+    let mut stream = api
+        .watch(&WatchParams::default().disable_bookmarks(), &from)
+        .await
+        .unwrap()
+        .boxed();
+    let mut seen = Vec::new();
+    for _ in &names {
+        seen.push(describe(&next(&mut stream, "a watch event").await.unwrap()));
+    }
+    let wanted: Vec<String> = names.iter().map(|n| format!("ADDED {n}")).collect();
+    assert_eq!(seen, wanted);
+}
+
+#[tokio::test]
 async fn a_watch_from_version_zero_starts_with_the_current_objects() {
     let server = FakeApiServer::start().await;
     let api = runs(&server).await;
