@@ -175,8 +175,9 @@ fn serve_collection(
         Method::GET => list(shared, call, &resource, namespace),
         Method::POST if namespace.is_some() || !resource.namespaced => {
             let namespace = namespace.unwrap_or_default();
-            let object =
-                shared.write(|store| store.create(&resource, namespace, call.json_body()?))?;
+            // Parsed before the store is locked: every other request waits for the lock.
+            let body = call.json_body()?;
+            let object = shared.write(|store| store.create(&resource, namespace, body))?;
             Ok(stored(StatusCode::CREATED, &object))
         }
         _ => Err(method_not_allowed()),
