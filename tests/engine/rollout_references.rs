@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use canaryd::engine::rollout::memory::MemoryCluster;
-use canaryd::engine::rollout::{conditions, spec};
+use canaryd::engine::rollout::{Validated, conditions, spec};
 use canaryd_testkit::rollout::memory::*;
 use serde_json::json;
 
@@ -273,4 +273,29 @@ fn each_router_object_read_as_missing_or_unfit_is_named_by_its_field_with_the_se
             "{at}.alb.ingresses: Invalid value: \"web\": ingress `web` has no rules using service web-root backend"
         )
     );
+}
+
+#[test]
+fn a_plans_checks_are_kept_for_the_next_plan_from_the_same_objects_and_made_again_at_other_hashes() {
+    // The reconcile loop keeps them for the plans it runs on in memory from one read, which differ only in
+    // status; of the status the checks read only the ReplicaSet hashes the router objects are checked at.
+    let mut c = MemoryCluster::new(rollout(
+        1,
+        json!({"canaryService": "web-canary", "stableService": "web-stable",
+               "steps": [{"setWeight": 50}]}),
+    ));
+    c.add_service("web-stable", selector(&[("app", "web")]));
+    let validated = Validated::default();
+    let missing = c.plan_checked(at(0), &validated);
+    assert_eq!(missing.status.phase, "Degraded", "{}", missing.status.message);
+
+    c.add_service("web-canary", selector(&[("app", "web")]));
+    let fresh = c.plan(at(0));
+    assert_ne!(fresh.status.phase, "Degraded", "{}", fresh.status.message);
+    let kept = c.plan_checked(at(0), &validated);
+    assert_eq!(kept.status.message, missing.status.message, "checked once");
+
+    c.rollout.status.get_or_insert_default().current_pod_hash = "another".to_string();
+    let other = c.plan_checked(at(0), &validated);
+    assert_ne!(other.status.phase, "Degraded", "{}", other.status.message);
 }

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use super::reconcile_loop::{
     self, Made, Reconciliation, Snapshot, Stored, Templates, template_key,
 };
-use super::{Event, Observed, Plan, Route, Write, plan};
+use super::{Event, Observed, Plan, Route, Validated, Write, plan};
 use crate::api::Controlled;
 use crate::api::rollout::{RolloutSpec, RolloutStatus};
 use crate::api::{AnalysisPhase, AnalysisRun, AnalysisRunStatus, AnalysisTemplateRef, Rollout};
@@ -116,6 +116,12 @@ impl MemoryCluster {
 
     /// Plans one reconcile at `now` without applying it.
     pub fn plan(&self, now: Timestamp) -> Plan {
+        self.plan_checked(now, &Validated::default())
+    }
+
+    /// The same, with the checks of the spec and what it names kept in `validated` for the next plan made
+    /// from the same objects, as the reconcile loop keeps them for the plans it runs on in memory.
+    pub fn plan_checked(&self, now: Timestamp, validated: &Validated) -> Plan {
         let lookup = |r: &AnalysisTemplateRef| self.templates.get(&template_key(r));
         let routers = self.routers.read(&self.rollout);
         plan(&Observed {
@@ -128,6 +134,7 @@ impl MemoryCluster {
             templates: &lookup,
             instance_id: self.instance_id.as_deref(),
             now,
+            validated,
         })
     }
 

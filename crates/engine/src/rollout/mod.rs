@@ -48,7 +48,7 @@ use crate::api::{AnalysisRun, Rollout};
 use crate::compose::Lookup;
 
 pub use context::Rs;
-pub use plan::plan;
+pub use plan::{Validated, plan};
 pub use restart::restart_due;
 
 pub const REVISION_ANNOTATION: &str = analysis::REVISION_ANNOTATION;
@@ -76,6 +76,9 @@ pub struct Observed<'a> {
     /// `--instance-id`: labels the AnalysisRuns this instance creates.
     pub instance_id: Option<&'a str>,
     pub now: Timestamp,
+    /// Where the checks of the spec and what it names are kept for the next plan from the same objects (a
+    /// fresh [`Validated`] for other objects).
+    pub validated: &'a Validated,
 }
 
 /// One write to the cluster, to be made in order; a failed write ends the reconcile (the next one re-plans

@@ -3,6 +3,8 @@
 //! pause step, then the status (`persist`). Like Argo, a reconcile that scaled something stops there and
 //! lets the next one continue, so each Plan is one small step a restart can resume from.
 
+use std::sync::{Mutex, PoisonError};
+
 use jiff::Timestamp;
 
 use super::analysis;
@@ -14,6 +16,17 @@ use super::{Observed, Plan, Write, basic_canary, references, spec};
 use crate::api::AnalysisPhase;
 use crate::api::rollout::RolloutStatus;
 use crate::template::Severity;
+
+/// What [`Reconcile::validate`] found for each pair of canary and stable ReplicaSet hashes, kept for the
+/// plans made from the same objects (the plans a reconcile runs on in memory, which differ only in the
+/// Rollout's status): of the status the checks read only those hashes, at which the router objects are
+/// checked. Checking a VirtualService builds it, and the checks were 6% of the daemon's CPU at 2,000
+/// Rollouts, repeated for each of a reconcile's 2–4 plans (perf).
+#[derive(Debug, Default)]
+pub struct Validated(Mutex<Vec<Found>>);
+
+/// The canary and stable hashes a Rollout was checked at, and what the checks found.
+type Found = ((String, String), Result<(), String>);
 
 /// Plans one reconcile.
 pub fn plan(observed: &Observed<'_>) -> Plan {
@@ -175,9 +188,32 @@ impl Reconcile<'_, '_> {
         self.status = Some(status);
     }
 
+    /// Argo's getRolloutValidationErrors ([`Reconcile::check`]), as found before at the same ReplicaSet hashes
+    /// by a plan from the same objects ([`Validated`]).
+    fn validate(&self) -> Result<(), String> {
+        let status = self.o.rollout.status.as_ref();
+        let hashes = status.map(|s| (s.current_pod_hash.as_str(), s.stable_rs.as_str()));
+        let hashes = hashes.unwrap_or_default();
+        let mut held = self
+            .o
+            .validated
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, found)) = held
+            .iter()
+            .find(|(at, _)| (at.0.as_str(), at.1.as_str()) == hashes)
+        {
+            return found.clone();
+        }
+        let found = self.check();
+        held.push(((hashes.0.to_string(), hashes.1.to_string()), found.clone()));
+        found
+    }
+
     /// Argo's getRolloutValidationErrors: the Rollout's own checks, then those of the objects it names as read
     /// (`references::in_argo_order`); the first error.
-    fn validate(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), String> {
         let rollout = self.o.rollout;
         let mut findings = spec::check(rollout);
         findings.extend(references::in_argo_order(

@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 
 use super::change::Objects;
 use super::status_write::{StatusWrite, status_write};
-use super::{Event, Observed, Plan, Route, Write, plan};
+use super::{Event, Observed, Plan, Route, Validated, Write, plan};
 use crate::api::reasons::rollout as reasons;
 use crate::api::rollout::RolloutStatus;
 use crate::api::{AnalysisRun, AnalysisTemplateRef, AnalysisTemplateSpec, Rollout};
@@ -123,8 +123,9 @@ impl Snapshot {
         after
     }
 
-    /// The plan for `rollout` (this snapshot's, or it with another status) among the rest of this snapshot.
-    fn plan_for(&self, rollout: &Rollout, how: Planning<'_>) -> Plan {
+    /// The plan for `rollout` (this snapshot's, or it with another status) among the rest of this snapshot,
+    /// with the checks the plans before it from this snapshot made (`validated`).
+    fn plan_for(&self, rollout: &Rollout, how: Planning<'_>, validated: &Validated) -> Plan {
         let lookup = |r: &AnalysisTemplateRef| self.templates.get(&template_key(r));
         plan(&Observed {
             rollout,
@@ -136,6 +137,7 @@ impl Snapshot {
             templates: &lookup,
             instance_id: how.instance_id,
             now: self.now,
+            validated,
         })
     }
 }
@@ -278,10 +280,11 @@ async fn step<C: Cluster + Send>(
         instance_id: instance_id.as_deref(),
         restart,
     };
+    let validated = Validated::default();
     let mut plan = if C::COALESCE {
-        coalesced(seen, how)
+        coalesced(seen, how, &validated)
     } else {
-        seen.plan_for(&seen.rollout, how)
+        seen.plan_for(&seen.rollout, how, &validated)
     };
     let (before, after) = plan
         .writes
@@ -330,7 +333,7 @@ async fn step<C: Cluster + Send>(
         // Its status is not the one the objects were planned from: plan on at least once.
         let mut from = after.rollout.clone();
         from.status = None;
-        plan = run_on(&after, from, plan, how, false);
+        plan = run_on(&after, &Validated::default(), from, plan, how, false);
     }
     let when = status_write(
         seen.rollout.status.as_ref(),
@@ -404,12 +407,12 @@ fn managed(plan: &Plan) -> &ManagedRouteChange {
 /// The plan for `seen`, run on through the plans that follow it while they change only the status
 /// ([`run_on`]), up to the first plan with writes, which joins the run when [`made_ahead`] says so. A plan
 /// with writes of its own is returned as it is.
-fn coalesced(seen: &Snapshot, how: Planning<'_>) -> Plan {
-    let first = seen.plan_for(&seen.rollout, how);
+fn coalesced(seen: &Snapshot, how: Planning<'_>, validated: &Validated) -> Plan {
+    let first = seen.plan_for(&seen.rollout, how, validated);
     if !first.writes.is_empty() {
         return first;
     }
-    run_on(seen, seen.rollout.clone(), first, how, true)
+    run_on(seen, validated, seen.rollout.clone(), first, how, true)
 }
 
 /// `current`, made from `objects` with `planned`'s status, run on through the plans that follow it while they
@@ -419,9 +422,11 @@ fn coalesced(seen: &Snapshot, how: Planning<'_>) -> Plan {
 /// joins only if it would leave the routers where that plan brought them. The first plan with writes ends
 /// the run: it joins it (`ahead`, and [`made_ahead`]: its writes made from the status run on in memory, the
 /// whole stored once after them) or is left for the next reconcile, made after a fresh read from the status
-/// stored. Nothing after a plan with writes is planned from objects that do not show them.
+/// stored. Nothing after a plan with writes is planned from objects that do not show them. `validated` keeps
+/// the checks of the plans made from `objects`.
 fn run_on(
     objects: &Snapshot,
+    validated: &Validated,
     mut planned: Rollout,
     mut current: Plan,
     how: Planning<'_>,
@@ -432,7 +437,7 @@ fn run_on(
             break;
         }
         planned.status = Some(current.status.clone());
-        let next = objects.plan_for(&planned, how);
+        let next = objects.plan_for(&planned, how, validated);
         let writes = !next.writes.is_empty();
         let joins = if writes {
             ahead && made_ahead(&next, &current)
