@@ -343,7 +343,7 @@ async fn write(
             &secrets,
             ctx.clock.now(),
         );
-        ctx.events.push(event);
+        ctx.events.push([event]);
     }
     if let (Some(phase), Some(status)) = (completed, judged) {
         let judged = AnalysisRun {
@@ -400,7 +400,7 @@ async fn report_undecodable(
     };
     for announced in analysis::announcements(None, &status) {
         let event = runs::step_event(&ctx.reporter, &written, &announced, &[], ctx.clock.now());
-        ctx.events.push(event);
+        ctx.events.push([event]);
     }
     Ok(Next::Change)
 }

@@ -504,6 +504,7 @@ fn namespace_of(rollout: &Rollout) -> String {
 fn publish(ctx: &Context, rollout: &Rollout, events: &[rollout::Event]) {
     let now = ctx.clock.now();
     let shown_key = shown(&namespace_of(rollout), &rollout.name_any());
+    let mut recorded = Vec::with_capacity(events.len());
     for (serial, event) in (0u32..).zip(events) {
         if event.warning {
             warn!(rollout = %shown_key, reason = %event.reason, message = %event.message, "Rollout");
@@ -521,7 +522,7 @@ fn publish(ctx: &Context, rollout: &Rollout, events: &[rollout::Event]) {
             note: event.message.clone(),
             warning: event.warning,
         };
-        ctx.events.push(events::about(
+        recorded.push(events::about(
             &ctx.reporter,
             rollout.object_ref(&()),
             what,
@@ -529,6 +530,7 @@ fn publish(ctx: &Context, rollout: &Rollout, events: &[rollout::Event]) {
             serial,
         ));
     }
+    ctx.events.push(recorded);
 }
 
 #[cfg(test)]

@@ -108,11 +108,17 @@ fn with_capacity(
 }
 
 impl EventQueue {
-    /// Takes `event` without waiting: counted into its series, queued, or lost (see [`super::event_queue`]).
-    pub fn push(&self, event: Event) {
-        let dropped = self.shared.recorder().offer(event);
+    /// Takes `events` in order without waiting: each counted into its series, queued, or lost (see
+    /// [`super::event_queue`]). The queue is locked and the publisher woken once for them all: a reconcile's
+    /// Events come together, and waking the publisher for each was 1.5% of the daemon's CPU at 2,000
+    /// Rollouts (perf).
+    pub fn push(&self, events: impl IntoIterator<Item = Event>) {
+        let dropped: Vec<Dropped> = {
+            let mut recorder = self.shared.recorder();
+            events.into_iter().filter_map(|e| recorder.offer(e)).collect()
+        };
         self.shared.wake.notify_one();
-        if let Some(Dropped { event, why }) = dropped {
+        for Dropped { event, why } in dropped {
             (self.lost)(&event, &why);
         }
     }
@@ -309,10 +315,10 @@ mod tests {
             heard.lock().unwrap().push((name, why.to_string()));
         });
         let (queue, publisher) = with_capacity(client, lost, 1);
-        queue.push(event("first"));
-        queue.push(event("second"));
+        queue.push([event("first")]);
+        queue.push([event("second")]);
         drop(publisher);
-        queue.push(event("third"));
+        queue.push([event("third")]);
         assert_eq!(
             *seen.lock().unwrap(),
             [

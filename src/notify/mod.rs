@@ -305,13 +305,13 @@ impl Notifier {
             warning: true,
         };
         let now = self.clock.now();
-        self.events.push(events::about(
+        self.events.push([events::about(
             &self.reporter,
             regarding.clone(),
             what,
             now,
             0,
-        ));
+        )]);
     }
 
     /// Notifies what the Events canaryd created in the last [`RECOVERY_WINDOW`] fire and have not recorded as
