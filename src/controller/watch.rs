@@ -61,15 +61,15 @@ pub(super) enum Lenient<K> {
     Undecodable(Box<Undecodable>),
 }
 
-impl<'de, K: DeserializeOwned> serde::Deserialize<'de> for Lenient<K> {
+impl<'de, K: DeserializeOwned + Resource> serde::Deserialize<'de> for Lenient<K> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = Box::<RawValue>::deserialize(deserializer)?;
         if let Ok(object) = serde_json::from_str::<K>(text.get()) {
-            return Ok(Lenient::Decoded(object));
+            return Ok(Lenient::Decoded(object).without_managed_fields());
         }
         let value: Value = serde_json::from_str(text.get()).map_err(serde::de::Error::custom)?;
         let error = match crate::api::decode::typed::<K>(&value) {
-            Ok(object) => return Ok(Lenient::Decoded(object)),
+            Ok(object) => return Ok(Lenient::Decoded(object).without_managed_fields()),
             Err(e) => format!("{}: {}", e.path, e.message),
         };
         let metadata = value
@@ -77,11 +77,28 @@ impl<'de, K: DeserializeOwned> serde::Deserialize<'de> for Lenient<K> {
             .map(|m| ObjectMeta::deserialize(m).map_err(serde::de::Error::custom))
             .transpose()?
             .unwrap_or_default();
-        Ok(Lenient::Undecodable(Box::new(Undecodable {
+        let undecodable = Lenient::Undecodable(Box::new(Undecodable {
             metadata,
             status: value.get("status").cloned(),
             error,
-        })))
+        }));
+        Ok(undecodable.without_managed_fields())
+    }
+}
+
+impl<K: Resource> Lenient<K> {
+    /// Without `metadata.managedFields`: the API server's record of which client set which field, which
+    /// nothing canaryd does reads, kept on every object and often larger than its spec. Held by the caches
+    /// of thousands of objects it is memory for nothing, so it is dropped as client-go's informers let a
+    /// transform drop it. A write made from a cached copy leaves the field out, and the API server then keeps
+    /// the object's own.
+    fn without_managed_fields(mut self) -> Self {
+        let metadata = match &mut self {
+            Lenient::Decoded(object) => object.meta_mut(),
+            Lenient::Undecodable(u) => &mut u.metadata,
+        };
+        metadata.managed_fields = None;
+        self
     }
 }
 
@@ -504,5 +521,34 @@ mod tests {
         };
         assert_eq!(odd.metadata.name.as_deref(), Some("a"));
         assert!(odd.error.starts_with("spec.terminate"), "{}", odd.error);
+    }
+
+    #[test]
+    fn a_watched_object_is_kept_without_its_managed_fields() {
+        let managed = json!([{"manager": "kubectl", "operation": "Update", "apiVersion": "argoproj.io/v1alpha1",
+                              "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:metrics": {}}}}]);
+        let object = |spec: Value| {
+            json!({
+                "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
+                "metadata": {"name": "a", "managedFields": managed}, "spec": spec,
+            })
+        };
+        let decoded: Lenient<AnalysisRun> =
+            serde_json::from_value(object(json!({"metrics": []}))).expect("decodes");
+        let Lenient::Decoded(run) = decoded else {
+            panic!("decoded");
+        };
+        assert_eq!(run.metadata.name.as_deref(), Some("a"));
+        assert_eq!(run.metadata.managed_fields, None);
+        let odd: Lenient<AnalysisRun> =
+            serde_json::from_value(object(json!({"metrics": [], "terminate": 1}))).expect("read");
+        let Lenient::Undecodable(odd) = odd else {
+            panic!("undecodable");
+        };
+        assert_eq!(odd.metadata.managed_fields, None);
+        // Without the dropping, the typed decoder keeps them: the test above would fail.
+        let typed: AnalysisRun =
+            serde_json::from_value(object(json!({"metrics": []}))).expect("typed");
+        assert_eq!(typed.metadata.managed_fields.map(|m| m.len()), Some(1));
     }
 }

@@ -115,7 +115,10 @@ impl EventQueue {
     pub fn push(&self, events: impl IntoIterator<Item = Event>) {
         let dropped: Vec<Dropped> = {
             let mut recorder = self.shared.recorder();
-            events.into_iter().filter_map(|e| recorder.offer(e)).collect()
+            events
+                .into_iter()
+                .filter_map(|e| recorder.offer(e))
+                .collect()
         };
         self.shared.wake.notify_one();
         for Dropped { event, why } in dropped {

@@ -276,7 +276,8 @@ fn each_router_object_read_as_missing_or_unfit_is_named_by_its_field_with_the_se
 }
 
 #[test]
-fn a_plans_checks_are_kept_for_the_next_plan_from_the_same_objects_and_made_again_at_other_hashes() {
+fn a_plans_checks_are_kept_for_the_next_plan_from_the_same_objects_and_made_again_at_other_hashes()
+{
     // The reconcile loop keeps them for the plans it runs on in memory from one read, which differ only in
     // status; of the status the checks read only the ReplicaSet hashes the router objects are checked at.
     let mut c = MemoryCluster::new(rollout(
@@ -287,7 +288,11 @@ fn a_plans_checks_are_kept_for_the_next_plan_from_the_same_objects_and_made_agai
     c.add_service("web-stable", selector(&[("app", "web")]));
     let validated = Validated::default();
     let missing = c.plan_checked(at(0), &validated);
-    assert_eq!(missing.status.phase, "Degraded", "{}", missing.status.message);
+    assert_eq!(
+        missing.status.phase, "Degraded",
+        "{}",
+        missing.status.message
+    );
 
     c.add_service("web-canary", selector(&[("app", "web")]));
     let fresh = c.plan(at(0));
