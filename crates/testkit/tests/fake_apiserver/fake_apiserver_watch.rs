@@ -115,11 +115,13 @@ async fn a_burst_of_changes_larger_than_one_chunk_arrives_whole_and_in_order() {
     let server = FakeApiServer::start().await;
     let api = runs(&server).await;
     let from = server.resource_version().to_string();
-    // 40 runs of about 64 kB each: 2.5 MB of events ready at once, more than the stream's 1 MB chunks.
-    let names: Vec<String> = (0..40).map(|i| format!("big-{i:02}")).collect();
-    for name in &names {
+    // 60 runs of about 5 kB and one of 100 kB: 400 kB of events ready at once, several of the stream's
+    // chunks of about 64 kB, one of them with a single event larger than a chunk.
+    let names: Vec<String> = (0..61).map(|i| format!("big-{i:02}")).collect();
+    for (i, name) in names.iter().enumerate() {
         let mut object = run(name);
-        object.metadata.annotations = Some([("padding".to_string(), "x".repeat(64 << 10))].into());
+        let size = if i == 30 { 100 << 10 } else { 5 << 10 };
+        object.metadata.annotations = Some([("padding".to_string(), "x".repeat(size))].into());
         api.create(&PostParams::default(), &object).await.unwrap();
     }
     let mut stream = api
