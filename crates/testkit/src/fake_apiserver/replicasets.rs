@@ -363,7 +363,10 @@ impl Sync {
                 dirty.insert((change.key.1.clone(), text(owner, "/name")));
             }
         }
-        let due = |since: &Instant| since.elapsed() >= self.ready_after;
+        // One reading of the clock for every pending pod: this runs on every write, over every ReplicaSet with
+        // pods starting (a clock reading per pod was 2% of the rollouts bench's fake at 2,000 Rollouts).
+        let now = Instant::now();
+        let due = |since: &Instant| now.saturating_duration_since(*since) >= self.ready_after;
         for (rs, pods) in &self.pending {
             if pods.values().any(due) {
                 dirty.insert(rs.clone());
