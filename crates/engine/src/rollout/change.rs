@@ -65,6 +65,18 @@ pub enum Change<'a> {
     Evict { name: &'a str },
 }
 
+impl Change<'_> {
+    /// The kind of the object this change makes, patches, deletes or evicts.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Change::Create(Created::ReplicaSet(_)) => Kind::ReplicaSet,
+            Change::Create(Created::AnalysisRun(_)) => Kind::AnalysisRun,
+            Change::Patch { kind, .. } | Change::Delete { kind, .. } => *kind,
+            Change::Evict { .. } => Kind::Pod,
+        }
+    }
+}
+
 impl Write {
     /// What this write changes: the one statement of its meaning, for every cluster.
     pub fn change(&self) -> Change<'_> {

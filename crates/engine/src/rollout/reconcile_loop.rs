@@ -21,7 +21,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 
-use super::change::Objects;
+use super::change::{Kind, Objects};
 use super::status_write::{StatusWrite, status_write};
 use super::{Event, Observed, Plan, Route, Validated, Write, plan};
 use crate::api::reasons::rollout as reasons;
@@ -106,8 +106,9 @@ struct Planning<'a> {
 
 impl Snapshot {
     /// This snapshot as the API server holds it once `writes` are made: what a read right after them would
-    /// show, were nothing else to change meanwhile.
-    fn after(&self, writes: &[Write]) -> Snapshot {
+    /// show, were nothing else to change meanwhile; and whether they leave what the planner's checks read
+    /// ([`Validated`]) as it was: no write of the Rollout or of a Service.
+    fn after(&self, writes: &[Write]) -> (Snapshot, bool) {
         let mut after = self.clone();
         let mut unread = Vec::new();
         let mut objects = Objects {
@@ -117,10 +118,13 @@ impl Snapshot {
             services: &mut after.services,
             pods: after.pods.as_mut().unwrap_or(&mut unread),
         };
+        let mut checked_alike = true;
         for write in writes {
-            write.change().apply(&mut objects, self.now);
+            let change = write.change();
+            checked_alike &= !matches!(change.kind(), Kind::Rollout | Kind::Service);
+            change.apply(&mut objects, self.now);
         }
-        after
+        (after, checked_alike)
     }
 
     /// The plan for `rollout` (this snapshot's, or it with another status) among the rest of this snapshot,
@@ -329,11 +333,13 @@ async fn step<C: Cluster + Send>(
         return Ok(Stepped::Refused);
     }
     if C::COALESCE && !plan.writes.is_empty() {
-        let after = seen.after(&plan.writes);
+        let (after, checked_alike) = seen.after(&plan.writes);
+        let fresh = Validated::default();
+        let validated = if checked_alike { &validated } else { &fresh };
         // Its status is not the one the objects were planned from: plan on at least once.
         let mut from = after.rollout.clone();
         from.status = None;
-        plan = run_on(&after, &Validated::default(), from, plan, how, false);
+        plan = run_on(&after, validated, from, plan, how, false);
     }
     let when = status_write(
         seen.rollout.status.as_ref(),
@@ -506,6 +512,42 @@ mod tests {
     fn spec(nests: &[(&str, bool)]) -> AnalysisTemplateSpec {
         serde_json::from_value(serde_json::json!({"metrics": [], "templates": refs(nests)}))
             .expect("a template spec")
+    }
+
+    #[test]
+    fn writes_of_replica_sets_keep_the_checks_and_writes_of_a_service_or_the_rollout_do_not() {
+        let rollout: Rollout = serde_json::from_value(serde_json::json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+            "metadata": {"name": "web", "namespace": "shop"}, "spec": {},
+        }))
+        .expect("a rollout");
+        let seen = Snapshot {
+            rollout,
+            replica_sets: Vec::new(),
+            analysis_runs: Vec::new(),
+            services: Vec::new(),
+            routers: Vec::new(),
+            templates: Templates::new(),
+            pods: None,
+            now: Timestamp::UNIX_EPOCH,
+        };
+        let scale = Write::ScaleReplicaSet {
+            name: "web-1".into(),
+            replicas: 2,
+            desired: 2,
+            clear_scale_down_deadline: false,
+        };
+        let switch = Write::SwitchService {
+            name: "web-stable".into(),
+            hash: "1".into(),
+            rollout: "web".into(),
+        };
+        let revision = Write::RolloutRevision {
+            revision: "2".into(),
+        };
+        assert!(seen.after(std::slice::from_ref(&scale)).1);
+        assert!(!seen.after(&[scale.clone(), switch]).1);
+        assert!(!seen.after(&[revision, scale]).1);
     }
 
     #[test]
