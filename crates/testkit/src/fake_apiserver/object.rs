@@ -11,6 +11,7 @@ use canaryd::engine::pod_defaults;
 
 use super::ResourceDef;
 use super::error::ApiError;
+use super::store::Target;
 
 /// RFC 7386 JSON merge patch of `patch` onto `target` (`None`: absent), keeping only the top-level fields in
 /// `only` when it is given. The patch is taken, so what it replaces is moved in rather than copied, and only what
@@ -146,14 +147,22 @@ pub fn with_spec_of(res: &ResourceDef, old: &Value, mut new: Value) -> Result<Va
 }
 
 /// What kube-apiserver does with a custom resource's CRD schema before storing it: unknown fields pruned, the
-/// rest validated (422 naming each field). Returns the pruned fields' paths.
-pub fn admit(res: &ResourceDef, name: &str, object: &mut Value) -> Result<Vec<String>, ApiError> {
-    match res.schema {
-        None => Ok(Vec::new()),
-        Some(schema) => {
-            super::schema::admit(schema, object).map_err(|why| ApiError::invalid(res, name, why))
-        }
+/// rest validated (422 naming each field); of a status write, its status (`schema::admit_status`). Returns
+/// the pruned fields' paths.
+pub fn admit(
+    res: &ResourceDef,
+    name: &str,
+    target: Target,
+    object: &mut Value,
+) -> Result<Vec<String>, ApiError> {
+    let Some(schema) = res.schema else {
+        return Ok(Vec::new());
+    };
+    match target {
+        Target::Main => super::schema::admit(schema, object),
+        Target::Status => super::schema::admit_status(schema, object),
     }
+    .map_err(|why| ApiError::invalid(res, name, why))
 }
 
 /// Per-kind defaulting kube-apiserver does that clients observe: Secrets' `stringData` folds into base64 `data`;

@@ -15,6 +15,28 @@ pub fn admit(schema: &Value, object: &mut Value) -> Result<Vec<String>, String> 
     prune(schema, object, &Path::Root, &mut pruned);
     let mut errors = Vec::new();
     validate(schema, object, &Path::Root, &mut errors);
+    verdict(pruned, errors)
+}
+
+/// [`admit`] for a status write: only `status` is pruned and validated, as the rest is the stored object's,
+/// admitted when it was written (kube-apiserver validates it again but lets fields a write does not change
+/// pass, its validation ratcheting, on by default since 1.30). The whole object when the schema does not
+/// declare `status`.
+pub fn admit_status(schema: &Value, object: &mut Value) -> Result<Vec<String>, String> {
+    let (Some(declared), Some(status)) = (property(schema, "status"), object.get_mut("status"))
+    else {
+        return admit(schema, object);
+    };
+    let at = Path::Field(&Path::Root, "status");
+    let mut pruned = Vec::new();
+    prune(declared, status, &at, &mut pruned);
+    let mut errors = Vec::new();
+    validate(declared, status, &at, &mut errors);
+    verdict(pruned, errors)
+}
+
+/// `Ok` with the pruned fields' paths, or the errors as kube-apiserver lists them.
+fn verdict(pruned: Vec<String>, mut errors: Vec<String>) -> Result<Vec<String>, String> {
     match errors.len() {
         0 => Ok(pruned),
         1 => Err(errors.remove(0)),

@@ -304,7 +304,7 @@ impl Store {
         }
         fill_type_meta(res, &mut object);
         normalize(res, &mut object);
-        let pruned = admit(res, &name, &mut object)?;
+        let pruned = admit(res, &name, Target::Main, &mut object)?;
         self.note_pruned(res, &name, pruned);
         Ok(self.commit(ChangeKind::Added, key, None, object))
     }
@@ -361,7 +361,7 @@ impl Store {
             .cloned()
             .unwrap_or(Value::Null);
         set_meta(&mut new, "resourceVersion", old_rv);
-        let pruned = admit(res, &key.2, &mut new)?;
+        let pruned = admit(res, &key.2, target, &mut new)?;
         self.note_pruned(res, &key.2, pruned);
         // A status write takes everything but the status from the stored object: no spec change to look for.
         if res.keeps_generation() && target == Target::Main && !same_spec(res, &old, &new) {
