@@ -70,10 +70,8 @@ impl WatchRequest {
     }
 
     /// The events of `changes` from `from` on, in a buffer sized once for them and ended once it holds about
-    /// [`CHUNK`] bytes, and where the next one starts. A burst of thousands of changes would otherwise grow
-    /// one buffer of many megabytes, copied as it grows and new to the process each time: the kernel zeroing
-    /// its fresh pages was an eighth of the fake's CPU at 2,000 Rollouts (perf), and still as much with
-    /// buffers of a megabyte, which the allocator maps afresh each time too.
+    /// [`CHUNK`] bytes, and where the next one starts: a burst of thousands of changes would otherwise grow
+    /// one buffer of many megabytes, copying it as it grows.
     fn events_from(&self, changes: &[Change], from: usize) -> (Vec<u8>, usize) {
         let mut size = 0;
         let end = changes[from..]
