@@ -128,7 +128,7 @@ impl Reconciled for Rollout {
     /// and those of Services and templates keep the caches its reconciles read (`rollout_caches`).
     fn triggers(ctx: &Context, namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
         ctx.rollout_caches
-            .watch(&ctx.client, namespace, run_as_planned)
+            .watch(&ctx.client, &ctx.metrics, namespace, run_as_planned)
     }
 
     fn forget_triggers(ctx: &Context) {
@@ -276,7 +276,8 @@ impl ApiCluster<'_> {
     /// A router object's copy from its watch, where one may be used (`router_caches`).
     fn cached_router(&self) -> impl Fn(&'static str, &str, &str) -> Option<serde_json::Value> + '_ {
         let (client, routers) = (&self.ctx.client, &self.ctx.rollout_caches.routers);
-        move |kind, namespace, name| routers.get(client, kind, namespace, name)
+        let metrics = &self.ctx.metrics;
+        move |kind, namespace, name| routers.get(client, metrics, kind, namespace, name)
     }
 
     /// The Rollout and what the planner reads with it, from the API server, all sent at once; `None` when it is

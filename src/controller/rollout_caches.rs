@@ -16,7 +16,7 @@ use kube::api::Api;
 use super::cache::Cache;
 use super::expect::Expectations;
 use super::router_caches::RouterCaches;
-use super::watch::{self, Key};
+use super::watch::{self, Failures, Key};
 use crate::api::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate, Rollout};
 use crate::engine::rollout::change::Kind;
 use crate::engine::rollout::hash::HASH_LABEL;
@@ -24,6 +24,7 @@ use crate::engine::rollout::reconcile_loop::{Snapshot, nested_templates};
 use crate::engine::rollout::{ephemeral_metadata_configured, restart_due};
 use crate::k8s::rollout_writes;
 use crate::k8s::versions::Held;
+use crate::observe::Metrics;
 
 /// One watched scope's caches.
 struct Scope {
@@ -56,6 +57,7 @@ impl RolloutCaches {
     pub fn watch(
         &self,
         client: &kube::Client,
+        metrics: &Arc<Metrics>,
         namespace: Option<&str>,
         runs_read: watch::Read<AnalysisRun>,
     ) -> Vec<BoxStream<'static, Key>> {
@@ -68,7 +70,15 @@ impl RolloutCaches {
         });
         let (rs, runs) = (scope.replica_sets.clone(), scope.runs.clone());
         let mut watches = vec![
-            watch::owners(client.clone(), namespace, HASH_LABEL, "Rollout", None, rs),
+            watch::owners(
+                client.clone(),
+                namespace,
+                HASH_LABEL,
+                "Rollout",
+                None,
+                rs,
+                Failures::of::<ReplicaSet>(metrics, namespace),
+            ),
             watch::owners(
                 client.clone(),
                 namespace,
@@ -76,20 +86,28 @@ impl RolloutCaches {
                 "Rollout",
                 Some(runs_read),
                 runs,
+                Failures::of::<AnalysisRun>(metrics, namespace),
             ),
             watch::kept(
                 watch::lenient(client.clone(), namespace),
                 scope.services.clone(),
+                Failures::of::<Service>(metrics, namespace),
             ),
             watch::kept(
                 watch::lenient(client.clone(), namespace),
                 scope.templates.clone(),
+                Failures::of::<AnalysisTemplate>(metrics, namespace),
             ),
         ];
         let mut cluster = locked(&self.cluster_templates);
         if cluster.is_none() {
             let cache = Arc::new(Cache::default());
-            watches.push(watch::kept(Api::all(client.clone()), cache.clone()));
+            let failures = Failures::of::<ClusterAnalysisTemplate>(metrics, None);
+            watches.push(watch::kept(
+                Api::all(client.clone()),
+                cache.clone(),
+                failures,
+            ));
             *cluster = Some(cache);
         }
         locked(&self.scopes).push(scope);

@@ -20,8 +20,9 @@ use serde_json::Value;
 use tokio::task::AbortHandle;
 
 use super::cache::Cache;
-use super::watch::{self, Key, Watched};
+use super::watch::{self, Failures, Key, Watched};
 use crate::k8s::versions::at_least;
+use crate::observe::Metrics;
 use crate::routers::objects::{DestinationRule, HttpRoute, VirtualService};
 
 /// One kind's cache in one namespace, as JSON for the routers' builders.
@@ -56,11 +57,16 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Starts a watch of `K` in `namespace`, kept in a cache of its own.
-fn start<K: Watched + Serialize>(client: &kube::Client, namespace: &str) -> Watch {
+fn start<K: Watched + Serialize>(
+    client: &kube::Client,
+    metrics: &Arc<Metrics>,
+    namespace: &str,
+) -> Watch {
     let cache = Arc::new(Cache::<K>::default());
     let stream = watch::kept(
         watch::lenient(client.clone(), Some(namespace)),
         cache.clone(),
+        Failures::of::<K>(metrics, Some(namespace)),
     );
     let task = tokio::spawn(stream.for_each(|_| std::future::ready(()))).abort_handle();
     Watch { cache, task }
@@ -72,6 +78,7 @@ impl RouterCaches {
     pub fn get(
         &self,
         client: &kube::Client,
+        metrics: &Arc<Metrics>,
         kind: &'static str,
         namespace: &str,
         name: &str,
@@ -83,9 +90,9 @@ impl RouterCaches {
                 watch.cache.clone()
             } else {
                 let watch = match kind {
-                    "VirtualService" => start::<VirtualService>(client, namespace),
-                    "DestinationRule" => start::<DestinationRule>(client, namespace),
-                    "HTTPRoute" => start::<HttpRoute>(client, namespace),
+                    "VirtualService" => start::<VirtualService>(client, metrics, namespace),
+                    "DestinationRule" => start::<DestinationRule>(client, metrics, namespace),
+                    "HTTPRoute" => start::<HttpRoute>(client, metrics, namespace),
                     _ => return None,
                 };
                 watches.insert(slot, watch);
@@ -149,7 +156,8 @@ mod tests {
             task,
         };
         locked(&caches.watches).insert(("VirtualService", "shop".to_string()), watched);
-        let get = || caches.get(&client, "VirtualService", "shop", "web-vsvc");
+        let metrics = Arc::new(Metrics::starting_at(jiff::Timestamp::UNIX_EPOCH));
+        let get = || caches.get(&client, &metrics, "VirtualService", "shop", "web-vsvc");
         let version = |v: Option<Value>| v.map(|v| v["metadata"]["resourceVersion"].clone());
         cache.apply(watcher::Event::Init);
         cache.apply(watcher::Event::InitApply(vs("5")));
@@ -165,7 +173,7 @@ mod tests {
             "the write shown is forgotten"
         );
         assert_eq!(
-            caches.get(&client, "Ingress", "shop", "web"),
+            caches.get(&client, &metrics, "Ingress", "shop", "web"),
             None,
             "a kind not cached"
         );

@@ -27,6 +27,7 @@ use serde_json::value::RawValue;
 
 use super::cache::Cache;
 use crate::api::Controlled;
+use crate::observe::Metrics;
 
 /// An object's `(namespace, name)`, as the watch hands it on and the driver queues it.
 pub type Key = (String, String);
@@ -169,11 +170,41 @@ impl<K> Watched for K where
 /// What of a watched object its owner's reconcile reads: a change elsewhere in it concerns the owner not.
 pub type Read<K> = fn(&K) -> Value;
 
+/// What a watch of the caches does when it fails: the watcher retries by itself, with backoff, and the
+/// reconciles read from the API server what the cache does not show meanwhile, so nothing waits on it; but the
+/// failure is counted in `canaryd_reconcile_errors_total{reason="watch"}` and logged with the kind and where it
+/// is watched, as the driver does for its kinds' own watches, so that a watch the RBAC refuses (or of a kind
+/// whose CRD is missing) is seen.
+pub struct Failures {
+    metrics: Arc<Metrics>,
+    kind: String,
+    scope: String,
+}
+
+impl Failures {
+    /// For a watch of `K` in `namespace` (every namespace for `None`).
+    pub fn of<K: Resource<DynamicType = ()>>(
+        metrics: &Arc<Metrics>,
+        namespace: Option<&str>,
+    ) -> Self {
+        Failures {
+            metrics: metrics.clone(),
+            kind: K::kind(&()).into_owned(),
+            scope: namespace.unwrap_or("every namespace").to_string(),
+        }
+    }
+
+    fn failed(&self, error: &watcher::Error) {
+        self.metrics.reconcile_error("watch");
+        tracing::warn!(kind = %self.kind, namespace = %self.scope, error = %error, "Watch of a cache failed; retrying");
+    }
+}
+
 /// A watch of the objects of kind `K` that `selector` picks in `namespace` (all for `None`), kept in `cache`
 /// by their controller, yielding the key of the object of kind `owner` that controls one (its ownerReference
 /// with `controller: true`) when it is heard of ([`Heard`]), once `cache` shows it. An object that does not
-/// decode as `K` is kept in the cache as such and still heard of; a failed watch is retried by the watcher
-/// itself.
+/// decode as `K` is kept in the cache as such and still heard of; a failed watch is told to `failures` and
+/// retried by the watcher itself.
 pub fn owners<K>(
     client: kube::Client,
     namespace: Option<&str>,
@@ -181,6 +212,7 @@ pub fn owners<K>(
     owner: &'static str,
     read: Option<Read<K>>,
     cache: Arc<Cache<K>>,
+    failures: Failures,
 ) -> BoxStream<'static, Key>
 where
     K: Watched,
@@ -193,22 +225,32 @@ where
     watcher(api, watcher::Config::default().labels(selector))
         .default_backoff()
         .filter_map(move |event| {
-            let key = event.ok().and_then(|e| {
-                let key = heard.of(&e).and_then(|metadata| {
-                    let controller = metadata.controller().filter(|r| r.kind == owner)?;
-                    Some((metadata.namespace.clone()?, controller.name.clone()))
-                });
-                cache.apply(e);
-                key
-            });
+            let key = match event {
+                Ok(e) => {
+                    let key = heard.of(&e).and_then(|metadata| {
+                        let controller = metadata.controller().filter(|r| r.kind == owner)?;
+                        Some((metadata.namespace.clone()?, controller.name.clone()))
+                    });
+                    cache.apply(e);
+                    key
+                }
+                Err(e) => {
+                    failures.failed(&e);
+                    None
+                }
+            };
             std::future::ready(key)
         })
         .boxed()
 }
 
-/// A watch of every object `api` lists, kept in `cache`. It yields nothing: it is polled beside a kind's
-/// triggers, for the caches its reconciles read.
-pub fn kept<K>(api: Api<Lenient<K>>, cache: Arc<Cache<K>>) -> BoxStream<'static, Key>
+/// A watch of every object `api` lists, kept in `cache`; a failure is told to `failures`. It yields nothing:
+/// it is polled beside a kind's triggers, for the caches its reconciles read.
+pub fn kept<K>(
+    api: Api<Lenient<K>>,
+    cache: Arc<Cache<K>>,
+    failures: Failures,
+) -> BoxStream<'static, Key>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -221,8 +263,9 @@ where
     watcher(api, watcher::Config::default())
         .default_backoff()
         .filter_map(move |event| {
-            if let Ok(event) = event {
-                cache.apply(event);
+            match event {
+                Ok(event) => cache.apply(event),
+                Err(e) => failures.failed(&e),
             }
             std::future::ready(None)
         })

@@ -216,3 +216,44 @@ async fn a_routed_update_reads_its_virtual_service_from_a_watch_and_keeps_anothe
 with_each_crd_set!(
     a_routed_update_reads_its_virtual_service_from_a_watch_and_keeps_another_clients_change
 );
+
+/// A watch of a cache the API server refuses (as RBAC refuses a kind) is counted and retried, and the
+/// reconciles read the object afresh meanwhile: the Rollout is deployed as if nothing failed.
+async fn a_refused_watch_of_the_virtual_services_is_counted_and_the_reconciles_read_meanwhile(
+    crds: CrdSet,
+) {
+    let routed = routed_through(
+        rollout("web:1", "1s"),
+        serde_json::json!({"istio": {"virtualService": {"name": "web-vsvc"}}}),
+    );
+    let (server, client, _prom, _rsc) = deployed_with(crds, Answer::Scalar(1.0), &routed).await;
+    server.put(&router_objects::virtual_service(
+        "default", "web-vsvc", "web",
+    ));
+    // The watcher's list (a GET of the collection with a page size), not the reconciles' GETs of the object.
+    let listed = RequestPattern::new("GET", "/virtualservices").query("limit=");
+    server.fail_next(listed.clone(), 2, 403);
+    let daemon = harness::spawn(client.clone(), config()).await;
+    until(&server, "the first deploy", |s| healthy_at(s, None)).await;
+    harness::eventually(
+        WAIT,
+        "two failed lists of the VirtualServices counted",
+        || async {
+            let failed = daemon
+                .metric("canaryd_reconcile_errors_total", &[("reason", "watch")])
+                .await;
+            (failed >= 2.0).then_some(())
+        },
+    )
+    .await;
+    harness::eventually(WAIT, "the VirtualServices listed after all", || async {
+        let lists = server.request_count(&listed);
+        (lists >= 3).then_some(())
+    })
+    .await;
+    daemon.stop().await;
+}
+
+with_each_crd_set!(
+    a_refused_watch_of_the_virtual_services_is_counted_and_the_reconciles_read_meanwhile
+);
