@@ -150,17 +150,23 @@ fn vs_versions(server: &FakeApiServer, from_rv: u64) -> Vec<(i64, bool)> {
     versions
 }
 
-async fn a_routed_update_reads_its_virtual_service_from_a_watch_and_keeps_another_clients_change(
-    crds: CrdSet,
-) {
+/// The Rollout routed through the VirtualService `web-vsvc`, created with it, its Services and its template.
+async fn routed_and_deployed(crds: CrdSet) -> Deployed {
     let routed = routed_through(
         rollout("web:1", "1s"),
         serde_json::json!({"istio": {"virtualService": {"name": "web-vsvc"}}}),
     );
-    let (server, client, _prom, _rsc) = deployed_with(crds, Answer::Scalar(1.0), &routed).await;
-    server.put(&router_objects::virtual_service(
+    let deployed = deployed_with(crds, Answer::Scalar(1.0), &routed).await;
+    deployed.0.put(&router_objects::virtual_service(
         "default", "web-vsvc", "web",
     ));
+    deployed
+}
+
+async fn a_routed_update_reads_its_virtual_service_from_a_watch_and_keeps_another_clients_change(
+    crds: CrdSet,
+) {
+    let (server, client, _prom, _rsc) = routed_and_deployed(crds).await;
     let daemon = harness::spawn(client.clone(), config()).await;
     let first = until(&server, "the first deploy", |s| healthy_at(s, None)).await;
     let (from, from_rv) = (server.requests().len(), server.resource_version());
@@ -222,14 +228,7 @@ with_each_crd_set!(
 async fn a_refused_watch_of_the_virtual_services_is_counted_and_the_reconciles_read_meanwhile(
     crds: CrdSet,
 ) {
-    let routed = routed_through(
-        rollout("web:1", "1s"),
-        serde_json::json!({"istio": {"virtualService": {"name": "web-vsvc"}}}),
-    );
-    let (server, client, _prom, _rsc) = deployed_with(crds, Answer::Scalar(1.0), &routed).await;
-    server.put(&router_objects::virtual_service(
-        "default", "web-vsvc", "web",
-    ));
+    let (server, client, _prom, _rsc) = routed_and_deployed(crds).await;
     // The watcher's list (a GET of the collection with a page size), not the reconciles' GETs of the object.
     let listed = RequestPattern::new("GET", "/virtualservices").query("limit=");
     server.fail_next(listed.clone(), 2, 403);
