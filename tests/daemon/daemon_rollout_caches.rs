@@ -251,6 +251,11 @@ async fn a_refused_watch_of_the_virtual_services_is_counted_and_the_reconciles_r
     })
     .await;
     daemon.stop().await;
+    let read = RequestPattern::new("GET", "/virtualservices/web-vsvc");
+    assert!(
+        server.request_count(&read) >= 1,
+        "the reconciles never read the VirtualService"
+    );
 }
 
 with_each_crd_set!(
