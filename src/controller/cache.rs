@@ -4,10 +4,16 @@
 //! cache when it is complete, as client-go's informers do, so a reader never sees half a list. An object that
 //! does not decode is kept as such: no reader is handed what its controller controls while one of them is
 //! unreadable (a read afresh reports it), nor the object itself.
+//!
+//! What a controller controls is held together and shared with its readers: a reconcile takes its Rollout's
+//! ReplicaSets and runs without copying them, and a change to one copies the few its controller controls only
+//! while a reader still holds them (copying them for every reconcile was 4% of the daemon's CPU at 2,000
+//! Rollouts, by perf).
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::watcher;
 
@@ -21,12 +27,38 @@ pub struct Cache<K> {
 }
 
 struct Inner<K> {
-    objects: HashMap<Key, Lenient<K>>,
-    by_controller: HashMap<String, BTreeSet<Key>>,
+    objects: HashMap<Key, Entry<K>>,
+    /// By the uid of their controller.
+    groups: HashMap<String, Group<K>>,
     /// The objects of a list in progress.
     listing: Option<HashMap<Key, Lenient<K>>>,
     /// The first list is complete.
     synced: bool,
+}
+
+/// Where the cache holds an object.
+enum Entry<K> {
+    /// Decoded and controlled by the object with this uid: in that controller's [`Group`].
+    Grouped(String),
+    /// Without a controller, or not decodable.
+    Alone(Lenient<K>),
+}
+
+/// What one controller controls.
+struct Group<K> {
+    /// Those that decode, in key order, shared with the readers.
+    decoded: Arc<Vec<K>>,
+    /// How many do not decode (held [`Entry::Alone`]).
+    undecodable: usize,
+}
+
+impl<K> Default for Group<K> {
+    fn default() -> Self {
+        Group {
+            decoded: Arc::default(),
+            undecodable: 0,
+        }
+    }
 }
 
 impl<K> Default for Cache<K> {
@@ -34,7 +66,7 @@ impl<K> Default for Cache<K> {
         Cache {
             inner: Mutex::new(Inner {
                 objects: HashMap::new(),
-                by_controller: HashMap::new(),
+                groups: HashMap::new(),
                 listing: None,
                 synced: false,
             }),
@@ -42,42 +74,93 @@ impl<K> Default for Cache<K> {
     }
 }
 
-fn key_of<K: Resource<DynamicType = ()>>(object: &Lenient<K>) -> Key {
-    let meta = object.meta();
+fn key_of(meta: &ObjectMeta) -> Key {
     (
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
     )
 }
 
-fn controller_of<K: Resource<DynamicType = ()>>(object: &Lenient<K>) -> Option<String> {
-    object.meta().controller().map(|r| r.uid.clone())
+/// An object's key, borrowed, to order a group by.
+fn key_in(meta: &ObjectMeta) -> (&str, &str) {
+    (
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
+fn controller_of(meta: &ObjectMeta) -> Option<String> {
+    meta.controller().map(|r| r.uid.clone())
+}
+
+impl<K: Resource<DynamicType = ()> + Clone> Group<K> {
+    /// Where the object `key` is in `decoded`, or would be.
+    fn position(&self, key: &Key) -> Result<usize, usize> {
+        let key = (key.0.as_str(), key.1.as_str());
+        self.decoded
+            .binary_search_by(|object| key_in(object.meta()).cmp(&key))
+    }
+
+    fn find(&self, key: &Key) -> Option<&K> {
+        self.decoded.get(self.position(key).ok()?)
+    }
 }
 
 impl<K: Resource<DynamicType = ()> + Clone> Inner<K> {
     fn insert(&mut self, object: Lenient<K>) {
-        let key = key_of(&object);
+        let key = key_of(object.meta());
         self.remove(&key);
-        if let Some(uid) = controller_of(&object) {
-            self.by_controller
-                .entry(uid)
-                .or_default()
-                .insert(key.clone());
-        }
-        self.objects.insert(key, object);
+        let controller = controller_of(object.meta());
+        let entry = match (controller, object) {
+            (Some(uid), Lenient::Decoded(object)) => {
+                let group = self.groups.entry(uid.clone()).or_default();
+                let at = group.position(&key).unwrap_or_else(|at| at);
+                Arc::make_mut(&mut group.decoded).insert(at, object);
+                Entry::Grouped(uid)
+            }
+            (controller, object) => {
+                if let Some(uid) = controller {
+                    self.groups.entry(uid).or_default().undecodable += 1;
+                }
+                Entry::Alone(object)
+            }
+        };
+        self.objects.insert(key, entry);
     }
 
     fn remove(&mut self, key: &Key) {
-        let Some(old) = self.objects.remove(key) else {
+        let (uid, grouped) = match self.objects.remove(key) {
+            None => return,
+            Some(Entry::Grouped(uid)) => (uid, true),
+            Some(Entry::Alone(old)) => match controller_of(old.meta()) {
+                Some(uid) => (uid, false),
+                None => return,
+            },
+        };
+        let Some(group) = self.groups.get_mut(&uid) else {
             return;
         };
-        if let Some(uid) = controller_of(&old)
-            && let Some(keys) = self.by_controller.get_mut(&uid)
-        {
-            keys.remove(key);
-            if keys.is_empty() {
-                self.by_controller.remove(&uid);
+        if grouped {
+            if let Ok(at) = group.position(key) {
+                Arc::make_mut(&mut group.decoded).remove(at);
             }
+        } else {
+            group.undecodable = group.undecodable.saturating_sub(1);
+        }
+        if group.decoded.is_empty() && group.undecodable == 0 {
+            self.groups.remove(&uid);
+        }
+    }
+
+    /// The metadata of the object `key`, and the object when it decodes.
+    fn meta(&self, key: &Key) -> Option<(&ObjectMeta, Option<&K>)> {
+        match self.objects.get(key)? {
+            Entry::Grouped(uid) => {
+                let object = self.groups.get(uid)?.find(key)?;
+                Some((object.meta(), Some(object)))
+            }
+            Entry::Alone(Lenient::Decoded(object)) => Some((object.meta(), Some(object))),
+            Entry::Alone(undecodable) => Some((undecodable.meta(), None)),
         }
     }
 }
@@ -92,16 +175,16 @@ impl<K: Resource<DynamicType = ()> + Clone> Cache<K> {
         let mut inner = self.lock();
         match event {
             watcher::Event::Apply(object) => inner.insert(object),
-            watcher::Event::Delete(object) => inner.remove(&key_of(&object)),
+            watcher::Event::Delete(object) => inner.remove(&key_of(object.meta())),
             watcher::Event::Init => inner.listing = Some(HashMap::new()),
             watcher::Event::InitApply(object) => {
-                let key = key_of(&object);
+                let key = key_of(object.meta());
                 inner.listing.get_or_insert_default().insert(key, object);
             }
             watcher::Event::InitDone => {
                 let listed = inner.listing.take().unwrap_or_default();
                 inner.objects.clear();
-                inner.by_controller.clear();
+                inner.groups.clear();
                 for object in listed.into_values() {
                     inner.insert(object);
                 }
@@ -110,34 +193,33 @@ impl<K: Resource<DynamicType = ()> + Clone> Cache<K> {
         }
     }
 
-    /// The objects the object with `uid` controls; `None` until the first list is complete, and while one of
-    /// them does not decode.
-    pub fn controlled_by(&self, uid: &str) -> Option<Vec<K>> {
+    /// The objects the object with `uid` controls, in key order, shared; `None` until the first list is
+    /// complete, and while one of them does not decode.
+    pub fn controlled_by(&self, uid: &str) -> Option<Arc<Vec<K>>> {
         let inner = self.lock();
         if !inner.synced {
             return None;
         }
-        let keys = inner.by_controller.get(uid);
-        let decoded = |key| match inner.objects.get(key) {
-            Some(Lenient::Decoded(object)) => Some(object.clone()),
-            _ => None,
-        };
-        keys.into_iter().flatten().map(decoded).collect()
+        match inner.groups.get(uid) {
+            None => Some(Arc::default()),
+            Some(group) if group.undecodable > 0 => None,
+            Some(group) => Some(group.decoded.clone()),
+        }
     }
 
     /// The object `key`; `None` when it is not cached (or does not decode) or the first list is not complete.
     pub fn get(&self, key: &Key) -> Option<K> {
         let inner = self.lock();
-        match inner.objects.get(key).filter(|_| inner.synced)? {
-            Lenient::Decoded(object) => Some(object.clone()),
-            Lenient::Undecodable(_) => None,
+        if !inner.synced {
+            return None;
         }
+        inner.meta(key)?.1.cloned()
     }
 
     /// The resourceVersion and uid of the object `key` as cached.
     pub fn held(&self, key: &Key) -> Held {
         let inner = self.lock();
-        let meta = inner.objects.get(key)?.meta();
+        let (meta, _) = inner.meta(key)?;
         Some((
             meta.resource_version.clone().unwrap_or_default(),
             meta.uid.clone().unwrap_or_default(),
@@ -170,10 +252,10 @@ mod tests {
         serde_json::from_value(value).expect("read leniently")
     }
 
-    fn names(found: Option<Vec<ReplicaSet>>) -> Option<Vec<String>> {
+    fn names(found: Option<Arc<Vec<ReplicaSet>>>) -> Option<Vec<String>> {
         found.map(|rs| {
-            rs.into_iter()
-                .map(|r| r.metadata.name.unwrap_or_default())
+            rs.iter()
+                .map(|r| r.metadata.name.clone().unwrap_or_default())
                 .collect()
         })
     }
@@ -233,5 +315,48 @@ mod tests {
             names(owned.controlled_by("web-uid")),
             Some(vec!["web-3".into(), "web-4".into()])
         );
+    }
+
+    #[test]
+    fn what_a_reader_was_handed_stays_as_it_was_while_the_cache_changes() {
+        let owned = Cache::default();
+        owned.apply(watcher::Event::Init);
+        owned.apply(watcher::Event::InitApply(rs("web-2", "web", "1")));
+        owned.apply(watcher::Event::InitApply(rs("web-1", "web", "2")));
+        owned.apply(watcher::Event::InitDone);
+        let read = owned.controlled_by("web-uid").expect("listed");
+        owned.apply(watcher::Event::Apply(rs("web-1", "web", "3")));
+        owned.apply(watcher::Event::Delete(rs("web-2", "web", "4")));
+        let versions = |found: &[ReplicaSet]| -> Vec<String> {
+            found
+                .iter()
+                .map(|r| r.metadata.resource_version.clone().unwrap_or_default())
+                .collect()
+        };
+        assert_eq!(
+            versions(&read),
+            vec!["2", "1"],
+            "web-1 before web-2, as read"
+        );
+        let now = owned.controlled_by("web-uid").expect("listed");
+        assert_eq!(versions(&now), vec!["3"]);
+        // Unchanged since, it is handed out shared again.
+        assert!(Arc::ptr_eq(
+            &now,
+            &owned.controlled_by("web-uid").expect("listed")
+        ));
+        // One that does not decode, deleted: what its controller controls is readable again.
+        owned.apply(watcher::Event::Apply(unreadable("web-5", "web", "5")));
+        assert_eq!(owned.controlled_by("web-uid"), None);
+        assert_eq!(
+            owned.held(&("shop".into(), "web-5".into())),
+            Some(("5".into(), "web-5-uid".into()))
+        );
+        owned.apply(watcher::Event::Delete(unreadable("web-5", "web", "6")));
+        assert_eq!(
+            names(owned.controlled_by("web-uid")),
+            Some(vec!["web-1".into()])
+        );
+        assert_eq!(owned.held(&("shop".into(), "web-5".into())), None);
     }
 }

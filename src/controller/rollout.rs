@@ -296,6 +296,7 @@ impl ApiCluster<'_> {
         else {
             return Ok(None);
         };
+        let rollout = Arc::new(rollout);
         let (mut seen, routers) = futures::try_join!(
             rollout_writes::read(&self.ctx.client, rollout.clone(), now),
             router.read(&rollout, self.cached_router()),
@@ -345,7 +346,7 @@ impl reconcile_loop::Cluster for ApiCluster<'_> {
         let router =
             ApiRouter::new(self.ctx.client.clone()).with_apis(self.ctx.config.routers.clone());
         let caches = &self.ctx.rollout_caches;
-        let cached = (self.cached.take()).and_then(|r| caches.snapshot((*r).clone(), now));
+        let cached = (self.cached.take()).and_then(|r| caches.snapshot(r, now));
         let seen = match cached {
             Some(mut seen) => {
                 seen.routers = router

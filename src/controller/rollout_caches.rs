@@ -144,7 +144,7 @@ impl RolloutCaches {
     /// What the planner reads of `rollout` at `now`, as the caches hold it, but its routers' objects (the
     /// routers edge reads those); `None` when they cannot say: a cache not listed yet, a Service or template
     /// it names not cached (it may be new, or missing: a read afresh says which), or its pods needed.
-    pub fn snapshot(&self, rollout: Rollout, now: Timestamp) -> Option<Snapshot> {
+    pub fn snapshot(&self, rollout: Arc<Rollout>, now: Timestamp) -> Option<Snapshot> {
         if restart_due(&rollout, now) || ephemeral_metadata_configured(&rollout) {
             return None;
         }

@@ -8,6 +8,7 @@
 //! Nothing here decides anything: `engine::rollout` does.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -66,7 +67,7 @@ pub fn owned_selector(rollout: &Rollout) -> String {
 /// planner says so in InvalidSpec); any other failure is returned.
 pub async fn read(
     client: &kube::Client,
-    rollout: Rollout,
+    rollout: Arc<Rollout>,
     now: Timestamp,
 ) -> Result<Snapshot, kube::Error> {
     let namespace = rollout.namespace().unwrap_or_default();
@@ -98,8 +99,8 @@ pub async fn read(
     analysis_runs.retain(|run| run.metadata.controlled_by(&uid));
     Ok(Snapshot {
         rollout,
-        replica_sets,
-        analysis_runs,
+        replica_sets: Arc::new(replica_sets),
+        analysis_runs: Arc::new(analysis_runs),
         services,
         // The routers edge reads these (`routers::ApiRouter::read`).
         routers: Vec::new(),

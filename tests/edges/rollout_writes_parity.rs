@@ -136,7 +136,9 @@ impl Both {
                 .resource_version
                 .clone()
                 .unwrap_or_default();
-            let seen = read(&self.client, rollout, now).await.expect("the read");
+            let seen = read(&self.client, rollout.into(), now)
+                .await
+                .expect("the read");
             apply(&self.client, &self.client, &mut rv, &seen, write)
                 .await
                 .unwrap_or_else(|e| panic!("{write:?} was refused: {e}"));

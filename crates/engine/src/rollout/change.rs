@@ -201,14 +201,15 @@ fn labels_and_annotations(metadata: &MetadataPatch) -> Value {
     json!({"labels": metadata.labels, "annotations": metadata.annotations})
 }
 
-/// The objects a Rollout's writes act on, borrowed from where they are held (a reconcile's snapshot, the
-/// in-memory cluster).
-pub struct Objects<'a> {
-    pub rollout: &'a mut Rollout,
-    pub replica_sets: &'a mut Vec<ReplicaSet>,
-    pub analysis_runs: &'a mut Vec<AnalysisRun>,
-    pub services: &'a mut Vec<Service>,
-    pub pods: &'a mut Vec<Pod>,
+/// The objects a Rollout's writes act on, where they are held (a reconcile's snapshot, the in-memory cluster),
+/// each kind lent only for a change of that kind: a holder that shares its objects with a cache copies only
+/// those a change makes.
+pub trait Objects {
+    fn rollout(&mut self) -> &mut Rollout;
+    fn replica_sets(&mut self) -> &mut Vec<ReplicaSet>;
+    fn analysis_runs(&mut self) -> &mut Vec<AnalysisRun>;
+    fn services(&mut self) -> &mut Vec<Service>;
+    fn pods(&mut self) -> &mut Vec<Pod>;
 }
 
 impl Change<'_> {
@@ -216,34 +217,35 @@ impl Change<'_> {
     /// created at `now`, unless one of its name is there; a patch is merged (a change of the Rollout's spec is
     /// a new generation); a delete or an eviction removes the object. What the built-in controllers do in
     /// answer (pods following a ReplicaSet's count, a run's controller starting it) is the in-memory cluster's.
-    pub fn apply(&self, objects: &mut Objects<'_>, now: Timestamp) {
+    pub fn apply(&self, objects: &mut impl Objects, now: Timestamp) {
         match self {
-            Change::Create(Created::ReplicaSet(rs)) => created(objects.replica_sets, rs, now),
-            Change::Create(Created::AnalysisRun(run)) => created(objects.analysis_runs, run, now),
+            Change::Create(Created::ReplicaSet(rs)) => created(objects.replica_sets(), rs, now),
+            Change::Create(Created::AnalysisRun(run)) => created(objects.analysis_runs(), run, now),
             Change::Patch {
                 kind, name, patch, ..
             } => match kind {
                 Kind::Rollout => {
-                    let spec_before = objects.rollout.spec.clone();
-                    merge_into(objects.rollout, patch);
-                    if objects.rollout.spec != spec_before {
-                        let generation = objects.rollout.metadata.generation.unwrap_or(0);
-                        objects.rollout.metadata.generation = Some(generation.saturating_add(1));
+                    let rollout = objects.rollout();
+                    let spec_before = rollout.spec.clone();
+                    merge_into(rollout, patch);
+                    if rollout.spec != spec_before {
+                        let generation = rollout.metadata.generation.unwrap_or(0);
+                        rollout.metadata.generation = Some(generation.saturating_add(1));
                     }
                 }
-                Kind::ReplicaSet => patched(objects.replica_sets, name, patch),
-                Kind::Service => patched(objects.services, name, patch),
-                Kind::AnalysisRun => patched(objects.analysis_runs, name, patch),
-                Kind::Pod => patched(objects.pods, name, patch),
+                Kind::ReplicaSet => patched(objects.replica_sets(), name, patch),
+                Kind::Service => patched(objects.services(), name, patch),
+                Kind::AnalysisRun => patched(objects.analysis_runs(), name, patch),
+                Kind::Pod => patched(objects.pods(), name, patch),
             },
             Change::Delete { kind, name, .. } => match kind {
-                Kind::ReplicaSet => removed(objects.replica_sets, name),
-                Kind::AnalysisRun => removed(objects.analysis_runs, name),
-                Kind::Service => removed(objects.services, name),
-                Kind::Pod => removed(objects.pods, name),
+                Kind::ReplicaSet => removed(objects.replica_sets(), name),
+                Kind::AnalysisRun => removed(objects.analysis_runs(), name),
+                Kind::Service => removed(objects.services(), name),
+                Kind::Pod => removed(objects.pods(), name),
                 Kind::Rollout => {}
             },
-            Change::Evict { name } => removed(objects.pods, name),
+            Change::Evict { name } => removed(objects.pods(), name),
         }
     }
 }

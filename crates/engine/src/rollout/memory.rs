@@ -6,6 +6,7 @@
 //! passes.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
@@ -358,16 +359,7 @@ impl MemoryCluster {
                 .and_then(|pod| Some((owner(pod)?.clone(), ready(pod)))),
             _ => None,
         };
-        change.apply(
-            &mut Objects {
-                rollout: &mut self.rollout,
-                replica_sets: &mut self.replica_sets,
-                analysis_runs: &mut self.analysis_runs,
-                services: &mut self.services,
-                pods: &mut self.pods,
-            },
-            now,
-        );
+        change.apply(self, now);
         match change {
             Change::Create(Created::ReplicaSet(rs)) => {
                 let name = rs.metadata.name.as_deref().unwrap_or_default();
@@ -438,9 +430,9 @@ impl reconcile_loop::Cluster for MemoryCluster {
 
     async fn observe(&mut self) -> Result<Option<Snapshot>, Self::Error> {
         Ok(Some(Snapshot {
-            rollout: self.rollout.clone(),
-            replica_sets: std::mem::take(&mut self.replica_sets),
-            analysis_runs: std::mem::take(&mut self.analysis_runs),
+            rollout: Arc::new(self.rollout.clone()),
+            replica_sets: Arc::new(std::mem::take(&mut self.replica_sets)),
+            analysis_runs: Arc::new(std::mem::take(&mut self.analysis_runs)),
             services: std::mem::take(&mut self.services),
             routers: self.routers.read(&self.rollout),
             templates: std::mem::take(&mut self.templates),
@@ -472,14 +464,32 @@ impl reconcile_loop::Cluster for MemoryCluster {
     }
 
     fn release(&mut self, seen: Snapshot) {
-        self.replica_sets = seen.replica_sets;
-        self.analysis_runs = seen.analysis_runs;
+        self.replica_sets = Arc::unwrap_or_clone(seen.replica_sets);
+        self.analysis_runs = Arc::unwrap_or_clone(seen.analysis_runs);
         self.services = seen.services;
         self.templates = seen.templates;
         self.pods = seen.pods.unwrap_or_default();
         for write in std::mem::take(&mut self.pending) {
             self.write(&write, self.clock);
         }
+    }
+}
+
+impl Objects for MemoryCluster {
+    fn rollout(&mut self) -> &mut Rollout {
+        &mut self.rollout
+    }
+    fn replica_sets(&mut self) -> &mut Vec<ReplicaSet> {
+        &mut self.replica_sets
+    }
+    fn analysis_runs(&mut self) -> &mut Vec<AnalysisRun> {
+        &mut self.analysis_runs
+    }
+    fn services(&mut self) -> &mut Vec<Service> {
+        &mut self.services
+    }
+    fn pods(&mut self) -> &mut Vec<Pod> {
+        &mut self.pods
     }
 }
 

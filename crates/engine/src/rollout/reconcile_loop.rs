@@ -16,6 +16,7 @@
 //! them (`Snapshot::after`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -76,13 +77,15 @@ pub fn nested_templates(
     }
 }
 
-/// What one reconcile reads of a Rollout, fresh, and when.
+/// What one reconcile reads of a Rollout, fresh, and when. The Rollout and what it controls are shared with
+/// where they were read from (the daemon's caches) rather than copied for each reconcile; the plans after a
+/// plan's writes copy what the writes change ([`Snapshot::after`]).
 #[derive(Debug, Clone)]
 pub struct Snapshot {
-    pub rollout: Rollout,
+    pub rollout: Arc<Rollout>,
     /// Those the Rollout controls (ownerReference with controller: true and its uid).
-    pub replica_sets: Vec<ReplicaSet>,
-    pub analysis_runs: Vec<AnalysisRun>,
+    pub replica_sets: Arc<Vec<ReplicaSet>>,
+    pub analysis_runs: Arc<Vec<AnalysisRun>>,
     /// The canary and stable Services it names that exist.
     pub services: Vec<Service>,
     /// The router objects its traffic routing names, as far as they were read.
@@ -109,14 +112,9 @@ impl Snapshot {
     /// show, were nothing else to change meanwhile; and whether they leave what the planner's checks read
     /// ([`Validated`]) as it was: no write of the Rollout or of a Service.
     fn after(&self, writes: &[Write]) -> (Snapshot, bool) {
-        let mut after = self.clone();
-        let mut unread = Vec::new();
-        let mut objects = Objects {
-            rollout: &mut after.rollout,
-            replica_sets: &mut after.replica_sets,
-            analysis_runs: &mut after.analysis_runs,
-            services: &mut after.services,
-            pods: after.pods.as_mut().unwrap_or(&mut unread),
+        let mut objects = Written {
+            after: self.clone(),
+            unread: Vec::new(),
         };
         let mut checked_alike = true;
         for write in writes {
@@ -124,7 +122,7 @@ impl Snapshot {
             checked_alike &= !matches!(change.kind(), Kind::Rollout | Kind::Service);
             change.apply(&mut objects, self.now);
         }
-        (after, checked_alike)
+        (objects.after, checked_alike)
     }
 
     /// The plan for `rollout` (this snapshot's, or it with another status) among the rest of this snapshot,
@@ -143,6 +141,31 @@ impl Snapshot {
             now: self.now,
             validated,
         })
+    }
+}
+
+/// A snapshot the writes of a plan are made to ([`Snapshot::after`]): what they change is copied from where
+/// it is shared; a write of pods that were not read changes a list no plan sees.
+struct Written {
+    after: Snapshot,
+    unread: Vec<Pod>,
+}
+
+impl Objects for Written {
+    fn rollout(&mut self) -> &mut Rollout {
+        Arc::make_mut(&mut self.after.rollout)
+    }
+    fn replica_sets(&mut self) -> &mut Vec<ReplicaSet> {
+        Arc::make_mut(&mut self.after.replica_sets)
+    }
+    fn analysis_runs(&mut self) -> &mut Vec<AnalysisRun> {
+        Arc::make_mut(&mut self.after.analysis_runs)
+    }
+    fn services(&mut self) -> &mut Vec<Service> {
+        &mut self.after.services
+    }
+    fn pods(&mut self) -> &mut Vec<Pod> {
+        self.after.pods.as_mut().unwrap_or(&mut self.unread)
     }
 }
 
@@ -337,7 +360,7 @@ async fn step<C: Cluster + Send>(
         let fresh = Validated::default();
         let validated = if checked_alike { &validated } else { &fresh };
         // Its status is not the one the objects were planned from: plan on at least once.
-        let mut from = after.rollout.clone();
+        let mut from = Rollout::clone(&after.rollout);
         from.status = None;
         plan = run_on(&after, validated, from, plan, how, false);
     }
@@ -418,7 +441,14 @@ fn coalesced(seen: &Snapshot, how: Planning<'_>, validated: &Validated) -> Plan 
     if !first.writes.is_empty() {
         return first;
     }
-    run_on(seen, validated, seen.rollout.clone(), first, how, true)
+    run_on(
+        seen,
+        validated,
+        Rollout::clone(&seen.rollout),
+        first,
+        how,
+        true,
+    )
 }
 
 /// `current`, made from `objects` with `planned`'s status, run on through the plans that follow it while they
@@ -522,9 +552,9 @@ mod tests {
         }))
         .expect("a rollout");
         let seen = Snapshot {
-            rollout,
-            replica_sets: Vec::new(),
-            analysis_runs: Vec::new(),
+            rollout: Arc::new(rollout),
+            replica_sets: Arc::default(),
+            analysis_runs: Arc::default(),
             services: Vec::new(),
             routers: Vec::new(),
             templates: Templates::new(),
@@ -548,6 +578,44 @@ mod tests {
         assert!(seen.after(std::slice::from_ref(&scale)).1);
         assert!(!seen.after(&[scale.clone(), switch]).1);
         assert!(!seen.after(&[revision, scale]).1);
+    }
+
+    #[test]
+    fn the_objects_after_a_plans_writes_are_copied_only_where_the_writes_change_them() {
+        let object = |kind: &str, name: &str| serde_json::json!({"kind": kind, "metadata": {"name": name, "namespace": "shop"}, "spec": {}});
+        let rs: ReplicaSet =
+            serde_json::from_value(object("ReplicaSet", "web-1")).expect("a ReplicaSet");
+        let seen = Snapshot {
+            rollout: Arc::new(serde_json::from_value(object("Rollout", "web")).expect("a rollout")),
+            replica_sets: Arc::new(vec![rs]),
+            analysis_runs: Arc::default(),
+            services: Vec::new(),
+            routers: Vec::new(),
+            templates: Templates::new(),
+            pods: None,
+            now: Timestamp::UNIX_EPOCH,
+        };
+        let scale = Write::ScaleReplicaSet {
+            name: "web-1".into(),
+            replicas: 2,
+            desired: 2,
+            clear_scale_down_deadline: false,
+        };
+        let (after, _) = seen.after(&[scale]);
+        let replicas = |s: &Snapshot| s.replica_sets[0].spec.as_ref().and_then(|s| s.replicas);
+        assert_eq!((replicas(&seen), replicas(&after)), (None, Some(2)));
+        assert!(
+            Arc::ptr_eq(&seen.rollout, &after.rollout),
+            "the Rollout is shared"
+        );
+        assert!(Arc::ptr_eq(&seen.analysis_runs, &after.analysis_runs));
+        let revision = Write::RolloutRevision {
+            revision: "2".into(),
+        };
+        let (after, _) = seen.after(&[revision]);
+        assert!(!Arc::ptr_eq(&seen.rollout, &after.rollout));
+        assert_eq!(seen.rollout.metadata.annotations, None, "as read");
+        assert!(Arc::ptr_eq(&seen.replica_sets, &after.replica_sets));
     }
 
     #[test]
