@@ -45,8 +45,9 @@ pub struct Undecodable {
 /// What the watch delivers to the driver.
 #[derive(Debug)]
 pub enum Seen<K> {
-    /// An object, and whether the cache did not hold it before (client-go's informer calls its `AddFunc`).
-    Object(K, bool),
+    /// An object (the cache's copy), and whether the cache did not hold it before (client-go's informer calls
+    /// its `AddFunc`).
+    Object(Arc<K>, bool),
     Undecodable(Box<Undecodable>),
     /// The watch failed; the watcher re-lists by itself (410 Gone, dropped connections).
     Failed(watcher::Error),
@@ -341,7 +342,7 @@ where
         );
         // Objects of a (re-)list reach the cache only when the list is complete, so they are handed on then:
         // handed on earlier, one new since the last list would not be found in the cache and be dropped.
-        let mut listed: Vec<(K, bool)> = Vec::new();
+        let mut listed: Vec<(ObjectRef<K>, bool)> = Vec::new();
         while let Some(event) = events.next().await {
             let seen = match event {
                 Err(e) => vec![Seen::Failed(e)],
@@ -357,14 +358,15 @@ where
     (store, synced, receiver, run)
 }
 
-/// Applies one watch event to the cache; returns what the driver is to see of it. `listed` holds the objects
-/// of a list in progress.
+/// Applies one watch event to the cache; returns what the driver is to see of it, the cache's copy of the object
+/// rather than one more (a Rollout's spec and status copied on each of its watch events was 0.5% of the
+/// daemon's CPU at 2,000 Rollouts, by perf). `listed` names the objects of a list in progress.
 fn apply<K>(
     writer: &mut reflector::store::Writer<K>,
     reader: &Store<K>,
     event: watcher::Event<Lenient<K>>,
     synced: &AtomicBool,
-    listed: &mut Vec<(K, bool)>,
+    listed: &mut Vec<(ObjectRef<K>, bool)>,
 ) -> Vec<Seen<K>>
 where
     K: Resource<DynamicType = ()> + Clone,
@@ -385,14 +387,14 @@ where
     let added = |object: &K| reader.get(&ObjectRef::from_obj(object)).is_none();
     match event {
         E::Apply(Lenient::Decoded(object)) => {
-            let added = added(&object);
-            writer.apply_watcher_event(&E::Apply(object.clone()));
-            vec![Seen::Object(object, added)]
+            let (added, reference) = (added(&object), ObjectRef::from_obj(&object));
+            writer.apply_watcher_event(&E::Apply(object));
+            let cached = reader.get(&reference);
+            cached.map(|o| Seen::Object(o, added)).into_iter().collect()
         }
         E::InitApply(Lenient::Decoded(object)) => {
-            let added = added(&object);
-            writer.apply_watcher_event(&E::InitApply(object.clone()));
-            listed.push((object, added));
+            listed.push((ObjectRef::from_obj(&object), added(&object)));
+            writer.apply_watcher_event(&E::InitApply(object));
             Vec::new()
         }
         E::Apply(Lenient::Undecodable(u)) | E::InitApply(Lenient::Undecodable(u)) => {
@@ -415,10 +417,8 @@ where
         E::InitDone => {
             writer.apply_watcher_event(&E::InitDone);
             synced.store(true, Ordering::Relaxed);
-            listed
-                .drain(..)
-                .map(|(object, added)| Seen::Object(object, added))
-                .collect()
+            let cached = |(reference, added)| Some(Seen::Object(reader.get(&reference)?, added));
+            listed.drain(..).filter_map(cached).collect()
         }
     }
 }
