@@ -52,7 +52,7 @@ use canaryd_testkit::child_daemon::{
     self, FAKES_BOTTLENECK, env, hundredths, kilobytes, percentile,
 };
 use canaryd_testkit::cli::Canaryd;
-use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer, RequestPattern};
+use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer, RequestPattern, Stored};
 use canaryd_testkit::harness::{Answer, FakePrometheus, Scrape};
 use canaryd_testkit::rollout::cluster::{
     POD_START, create_rollout, create_service_of, create_template, healthy_at, named,
@@ -481,7 +481,7 @@ fn lock(seen: &Mutex<Seen>) -> MutexGuard<'_, Seen> {
 static UPDATE_FROM: AtomicU64 = AtomicU64::new(u64::MAX);
 
 impl Seen {
-    fn rollout(&mut self, at: Timestamp, r: &Value) {
+    fn rollout(&mut self, at: Timestamp, r: &Arc<Stored>) {
         let counted = resource_version(r) > UPDATE_FROM.load(Ordering::Relaxed);
         self.tally.rollout(r, counted);
         let name = text(r, "/metadata/name");
@@ -510,7 +510,7 @@ impl Seen {
         p.promoted |= is_promoted(&self.stable, r);
     }
 
-    fn virtual_service(&mut self, at: Timestamp, vs: &Value) {
+    fn virtual_service(&mut self, at: Timestamp, vs: &Arc<Stored>) {
         let rollout = text(vs, "/metadata/name").trim_end_matches("-vsvc");
         let canary = format!("{rollout}-canary");
         let weight = vs
@@ -530,7 +530,7 @@ impl Seen {
         }
     }
 
-    fn replica_set(&mut self, at: Timestamp, rs: &Value) {
+    fn replica_set(&mut self, at: Timestamp, rs: &Arc<Stored>) {
         let counted = resource_version(rs) > UPDATE_FROM.load(Ordering::Relaxed);
         self.tally.replica_set(rs, counted);
         let hash = text(rs, "/metadata/labels/rollouts-pod-template-hash");
@@ -547,7 +547,7 @@ impl Seen {
         }
     }
 
-    fn analysis_run(&mut self, at: Timestamp, run: &Value) {
+    fn analysis_run(&mut self, at: Timestamp, run: &Arc<Stored>) {
         let phase = text(run, "/status/phase");
         if ["Successful", "Failed", "Error", "Inconclusive"].contains(&phase)
             && let Some(p) = self.progress.get_mut(owner(run))
@@ -562,7 +562,7 @@ fn watch_versions(server: &FakeApiServer, seen: &Arc<Mutex<Seen>>) {
     fn tap<K: kube::Resource<DynamicType = ()>>(
         server: &FakeApiServer,
         seen: &Arc<Mutex<Seen>>,
-        each: fn(&mut Seen, Timestamp, &Value),
+        each: fn(&mut Seen, Timestamp, &Arc<Stored>),
     ) {
         let seen = seen.clone();
         server.on_commit::<K>(move |at, object| {

@@ -126,6 +126,7 @@ pub use resources::ResourceDef;
 use resources::define;
 use routes::{Call, failure, injected_failure, route};
 use store::Store;
+pub use store::Stored;
 
 type Body = BoxBody<Bytes, io::Error>;
 
@@ -488,7 +489,7 @@ impl FakeApiServer {
     pub fn versions_after<K: kube::Resource<DynamicType = ()>>(
         &self,
         after: u64,
-        mut each: impl FnMut(jiff::Timestamp, &Value),
+        mut each: impl FnMut(jiff::Timestamp, &Arc<Stored>),
     ) -> u64 {
         let resource = self.shared.resource_of::<K>();
         let store = self.shared.lock_store();
@@ -505,7 +506,7 @@ impl FakeApiServer {
     /// of thousands of objects' versions without keeping them all in the change history.
     pub fn on_commit<K: kube::Resource<DynamicType = ()>>(
         &self,
-        each: impl FnMut(jiff::Timestamp, &Value) + Send + 'static,
+        each: impl FnMut(jiff::Timestamp, &Arc<Stored>) + Send + 'static,
     ) {
         let resource = self.shared.resource_of::<K>();
         self.shared.lock_store().tap(resource.id(), Box::new(each));

@@ -100,7 +100,7 @@ pub enum Deletion {
 }
 
 /// Called with every version of one kind as it is committed (see [`Store::tap`]).
-pub type Tap = Box<dyn FnMut(jiff::Timestamp, &Value) + Send>;
+pub type Tap = Box<dyn FnMut(jiff::Timestamp, &Arc<Stored>) + Send>;
 
 pub struct Store {
     pub rv: u64,

@@ -5,12 +5,13 @@
 //! (`FakeApiServer::on_commit`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use canaryd::api::Rollout;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::Value;
 
-use crate::fake_apiserver::{FakeApiServer, RecordedRequest};
+use crate::fake_apiserver::{FakeApiServer, RecordedRequest, Stored};
 
 /// The kind of write the Rollout controller made with `request` (`PATCH rollouts/status`, `POST replicasets`,
 /// `PATCH virtualservices`, ...), or none for a read or a write that is not the Rollout controller's: the
@@ -60,10 +61,9 @@ pub struct Tally {
     replica_sets: BTreeMap<&'static str, usize>,
     /// Rollout status versions by the fields they changed.
     status: BTreeMap<String, usize>,
-    /// Each ReplicaSet's last `spec.replicas` and metadata (without resourceVersion and managedFields).
-    last_replica_set: HashMap<String, (Value, Value)>,
-    /// Each Rollout's last status.
-    last_status: HashMap<String, Value>,
+    /// Each ReplicaSet's and each Rollout's last version, shared with the store (which holds it until the
+    /// next one), by kind and name: the bench's tally copies nothing of the versions it compares.
+    last: HashMap<(&'static str, String), Arc<Stored>>,
 }
 
 impl Tally {
@@ -78,41 +78,37 @@ impl Tally {
     }
 
     /// A committed version of a ReplicaSet: a scale when its `spec.replicas` changed (its metadata with it or
-    /// not), an annotate when only its metadata did; the simulated ReplicaSet controller's status updates
-    /// change neither.
-    pub fn replica_set(&mut self, rs: &Value, counted: bool) {
+    /// not), an annotate when only its metadata did (resourceVersion and managedFields aside); the simulated
+    /// ReplicaSet controller's status updates change neither.
+    pub fn replica_set(&mut self, rs: &Arc<Stored>, counted: bool) {
         let name = rs["metadata"]["name"].as_str().unwrap_or_default();
-        let mut metadata = rs["metadata"].clone();
-        if let Some(m) = metadata.as_object_mut() {
-            m.remove("resourceVersion");
-            m.remove("managedFields");
-        }
-        let seen = (rs["spec"]["replicas"].clone(), metadata);
-        if let Some(before) = self.last_replica_set.get(name).filter(|_| counted) {
-            let kind = if before.0 != seen.0 {
+        let key = ("ReplicaSet", name.to_string());
+        if let Some(before) = self.last.get(&key).filter(|_| counted) {
+            let kind = if before["spec"]["replicas"] != rs["spec"]["replicas"] {
                 Some("replicaset_scale")
             } else {
-                (before.1 != seen.1).then_some("replicaset_annotate")
+                (!same_metadata(&before["metadata"], &rs["metadata"]))
+                    .then_some("replicaset_annotate")
             };
             if let Some(kind) = kind {
                 *self.replica_sets.entry(kind).or_default() += 1;
             }
         }
-        self.last_replica_set.insert(name.to_string(), seen);
+        self.last.insert(key, rs.clone());
     }
 
     /// A committed version of a Rollout: counted by the status fields it changed, if any.
-    pub fn rollout(&mut self, rollout: &Value, counted: bool) {
+    pub fn rollout(&mut self, rollout: &Arc<Stored>, counted: bool) {
         let name = rollout["metadata"]["name"].as_str().unwrap_or_default();
-        let status = &rollout["status"];
-        if let Some(before) = self.last_status.get(name).filter(|_| counted) {
+        let key = ("Rollout", name.to_string());
+        if let Some(before) = self.last.get(&key).filter(|_| counted) {
             let mut fields = Vec::new();
-            changed_fields("", before, status, &mut fields);
+            changed_fields("", &before["status"], &rollout["status"], &mut fields);
             if !fields.is_empty() {
                 *self.status.entry(fields.join(",")).or_default() += 1;
             }
         }
-        self.last_status.insert(name.to_string(), status.clone());
+        self.last.insert(key, rollout.clone());
     }
 
     /// The Rollout controller's `writes` ([`rollout_writes`], of the same span as the counted versions) by
@@ -155,6 +151,24 @@ impl Tally {
     }
 }
 
+/// The conditions in `conditions` by type.
+fn by_type(conditions: &Value) -> BTreeMap<&str, &Value> {
+    let conditions = conditions.as_array().into_iter().flatten();
+    conditions
+        .map(|c| (c["type"].as_str().unwrap_or_default(), c))
+        .collect()
+}
+
+/// Whether two versions' metadata are the same but for their resourceVersion and managedFields (serde_json's
+/// maps iterate in key order).
+fn same_metadata(before: &Value, after: &Value) -> bool {
+    fn kept(m: &Value) -> impl Iterator<Item = (&String, &Value)> {
+        let fields = m.as_object().into_iter().flatten();
+        fields.filter(|(k, _)| !matches!(k.as_str(), "resourceVersion" | "managedFields"))
+    }
+    kept(before).eq(kept(after))
+}
+
 fn resource_version(object: &Value) -> u64 {
     object["metadata"]["resourceVersion"]
         .as_str()
@@ -163,7 +177,7 @@ fn resource_version(object: &Value) -> u64 {
 }
 
 /// The paths under `path` where `before` and `after` differ: objects by key, conditions by type, other arrays
-/// whole.
+/// whole. Only the parts that differ are looked into, and nothing is copied.
 fn changed_fields(path: &str, before: &Value, after: &Value, fields: &mut Vec<String>) {
     let at = |key: &str| {
         if path.is_empty() {
@@ -181,21 +195,12 @@ fn changed_fields(path: &str, before: &Value, after: &Value, fields: &mut Vec<St
                     b.get(key).unwrap_or(&Value::Null),
                     a.get(key).unwrap_or(&Value::Null),
                 );
+                if b == a {
+                    continue;
+                }
                 if key == "conditions" {
-                    let by_type = |v: &Value| -> BTreeMap<String, Value> {
-                        v.as_array()
-                            .into_iter()
-                            .flatten()
-                            .map(|c| {
-                                (
-                                    c["type"].as_str().unwrap_or_default().to_string(),
-                                    c.clone(),
-                                )
-                            })
-                            .collect()
-                    };
                     let (b, a) = (by_type(b), by_type(a));
-                    let types: BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+                    let types: BTreeSet<&str> = b.keys().chain(a.keys()).copied().collect();
                     for t in types {
                         match (b.get(t), a.get(t)) {
                             (Some(b), Some(a)) => {
