@@ -209,11 +209,17 @@ impl<K: Resource<DynamicType = ()> + Clone> Cache<K> {
 
     /// The object `key`; `None` when it is not cached (or does not decode) or the first list is not complete.
     pub fn get(&self, key: &Key) -> Option<K> {
+        self.read(key, K::clone)
+    }
+
+    /// What `read` makes of the object `key`, read where it is held (under the cache's lock: `read` must be
+    /// quick); `None` as for [`Cache::get`].
+    pub fn read<T>(&self, key: &Key, read: impl FnOnce(&K) -> T) -> Option<T> {
         let inner = self.lock();
         if !inner.synced {
             return None;
         }
-        inner.meta(key)?.1.cloned()
+        inner.meta(key)?.1.map(read)
     }
 
     /// The resourceVersion and uid of the object `key` as cached.

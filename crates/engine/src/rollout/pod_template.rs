@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::api::meta::requirement_holds;
@@ -46,7 +47,7 @@ pub fn check(selector: Option<&LabelSelector>, template: Option<&Value>, out: &m
             return;
         }
     }
-    let template: PodTemplateSpec = match template.cloned().map(serde_json::from_value) {
+    let template = match template.map(PodTemplateSpec::deserialize) {
         None => PodTemplateSpec::default(),
         Some(Ok(template)) => template,
         Some(Err(e)) => return out.push(Finding::error(TEMPLATE, e.to_string())),
