@@ -41,8 +41,11 @@ use crate::k8s::status::WriteError;
 use crate::k8s::versions::{Expected, Least};
 use crate::routers::ApiRouter;
 
-/// How soon a reconcile that changed something looks again: the planner moves one small step at a time (Argo
-/// lets the status write's own watch event start the next), so the next step is planned at once.
+/// How soon a reconcile that changed something looks again, unless its plans settled (`Reconciliation::Planned`):
+/// the planner moves one small step at a time (Argo lets the status write's own watch event start the next),
+/// so a step the plans run on in memory did not reach is planned at once. A settled reconcile has nothing more
+/// to do until an object changes or its plan's wake-up (in the rollouts bench at 2,000 Rollouts, a quarter of
+/// the reconciles planned nothing when every changed one looked again).
 const AGAIN: Duration = Duration::from_millis(50);
 
 /// How long a reconcile waits for the watch caches to show this process's own last writes (polling them every
@@ -185,7 +188,11 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
             ctx.rollout_caches.expected.forget(&cluster.key());
             Next::Change
         }
-        reconcile_loop::Reconciliation::Planned { changed: true, .. } => Next::After(AGAIN),
+        reconcile_loop::Reconciliation::Planned {
+            changed: true,
+            settled: false,
+            ..
+        } => Next::After(AGAIN),
         reconcile_loop::Reconciliation::Planned { plan, .. } => {
             requeue_at(plan.wake_at, ctx.clock.now())
         }

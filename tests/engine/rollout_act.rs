@@ -194,7 +194,7 @@ fn a_destination_rule_that_cannot_move_fails_the_reconcile_without_an_event() {
 fn a_write_that_meets_a_change_is_planned_again_after_a_fresh_read() {
     let mut c: Faulty<true> = Faulty::new(routed());
     c.conflicts = 1;
-    let Reconciliation::Planned { plan, changed } = c.reconcile(at(10)) else {
+    let Reconciliation::Planned { plan, changed, .. } = c.reconcile(at(10)) else {
         panic!("not carried out");
     };
     assert!(changed);
@@ -353,6 +353,57 @@ fn coalesced_status_plans_end_where_one_reconcile_per_plan_ends_with_fewer_statu
     );
 }
 
+/// The daemon looks again at once only after a reconcile whose plans did not settle; otherwise when an object
+/// changes (here pods becoming available) or at the plan's wake-up. A settled reconcile leaves nothing for one
+/// at once to do, and those triggers alone take the update to where a reconcile after every change takes it.
+#[test]
+fn a_settled_reconcile_leaves_nothing_to_do_at_once_and_the_other_triggers_finish_the_update() {
+    let mut daemon: Faulty<true> = Faulty::new(routed());
+    let (mut settled, mut unsettled) = (0, 0);
+    let (mut now, end) = (at(10), at(41) + COUNTS_EVERY);
+    for _ in 0..100 {
+        let Reconciliation::Planned {
+            plan,
+            changed,
+            settled: done,
+        } = daemon.reconcile(now)
+        else {
+            panic!("not carried out");
+        };
+        if changed && !done {
+            unsettled += 1;
+            continue;
+        }
+        if done {
+            settled += 1;
+            let again = daemon.reconcile(now);
+            assert!(
+                matches!(again, Reconciliation::Planned { changed: false, .. }),
+                "a reconcile at once after a settled one: {again:#?}"
+            );
+        }
+        if daemon.sim.make_available() {
+            continue;
+        }
+        match plan.wake_at.filter(|wake| *wake <= end) {
+            Some(wake) => now = now.max(wake),
+            None => break,
+        }
+    }
+    let mut always: Faulty<true> = Faulty::new(routed());
+    for now in [at(10), at(40), at(41), end] {
+        always.settle(now);
+    }
+    assert_eq!(phase(&always.sim).0, "Healthy", "promoted");
+    assert_eq!(daemon.sim.status(), always.sim.status());
+    assert_eq!(daemon.sim.events, always.sim.events);
+    assert_eq!(daemon.sim.replica_sets, always.sim.replica_sets);
+    assert!(
+        settled > 0 && unsettled > 0,
+        "{settled} settled, {unsettled} not"
+    );
+}
+
 /// One pod of the stable ReplicaSet stops being ready and available (the canary's would move the weight).
 fn one_stable_pod_unavailable(c: &mut MemoryCluster) {
     let name = format!("web-{}", c.status().stable_rs);
@@ -377,7 +428,7 @@ fn a_change_of_the_counts_alone_waits_for_the_bound_and_is_written_then() {
     let stored = c.stored;
     // During the pause a stable pod stops being available: only the counts change.
     one_stable_pod_unavailable(&mut c.sim);
-    let Reconciliation::Planned { plan, changed } = c.reconcile(at(12)) else {
+    let Reconciliation::Planned { plan, changed, .. } = c.reconcile(at(12)) else {
         panic!("not carried out");
     };
     assert!(!changed, "{plan:#?}");

@@ -252,8 +252,15 @@ pub enum Reconciliation {
     Gone,
     /// The plan was carried out; `changed` when it wrote anything (look again at once, as the status write's
     /// own watch event makes Argo's controller do), else look again at `plan.wake_at` (which includes when
-    /// counts held back are due).
-    Planned { plan: Plan, changed: bool },
+    /// counts held back are due). `settled` where the cluster coalesces: the plans were run on in memory, from
+    /// the objects as the plan's writes left them, to one that changes nothing, so a reconcile of the same
+    /// objects would find nothing to do; the next one is due at `plan.wake_at` or when an object changes (its
+    /// watch event), not at once.
+    Planned {
+        plan: Plan,
+        changed: bool,
+        settled: bool,
+    },
     /// The routers could not be brought to the plan's route: nothing after it was made (the status would say
     /// the weight is applied), and, where Argo records one, a `TrafficRoutingError` Event says why.
     Unrouted { plan: Plan, failure: RouteFailure },
@@ -308,10 +315,10 @@ async fn step<C: Cluster + Send>(
         restart,
     };
     let validated = Validated::default();
-    let mut plan = if C::COALESCE {
+    let (mut plan, mut settled) = if C::COALESCE {
         coalesced(seen, how, &validated)
     } else {
-        seen.plan_for(&seen.rollout, how, &validated)
+        (seen.plan_for(&seen.rollout, how, &validated), false)
     };
     let (before, after) = plan
         .writes
@@ -362,7 +369,7 @@ async fn step<C: Cluster + Send>(
         // Its status is not the one the objects were planned from: plan on at least once.
         let mut from = Rollout::clone(&after.rollout);
         from.status = None;
-        plan = run_on(&after, validated, from, plan, how, false);
+        (plan, settled) = run_on(&after, validated, from, plan, how, false);
     }
     let when = status_write(
         seen.rollout.status.as_ref(),
@@ -389,6 +396,7 @@ async fn step<C: Cluster + Send>(
     Ok(Stepped::Done(Box::new(Reconciliation::Planned {
         changed: changed || !plan.writes.is_empty(),
         plan,
+        settled,
     })))
 }
 
@@ -435,11 +443,11 @@ fn managed(plan: &Plan) -> &ManagedRouteChange {
 
 /// The plan for `seen`, run on through the plans that follow it while they change only the status
 /// ([`run_on`]), up to the first plan with writes, which joins the run when [`made_ahead`] says so. A plan
-/// with writes of its own is returned as it is.
-fn coalesced(seen: &Snapshot, how: Planning<'_>, validated: &Validated) -> Plan {
+/// with writes of its own is returned as it is (not settled).
+fn coalesced(seen: &Snapshot, how: Planning<'_>, validated: &Validated) -> (Plan, bool) {
     let first = seen.plan_for(&seen.rollout, how, validated);
     if !first.writes.is_empty() {
-        return first;
+        return (first, false);
     }
     run_on(
         seen,
@@ -459,7 +467,8 @@ fn coalesced(seen: &Snapshot, how: Planning<'_>, validated: &Validated) -> Plan 
 /// the run: it joins it (`ahead`, and [`made_ahead`]: its writes made from the status run on in memory, the
 /// whole stored once after them) or is left for the next reconcile, made after a fresh read from the status
 /// stored. Nothing after a plan with writes is planned from objects that do not show them. `validated` keeps
-/// the checks of the plans made from `objects`.
+/// the checks of the plans made from `objects`. Also whether the run settled: it ended at a plan made from the
+/// status it left, which then changes nothing (no plan with writes, or guard reached, left for later).
 fn run_on(
     objects: &Snapshot,
     validated: &Validated,
@@ -467,10 +476,10 @@ fn run_on(
     mut current: Plan,
     how: Planning<'_>,
     ahead: bool,
-) -> Plan {
+) -> (Plan, bool) {
     for _ in 0..COALESCED {
         if planned.status.as_ref() == Some(&current.status) {
-            break;
+            return (current, true);
         }
         planned.status = Some(current.status.clone());
         let next = objects.plan_for(&planned, how, validated);
@@ -490,7 +499,7 @@ fn run_on(
             break;
         }
     }
-    current
+    (current, false)
 }
 
 /// `next`, planned after `current`, joined to it: its status, wake-up and Events after `current`'s; its
