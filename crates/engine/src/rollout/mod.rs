@@ -31,6 +31,7 @@ mod restart;
 mod rollback;
 mod runs;
 mod scaling_only;
+mod snapshot;
 pub mod spec;
 pub mod status_write;
 pub mod steps;

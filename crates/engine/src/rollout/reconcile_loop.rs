@@ -16,19 +16,17 @@
 //! them (`Snapshot::after`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::{Pod, Service};
 
-use super::change::{Kind, Objects};
+use super::snapshot::Planning;
+pub use super::snapshot::Snapshot;
 use super::status_write::{StatusWrite, status_write};
-use super::{Event, Observed, Plan, Route, Validated, Write, plan};
+use super::{Event, Plan, Route, Validated, Write};
 use crate::api::reasons::rollout as reasons;
 use crate::api::rollout::RolloutStatus;
-use crate::api::{AnalysisRun, AnalysisTemplateRef, AnalysisTemplateSpec, Rollout};
-use crate::routing::{ManagedRouteChange, RouteFailure, RouterObject, managed_routes};
+use crate::api::{AnalysisTemplateRef, AnalysisTemplateSpec, Rollout};
+use crate::routing::{ManagedRouteChange, RouteFailure, managed_routes};
 
 /// Reads and plans of one reconcile at most, when writes keep meeting changes.
 pub const ATTEMPTS: usize = 3;
@@ -74,98 +72,6 @@ pub fn nested_templates(
         Ok(templates)
     } else {
         Err(unknown)
-    }
-}
-
-/// What one reconcile reads of a Rollout, fresh, and when. The Rollout and what it controls are shared with
-/// where they were read from (the daemon's caches) rather than copied for each reconcile; the plans after a
-/// plan's writes copy what the writes change ([`Snapshot::after`]).
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    pub rollout: Arc<Rollout>,
-    /// Those the Rollout controls (ownerReference with controller: true and its uid).
-    pub replica_sets: Arc<Vec<ReplicaSet>>,
-    pub analysis_runs: Arc<Vec<AnalysisRun>>,
-    /// The canary and stable Services it names that exist.
-    pub services: Vec<Service>,
-    /// The router objects its traffic routing names, as far as they were read.
-    pub routers: Vec<RouterObject>,
-    /// The analysis templates its steps and background analysis name, nested ones included.
-    pub templates: Templates,
-    /// Its pods, read only while a restart is due (`restart_due`); `None` when not read.
-    pub pods: Option<Vec<Pod>>,
-    /// When it was read, as a status stores it (whole seconds): the plans' `now`.
-    pub now: Timestamp,
-}
-
-/// How the loop plans from a [`Snapshot`].
-#[derive(Clone, Copy)]
-struct Planning<'a> {
-    instance_id: Option<&'a str>,
-    /// Whether the pods read are handed to the planner (not after a PodDisruptionBudget refused every eviction:
-    /// a due restart then waits).
-    restart: bool,
-}
-
-impl Snapshot {
-    /// This snapshot as the API server holds it once `writes` are made: what a read right after them would
-    /// show, were nothing else to change meanwhile; and whether they leave what the planner's checks read
-    /// ([`Validated`]) as it was: no write of the Rollout or of a Service.
-    fn after(&self, writes: &[Write]) -> (Snapshot, bool) {
-        let mut objects = Written {
-            after: self.clone(),
-            unread: Vec::new(),
-        };
-        let mut checked_alike = true;
-        for write in writes {
-            let change = write.change();
-            checked_alike &= !matches!(change.kind(), Kind::Rollout | Kind::Service);
-            change.apply(&mut objects, self.now);
-        }
-        (objects.after, checked_alike)
-    }
-
-    /// The plan for `rollout` (this snapshot's, or it with another status) among the rest of this snapshot,
-    /// with the checks the plans before it from this snapshot made (`validated`).
-    fn plan_for(&self, rollout: &Rollout, how: Planning<'_>, validated: &Validated) -> Plan {
-        let lookup = |r: &AnalysisTemplateRef| self.templates.get(&template_key(r));
-        plan(&Observed {
-            rollout,
-            replica_sets: &self.replica_sets,
-            analysis_runs: &self.analysis_runs,
-            services: &self.services,
-            routers: &self.routers,
-            pods: self.pods.as_deref().filter(|_| how.restart),
-            templates: &lookup,
-            instance_id: how.instance_id,
-            now: self.now,
-            validated,
-        })
-    }
-}
-
-/// A snapshot the writes of a plan are made to ([`Snapshot::after`]): what they change is copied from where
-/// it is shared; a write of pods that were not read changes a list no plan sees.
-struct Written {
-    after: Snapshot,
-    unread: Vec<Pod>,
-}
-
-impl Objects for Written {
-    fn rollout(&mut self) -> &mut Rollout {
-        Arc::make_mut(&mut self.after.rollout)
-    }
-    fn replica_sets(&mut self) -> &mut Vec<ReplicaSet> {
-        Arc::make_mut(&mut self.after.replica_sets)
-    }
-    fn analysis_runs(&mut self) -> &mut Vec<AnalysisRun> {
-        Arc::make_mut(&mut self.after.analysis_runs)
-    }
-    fn services(&mut self) -> &mut Vec<Service> {
-        &mut self.after.services
-    }
-    fn pods(&mut self) -> &mut Vec<Pod> {
-        self.after.pods.as_mut().unwrap_or(&mut self.unread)
     }
 }
 
@@ -551,80 +457,6 @@ mod tests {
     fn spec(nests: &[(&str, bool)]) -> AnalysisTemplateSpec {
         serde_json::from_value(serde_json::json!({"metrics": [], "templates": refs(nests)}))
             .expect("a template spec")
-    }
-
-    #[test]
-    fn writes_of_replica_sets_keep_the_checks_and_writes_of_a_service_or_the_rollout_do_not() {
-        let rollout: Rollout = serde_json::from_value(serde_json::json!({
-            "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
-            "metadata": {"name": "web", "namespace": "shop"}, "spec": {},
-        }))
-        .expect("a rollout");
-        let seen = Snapshot {
-            rollout: Arc::new(rollout),
-            replica_sets: Arc::default(),
-            analysis_runs: Arc::default(),
-            services: Vec::new(),
-            routers: Vec::new(),
-            templates: Templates::new(),
-            pods: None,
-            now: Timestamp::UNIX_EPOCH,
-        };
-        let scale = Write::ScaleReplicaSet {
-            name: "web-1".into(),
-            replicas: 2,
-            desired: 2,
-            clear_scale_down_deadline: false,
-        };
-        let switch = Write::SwitchService {
-            name: "web-stable".into(),
-            hash: "1".into(),
-            rollout: "web".into(),
-        };
-        let revision = Write::RolloutRevision {
-            revision: "2".into(),
-        };
-        assert!(seen.after(std::slice::from_ref(&scale)).1);
-        assert!(!seen.after(&[scale.clone(), switch]).1);
-        assert!(!seen.after(&[revision, scale]).1);
-    }
-
-    #[test]
-    fn the_objects_after_a_plans_writes_are_copied_only_where_the_writes_change_them() {
-        let object = |kind: &str, name: &str| serde_json::json!({"kind": kind, "metadata": {"name": name, "namespace": "shop"}, "spec": {}});
-        let rs: ReplicaSet =
-            serde_json::from_value(object("ReplicaSet", "web-1")).expect("a ReplicaSet");
-        let seen = Snapshot {
-            rollout: Arc::new(serde_json::from_value(object("Rollout", "web")).expect("a rollout")),
-            replica_sets: Arc::new(vec![rs]),
-            analysis_runs: Arc::default(),
-            services: Vec::new(),
-            routers: Vec::new(),
-            templates: Templates::new(),
-            pods: None,
-            now: Timestamp::UNIX_EPOCH,
-        };
-        let scale = Write::ScaleReplicaSet {
-            name: "web-1".into(),
-            replicas: 2,
-            desired: 2,
-            clear_scale_down_deadline: false,
-        };
-        let (after, _) = seen.after(&[scale]);
-        let replicas = |s: &Snapshot| s.replica_sets[0].spec.as_ref().and_then(|s| s.replicas);
-        assert_eq!((replicas(&seen), replicas(&after)), (None, Some(2)));
-        assert!(
-            Arc::ptr_eq(&seen.rollout, &after.rollout),
-            "the Rollout is shared"
-        );
-        assert!(Arc::ptr_eq(&seen.analysis_runs, &after.analysis_runs));
-        let revision = Write::RolloutRevision {
-            revision: "2".into(),
-        };
-        let (after, _) = seen.after(&[revision]);
-        assert!(!Arc::ptr_eq(&seen.rollout, &after.rollout));
-        assert_eq!(seen.rollout.metadata.annotations, None, "as read");
-        assert!(Arc::ptr_eq(&seen.replica_sets, &after.replica_sets));
     }
 
     #[test]
