@@ -384,16 +384,19 @@ where
         }
     };
     // Not in the cache yet (during a re-list the cache still holds what was there before it).
-    let added = |object: &K| reader.get(&ObjectRef::from_obj(object)).is_none();
+    let added = |reference: &ObjectRef<K>| reader.get(reference).is_none();
     match event {
         E::Apply(Lenient::Decoded(object)) => {
-            let (added, reference) = (added(&object), ObjectRef::from_obj(&object));
+            let reference = ObjectRef::from_obj(&object);
+            let added = added(&reference);
             writer.apply_watcher_event(&E::Apply(object));
             let cached = reader.get(&reference);
             cached.map(|o| Seen::Object(o, added)).into_iter().collect()
         }
         E::InitApply(Lenient::Decoded(object)) => {
-            listed.push((ObjectRef::from_obj(&object), added(&object)));
+            let reference = ObjectRef::from_obj(&object);
+            let added = added(&reference);
+            listed.push((reference, added));
             writer.apply_watcher_event(&E::InitApply(object));
             Vec::new()
         }

@@ -373,8 +373,9 @@ fn coalesced(seen: &Snapshot, how: Planning<'_>, validated: &Validated) -> (Plan
 /// the run: it joins it (`ahead`, and [`made_ahead`]: its writes made from the status run on in memory, the
 /// whole stored once after them) or is left for the next reconcile, made after a fresh read from the status
 /// stored. Nothing after a plan with writes is planned from objects that do not show them. `validated` keeps
-/// the checks of the plans made from `objects`. Also whether the run settled: it ended at a plan made from the
-/// status it left, which then changes nothing (no plan with writes, or guard reached, left for later).
+/// the checks of the plans made from `objects`. Also whether the run settled: it ended because a plan made from
+/// the status the run left changed nothing, not at a plan with writes left for a fresh read, a change of the
+/// managed routes or the guard.
 fn run_on(
     objects: &Snapshot,
     validated: &Validated,
