@@ -127,8 +127,9 @@ impl Reconciled for Rollout {
     }
 
     /// Changes to the Rollout's ReplicaSets, and to what the planner reads of its AnalysisRuns: not each
-    /// measurement a run records, only its phase and message, labels, deletion and `terminate`. Their watches
-    /// and those of Services and templates keep the caches its reconciles read (`rollout_caches`).
+    /// measurement a run records, only its phase and message, labels, deletion and `terminate`; and changes to
+    /// the router objects it read (`router_caches`). Their watches and those of Services and templates keep the
+    /// caches its reconciles read (`rollout_caches`).
     fn triggers(ctx: &Context, namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
         ctx.rollout_caches
             .watch(&ctx.client, &ctx.metrics, namespace, run_as_planned)
@@ -186,6 +187,7 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
         reconcile_loop::Reconciliation::Gone => {
             ctx.status_writes.record(cluster.key(), None);
             ctx.rollout_caches.expected.forget(&cluster.key());
+            ctx.rollout_caches.routers.forget(&cluster.key());
             Next::Change
         }
         reconcile_loop::Reconciliation::Planned {
@@ -283,8 +285,8 @@ impl ApiCluster<'_> {
     /// A router object's copy from its watch, where one may be used (`router_caches`).
     fn cached_router(&self) -> impl Fn(&'static str, &str, &str) -> Option<serde_json::Value> + '_ {
         let (client, routers) = (&self.ctx.client, &self.ctx.rollout_caches.routers);
-        let metrics = &self.ctx.metrics;
-        move |kind, namespace, name| routers.get(client, metrics, kind, namespace, name)
+        let (metrics, reader) = (&self.ctx.metrics, self.key());
+        move |kind, namespace, name| routers.get(client, metrics, kind, namespace, name, &reader)
     }
 
     /// The Rollout and what the planner reads with it, from the API server, all sent at once; `None` when it is

@@ -53,7 +53,8 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl RolloutCaches {
     /// Starts caching `namespace` (every namespace for `None`): the watches to poll. Those of ReplicaSets and
     /// AnalysisRuns (both carry the pod-template hash label when a Rollout made them) name the Rollout that
-    /// controls what changed: a run only when what `runs_read` takes of it changed.
+    /// controls what changed: a run only when what `runs_read` takes of it changed. The last stream names the
+    /// Rollouts that read a router object that changed (`router_caches`).
     pub fn watch(
         &self,
         client: &kube::Client,
@@ -92,12 +93,15 @@ impl RolloutCaches {
                 watch::lenient(client.clone(), namespace),
                 scope.services.clone(),
                 Failures::of::<Service>(metrics, namespace),
+                watch::silent,
             ),
             watch::kept(
                 watch::lenient(client.clone(), namespace),
                 scope.templates.clone(),
                 Failures::of::<AnalysisTemplate>(metrics, namespace),
+                watch::silent,
             ),
+            self.routers.triggers(namespace),
         ];
         let mut cluster = locked(&self.cluster_templates);
         if cluster.is_none() {
@@ -107,6 +111,7 @@ impl RolloutCaches {
                 Api::all(client.clone()),
                 cache.clone(),
                 failures,
+                watch::silent,
             ));
             *cluster = Some(cache);
         }

@@ -10,17 +10,28 @@
 //! The versions written are kept here by object, not in the Rollouts' `Expectations`: those are by Rollout and
 //! by the planner's `change::Kind`, which names the objects a Rollout controls, not the routers' objects it
 //! points at. Both compare versions with `k8s::versions::at_least`.
+//!
+//! A change to a router object reconciles the Rollouts that read it, as Argo's Istio controller queues the
+//! Rollouts naming a VirtualService it hears changed: created, changed by another client or deleted, so that a
+//! Rollout waiting for it (InvalidSpec) or whose weights another client changed acts at once. The readers are
+//! recorded as the reconciles read (until the Rollout is gone). Not heard: this process's own writes (the
+//! reconcile that made one planned on from it) and a watch's first list (its readers read afresh meanwhile);
+//! a re-list after a failed watch is, object by object.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
+use kube::Resource;
+use kube::runtime::watcher;
 use serde::Serialize;
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use super::cache::Cache;
-use super::watch::{self, Failures, Key, Watched};
+use super::watch::{self, Failures, Key, Lenient, Watched};
 use crate::k8s::versions::at_least;
 use crate::observe::Metrics;
 use crate::routers::objects::{DestinationRule, HttpRoute, VirtualService};
@@ -49,33 +60,136 @@ type Object = (&'static str, String, String);
 #[derive(Default)]
 pub struct RouterCaches {
     watches: Mutex<HashMap<(&'static str, String), Watch>>,
+    known: Arc<Known>,
+    /// Where the Rollouts to reconcile are sent, by the scope they are reconciled in (a namespace, or every
+    /// one for `None`).
+    triggers: Mutex<Vec<(Option<String>, mpsc::Sender<Key>)>>,
+}
+
+/// What the reconciles told the caches, which the watches read too.
+#[derive(Default)]
+struct Known {
     /// The resourceVersion of this process's last write of each object: a cached copy must show at least it.
     written: Mutex<HashMap<Object, String>>,
+    readers: Mutex<Readers>,
+}
+
+/// Which Rollouts read each object.
+#[derive(Default)]
+struct Readers {
+    of: HashMap<Object, HashSet<Key>>,
+    /// What each Rollout read, to forget it with the Rollout.
+    read_by: HashMap<Key, Vec<Object>>,
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Starts a watch of `K` in `namespace`, kept in a cache of its own.
+impl Readers {
+    fn read(&mut self, object: &Object, reader: &Key) {
+        if self.of.get(object).is_some_and(|r| r.contains(reader)) {
+            return;
+        }
+        let readers = self.of.entry(object.clone()).or_default();
+        readers.insert(reader.clone());
+        let read = self.read_by.entry(reader.clone()).or_default();
+        read.push(object.clone());
+    }
+
+    fn forget(&mut self, reader: &Key) {
+        for object in self.read_by.remove(reader).unwrap_or_default() {
+            if let Some(readers) = self.of.get_mut(&object) {
+                readers.remove(reader);
+                if readers.is_empty() {
+                    self.of.remove(&object);
+                }
+            }
+        }
+    }
+}
+
+impl Known {
+    /// The Rollouts to reconcile for one event of a watch of `kind` (see the module doc), before the cache
+    /// applies it; `listed` says whether the watch's first list is complete.
+    fn heard<K: Resource<DynamicType = ()>>(
+        &self,
+        kind: &'static str,
+        event: &watcher::Event<Lenient<K>>,
+        listed: &mut bool,
+    ) -> Vec<Key> {
+        let meta = match event {
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => o.meta(),
+            watcher::Event::InitApply(o) if *listed => o.meta(),
+            watcher::Event::InitDone => {
+                *listed = true;
+                return Vec::new();
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => return Vec::new(),
+        };
+        let object = (
+            kind,
+            meta.namespace.clone().unwrap_or_default(),
+            meta.name.clone().unwrap_or_default(),
+        );
+        if matches!(event, watcher::Event::Apply(_))
+            && locked(&self.written).get(&object) == meta.resource_version.as_ref()
+        {
+            return Vec::new();
+        }
+        let readers = locked(&self.readers);
+        let of = readers.of.get(&object);
+        of.map(|r| r.iter().cloned().collect()).unwrap_or_default()
+    }
+}
+
+/// Starts a watch of `K` in `namespace`, kept in a cache of its own, sending the Rollouts to reconcile for
+/// its events to `trigger`.
 fn start<K: Watched + Serialize>(
     client: &kube::Client,
     metrics: &Arc<Metrics>,
+    kind: &'static str,
     namespace: &str,
+    known: &Arc<Known>,
+    trigger: Option<mpsc::Sender<Key>>,
 ) -> Watch {
     let cache = Arc::new(Cache::<K>::default());
+    let (known, mut listed) = (known.clone(), false);
     let stream = watch::kept(
         watch::lenient(client.clone(), Some(namespace)),
         cache.clone(),
         Failures::of::<K>(metrics, Some(namespace)),
+        move |event| known.heard(kind, event, &mut listed),
     );
-    let task = tokio::spawn(stream.for_each(|_| std::future::ready(()))).abort_handle();
+    let task = tokio::spawn(stream.for_each(move |key| {
+        let trigger = trigger.clone();
+        async move {
+            if let Some(trigger) = trigger {
+                // Closed only when the controllers stop, which stops this watch too.
+                let _ = trigger.send(key).await;
+            }
+        }
+    }))
+    .abort_handle();
     Watch { cache, task }
 }
 
 impl RouterCaches {
-    /// The object `kind` `namespace/name` as JSON from its cache, starting the kind's watch in `namespace` if
-    /// it is not watched yet; `None` when the reconcile must read it from the API server (see the module doc).
+    /// The Rollouts to reconcile in `scope` (a namespace, or every one for `None`) for the changes the router
+    /// objects' watches hear there.
+    pub fn triggers(&self, scope: Option<&str>) -> BoxStream<'static, Key> {
+        let (sender, receiver) = mpsc::channel(watch::WATCH_BUFFER);
+        locked(&self.triggers).push((scope.map(str::to_string), sender));
+        futures::stream::unfold(
+            receiver,
+            |mut r| async move { r.recv().await.map(|k| (k, r)) },
+        )
+        .boxed()
+    }
+
+    /// The object `kind` `namespace/name`, which the Rollout `reader` reads, as JSON from its cache, starting the
+    /// kind's watch in `namespace` if it is not watched yet; `None` when the reconcile must read it from the API
+    /// server (see the module doc).
     pub fn get(
         &self,
         client: &kube::Client,
@@ -83,27 +197,40 @@ impl RouterCaches {
         kind: &'static str,
         namespace: &str,
         name: &str,
+        reader: &Key,
     ) -> Option<Value> {
+        let key = (kind, namespace.to_string(), name.to_string());
         let cache = {
             let mut watches = locked(&self.watches);
             let slot = (kind, namespace.to_string());
             if let Some(watch) = watches.get(&slot) {
-                watch.cache.clone()
+                Some(watch.cache.clone())
             } else {
+                let trigger = locked(&self.triggers)
+                    .iter()
+                    .find(|(scope, _)| scope.as_deref().is_none_or(|s| s == namespace))
+                    .map(|(_, sender)| sender.clone());
+                let known = &self.known;
                 let watch = match kind {
-                    "VirtualService" => start::<VirtualService>(client, metrics, namespace),
-                    "DestinationRule" => start::<DestinationRule>(client, metrics, namespace),
-                    "HTTPRoute" => start::<HttpRoute>(client, metrics, namespace),
+                    "VirtualService" => {
+                        start::<VirtualService>(client, metrics, kind, namespace, known, trigger)
+                    }
+                    "DestinationRule" => {
+                        start::<DestinationRule>(client, metrics, kind, namespace, known, trigger)
+                    }
+                    "HTTPRoute" => {
+                        start::<HttpRoute>(client, metrics, kind, namespace, known, trigger)
+                    }
                     _ => return None,
                 };
                 watches.insert(slot, watch);
-                return None;
+                None
             }
         };
-        let object = cache.value(&(namespace.to_string(), name.to_string()))?;
+        locked(&self.known.readers).read(&key, reader);
+        let object = cache?.value(&(key.1.clone(), key.2.clone()))?;
         let held = object.pointer("/metadata/resourceVersion")?.as_str()?;
-        let key = (kind, namespace.to_string(), name.to_string());
-        let mut written = locked(&self.written);
+        let mut written = locked(&self.known.written);
         match written.get(&key) {
             Some(wrote) if !at_least(held, wrote) => None,
             Some(_) => {
@@ -117,15 +244,22 @@ impl RouterCaches {
     /// This process wrote `kind` `namespace/name`, which the API server answered with `version`.
     pub fn wrote(&self, kind: &'static str, namespace: &str, name: &str, version: String) {
         let key = (kind, namespace.to_string(), name.to_string());
-        locked(&self.written).insert(key, version);
+        locked(&self.known.written).insert(key, version);
     }
 
-    /// Stops every watch and forgets what they and the writes said (the controllers stopped).
+    /// Forgets what the Rollout `reader` read (it is gone).
+    pub fn forget(&self, reader: &Key) {
+        locked(&self.known.readers).forget(reader);
+    }
+
+    /// Stops every watch and forgets what they, the reads and the writes said (the controllers stopped).
     pub fn clear(&self) {
         for (_, watch) in locked(&self.watches).drain() {
             watch.task.abort();
         }
-        locked(&self.written).clear();
+        locked(&self.triggers).clear();
+        locked(&self.known.written).clear();
+        *locked(&self.known.readers) = Readers::default();
     }
 }
 
@@ -158,7 +292,17 @@ mod tests {
         };
         locked(&caches.watches).insert(("VirtualService", "shop".to_string()), watched);
         let metrics = Arc::new(Metrics::starting_at(jiff::Timestamp::UNIX_EPOCH));
-        let get = || caches.get(&client, &metrics, "VirtualService", "shop", "web-vsvc");
+        let reader = ("shop".to_string(), "web".to_string());
+        let get = || {
+            caches.get(
+                &client,
+                &metrics,
+                "VirtualService",
+                "shop",
+                "web-vsvc",
+                &reader,
+            )
+        };
         let version = |v: Option<Value>| v.map(|v| v["metadata"]["resourceVersion"].clone());
         cache.apply(watcher::Event::Init);
         cache.apply(watcher::Event::InitApply(vs("5")));
@@ -170,16 +314,83 @@ mod tests {
         cache.apply(watcher::Event::Apply(vs("7")));
         assert_eq!(version(get()), Some(json!("7")));
         assert!(
-            locked(&caches.written).is_empty(),
+            locked(&caches.known.written).is_empty(),
             "the write shown is forgotten"
         );
         assert_eq!(
-            caches.get(&client, &metrics, "Ingress", "shop", "web"),
+            caches.get(&client, &metrics, "Ingress", "shop", "web", &reader),
             None,
             "a kind not cached"
         );
         assert_eq!(locked(&caches.watches).len(), 1, "no watch of Ingresses");
+        let readers = locked(&caches.known.readers);
+        let read: Vec<_> = readers.of.keys().map(|o| o.0).collect();
+        assert_eq!(read, ["VirtualService"], "a reader of what is watched only");
+        drop(readers);
         caches.clear();
         assert!(locked(&caches.watches).is_empty());
+    }
+
+    #[test]
+    fn a_change_names_the_rollouts_that_read_the_object_but_not_this_processs_own_write_or_the_first_list()
+     {
+        let known = Known::default();
+        let (web, api) = (
+            ("shop".to_string(), "web".to_string()),
+            ("shop".to_string(), "api".to_string()),
+        );
+        let vsvc = ("VirtualService", "shop".to_string(), "web-vsvc".to_string());
+        let other = ("VirtualService", "shop".to_string(), "other".to_string());
+        {
+            let mut readers = locked(&known.readers);
+            readers.read(&vsvc, &web);
+            readers.read(&vsvc, &web);
+            readers.read(&vsvc, &api);
+            readers.read(&other, &api);
+        }
+        let mut listed = false;
+        let mut heard = |event: watcher::Event<Lenient<VirtualService>>| {
+            let mut keys = known.heard("VirtualService", &event, &mut listed);
+            keys.sort();
+            keys
+        };
+        let both = vec![api.clone(), web.clone()];
+        assert_eq!(heard(watcher::Event::Init), Vec::<Key>::new());
+        assert_eq!(
+            heard(watcher::Event::InitApply(vs("3"))),
+            Vec::<Key>::new(),
+            "the first list"
+        );
+        assert_eq!(heard(watcher::Event::InitDone), Vec::<Key>::new());
+        assert_eq!(
+            heard(watcher::Event::Apply(vs("4"))),
+            both,
+            "another client's change"
+        );
+        locked(&known.written).insert(vsvc.clone(), "5".to_string());
+        assert_eq!(
+            heard(watcher::Event::Apply(vs("5"))),
+            Vec::<Key>::new(),
+            "this process's write"
+        );
+        assert_eq!(
+            heard(watcher::Event::Apply(vs("6"))),
+            both,
+            "a change after it"
+        );
+        assert_eq!(heard(watcher::Event::Init), Vec::<Key>::new());
+        assert_eq!(heard(watcher::Event::InitApply(vs("7"))), both, "a re-list");
+        locked(&known.readers).forget(&web);
+        assert_eq!(
+            heard(watcher::Event::Delete(vs("7"))),
+            vec![api.clone()],
+            "web is gone"
+        );
+        locked(&known.readers).forget(&api);
+        let readers = locked(&known.readers);
+        assert!(
+            readers.of.is_empty() && readers.read_by.is_empty(),
+            "all forgotten"
+        );
     }
 }

@@ -245,12 +245,14 @@ where
         .boxed()
 }
 
-/// A watch of every object `api` lists, kept in `cache`; a failure is told to `failures`. It yields nothing:
-/// it is polled beside a kind's triggers, for the caches its reconciles read.
+/// A watch of every object `api` lists, kept in `cache`; a failure is told to `failures`. It yields the keys
+/// `tell` names for each event (told before the cache applies it, yielded after): of the objects to reconcile
+/// for it, none for a watch polled beside a kind's triggers only for the caches its reconciles read ([`silent`]).
 pub fn kept<K>(
     api: Api<Lenient<K>>,
     cache: Arc<Cache<K>>,
     failures: Failures,
+    mut tell: impl FnMut(&watcher::Event<Lenient<K>>) -> Vec<Key> + Send + 'static,
 ) -> BoxStream<'static, Key>
 where
     K: Resource<DynamicType = ()>
@@ -263,14 +265,26 @@ where
 {
     watcher(api, watcher::Config::default())
         .default_backoff()
-        .filter_map(move |event| {
-            match event {
-                Ok(event) => cache.apply(event),
-                Err(e) => failures.failed(&e),
-            }
-            std::future::ready(None)
+        .flat_map(move |event| {
+            let keys = match event {
+                Ok(event) => {
+                    let keys = tell(&event);
+                    cache.apply(event);
+                    keys
+                }
+                Err(e) => {
+                    failures.failed(&e);
+                    Vec::new()
+                }
+            };
+            futures::stream::iter(keys)
         })
         .boxed()
+}
+
+/// For [`kept`]: no event names anything to reconcile.
+pub(super) fn silent<K>(_: &watcher::Event<Lenient<K>>) -> Vec<Key> {
+    Vec::new()
 }
 
 /// Which watch events concern an object's owner: a listed or deleted object, and a changed one, but with

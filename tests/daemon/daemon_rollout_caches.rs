@@ -223,6 +223,55 @@ with_each_crd_set!(
     a_routed_update_reads_its_virtual_service_from_a_watch_and_keeps_another_clients_change
 );
 
+/// Another client's change to a Rollout's VirtualService reconciles the Rollout, as Argo's Istio controller
+/// queues it: the weights of a Healthy Rollout, set to 50/50 by hand, are put back at once. Nothing else wakes a
+/// Healthy Rollout (it has no wake-up due), so without the trigger they would stay.
+async fn another_clients_change_to_the_virtual_service_reconciles_the_rollout_at_once(
+    crds: CrdSet,
+) {
+    let (server, client, _prom, _rsc) = routed_and_deployed(crds).await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    until(&server, "the first deploy", |s| healthy_at(s, None)).await;
+    harness::eventually(WAIT, "the VirtualServices watched", || async {
+        let watched = server
+            .requests()
+            .iter()
+            .any(|r| r.path.ends_with("/virtualservices") && r.query.contains("watch="));
+        watched.then_some(())
+    })
+    .await;
+    let weights = |vs: &serde_json::Value| {
+        let weight = |i: usize| {
+            vs.pointer(&format!("/spec/http/0/route/{i}/weight"))?
+                .as_i64()
+        };
+        Some((weight(0)?, weight(1)?))
+    };
+    let api: Api<VirtualService> = Api::namespaced(client.clone(), "default");
+    let mut vs = server
+        .get_json::<VirtualService>("default", "web-vsvc")
+        .expect("the VirtualService");
+    assert_eq!(weights(&vs), Some((100, 0)));
+    vs["spec"]["http"][0]["route"][0]["weight"] = 50.into();
+    vs["spec"]["http"][0]["route"][1]["weight"] = 50.into();
+    let by_hand: VirtualService = serde_json::from_value(vs).expect("a VirtualService");
+    let rv = api
+        .replace("web-vsvc", &Default::default(), &by_hand)
+        .await
+        .expect("the weights set by hand")
+        .metadata
+        .resource_version;
+    harness::eventually(WAIT, "the weights put back", || async {
+        let vs = server.get_json::<VirtualService>("default", "web-vsvc")?;
+        let later = vs.pointer("/metadata/resourceVersion")?.as_str()? != rv.as_deref()?;
+        (later && weights(&vs)? == (100, 0)).then_some(())
+    })
+    .await;
+    daemon.stop().await;
+}
+
+with_each_crd_set!(another_clients_change_to_the_virtual_service_reconciles_the_rollout_at_once);
+
 /// A watch of a cache the API server refuses (as RBAC refuses a kind) is counted and retried, and the
 /// reconciles read the object afresh meanwhile: the Rollout is deployed as if nothing failed.
 async fn a_refused_watch_of_the_virtual_services_is_counted_and_the_reconciles_read_meanwhile(
