@@ -15,7 +15,10 @@
 //! reconcile errors and mean query duration, the size of its /metrics, this process's own CPU (the fakes'
 //! share of the machine) and the machine's load average. The last line printed is one JSON object for
 //! scripts: `runs`, `completed`, `created_s`, `lag_p50_ms`, `lag_p99_ms`, `decision_latency_p50_ms` and `_p99_ms`,
-//! `completion_latency_p50_ms` and `_p99_ms`, `queries_sent`, `queries_per_distinct_query_per_interval`,
+//! `completion_latency_p50_ms` and `_p99_ms`, `queries_sent`, `queries_per_distinct_query_per_interval` (against
+//! `count` intervals), `queries_per_interval_spanned` (against the intervals each query's sends span: the runs'
+//! creation over the first interval and their lag stretch that span past `count`),
+//! `queries_repeated_within_window` (sends an answer still within the share window could have served),
 //! `measurements`, `reconcile_errors`, `daemon_rss_mb` (peak), `daemon_cpu_cores`, `fake_cpu_cores`,
 //! `load_average` and `valid`: false when the fakes used more than half a core or the runs could not be created
 //! within their first interval, so the figures would measure the bench rather than canaryd.
@@ -235,6 +238,20 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
     for times in asked_at.values_mut() {
         times.sort();
     }
+    // Per query text, by the unix second each send reached Prometheus (the gate shares by whole seconds): the
+    // sends made while an answer to it could still have served (less than the share window after its last
+    // send), and how many intervals its sends span (runs created over one interval, each measuring `count`
+    // times from its own start and drifting by its lag, span `count` intervals and part of one more).
+    let (mut repeated, mut spanned) = (0usize, 0i64);
+    let window = i64::try_from(flags.share_window).unwrap_or(i64::MAX);
+    let step = i64::try_from(interval).unwrap_or(i64::MAX);
+    for times in asked_at.values() {
+        let seconds: Vec<i64> = times.iter().map(|t| t.as_second()).collect();
+        repeated += seconds.windows(2).filter(|p| p[1] - p[0] < window).count();
+        if let (Some(first), Some(last)) = (seconds.first(), seconds.last()) {
+            spanned += (last - first) / step + 1;
+        }
+    }
     let mut taken = 0usize;
     // By how the run ended: tripped a limit (Failed), or reached its count (Successful).
     let mut latencies: HashMap<AnalysisPhase, Latencies> = HashMap::new();
@@ -343,6 +360,10 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         measurements / queries.max(1) as f64,
         100 * count
     );
+    println!(
+        "    per interval spanned  {spanned} intervals spanned by each query's sends, summed ({:.2}x); {repeated} sent again less than the share window after the last",
+        queries as f64 / spanned.max(1) as f64,
+    );
     let reasons: Vec<String> = by_reason
         .iter()
         .map(|(reason, n)| format!("{n} {reason}"))
@@ -394,6 +415,8 @@ async fn bench(runs: usize, count: u64, interval: u64, flags: DaemonFlags) {
         "lag_p99_ms": (percentile(&lags, 0.99) * 1e3).round(),
         "queries_sent": queries,
         "queries_per_distinct_query_per_interval": hundredths(queries as f64 / (100 * count) as f64),
+        "queries_per_interval_spanned": hundredths(queries as f64 / spanned.max(1) as f64),
+        "queries_repeated_within_window": repeated,
         "measurements": measurements as u64,
         "reconcile_errors": errors as u64,
         "daemon_rss_mb": kilobytes(&peak_rss).map(|kb| (kb / 1024.0).round()),
