@@ -12,7 +12,7 @@ use std::sync::{Mutex, PoisonError};
 use jiff::Timestamp;
 
 use crate::engine::rollout::change::Kind;
-use crate::k8s::versions::{Expected, Held};
+use crate::k8s::versions::{Expected, Held, Least};
 
 use super::watch::Key;
 
@@ -65,6 +65,20 @@ impl Expectations {
         }
     }
 
+    /// Whether the caches are to show `version` of `rollout`'s object `kind` `name`: this process wrote it.
+    pub fn awaits(&self, rollout: &Key, kind: Kind, name: &str, version: &str) -> bool {
+        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let pending = map
+            .get(rollout)
+            .map(|p| p.expected.as_slice())
+            .unwrap_or_default();
+        pending.iter().any(|e| {
+            e.kind == kind
+                && e.name == name
+                && matches!(&e.least, Least::Version(v) if v == version)
+        })
+    }
+
     /// Forgets `rollout` (it is gone).
     pub fn forget(&self, rollout: &Key) {
         let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -82,7 +96,6 @@ impl Expectations {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::k8s::versions::Least;
 
     #[test]
     fn a_rollouts_caches_are_read_once_they_show_every_write_and_what_they_show_is_forgotten() {

@@ -10,7 +10,7 @@
 //! step), so a process killed at any point and started again creates nothing twice and repeats no step.
 //!
 //! A change to a ReplicaSet or AnalysisRun the Rollout controls reconciles the Rollout (the driver's
-//! triggers). The AnalysisRuns a plan creates are executed by the AnalysisRun controller, like any other run
+//! triggers), and so does another client's change to a Service it manages or a router object it read. The AnalysisRuns a plan creates are executed by the AnalysisRun controller, like any other run
 //! this process owns.
 
 use std::collections::HashMap;

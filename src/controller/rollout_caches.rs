@@ -12,11 +12,13 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
 use kube::api::Api;
+use kube::runtime::watcher;
 
 use super::cache::Cache;
 use super::expect::Expectations;
 use super::router_caches::RouterCaches;
-use super::watch::{self, Failures, Key};
+use super::watch::{self, Failures, Key, Lenient, News};
+use crate::api::rollout::MANAGED_BY_ANNOTATION;
 use crate::api::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate, Rollout};
 use crate::engine::rollout::change::Kind;
 use crate::engine::rollout::hash::HASH_LABEL;
@@ -41,7 +43,8 @@ struct Scope {
 pub struct RolloutCaches {
     scopes: Mutex<Vec<Arc<Scope>>>,
     cluster_templates: Mutex<Option<Arc<Cache<ClusterAnalysisTemplate>>>>,
-    pub expected: Expectations,
+    /// Shared with the Services' watches, which tell this process's own writes by it.
+    pub expected: Arc<Expectations>,
     /// The routers' objects, watched once a reconcile reads one.
     pub routers: RouterCaches,
 }
@@ -50,11 +53,42 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// What a Service's watch names for its events: the Rollout that manages it (the annotation Argo's and canaryd's
+/// Service writes set), as Argo's Service controller queues it, so that a selector or port changed by another
+/// client (a GitOps sync putting back the Service as stored in git) is put right at once. Argo queues only a
+/// Service that still selects a pod-template hash; one whose selector lost it is queued here too. Not this
+/// process's own writes (by `expected`), nor the first list.
+fn managing(
+    expected: Arc<Expectations>,
+) -> impl FnMut(&watcher::Event<Lenient<Service>>) -> Vec<Key> {
+    let mut news = News::default();
+    move |event| {
+        let Some((meta, applied)) = news.of(event) else {
+            return Vec::new();
+        };
+        let managed_by = meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(MANAGED_BY_ANNOTATION));
+        let (Some(rollout), Some(namespace)) = (managed_by, meta.namespace.as_ref()) else {
+            return Vec::new();
+        };
+        let key = (namespace.clone(), rollout.clone());
+        let name = meta.name.as_deref().unwrap_or_default();
+        let version = meta.resource_version.as_deref().unwrap_or_default();
+        if applied && expected.awaits(&key, Kind::Service, name, version) {
+            return Vec::new();
+        }
+        vec![key]
+    }
+}
+
 impl RolloutCaches {
     /// Starts caching `namespace` (every namespace for `None`): the watches to poll. Those of ReplicaSets and
     /// AnalysisRuns (both carry the pod-template hash label when a Rollout made them) name the Rollout that
-    /// controls what changed: a run only when what `runs_read` takes of it changed. The last stream names the
-    /// Rollouts that read a router object that changed (`router_caches`).
+    /// controls what changed: a run only when what `runs_read` takes of it changed. Those of Services name the
+    /// Rollout managing one ([`managing`]), and the last stream the Rollouts that read a router object that
+    /// changed (`router_caches`).
     pub fn watch(
         &self,
         client: &kube::Client,
@@ -93,7 +127,7 @@ impl RolloutCaches {
                 watch::lenient(client.clone(), namespace),
                 scope.services.clone(),
                 Failures::of::<Service>(metrics, namespace),
-                watch::silent,
+                managing(self.expected.clone()),
             ),
             watch::kept(
                 watch::lenient(client.clone(), namespace),
@@ -190,5 +224,59 @@ impl RolloutCaches {
         *locked(&self.cluster_templates) = None;
         self.expected.clear();
         self.routers.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::k8s::versions::{Expected, Least};
+    use serde_json::json;
+
+    fn service(rv: &str, managed_by: Option<&str>) -> Lenient<Service> {
+        let annotations = managed_by.map(|r| json!({MANAGED_BY_ANNOTATION: r}));
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web-stable", "namespace": "shop", "resourceVersion": rv,
+                         "annotations": annotations},
+            "spec": {"selector": {"app": "web"}},
+        }))
+        .expect("a Service")
+    }
+
+    #[test]
+    fn a_managed_services_change_names_its_rollout_but_not_this_processs_own_write_or_the_first_list()
+     {
+        let expected = Arc::new(Expectations::default());
+        let web = ("shop".to_string(), "web".to_string());
+        let mut named = managing(expected.clone());
+        let none: Vec<Key> = Vec::new();
+        assert_eq!(named(&watcher::Event::Init), none);
+        let listed = watcher::Event::InitApply(service("3", Some("web")));
+        assert_eq!(named(&listed), none, "the first list");
+        assert_eq!(named(&watcher::Event::InitDone), none);
+        let changed = watcher::Event::Apply(service("4", Some("web")));
+        assert_eq!(
+            named(&changed),
+            vec![web.clone()],
+            "another client's change"
+        );
+        let unmanaged = watcher::Event::Apply(service("5", None));
+        assert_eq!(named(&unmanaged), none, "managed by no Rollout");
+        let written = Expected {
+            kind: Kind::Service,
+            name: "web-stable".to_string(),
+            least: Least::Version("6".to_string()),
+        };
+        expected.expect(&web, [written]);
+        let own = watcher::Event::Apply(service("6", Some("web")));
+        assert_eq!(named(&own), none, "this process's write");
+        let later = watcher::Event::Apply(service("7", Some("web")));
+        assert_eq!(named(&later), vec![web.clone()], "a change after it");
+        let deleted = watcher::Event::Delete(service("7", Some("web")));
+        assert_eq!(named(&deleted), vec![web.clone()]);
+        assert_eq!(named(&watcher::Event::Init), none);
+        let relisted = watcher::Event::InitApply(service("8", Some("web")));
+        assert_eq!(named(&relisted), vec![web], "a re-list");
     }
 }

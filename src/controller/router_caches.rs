@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use super::cache::Cache;
-use super::watch::{self, Failures, Key, Lenient, Watched};
+use super::watch::{self, Failures, Key, Lenient, News, Watched};
 use crate::k8s::versions::at_least;
 use crate::observe::Metrics;
 use crate::routers::objects::{DestinationRule, HttpRoute, VirtualService};
@@ -111,30 +111,22 @@ impl Readers {
 
 impl Known {
     /// The Rollouts to reconcile for one event of a watch of `kind` (see the module doc), before the cache
-    /// applies it; `listed` says whether the watch's first list is complete.
+    /// applies it.
     fn heard<K: Resource<DynamicType = ()>>(
         &self,
         kind: &'static str,
         event: &watcher::Event<Lenient<K>>,
-        listed: &mut bool,
+        news: &mut News,
     ) -> Vec<Key> {
-        let meta = match event {
-            watcher::Event::Apply(o) | watcher::Event::Delete(o) => o.meta(),
-            watcher::Event::InitApply(o) if *listed => o.meta(),
-            watcher::Event::InitDone => {
-                *listed = true;
-                return Vec::new();
-            }
-            watcher::Event::Init | watcher::Event::InitApply(_) => return Vec::new(),
+        let Some((meta, applied)) = news.of(event) else {
+            return Vec::new();
         };
         let object = (
             kind,
             meta.namespace.clone().unwrap_or_default(),
             meta.name.clone().unwrap_or_default(),
         );
-        if matches!(event, watcher::Event::Apply(_))
-            && locked(&self.written).get(&object) == meta.resource_version.as_ref()
-        {
+        if applied && locked(&self.written).get(&object) == meta.resource_version.as_ref() {
             return Vec::new();
         }
         let readers = locked(&self.readers);
@@ -154,12 +146,12 @@ fn start<K: Watched + Serialize>(
     trigger: Option<mpsc::Sender<Key>>,
 ) -> Watch {
     let cache = Arc::new(Cache::<K>::default());
-    let (known, mut listed) = (known.clone(), false);
+    let (known, mut news) = (known.clone(), News::default());
     let stream = watch::kept(
         watch::lenient(client.clone(), Some(namespace)),
         cache.clone(),
         Failures::of::<K>(metrics, Some(namespace)),
-        move |event| known.heard(kind, event, &mut listed),
+        move |event| known.heard(kind, event, &mut news),
     );
     let task = tokio::spawn(stream.for_each(move |key| {
         let trigger = trigger.clone();
@@ -348,9 +340,9 @@ mod tests {
             readers.read(&vsvc, &api);
             readers.read(&other, &api);
         }
-        let mut listed = false;
+        let mut news = News::default();
         let mut heard = |event: watcher::Event<Lenient<VirtualService>>| {
-            let mut keys = known.heard("VirtualService", &event, &mut listed);
+            let mut keys = known.heard("VirtualService", &event, &mut news);
             keys.sort();
             keys
         };

@@ -282,6 +282,35 @@ where
         .boxed()
 }
 
+/// What a watch of a cache tells of, for naming what to reconcile for its events: an object applied (created
+/// or changed) or deleted, and one listed again after the watch's first list (a re-list after a failed watch);
+/// not the first list's objects, whose readers read them afresh while it was not complete.
+#[derive(Default)]
+pub(super) struct News {
+    /// The first list is complete.
+    listed: bool,
+}
+
+impl News {
+    /// The metadata of the object `event` tells of, and whether it was applied (a write this process may have
+    /// made itself, which the caller may tell by its resourceVersion).
+    pub(super) fn of<'e, K: Resource<DynamicType = ()>>(
+        &mut self,
+        event: &'e watcher::Event<Lenient<K>>,
+    ) -> Option<(&'e ObjectMeta, bool)> {
+        match event {
+            watcher::Event::Apply(o) => Some((o.meta(), true)),
+            watcher::Event::Delete(o) => Some((o.meta(), false)),
+            watcher::Event::InitApply(o) if self.listed => Some((o.meta(), false)),
+            watcher::Event::InitDone => {
+                self.listed = true;
+                None
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => None,
+        }
+    }
+}
+
 /// For [`kept`]: no event names anything to reconcile.
 pub(super) fn silent<K>(_: &watcher::Event<Lenient<K>>) -> Vec<Key> {
     Vec::new()

@@ -15,6 +15,7 @@ use canaryd_testkit::rollout::cluster::*;
 use canaryd_testkit::router_objects;
 use canaryd_testkit::with_each_crd_set;
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, Patch, PatchParams};
 
 /// The reads of what a reconcile plans from (the Rollout by name, its ReplicaSets and AnalysisRuns listed, the
@@ -271,6 +272,46 @@ async fn another_clients_change_to_the_virtual_service_reconciles_the_rollout_at
 }
 
 with_each_crd_set!(another_clients_change_to_the_virtual_service_reconciles_the_rollout_at_once);
+
+/// Another client's change to a Service a Rollout manages reconciles the Rollout, as Argo's Service controller
+/// queues it: the stable Service's pod-template-hash selector, dropped by hand (as a GitOps sync putting back the
+/// Service from git does), is put back at once. Nothing else wakes a Healthy Rollout.
+async fn another_clients_change_to_a_managed_service_reconciles_the_rollout_at_once(crds: CrdSet) {
+    let (server, client, _prom, _rsc) =
+        deployed_with(crds, Answer::Scalar(1.0), &rollout("web:1", "1s")).await;
+    let daemon = harness::spawn(client.clone(), config()).await;
+    let healthy = until(&server, "the first deploy", |s| healthy_at(s, None)).await;
+    let hash = |svc: &serde_json::Value| {
+        let selector = svc.pointer("/spec/selector/rollouts-pod-template-hash")?;
+        Some(selector.as_str()?.to_string())
+    };
+    let stable = || server.get_json::<Service>("default", "web-stable");
+    harness::eventually(WAIT, "the stable Service selects the hash", || async {
+        (hash(&stable()?)? == healthy.stable_rs).then_some(())
+    })
+    .await;
+    let api: Api<Service> = Api::namespaced(client.clone(), "default");
+    let unselect = serde_json::json!({"spec": {"selector": {"rollouts-pod-template-hash": null}}});
+    let rv = api
+        .patch(
+            "web-stable",
+            &PatchParams::default(),
+            &Patch::Merge(&unselect),
+        )
+        .await
+        .expect("the selector reset by hand")
+        .metadata
+        .resource_version;
+    harness::eventually(WAIT, "the hash selected again", || async {
+        let svc = stable()?;
+        let later = svc.pointer("/metadata/resourceVersion")?.as_str()? != rv.as_deref()?;
+        (later && hash(&svc)? == healthy.stable_rs).then_some(())
+    })
+    .await;
+    daemon.stop().await;
+}
+
+with_each_crd_set!(another_clients_change_to_a_managed_service_reconciles_the_rollout_at_once);
 
 /// A watch of a cache the API server refuses (as RBAC refuses a kind) is counted and retried, and the
 /// reconciles read the object afresh meanwhile: the Rollout is deployed as if nothing failed.
