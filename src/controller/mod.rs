@@ -22,6 +22,7 @@ mod cache;
 pub mod driver;
 mod echo;
 mod expect;
+mod heard;
 mod queue;
 pub mod rollout;
 mod rollout_caches;

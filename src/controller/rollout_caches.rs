@@ -16,8 +16,9 @@ use kube::runtime::watcher;
 
 use super::cache::Cache;
 use super::expect::Expectations;
+use super::heard::{self, News};
 use super::router_caches::RouterCaches;
-use super::watch::{self, Failures, Key, Lenient, News};
+use super::watch::{self, Failures, Key, Lenient};
 use crate::api::rollout::MANAGED_BY_ANNOTATION;
 use crate::api::{AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate, Rollout};
 use crate::engine::rollout::change::Kind;
@@ -133,7 +134,7 @@ impl RolloutCaches {
                 watch::lenient(client.clone(), namespace),
                 scope.templates.clone(),
                 Failures::of::<AnalysisTemplate>(metrics, namespace),
-                watch::silent,
+                heard::silent,
             ),
             self.routers.triggers(namespace),
         ];
@@ -145,7 +146,7 @@ impl RolloutCaches {
                 Api::all(client.clone()),
                 cache.clone(),
                 failures,
-                watch::silent,
+                heard::silent,
             ));
             *cluster = Some(cache);
         }

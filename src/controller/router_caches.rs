@@ -31,7 +31,8 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use super::cache::Cache;
-use super::watch::{self, Failures, Key, Lenient, News, Watched};
+use super::heard::News;
+use super::watch::{self, Failures, Key, Lenient, Watched};
 use crate::k8s::versions::at_least;
 use crate::observe::Metrics;
 use crate::routers::objects::{DestinationRule, HttpRoute, VirtualService};

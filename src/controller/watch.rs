@@ -9,7 +9,6 @@
 //! This module owns decoding and the cache; what to do with an object is the driver's and its kind's.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -26,6 +25,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::cache::Cache;
+use super::heard::Heard;
 use crate::api::Controlled;
 use crate::observe::Metrics;
 
@@ -219,10 +219,7 @@ where
     K: Watched,
 {
     let api = lenient(client, namespace);
-    let mut heard = Heard {
-        read,
-        last: HashMap::new(),
-    };
+    let mut heard = Heard::new(read);
     watcher(api, watcher::Config::default().labels(selector))
         .default_backoff()
         .filter_map(move |event| {
@@ -247,7 +244,8 @@ where
 
 /// A watch of every object `api` lists, kept in `cache`; a failure is told to `failures`. It yields the keys
 /// `tell` names for each event (told before the cache applies it, yielded after): of the objects to reconcile
-/// for it, none for a watch polled beside a kind's triggers only for the caches its reconciles read ([`silent`]).
+/// for it, none for a watch polled beside a kind's triggers only for the caches its reconciles read
+/// ([`heard::silent`](super::heard::silent)).
 pub fn kept<K>(
     api: Api<Lenient<K>>,
     cache: Arc<Cache<K>>,
@@ -280,76 +278,6 @@ where
             futures::stream::iter(keys)
         })
         .boxed()
-}
-
-/// What a watch of a cache tells of, for naming what to reconcile for its events: an object applied (created
-/// or changed) or deleted, and one listed again after the watch's first list (a re-list after a failed watch);
-/// not the first list's objects, whose readers read them afresh while it was not complete.
-#[derive(Default)]
-pub(super) struct News {
-    /// The first list is complete.
-    listed: bool,
-}
-
-impl News {
-    /// The metadata of the object `event` tells of, and whether it was applied (a write this process may have
-    /// made itself, which the caller may tell by its resourceVersion).
-    pub(super) fn of<'e, K: Resource<DynamicType = ()>>(
-        &mut self,
-        event: &'e watcher::Event<Lenient<K>>,
-    ) -> Option<(&'e ObjectMeta, bool)> {
-        match event {
-            watcher::Event::Apply(o) => Some((o.meta(), true)),
-            watcher::Event::Delete(o) => Some((o.meta(), false)),
-            watcher::Event::InitApply(o) if self.listed => Some((o.meta(), false)),
-            watcher::Event::InitDone => {
-                self.listed = true;
-                None
-            }
-            watcher::Event::Init | watcher::Event::InitApply(_) => None,
-        }
-    }
-}
-
-/// For [`kept`]: no event names anything to reconcile.
-pub(super) fn silent<K>(_: &watcher::Event<Lenient<K>>) -> Vec<Key> {
-    Vec::new()
-}
-
-/// Which watch events concern an object's owner: a listed or deleted object, and a changed one, but with
-/// `read`, only a change in what `read` takes of it (only that is kept of each object). An object that does
-/// not decode is heard of whenever it changes. Hands on the object's metadata.
-struct Heard<K> {
-    read: Option<Read<K>>,
-    /// What `read` took of each object heard of since the last list began.
-    last: HashMap<(Option<String>, String), Value>,
-}
-
-impl<K: Resource<DynamicType = ()>> Heard<K> {
-    fn of<'e>(&mut self, event: &'e watcher::Event<Lenient<K>>) -> Option<&'e ObjectMeta> {
-        let id = |m: &ObjectMeta| (m.namespace.clone(), m.name.clone().unwrap_or_default());
-        match event {
-            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
-                let seen = match (o, self.read) {
-                    (_, None) => return Some(o.meta()),
-                    (Lenient::Decoded(object), Some(read)) => read(object),
-                    (Lenient::Undecodable(u), Some(_)) => Value::String(u.error.clone()),
-                };
-                let meta = o.meta();
-                (self.last.insert(id(meta), seen.clone()).as_ref() != Some(&seen)).then_some(meta)
-            }
-            watcher::Event::Delete(o) => {
-                self.last.remove(&id(o.meta()));
-                Some(o.meta())
-            }
-            // A relist: every object listed is heard of again, those deleted meanwhile are not.
-            watcher::Event::Init => {
-                self.last.clear();
-                None
-            }
-            watcher::Event::InitDone => None,
-        }
-    }
 }
 
 /// Watch events decoded ahead of the queue, per watch (and keys named by the watches of other kinds).
@@ -472,80 +400,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn run(name: &str, phase: &str, measurements: u32) -> Lenient<AnalysisRun> {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
-            "metadata": {"name": name, "namespace": "shop"},
-            "spec": {"metrics": []},
-            "status": {"phase": phase, "metricResults": [{"name": "m", "phase": "Running", "count": measurements}]},
-        }))
-        .expect("a run")
-    }
-
-    fn phase_of(run: &AnalysisRun) -> Value {
-        serde_json::to_value(run.status.as_ref().map(|s| &s.phase)).expect("a phase")
-    }
-
-    #[test]
-    fn with_a_read_only_a_change_in_what_it_takes_is_heard_of_again() {
-        let mut heard = Heard {
-            read: Some(phase_of),
-            last: HashMap::new(),
-        };
-        let mut of = |e| heard.of(&e).map(|m| m.name.clone().unwrap_or_default());
-        assert_eq!(
-            of(watcher::Event::InitApply(run("a", "Running", 0))),
-            Some("a".into())
-        );
-        assert_eq!(
-            of(watcher::Event::Apply(run("a", "Running", 1))),
-            None,
-            "a measurement"
-        );
-        assert_eq!(
-            of(watcher::Event::Apply(run("b", "Running", 1))),
-            Some("b".into())
-        );
-        assert_eq!(
-            of(watcher::Event::Apply(run("a", "Successful", 2))),
-            Some("a".into())
-        );
-        assert_eq!(
-            of(watcher::Event::Delete(run("a", "Successful", 2))),
-            Some("a".into())
-        );
-        assert_eq!(
-            of(watcher::Event::Apply(run("a", "Successful", 2))),
-            Some("a".into()),
-            "made again"
-        );
-        assert_eq!(of(watcher::Event::Init), None);
-        assert_eq!(
-            of(watcher::Event::InitApply(run("b", "Running", 1))),
-            Some("b".into()),
-            "relisted"
-        );
-    }
-
-    #[test]
-    fn without_a_read_every_change_is_heard_of() {
-        let mut heard: Heard<AnalysisRun> = Heard {
-            read: None,
-            last: HashMap::new(),
-        };
-        assert!(
-            heard
-                .of(&watcher::Event::Apply(run("a", "Running", 1)))
-                .is_some()
-        );
-        assert!(
-            heard
-                .of(&watcher::Event::Apply(run("a", "Running", 1)))
-                .is_some()
-        );
-        assert!(heard.last.is_empty(), "nothing kept");
-    }
     use crate::api::AnalysisRun;
     use serde_json::json;
 
