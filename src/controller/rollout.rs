@@ -10,8 +10,9 @@
 //! step), so a process killed at any point and started again creates nothing twice and repeats no step.
 //!
 //! A change to a ReplicaSet or AnalysisRun the Rollout controls reconciles the Rollout (the driver's
-//! triggers), and so does another client's change to a Service it manages or a router object it read. The AnalysisRuns a plan creates are executed by the AnalysisRun controller, like any other run
-//! this process owns.
+//! triggers), and so does another client's change to a Service it manages or a router object it read. The
+//! AnalysisRuns a plan creates are executed by the AnalysisRun controller, like any other run this process
+//! owns.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -127,9 +128,9 @@ impl Reconciled for Rollout {
     }
 
     /// Changes to the Rollout's ReplicaSets, and to what the planner reads of its AnalysisRuns: not each
-    /// measurement a run records, only its phase and message, labels, deletion and `terminate`; and changes to
-    /// the router objects it read (`router_caches`). Their watches and those of Services and templates keep the
-    /// caches its reconciles read (`rollout_caches`).
+    /// measurement a run records, only its phase and message, labels, deletion and `terminate`; and other
+    /// clients' changes to the Services it manages and the router objects it read. Their watches and that of
+    /// templates keep the caches its reconciles read (`rollout_caches`, `router_caches`).
     fn triggers(ctx: &Context, namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
         ctx.rollout_caches
             .watch(&ctx.client, &ctx.metrics, namespace, run_as_planned)
