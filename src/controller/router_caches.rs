@@ -1,9 +1,10 @@
 //! The traffic routers' objects a Rollout's reconcile reads (Istio's VirtualServices and DestinationRules, the
-//! Gateway API's HTTPRoutes), from watches, as Argo's controller reads them from its informers. A kind's watch
-//! in a namespace starts the first time a reconcile reads one of its objects there, so a daemon whose Rollouts
-//! name none of a kind never watches it (its CRD may not be installed). Until that watch has listed, and for an
-//! object it does not hold or holds older than this process last wrote, the reconcile reads the object from the
-//! API server; so too for the kinds not cached here (Ingresses: ALB's RBAC has no watch of them). A copy that is
+//! Gateway API's HTTPRoutes, NGINX's stable Ingress), from watches, as Argo's controller reads them from its
+//! informers. A kind's watch in a namespace starts the first time a reconcile reads one of its objects there, so
+//! a daemon whose Rollouts name none of a kind never watches it (its CRD may not be installed). Until that watch
+//! has listed, and for an object it does not hold or holds older than this process last wrote, the reconcile
+//! reads the object from the API server; so too for what is not cached here (ALB's Ingress: its RBAC has no
+//! watch of Ingresses; `routers::api` never asks for it). A copy that is
 //! stale all the same (another client's write not heard of yet) makes the router's update meet a 409 and read
 //! afresh (`routers::api`).
 //!
@@ -11,9 +12,10 @@
 //! by the planner's `change::Kind`, which names the objects a Rollout controls, not the routers' objects it
 //! points at. Both compare versions with `k8s::versions::at_least`.
 //!
-//! A change to a router object reconciles the Rollouts that read it, as Argo's Istio controller queues the
-//! Rollouts naming a VirtualService it hears changed: created, changed by another client or deleted, so that a
-//! Rollout waiting for it (InvalidSpec) or whose weights another client changed acts at once. The readers are
+//! A change to a router object reconciles the Rollouts that read it, as Argo's Istio and ingress controllers
+//! queue the Rollouts naming a VirtualService or Ingress they hear changed: created, changed by another client
+//! or deleted, so that a Rollout waiting for it (InvalidSpec), whose weights another client changed or whose
+//! canary Ingress must follow the stable one acts at once. The readers are
 //! recorded as the reconciles read (until the Rollout is gone). Not heard: this process's own writes (the
 //! reconcile that made one planned on from it) and a watch's first list (its readers read afresh meanwhile);
 //! a re-list after a failed watch is, object by object.
@@ -23,6 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::Resource;
 use kube::runtime::watcher;
 use serde::Serialize;
@@ -214,6 +217,7 @@ impl RouterCaches {
                     "HTTPRoute" => {
                         start::<HttpRoute>(client, metrics, kind, namespace, known, trigger)
                     }
+                    "Ingress" => start::<Ingress>(client, metrics, kind, namespace, known, trigger),
                     _ => return None,
                 };
                 watches.insert(slot, watch);
@@ -311,11 +315,15 @@ mod tests {
             "the write shown is forgotten"
         );
         assert_eq!(
-            caches.get(&client, &metrics, "Ingress", "shop", "web", &reader),
+            caches.get(&client, &metrics, "TrafficSplit", "shop", "web", &reader),
             None,
             "a kind not cached"
         );
-        assert_eq!(locked(&caches.watches).len(), 1, "no watch of Ingresses");
+        assert_eq!(
+            locked(&caches.watches).len(),
+            1,
+            "no watch of a kind not cached"
+        );
         let readers = locked(&caches.known.readers);
         let read: Vec<_> = readers.of.keys().map(|o| o.0).collect();
         assert_eq!(read, ["VirtualService"], "a reader of what is watched only");

@@ -20,6 +20,7 @@ use canaryd_testkit::router_objects::{self, TraefikService, TraefikServiceV2};
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::networking::v1::Ingress;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -588,6 +589,28 @@ async fn the_stable_ingress_and_the_other_backends_are_left_alone() {
         (Some(80), Some(20))
     );
     assert_eq!(refs[2], json!({"name": "extra", "port": 80}), "{route}");
+}
+
+/// Another client's change to the stable Ingress reconciles the Rollout, as Argo's ingress controller queues
+/// it: a host added to the stable Ingress mid-update reaches the canary Ingress at once.
+#[tokio::test]
+async fn a_change_to_the_stable_ingress_reaches_the_canary_ingress_at_once() {
+    let r = deployed_behind(Nginx).await;
+    updated_to_twenty(&r).await;
+    let api: Api<Ingress> = Api::namespaced(r.client.clone(), "default");
+    let host = json!({"spec": {"rules": [{"host": "shop.example.com", "http": {"paths": [
+        {"path": "/", "pathType": "Prefix",
+         "backend": {"service": {"name": "web-stable", "port": {"number": 80}}}}
+    ]}}]}});
+    api.patch("web", &PatchParams::default(), &Patch::Merge(&host))
+        .await
+        .expect("the stable Ingress's host changed by hand");
+    eventually(WAIT, "the canary Ingress on the new host", || async {
+        let canary = r.server.get_json::<Ingress>("default", "web-web-canary")?;
+        (canary.pointer("/spec/rules/0/host")? == "shop.example.com").then_some(())
+    })
+    .await;
+    r.daemon.stop().await;
 }
 
 /// The TrafficSplit as Argo's SMI router leaves it at each weight (its generateTrafficSplits): named after the
