@@ -1,10 +1,11 @@
 //! The traffic routers' objects a Rollout's reconcile reads (Istio's VirtualServices and DestinationRules, the
-//! Gateway API's HTTPRoutes, NGINX's stable Ingress), from watches, as Argo's controller reads them from its
-//! informers. A kind's watch in a namespace starts the first time a reconcile reads one of its objects there, so
-//! a daemon whose Rollouts name none of a kind never watches it (its CRD may not be installed). Until that watch
+//! Gateway API's HTTPRoutes, NGINX's stable Ingress and ALB's Ingress), from watches, as Argo's controller reads
+//! them from its informers. A kind's watch in a namespace starts the first time a reconcile reads one of its
+//! objects there, so a daemon whose Rollouts name none of a kind never watches it (its CRD may not be
+//! installed). Until that watch
 //! has listed, and for an object it does not hold or holds older than this process last wrote, the reconcile
-//! reads the object from the API server; so too for what is not cached here (ALB's Ingress: its RBAC has no
-//! watch of Ingresses; `routers::api` never asks for it). A copy that is
+//! reads the object from the API server; so too for what is not cached here (the canary Ingress NGINX's router
+//! creates, SMI's TrafficSplit, Traefik's TraefikService: `routers::api` never asks for them). A copy that is
 //! stale all the same (another client's write not heard of yet) makes the router's update meet a 409 and read
 //! afresh (`routers::api`).
 //!

@@ -239,8 +239,6 @@ impl ApiRouter {
         {
             let (namespace, name) = (target.namespace(), target.read_name());
             let object = match target {
-                // ALB's Ingress is always read: its RBAC has no watch of Ingresses.
-                Target::AlbIngress { .. } => get::<Ingress>(&self.client, namespace, name).await?,
                 _ if let Some(copy) = cached(target.kind(), namespace, name) => Some(copy),
                 Target::DestinationRule { .. } => {
                     get::<DestinationRule>(&self.client, namespace, name).await?
@@ -249,7 +247,7 @@ impl ApiRouter {
                     get::<VirtualService>(&self.client, namespace, name).await?
                 }
                 Target::HttpRoute { .. } => get::<HttpRoute>(&self.client, namespace, name).await?,
-                Target::CanaryIngress { .. } => {
+                Target::CanaryIngress { .. } | Target::AlbIngress { .. } => {
                     get::<Ingress>(&self.client, namespace, name).await?
                 }
                 Target::TrafficSplit { .. } | Target::TraefikService { .. } => continue,

@@ -245,7 +245,7 @@ ROUTER_RULES = {
     "nginx": {("networking.k8s.io", "ingresses"): {"get", "list", "watch", "create", "update", "patch"}},
     "gatewayAPI": {("gateway.networking.k8s.io", "httproutes"): {"get", "list", "watch", "update", "patch"}},
     "smi": {("split.smi-spec.io", "trafficsplits"): {"get", "create", "patch"}},
-    "alb": {("networking.k8s.io", "ingresses"): {"get", "update"}},
+    "alb": {("networking.k8s.io", "ingresses"): {"get", "list", "watch", "update"}},
 }
 
 

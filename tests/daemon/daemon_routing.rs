@@ -613,6 +613,39 @@ async fn a_change_to_the_stable_ingress_reaches_the_canary_ingress_at_once() {
     r.daemon.stop().await;
 }
 
+/// Another client's change to the ALB Ingress reconciles the Rollout, as Argo's ingress controller queues the
+/// Rollouts its managed annotations name: the action set back to all-stable by hand mid-update is put back to
+/// the step's weight at once. The Rollout waits on an indefinite pause with nothing else due, so without the
+/// trigger the action would stay.
+#[tokio::test]
+async fn a_change_to_the_alb_ingress_is_put_back_at_once() {
+    let r = deployed_behind(Alb).await;
+    updated_to_twenty(&r).await;
+    eventually(WAIT, "the Ingresses watched", || async {
+        let watched = r.server.requests().iter().any(|request| {
+            request.path.ends_with("/ingresses") && request.query.contains("watch=")
+        });
+        watched.then_some(())
+    })
+    .await;
+    let all_stable = r#"{"Type":"forward","ForwardConfig":{"TargetGroups":[{"ServiceName":"web-stable","ServicePort":"80","Weight":100}]}}"#;
+    let api: Api<Ingress> = Api::namespaced(r.client.clone(), "default");
+    let by_hand = json!({"metadata": {"annotations": {ALB_ACTION: all_stable}}});
+    let rv = api
+        .patch("web", &PatchParams::default(), &Patch::Merge(&by_hand))
+        .await
+        .expect("the action set by hand")
+        .metadata
+        .resource_version;
+    eventually(WAIT, "the step's weight put back", || async {
+        let ingress = r.server.get_json::<Ingress>("default", "web")?;
+        let later = ingress.pointer("/metadata/resourceVersion")?.as_str()? != rv.as_deref()?;
+        (later && Alb.canary_weight(&ingress)? == 20).then_some(())
+    })
+    .await;
+    r.daemon.stop().await;
+}
+
 /// The TrafficSplit as Argo's SMI router leaves it at each weight (its generateTrafficSplits): named after the
 /// Rollout, controlled by it, the stable Service as the root, the canary's backend then the stable's, v1alpha1
 /// quantities; only the weights change.

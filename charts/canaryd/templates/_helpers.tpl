@@ -223,7 +223,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if .Values.rbac.routers.alb }}
 - apiGroups: ["networking.k8s.io"]
   resources: ["ingresses"]
-  verbs: ["get", "update"]
+  verbs: ["get", "list", "watch", "update"]
 {{- end }}
 {{- if .Values.rbac.routers.traefik }}
 - apiGroups: [{{ .Values.rollouts.traefik.apiGroup | quote }}]
