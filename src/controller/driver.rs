@@ -53,6 +53,14 @@ pub trait Reconciled: watch::Watched {
         obj: Box<Undecodable>,
         ctx: Arc<Context>,
     ) -> impl Future<Output = Result<Next, ReconcileError>> + Send;
+    /// What is left to do once the object `key` is gone (deleted, or no longer this process's): started when the
+    /// watch sees it deleted, and for a key queued whose object the cache no longer holds. Nothing by default.
+    fn gone(
+        _key: Key,
+        _ctx: Arc<Context>,
+    ) -> impl Future<Output = Result<Next, ReconcileError>> + Send {
+        async { Ok(Next::Change) }
+    }
     /// The watch shows `obj` for the first time since this process's controllers started (client-go's
     /// informer `AddFunc`). Nothing by default.
     fn added(_obj: &Self, _ctx: &Context) {}
@@ -105,7 +113,7 @@ pub enum ReconcileError {
     #[error("{write}: {}", refusal(.error))]
     RolloutWrite { write: String, error: WriteError },
     /// The traffic routers could not be brought to the plan's weight (the message of the Rollout's
-    /// `TrafficRoutingError` Event).
+    /// `TrafficRoutingError` Event), or a deleted Rollout's ALB Ingress could not be released.
     #[error("{0}")]
     TrafficRouting(String),
     #[error("the reconcile task was cancelled")]
@@ -415,10 +423,7 @@ async fn drive<K: Reconciled>(
             } else if let Some(obj) = undecodable.get(&key) {
                 running.spawn(timed(K::report_undecodable(obj.clone(), ctx.clone())))
             } else {
-                // Deleted since it was queued.
-                backoff.forget(&key);
-                queue.finish(&key, now, None);
-                continue;
+                running.spawn(timed(K::gone(key.clone(), ctx.clone())))
             };
             keys.insert(task.id(), key);
         }
@@ -456,6 +461,10 @@ async fn drive<K: Reconciled>(
                     ctx.metrics.reconcile_error("decode");
                     warn!(kind = %K::kind(&()), object = %shown(&key.0, &key.1), error = %obj.error, "Cannot decode the object");
                     undecodable.insert(key.clone(), obj);
+                    queue.schedule(key, ctx.clock.steady());
+                }
+                Some(Seen::Deleted(key)) => {
+                    undecodable.remove(&key);
                     queue.schedule(key, ctx.clock.steady());
                 }
                 Some(Seen::Failed(e)) => {

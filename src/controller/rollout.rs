@@ -40,7 +40,7 @@ use crate::k8s::events::{self, Happened};
 use crate::k8s::rollout_writes;
 use crate::k8s::status::WriteError;
 use crate::k8s::versions::{Expected, Least};
-use crate::routers::ApiRouter;
+use crate::routers::{ApiRouter, RouterError};
 
 /// How soon a reconcile that changed something looks again, unless its plans settled (`Reconciliation::Planned`):
 /// the planner moves one small step at a time (Argo lets the status write's own watch event start the next),
@@ -108,6 +108,13 @@ impl Reconciled for Rollout {
         ctx: Arc<Context>,
     ) -> impl Future<Output = Result<Next, ReconcileError>> + Send {
         report_undecodable(obj, ctx)
+    }
+
+    fn gone(
+        key: Key,
+        ctx: Arc<Context>,
+    ) -> impl Future<Output = Result<Next, ReconcileError>> + Send {
+        gone(key, ctx)
     }
 
     /// Argo's Rollout informer `AddFunc` tells each Rollout it is added to the cache (at every start, and
@@ -185,12 +192,7 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
         None => {}
     }
     Ok(match reconcile_loop::reconcile(&mut cluster).await? {
-        reconcile_loop::Reconciliation::Gone => {
-            ctx.status_writes.record(cluster.key(), None);
-            ctx.rollout_caches.expected.forget(&cluster.key());
-            ctx.rollout_caches.routers.forget(&cluster.key());
-            Next::Change
-        }
+        reconcile_loop::Reconciliation::Gone => return gone(cluster.key(), ctx.clone()).await,
         reconcile_loop::Reconciliation::Planned {
             changed: true,
             settled: false,
@@ -206,6 +208,47 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
         // Something keeps changing under the plans: let it settle rather than spin.
         reconcile_loop::Reconciliation::Contended => Next::After(CONTENDED),
     })
+}
+
+/// A Rollout gone from this process (deleted, or handed to another instance by its `--instance-id` label):
+/// what this process kept for it is forgotten, and one that no longer exists lets go of the ALB Ingresses it
+/// read, as Argo's ingress controller resets the actions of a Rollout an Ingress's managed annotation names and
+/// no Rollout of that name points at (`routers::ApiRouter::release_alb`); one that is only another instance's,
+/// which a fresh read tells, keeps them. A failed write fails this, and the Rollout's backoff retries it; an
+/// Ingress Argo would give up on is left with a warning.
+async fn gone(key: Key, ctx: Arc<Context>) -> Result<Next, ReconcileError> {
+    let ingresses = ctx.rollout_caches.routers.read_by(&key, "Ingress");
+    let (namespace, name) = (&key.0, &key.1);
+    let api: Api<Rollout> = Api::namespaced(ctx.client.clone(), namespace);
+    if !ingresses.is_empty()
+        && api
+            .get_opt(name)
+            .await
+            .map_err(ReconcileError::Read)?
+            .is_none()
+    {
+        let router = ApiRouter::new(ctx.client.clone());
+        for (namespace, ingress) in ingresses {
+            match router.release_alb(&namespace, &ingress, name).await {
+                Ok(true) => tracing::info!(
+                    rollout = %name, %namespace, %ingress,
+                    "released the deleted Rollout's ALB actions: all traffic to the Services they are named for"
+                ),
+                Ok(false) => {}
+                Err(e @ RouterError::Unfit { .. }) => tracing::warn!(
+                    rollout = %name, "the deleted Rollout's ALB actions left as they are: {e}"
+                ),
+                Err(e) => {
+                    let failed = format!("releasing the deleted Rollout's ALB Ingress: {e}");
+                    return Err(ReconcileError::TrafficRouting(failed));
+                }
+            }
+        }
+    }
+    ctx.status_writes.record(key.clone(), None);
+    ctx.rollout_caches.expected.forget(&key);
+    ctx.rollout_caches.routers.forget(&key);
+    Ok(Next::Change)
 }
 
 /// A Rollout that does not decode (a field of the wrong type, a required one missing) can never be planned:

@@ -245,6 +245,15 @@ impl RouterCaches {
         locked(&self.known.written).insert(key, version);
     }
 
+    /// The objects of `kind` the Rollout `reader` read, by namespace and name.
+    pub fn read_by(&self, reader: &Key, kind: &str) -> Vec<(String, String)> {
+        let readers = locked(&self.known.readers);
+        let read = readers.read_by.get(reader).into_iter().flatten();
+        read.filter(|(k, _, _)| *k == kind)
+            .map(|(_, namespace, name)| (namespace.clone(), name.clone()))
+            .collect()
+    }
+
     /// Forgets what the Rollout `reader` read (it is gone).
     pub fn forget(&self, reader: &Key) {
         locked(&self.known.readers).forget(reader);

@@ -16,10 +16,10 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -49,6 +49,9 @@ pub enum Seen<K> {
     /// its `AddFunc`).
     Object(Arc<K>, bool),
     Undecodable(Box<Undecodable>),
+    /// An object the watch saw deleted (or leave its label selector), by namespace and name (client-go's
+    /// informer `DeleteFunc`). Not one missing from a re-list.
+    Deleted(Key),
     /// The watch failed; the watcher re-lists by itself (410 Gone, dropped connections).
     Failed(watcher::Error),
 }
@@ -376,12 +379,18 @@ where
             vec![Seen::Undecodable(u)]
         }
         E::Delete(Lenient::Decoded(object)) => {
+            let key = (object.namespace().unwrap_or_default(), object.name_any());
             writer.apply_watcher_event(&E::Delete(object));
-            Vec::new()
+            vec![Seen::Deleted(key)]
         }
         E::Delete(Lenient::Undecodable(u)) => {
             forget(writer, &u);
-            Vec::new()
+            let m = &u.metadata;
+            let key = (
+                m.namespace.clone().unwrap_or_default(),
+                m.name.clone().unwrap_or_default(),
+            );
+            vec![Seen::Deleted(key)]
         }
         E::Init => {
             writer.apply_watcher_event(&E::Init);

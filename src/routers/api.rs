@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::objects::{DestinationRule, HttpRoute, VirtualService};
 use super::{Action, Change, FIELD_MANAGER, Route, RouterApis, RouterError};
 use crate::api::Rollout;
+use crate::engine::routing::alb_release;
 use crate::engine::routing::nginx::CanaryIngress;
 use crate::engine::routing::smi::{self, TrafficSplitWrite};
 use crate::engine::routing::{
@@ -349,6 +350,43 @@ impl ApiRouter {
                     api.patch(target.name, &patch_params(), &conditional(patch, version))
                         .await
                         .map(|_| Some(target.change(Action::Updated)))
+                }
+            })
+        })
+        .await
+    }
+}
+
+impl ApiRouter {
+    /// Lets the ALB Ingress `namespace/name` go of the Rollout `rollout`, which no longer exists, as Argo's
+    /// ingress controller does (`engine::routing::alb_release`): an update carrying the resourceVersion read.
+    /// Whether it was written: not when the Ingress is gone or its managed annotation does not name `rollout`.
+    /// `RouterError::Unfit` where Argo gives up on the Ingress without writing.
+    pub async fn release_alb(
+        &self,
+        namespace: &str,
+        name: &str,
+        rollout: &str,
+    ) -> Result<bool, RouterError> {
+        let api: Api<Ingress> = Api::namespaced(self.client.clone(), namespace);
+        let target = Object {
+            kind: "Ingress",
+            namespace,
+            name,
+        };
+        on_conflict_read_again(&target, || async {
+            let Some(current) = api.get_opt(name).await.map_err(|e| target.failed(e))? else {
+                return Ok(Ok(false));
+            };
+            let released = alb_release::released(&target.json(&current)?, rollout)
+                .map_err(|e| target.unfit(e))?;
+            Ok(match released {
+                None => Ok(false),
+                Some(released) => {
+                    let released: Ingress = target.decode(released)?;
+                    api.replace(name, &post_params(), &released)
+                        .await
+                        .map(|_| true)
                 }
             })
         })

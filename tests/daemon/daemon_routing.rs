@@ -13,14 +13,14 @@ use std::sync::{Arc, Mutex};
 
 use canaryd::api::Rollout;
 use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
-use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer};
+use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer, RecordedRequest};
 use canaryd_testkit::harness::{self, Answer, eventually};
 use canaryd_testkit::rollout::cluster::*;
 use canaryd_testkit::router_objects::{self, TraefikService, TraefikServiceV2};
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -643,6 +643,74 @@ async fn a_change_to_the_alb_ingress_is_put_back_at_once() {
         (later && Alb.canary_weight(&ingress)? == 20).then_some(())
     })
     .await;
+    r.daemon.stop().await;
+}
+
+/// The ALB Ingress's managed annotation as `a_change_to_the_alb_ingress_is_put_back_at_once` leaves it, and the
+/// action that sends everything to the stable Service.
+fn alb_annotations(server: &FakeApiServer) -> (Option<String>, Option<String>) {
+    let ingress = server.get_json::<Ingress>("default", "web");
+    let annotation = |key: &str| {
+        let value = ingress
+            .as_ref()?
+            .pointer("/metadata/annotations")?
+            .get(key)?;
+        Some(value.as_str()?.to_string())
+    };
+    (
+        annotation("rollouts.argoproj.io/managed-alb-annotations"),
+        annotation(ALB_ACTION),
+    )
+}
+
+/// A deleted Rollout lets go of its ALB Ingress, as Argo's ingress controller resets the action of a Rollout
+/// that no longer exists: everything to the stable Service the action is named for, the Rollout's entry out of
+/// the managed annotation. Deleted mid-update (its canary at 20%) with its ReplicaSets orphaned, as when moving
+/// back to a Deployment, the canary's pods would otherwise keep a fifth of the traffic.
+#[tokio::test]
+async fn a_deleted_rollout_releases_its_alb_ingress() {
+    let r = deployed_behind(Alb).await;
+    updated_to_twenty(&r).await;
+    let rollouts: Api<Rollout> = Api::namespaced(r.client.clone(), "default");
+    rollouts
+        .delete("web", &DeleteParams::orphan())
+        .await
+        .expect("the Rollout deleted");
+    let all_stable = r#"{"Type":"forward","ForwardConfig":{"TargetGroups":[{"ServiceName":"web-stable","ServicePort":"80","Weight":100}]}}"#;
+    eventually(WAIT, "the action released", || async {
+        (alb_annotations(&r.server) == (None, Some(all_stable.to_string()))).then_some(())
+    })
+    .await;
+    r.daemon.stop().await;
+}
+
+/// A Rollout handed to another controller instance (its instance-id label changed) is gone for this one, but
+/// it still exists: its ALB Ingress keeps the action it set.
+#[tokio::test]
+async fn a_rollout_handed_to_another_instance_keeps_its_alb_ingress() {
+    let r = deployed_behind(Alb).await;
+    updated_to_twenty(&r).await;
+    let before = alb_annotations(&r.server);
+    assert!(before.0.is_some() && before.1.is_some(), "{before:?}");
+    let reads = || {
+        let requests = r.server.requests();
+        let read = |q: &&RecordedRequest| q.method == "GET" && q.path.ends_with("/rollouts/web");
+        requests.iter().filter(read).count()
+    };
+    let read_before = reads();
+    let rollouts: Api<Rollout> = Api::namespaced(r.client.clone(), "default");
+    let handed = json!({"metadata": {"labels": {canaryd::api::INSTANCE_LABEL: "other"}}});
+    rollouts
+        .patch("web", &PatchParams::default(), &Patch::Merge(&handed))
+        .await
+        .expect("the Rollout handed over");
+    // The daemon reads the Rollout afresh to tell whether it still exists.
+    eventually(WAIT, "the Rollout read afresh", || async {
+        (reads() > read_before).then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(alb_annotations(&r.server), before);
     r.daemon.stop().await;
 }
 

@@ -118,32 +118,32 @@ pub(super) fn go_json(value: &impl Serialize) -> Result<String, RoutingError> {
 
 /// Argo's ALBAction, in its Go field order.
 #[derive(Serialize)]
-struct Action<'a> {
+pub(super) struct Action<'a> {
     #[serde(rename = "Type")]
-    kind: &'static str,
+    pub(super) kind: &'static str,
     #[serde(rename = "ForwardConfig")]
-    forward: Forward<'a>,
+    pub(super) forward: Forward<'a>,
 }
 
 #[derive(Serialize)]
-struct Forward<'a> {
+pub(super) struct Forward<'a> {
     #[serde(rename = "TargetGroups")]
-    target_groups: Vec<TargetGroup<'a>>,
+    pub(super) target_groups: Vec<TargetGroup<'a>>,
     #[serde(
         rename = "TargetGroupStickinessConfig",
         skip_serializing_if = "Option::is_none"
     )]
-    stickiness: Option<Stickiness>,
+    pub(super) stickiness: Option<Stickiness>,
 }
 
 #[derive(Serialize)]
-struct TargetGroup<'a> {
+pub(super) struct TargetGroup<'a> {
     #[serde(rename = "ServiceName", skip_serializing_if = "omitted")]
-    service: &'a str,
+    pub(super) service: &'a str,
     #[serde(rename = "ServicePort")]
-    port: String,
+    pub(super) port: String,
     #[serde(rename = "Weight")]
-    weight: i64,
+    pub(super) weight: i64,
 }
 
 /// Go's `omitempty` on a string.
@@ -152,11 +152,11 @@ fn omitted(s: &&str) -> bool {
 }
 
 #[derive(Serialize)]
-struct Stickiness {
+pub(super) struct Stickiness {
     #[serde(rename = "Enabled")]
-    enabled: bool,
+    pub(super) enabled: bool,
     #[serde(rename = "DurationSeconds")]
-    duration_seconds: i64,
+    pub(super) duration_seconds: i64,
 }
 
 /// A forward action over `groups` (Service, weight) on `servicePort`, with `stickinessConfig` when enabled, as

@@ -8,6 +8,7 @@
 
 pub mod alb;
 mod alb_managed;
+pub mod alb_release;
 pub mod gateway;
 mod gateway_managed;
 pub mod istio;
