@@ -9,6 +9,7 @@
 //! This module owns decoding and the cache; what to do with an object is the driver's and its kind's.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -49,8 +50,8 @@ pub enum Seen<K> {
     /// its `AddFunc`).
     Object(Arc<K>, bool),
     Undecodable(Box<Undecodable>),
-    /// An object the watch saw deleted (or leave its label selector), by namespace and name (client-go's
-    /// informer `DeleteFunc`). Not one missing from a re-list.
+    /// An object the watch saw deleted (or leave its label selector), or that a re-list no longer has, by
+    /// namespace and name (client-go's informer `DeleteFunc`).
     Deleted(Key),
     /// The watch failed; the watcher re-lists by itself (410 Gone, dropped connections).
     Failed(watcher::Error),
@@ -398,10 +399,19 @@ where
             Vec::new()
         }
         E::InitDone => {
+            // What the cache held that the list no longer has was deleted while no watch was open (client-go's
+            // informer tells it as `DeletedFinalStateUnknown`).
+            let relisted: HashSet<&ObjectRef<K>> = listed.iter().map(|(r, _)| r).collect();
+            let mut seen: Vec<Seen<K>> = (reader.state().iter())
+                .map(|o| ObjectRef::from_obj(&**o))
+                .filter(|r| !relisted.contains(r))
+                .map(|r| Seen::Deleted((r.namespace.unwrap_or_default(), r.name)))
+                .collect();
             writer.apply_watcher_event(&E::InitDone);
             synced.store(true, Ordering::Relaxed);
             let cached = |(reference, added)| Some(Seen::Object(reader.get(&reference)?, added));
-            listed.drain(..).filter_map(cached).collect()
+            seen.extend(listed.drain(..).filter_map(cached));
+            seen
         }
     }
 }
@@ -502,5 +512,43 @@ mod tests {
         let typed: AnalysisRun =
             serde_json::from_value(object(json!({"metrics": []}))).expect("typed");
         assert_eq!(typed.metadata.managed_fields.map(|m| m.len()), Some(1));
+    }
+
+    #[test]
+    fn a_deletion_and_an_object_a_relist_no_longer_has_are_seen_deleted() {
+        let run = |name: &str| -> AnalysisRun {
+            serde_json::from_value(json!({
+                "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun",
+                "metadata": {"name": name, "namespace": "shop"}, "spec": {"metrics": []},
+            }))
+            .expect("a run")
+        };
+        let mut writer = reflector::store::Writer::<AnalysisRun>::new(());
+        let reader = writer.as_reader();
+        let (synced, mut listed) = (AtomicBool::new(false), Vec::new());
+        let mut apply = |event| {
+            let seen = apply(&mut writer, &reader, event, &synced, &mut listed);
+            let name = |s: &Seen<AnalysisRun>| match s {
+                Seen::Object(o, added) => {
+                    format!("{} {added}", o.metadata.name.clone().unwrap_or_default())
+                }
+                Seen::Deleted((namespace, name)) => format!("deleted {namespace}/{name}"),
+                _ => "other".to_string(),
+            };
+            seen.iter().map(name).collect::<Vec<_>>()
+        };
+        use watcher::Event as E;
+        apply(E::Init);
+        for name in ["a", "b", "c"] {
+            apply(E::InitApply(Lenient::Decoded(run(name))));
+        }
+        assert_eq!(apply(E::InitDone), ["a true", "b true", "c true"]);
+        assert_eq!(
+            apply(E::Delete(Lenient::Decoded(run("a")))),
+            ["deleted shop/a"]
+        );
+        apply(E::Init);
+        apply(E::InitApply(Lenient::Decoded(run("c"))));
+        assert_eq!(apply(E::InitDone), ["deleted shop/b", "c false"]);
     }
 }
