@@ -423,7 +423,9 @@ async fn drive<K: Reconciled>(
             } else if let Some(obj) = undecodable.get(&key) {
                 running.spawn(timed(K::report_undecodable(obj.clone(), ctx.clone())))
             } else {
-                running.spawn(timed(K::gone(key.clone(), ctx.clone())))
+                // Not a reconcile (Argo's sync of a deleted object returns before its reconcile metrics).
+                let gone = K::gone(key.clone(), ctx.clone());
+                running.spawn(async { (gone.await, None) })
             };
             keys.insert(task.id(), key);
         }
@@ -476,7 +478,7 @@ async fn drive<K: Reconciled>(
             Some(done) = running.join_next_with_id() => {
                 let (id, result) = match done {
                     Ok((id, (result, took))) => {
-                        if let Some(key) = keys.get(&id) {
+                        if let (Some(key), Some(took)) = (keys.get(&id), took) {
                             ctx.metrics.reconciles.reconciled(K::COUNTED_AS, key, took.as_secs_f64());
                         }
                         (id, result)
@@ -506,10 +508,10 @@ async fn drive<K: Reconciled>(
 }
 
 /// `reconcile`, and how long it took in real time (Argo's reconcile histograms).
-async fn timed<T>(reconcile: impl Future<Output = T>) -> (T, Duration) {
+async fn timed<T>(reconcile: impl Future<Output = T>) -> (T, Option<Duration>) {
     let started = crate::time::monotonic();
     let outcome = reconcile.await;
-    (outcome, started.elapsed())
+    (outcome, Some(started.elapsed()))
 }
 
 /// Counts and logs a failed reconcile; it is retried after the object's [`Backoff`].
