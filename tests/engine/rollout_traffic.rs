@@ -10,6 +10,7 @@ use canaryd::api::rollout::TrafficWeights;
 use canaryd::engine::rollout::memory::MemoryCluster;
 use canaryd::engine::rollout::{Route, Write};
 use canaryd_testkit::rollout::memory::*;
+use k8s_openapi::api::apps::v1::ReplicaSetStatus;
 use serde_json::{Value, json};
 
 const DEADLINE: &str = "scale-down-deadline";
@@ -604,5 +605,82 @@ fn a_rehearsal_shows_the_alb_ingress_among_its_files() {
             "Updating Ingress `web` to desiredWeight '0'",
             "Updating Ingress `web` to desiredWeight '20'"
         ]
+    );
+}
+
+/// The canary ReplicaSet as if `available` of its pods were available, the others still starting.
+fn canary_available(c: &mut MemoryCluster, available: i32) {
+    let hash = c.status().current_pod_hash;
+    let rs = (c.replica_sets.iter_mut())
+        .find(|r| {
+            r.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.ends_with(&hash))
+        })
+        .expect("the canary ReplicaSet");
+    let spec = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+    rs.status = Some(ReplicaSetStatus {
+        replicas: spec,
+        ready_replicas: Some(available),
+        available_replicas: Some(available),
+        ..Default::default()
+    });
+}
+
+/// The update to `web:2` of 10 replicas through `setWeight: 20` and `setWeight: 60`, with `threshold`, its
+/// canary's pods becoming available one by one: the step index, canary weight and whether the Rollout is
+/// promoted after each.
+fn stepped_with(threshold: Option<Value>) -> Vec<(i32, i32, i32, bool)> {
+    let mut canary = json!({"steps": [{"setWeight": 20}, {"setWeight": 60}]});
+    if let Some(threshold) = threshold {
+        canary["replicaProgressThreshold"] = threshold;
+    }
+    let mut c = routed(10, canary);
+    run(&mut c, at(0));
+    set_image(&mut c, "web:2");
+    let mut seen = Vec::new();
+    for (n, available) in (0..=10).enumerate() {
+        c.settle(at(10 + n as i64), 20);
+        canary_available(&mut c, available);
+        c.settle(at(10 + n as i64), 20);
+        let s = c.status();
+        let weight = s.canary.weights.map_or(0, |w| w.canary.weight);
+        let promoted = s.stable_rs == s.current_pod_hash;
+        seen.push((
+            available,
+            s.current_step_index.unwrap_or(-1),
+            weight,
+            promoted,
+        ));
+    }
+    seen
+}
+
+/// Argo's `replicaProgressThreshold` (ReplicaProgressThresholdMet): a step goes on, and the weight with it, once
+/// that share of the canary's pods for the step is available (here half: 1 of 2, 3 of 6), and the update is
+/// promoted once that share of all the replicas is (5 of 10); without it, every pod is waited for.
+#[test]
+fn a_replica_progress_threshold_lets_a_step_go_on_with_that_share_of_its_pods() {
+    let half = stepped_with(Some(json!({"type": "Percent", "value": 50})));
+    let all = stepped_with(None);
+    // (available, step index, weight, promoted)
+    assert_eq!(half[1], (1, 1, 20, false));
+    assert_eq!(all[1], (1, 0, 0, false));
+    assert_eq!(all[2], (2, 1, 20, false));
+    assert_eq!(half[2], (2, 1, 20, false), "2 of 6 is under half");
+    assert_eq!(half[3], (3, 2, 60, false));
+    assert_eq!(all[5], (5, 1, 20, false));
+    assert_eq!(all[6], (6, 2, 60, false));
+    assert_eq!(half[5], (5, 2, 0, true));
+    assert_eq!(all[9], (9, 2, 60, false));
+    assert_eq!(all[10], (10, 2, 0, true));
+    // As Argo reads `Pods`: that many available pods, whatever the step asks for.
+    let one = stepped_with(Some(json!({"type": "Pods", "value": 1})));
+    assert_eq!(one[1], (1, 2, 0, true), "{one:?}");
+    // A negative value is Argo's default: every pod.
+    assert_eq!(
+        stepped_with(Some(json!({"type": "Pods", "value": -1}))),
+        all
     );
 }

@@ -432,7 +432,7 @@ impl Reconcile<'_, '_> {
             return None;
         }
         let new = self.new_rs.map(|i| &self.rss[i])?;
-        if new.pods.available < self.replicas {
+        if new.pods.available < self.replicas && !self.progress_met(new.pods, self.replicas) {
             return None;
         }
         if self.prev.promote_full {

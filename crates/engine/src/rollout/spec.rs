@@ -240,12 +240,6 @@ fn check_canary(canary: &CanaryStrategy, replicas: i32, out: &mut Vec<Finding>) 
         check_step(step, i, canary.traffic_routing.as_ref(), max_weight, out);
     }
     check_anti_affinity(canary.anti_affinity.as_ref(), out);
-    if canary.replica_progress_threshold.is_some() {
-        out.push(unsupported(
-            format!("{CANARY}.replicaProgressThreshold"),
-            "",
-        ));
-    }
     if let Some(background) = &canary.analysis {
         check_analysis(&background.analysis, &format!("{CANARY}.analysis"), out);
         if let Some(start) = background.starting_step

@@ -187,7 +187,10 @@ impl Reconcile<'_, '_> {
             return;
         };
         let needed = i64::from(max - weight) * i64::from(self.replicas) / i64::from(max.max(1));
-        if i64::from(stable.pods.available) < needed {
+        // Argo's checkReplicasAvailable, the threshold applied to the stable ReplicaSet as Argo does.
+        let needed_pods = i32::try_from(needed).unwrap_or(i32::MAX);
+        if i64::from(stable.pods.available) < needed && !self.progress_met(stable.pods, needed_pods)
+        {
             return;
         }
         let canary = self.canary.cloned().unwrap_or_default();

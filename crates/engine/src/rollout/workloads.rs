@@ -351,9 +351,9 @@ impl Reconcile<'_, '_> {
     /// Argo's AtDesiredReplicaCountsForCanary; with a router, old ReplicaSets may keep their pods.
     pub(super) fn at_desired_counts(&self) -> bool {
         let (want_new, want_stable) = self.desired_counts();
-        let new_ok = self.new_rs.is_some_and(|i| {
-            self.rss[i].pods.spec == want_new && self.rss[i].pods.available == want_new
-        });
+        let new_ok = self
+            .new_rs
+            .is_some_and(|i| self.progress_met(self.rss[i].pods, want_new));
         let stable_ok = self.separate_stable().is_none_or(|i| {
             self.rss[i].pods.spec == want_stable && self.rss[i].pods.current == want_stable
         });
@@ -362,6 +362,24 @@ impl Reconcile<'_, '_> {
                 .filter(|i| self.is_other(*i))
                 .all(|i| self.rss[i].pods.available == 0);
         new_ok && stable_ok && old_gone
+    }
+
+    /// Argo's ReplicaProgressThresholdMet: whether a ReplicaSet's `pods` are enough of `desired` to go on, by the
+    /// canary's `replicaProgressThreshold` (a percentage of `desired` available, or a number of available pods
+    /// whatever `desired` is); without one, or with a negative value, all of them: the ReplicaSet sized to
+    /// `desired` and every pod available.
+    pub(super) fn progress_met(&self, pods: Pods, desired: i32) -> bool {
+        let threshold = self
+            .canary
+            .and_then(|c| c.replica_progress_threshold.as_ref());
+        match threshold.filter(|t| t.value >= 0) {
+            None => pods.spec == desired && pods.available == desired,
+            Some(t) if t.kind == "Percent" => {
+                desired == 0
+                    || i64::from(pods.available) * 100 >= i64::from(t.value) * i64::from(desired)
+            }
+            Some(t) => pods.available >= t.value,
+        }
     }
 
     /// Scales a ReplicaSet (true when its size changed). A ReplicaSet of the right size whose

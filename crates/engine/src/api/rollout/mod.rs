@@ -121,6 +121,17 @@ pub struct AntiAffinity {
     pub required_during_scheduling_ignored_during_execution: Option<RequiredAntiAffinity>,
 }
 
+/// Argo's ReplicaProgressThreshold: how many of the canary's pods a step waits for, as a percentage of them
+/// (`type: Percent`) or a count of pods (any other type, as Argo reads it: `Pods`); a negative `value` is the
+/// default, all of them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ReplicaProgressThreshold {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(default)]
+    pub value: i32,
+}
+
 /// The preferred rule's weight (1 to 100; Go's zero value when missing).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct PreferredAntiAffinity {
@@ -183,7 +194,7 @@ pub struct CanaryStrategy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_pods_per_replica_set: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replica_progress_threshold: Option<Value>,
+    pub replica_progress_threshold: Option<ReplicaProgressThreshold>,
     #[serde(flatten)]
     pub rest: BTreeMap<String, Value>,
 }
