@@ -93,20 +93,23 @@ impl Object<'_> {
         }
     }
 
-    /// A refused write keeps the server's words; other failures keep the client's error.
-    fn failed(&self, e: kube::Error) -> RouterError {
+    /// A failed read or (`writing`) write: a refusal keeps the server's words, other failures the client's
+    /// error.
+    fn failed(&self, e: kube::Error, writing: bool) -> RouterError {
         match e {
             kube::Error::Api(status) if (400..500).contains(&status.code) => RouterError::Refused {
                 kind: self.kind,
                 namespace: self.namespace.to_string(),
                 name: self.name.to_string(),
                 message: status.message.clone(),
+                writing,
             },
             source => RouterError::Api {
                 kind: self.kind,
                 namespace: self.namespace.to_string(),
                 name: self.name.to_string(),
                 source: Box::new(source),
+                writing,
             },
         }
     }
@@ -287,12 +290,12 @@ impl ApiRouter {
             let stable = api
                 .get_opt(stable_name)
                 .await
-                .map_err(|e| stable_target.failed(e))?
+                .map_err(|e| stable_target.failed(e, false))?
                 .ok_or_else(|| stable_target.missing())?;
             let existing = api
                 .get_opt(canary_name)
                 .await
-                .map_err(|e| target.failed(e))?;
+                .map_err(|e| target.failed(e, false))?;
             let planned = nginx::canary_ingress(&stable, stable_name, existing.as_ref(), config, d)
                 .map_err(|e| target.unfit(e))?;
             Ok(match planned {
@@ -329,7 +332,7 @@ impl ApiRouter {
             let existing = api
                 .get_opt(target.name)
                 .await
-                .map_err(|e| target.failed(e))?;
+                .map_err(|e| target.failed(e, false))?;
             let existing = existing.map(|o| target.json(&o)).transpose()?;
             let planned = smi::traffic_split(existing.as_ref(), config, self.apis.smi, d)
                 .map_err(|e| target.unfit(e))?;
@@ -375,7 +378,11 @@ impl ApiRouter {
             name,
         };
         on_conflict_read_again(&target, || async {
-            let Some(current) = api.get_opt(name).await.map_err(|e| target.failed(e))? else {
+            let Some(current) = api
+                .get_opt(name)
+                .await
+                .map_err(|e| target.failed(e, false))?
+            else {
                 return Ok(Ok(false));
             };
             let released = alb_release::released(&target.json(&current)?, rollout)
@@ -408,7 +415,7 @@ where
         match attempt().await? {
             Ok(done) => return Ok(done),
             Err(e) if is_status(&e, 409) => continue,
-            Err(e) => return Err(target.failed(e)),
+            Err(e) => return Err(target.failed(e, true)),
         }
     }
     Err(target.conflict())
@@ -475,7 +482,7 @@ where
                     let read = api.get_opt(target.name).await;
                     target.json(
                         &read
-                            .map_err(|e| target.failed(e))?
+                            .map_err(|e| target.failed(e, false))?
                             .ok_or_else(|| target.missing())?,
                     )?
                 }

@@ -14,7 +14,7 @@ pub use crate::engine::rollout::Route;
 #[cfg(doc)]
 use crate::engine::routing::Target;
 use crate::engine::routing::smi::SmiApiVersion;
-use crate::engine::routing::traefik::TraefikApi;
+use crate::engine::routing::traefik::{self, TraefikApi};
 use crate::engine::routing::{RouteFailure, RoutingError};
 
 /// The field manager of every router write, so Argo CD and `kubectl` see one stable name.
@@ -79,13 +79,15 @@ pub enum RouterError {
         name: String,
         error: Box<RoutingError>,
     },
-    /// The API server refused the write (admission webhook, schema, RBAC): its own message.
-    #[error("the API server refused the write of {kind} {namespace}/{name}: {message}")]
+    /// The API server refused the read or (`writing`) the write (admission webhook, schema, RBAC): its own
+    /// message.
+    #[error("the API server refused the {} of {kind} {namespace}/{name}: {message}", if *.writing { "write" } else { "read" })]
     Refused {
         kind: &'static str,
         namespace: String,
         name: String,
         message: String,
+        writing: bool,
     },
     #[error("{kind} {namespace}/{name} changed under each of {attempts} attempts to update it")]
     Conflict {
@@ -101,6 +103,8 @@ pub enum RouterError {
         namespace: String,
         name: String,
         source: Box<kube::Error>,
+        /// On the write, not the read.
+        writing: bool,
     },
 }
 
@@ -118,6 +122,39 @@ impl RouterError {
             | RouterError::Conflict { kind, .. }
             | RouterError::Api { kind, .. } => (Some(*kind), false),
         };
-        RouteFailure::new(kind, held, self.to_string())
+        RouteFailure {
+            router_warning: self.traefik_update_error(),
+            ..RouteFailure::new(kind, held, self.to_string())
+        }
+    }
+
+    /// Argo's Traefik router records a Warning of its own when its update of the TraefikService fails (its
+    /// SetWeight), not when the read does: `TraefikServiceUpdateError`, "Error updating traefik service "web":
+    /// <the error>".
+    fn traefik_update_error(&self) -> Option<(&'static str, String)> {
+        let (name, error) = match self {
+            RouterError::Refused {
+                kind: traefik::KIND,
+                name,
+                message,
+                writing: true,
+                ..
+            } => (name, message.clone()),
+            RouterError::Api {
+                kind: traefik::KIND,
+                name,
+                source,
+                writing: true,
+                ..
+            } => (name, source.to_string()),
+            RouterError::Conflict {
+                kind: traefik::KIND,
+                name,
+                ..
+            } => (name, self.to_string()),
+            _ => return None,
+        };
+        let message = format!("Error updating traefik service {name:?}: {error}");
+        Some((traefik::UPDATE_ERROR, message))
     }
 }

@@ -777,6 +777,36 @@ async fn traefik_service_at_every_weight(router: Router, crds: CrdSet) {
 
 canaryd_testkit::with_each_crd_set!(the_traefik_service_is_argos_at_every_weight);
 
+/// A refused update of the TraefikService is told as Argo's Traefik router tells it: its own Warning
+/// `TraefikServiceUpdateError` ("Error updating traefik service "web": <the server's words>"), then the
+/// `TrafficRoutingError` both routers record; the weight is set at the retry.
+#[tokio::test]
+async fn a_refused_traefik_service_update_is_told_as_argos_router_tells_it() {
+    let r = deployed_behind(Traefik).await;
+    let put = fake_apiserver::RequestPattern::new("PUT", "/traefikservices/web");
+    r.server.fail_next(put, 1, 403);
+    set_image(&r.client, "web:2").await;
+    r.weights
+        .until("the weight set at the retry", &[0, 20])
+        .await;
+    r.daemon.stop().await;
+    let told: Vec<(String, String)> = events(&r.client).await;
+    let at = told
+        .iter()
+        .position(|(reason, _)| reason == "TraefikServiceUpdateError")
+        .expect("a TraefikServiceUpdateError");
+    assert_eq!(
+        told[at].1,
+        r#"Error updating traefik service "web": injected by the test: Forbidden"#
+    );
+    let (reason, message) = &told[at + 1];
+    assert_eq!(reason, "TrafficRoutingError");
+    assert!(
+        message.contains("refused the write of TraefikService default/web"),
+        "{message}"
+    );
+}
+
 /// Without Argo's flags for Traefik v2 the daemon asks for v3's `traefik.io`, as Argo's controller does: a
 /// TraefikService in v2's `traefik.containo.us` alone is not found, the Rollout is held with a
 /// `TrafficRoutingError` naming it, and the v2 object is never written.
@@ -797,6 +827,15 @@ async fn a_traefik_v2_service_is_not_found_without_argos_flags() {
     assert!(
         not_found.1.contains("TraefikService default/web not found"),
         "{not_found:?}"
+    );
+    let told = events(&client).await;
+    let update_errors = told
+        .iter()
+        .filter(|(r, _)| r == "TraefikServiceUpdateError");
+    assert_eq!(
+        update_errors.count(),
+        0,
+        "a failed read is not Argo's update error"
     );
     let v2 = server.get::<TraefikServiceV2>("default", "web");
     assert_eq!(v2.and_then(|s| s.metadata.resource_version), installed);

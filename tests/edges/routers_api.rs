@@ -149,7 +149,7 @@ async fn the_plans_read_is_written_over_and_read_again_only_when_it_is_stale() {
 }
 
 #[tokio::test]
-async fn a_missing_virtual_service_and_a_refused_write_name_the_object() {
+async fn a_missing_virtual_service_and_a_refused_write_or_read_name_the_object() {
     let server = FakeApiServer::start().await;
     let router = ApiRouter::new(server.client().await);
     let err = router
@@ -168,6 +168,15 @@ async fn a_missing_virtual_service_and_a_refused_write_name_the_object() {
     assert_eq!(
         err.to_string(),
         "the API server refused the write of VirtualService prod/web-vsvc: injected by the test: Forbidden"
+    );
+    server.fail_next(RequestPattern::new("GET", "/virtualservices/"), 1, 403);
+    let err = router
+        .apply(&rollout(istio()), &route(10), &[], &[])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the API server refused the read of VirtualService prod/web-vsvc: injected by the test: Forbidden"
     );
 }
 

@@ -245,13 +245,18 @@ async fn step<C: Cluster + Send>(
             Err(failure) => {
                 publish_landed(cluster, seen, &plan, before.len());
                 if failure.announced {
-                    let failed = Event {
-                        reason: reasons::TRAFFIC_ROUTING_ERROR.to_string(),
-                        message: failure.message.clone(),
+                    let warning = |(reason, message): (&str, String)| Event {
+                        reason: reason.to_string(),
+                        message,
                         warning: true,
                         after_write: None,
                     };
-                    cluster.publish(&seen.rollout, &[failed]);
+                    let failed = (reasons::TRAFFIC_ROUTING_ERROR, failure.message.clone());
+                    let told: Vec<Event> = (failure.router_warning.clone().into_iter())
+                        .chain([failed])
+                        .map(warning)
+                        .collect();
+                    cluster.publish(&seen.rollout, &told);
                 }
                 return Ok(Stepped::Done(Box::new(Reconciliation::Unrouted {
                     plan,

@@ -36,6 +36,9 @@ pub struct RouteFailure {
     pub announced: bool,
     /// The object is held back ([`RoutingError::Held`]), not unfit: a rehearsal waits it out.
     pub held: bool,
+    /// The reason and message of the router's own Warning Event, recorded before the `TrafficRoutingError`
+    /// (Traefik's `TraefikServiceUpdateError` when its update is refused).
+    pub router_warning: Option<(&'static str, String)>,
 }
 
 impl RouteFailure {
@@ -46,6 +49,7 @@ impl RouteFailure {
             message,
             announced: kind != Some("DestinationRule"),
             held,
+            router_warning: None,
         }
     }
 }

@@ -12,6 +12,8 @@ use crate::rollout::pod_template::dns1123_label;
 
 pub const KIND: &str = "TraefikService";
 pub const PLURAL: &str = "traefikservices";
+/// The reason of the Warning Event Argo's Traefik router records when its update of the TraefikService fails.
+pub const UPDATE_ERROR: &str = "TraefikServiceUpdateError";
 
 /// The group and version the TraefikService is read and written through, as Argo's flags set them. Argo's
 /// Traefik router asks the API server for `traefikservices` in `--traefik-api-group` at the part of
