@@ -46,6 +46,9 @@ enum Router {
 /// The annotation ALB's router writes on the Ingress `web` (the action named for the stable Service).
 const ALB_ACTION: &str = "alb.ingress.kubernetes.io/actions.web-stable";
 
+/// That action sending everything to the stable Service.
+const ALL_STABLE: &str = r#"{"Type":"forward","ForwardConfig":{"TargetGroups":[{"ServiceName":"web-stable","ServicePort":"80","Weight":100}]}}"#;
+
 use Router::*;
 
 /// SMI's TrafficSplit as the fake API server serves it (v1alpha1, the storage version of Linkerd's CRD).
@@ -628,9 +631,8 @@ async fn a_change_to_the_alb_ingress_is_put_back_at_once() {
         watched.then_some(())
     })
     .await;
-    let all_stable = r#"{"Type":"forward","ForwardConfig":{"TargetGroups":[{"ServiceName":"web-stable","ServicePort":"80","Weight":100}]}}"#;
     let api: Api<Ingress> = Api::namespaced(r.client.clone(), "default");
-    let by_hand = json!({"metadata": {"annotations": {ALB_ACTION: all_stable}}});
+    let by_hand = json!({"metadata": {"annotations": {ALB_ACTION: ALL_STABLE}}});
     let rv = api
         .patch("web", &PatchParams::default(), &Patch::Merge(&by_hand))
         .await
@@ -676,9 +678,8 @@ async fn a_deleted_rollout_releases_its_alb_ingress() {
         .delete("web", &DeleteParams::orphan())
         .await
         .expect("the Rollout deleted");
-    let all_stable = r#"{"Type":"forward","ForwardConfig":{"TargetGroups":[{"ServiceName":"web-stable","ServicePort":"80","Weight":100}]}}"#;
     eventually(WAIT, "the action released", || async {
-        (alb_annotations(&r.server) == (None, Some(all_stable.to_string()))).then_some(())
+        (alb_annotations(&r.server) == (None, Some(ALL_STABLE.to_string()))).then_some(())
     })
     .await;
     r.daemon.stop().await;

@@ -160,24 +160,19 @@ async fn a_missing_virtual_service_and_a_refused_write_or_read_name_the_object()
     assert_eq!(err.to_string(), "VirtualService prod/web-vsvc not found");
 
     server.put(&virtual_service("prod", "web-vsvc", "web"));
-    server.fail_next(RequestPattern::new("PUT", "/virtualservices/"), 1, 403);
-    let err = router
-        .apply(&rollout(istio()), &route(10), &[], &[])
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "the API server refused the write of VirtualService prod/web-vsvc: injected by the test: Forbidden"
-    );
-    server.fail_next(RequestPattern::new("GET", "/virtualservices/"), 1, 403);
-    let err = router
-        .apply(&rollout(istio()), &route(10), &[], &[])
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "the API server refused the read of VirtualService prod/web-vsvc: injected by the test: Forbidden"
-    );
+    for (method, what) in [("PUT", "write"), ("GET", "read")] {
+        server.fail_next(RequestPattern::new(method, "/virtualservices/"), 1, 403);
+        let err = router
+            .apply(&rollout(istio()), &route(10), &[], &[])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the API server refused the {what} of VirtualService prod/web-vsvc: injected by the test: Forbidden"
+            )
+        );
+    }
 }
 
 #[tokio::test]

@@ -118,16 +118,21 @@ mod tests {
         ingress["metadata"]["annotations"][key].as_str()
     }
 
-    #[test]
-    fn a_gone_rollouts_action_is_reset_to_its_service_and_its_entry_removed() {
-        let out = released(&ingress("gone", false), "gone")
+    /// The Ingress of `ingress("gone", sticky)` released, and its action.
+    fn reset(sticky: bool) -> (Value, String) {
+        let out = released(&ingress("gone", sticky), "gone")
             .expect("released")
             .expect("changed");
+        let action = annotation(&out, KEY).expect("the action").to_string();
+        (out, action)
+    }
+
+    #[test]
+    fn a_gone_rollouts_action_is_reset_to_its_service_and_its_entry_removed() {
+        let (out, action) = reset(false);
         assert_eq!(
-            annotation(&out, KEY),
-            Some(
-                r#"{"Type":"forward","ForwardConfig":{"TargetGroups":[{"ServiceName":"stable-service","ServicePort":"80","Weight":100}]}}"#
-            )
+            action,
+            r#"{"Type":"forward","ForwardConfig":{"TargetGroups":[{"ServiceName":"stable-service","ServicePort":"80","Weight":100}]}}"#
         );
         assert_eq!(annotation(&out, MANAGED), None);
         assert_eq!(annotation(&out, CONDITIONS), Some("[]"), "not an action");
@@ -136,14 +141,9 @@ mod tests {
 
     #[test]
     fn the_stickiness_is_kept() {
-        let out = released(&ingress("gone", true), "gone")
-            .expect("released")
-            .expect("changed");
         assert_eq!(
-            annotation(&out, KEY),
-            Some(
-                r#"{"Type":"forward","ForwardConfig":{"TargetGroups":[{"ServiceName":"stable-service","ServicePort":"80","Weight":100}],"TargetGroupStickinessConfig":{"Enabled":true,"DurationSeconds":300}}}"#
-            )
+            reset(true).1,
+            r#"{"Type":"forward","ForwardConfig":{"TargetGroups":[{"ServiceName":"stable-service","ServicePort":"80","Weight":100}],"TargetGroupStickinessConfig":{"Enabled":true,"DurationSeconds":300}}}"#
         );
     }
 
