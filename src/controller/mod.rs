@@ -26,6 +26,7 @@ mod heard;
 mod queue;
 pub mod rollout;
 mod rollout_caches;
+mod rollout_cluster;
 mod router_caches;
 mod watch;
 
