@@ -2,12 +2,11 @@
 //! Gateway API's HTTPRoutes, NGINX's stable Ingress and ALB's Ingress), from watches, as Argo's controller reads
 //! them from its informers. A kind's watch in a namespace starts the first time a reconcile reads one of its
 //! objects there, so a daemon whose Rollouts name none of a kind never watches it (its CRD may not be
-//! installed). Until that watch
-//! has listed, and for an object it does not hold or holds older than this process last wrote, the reconcile
-//! reads the object from the API server; so too for what is not cached here (the canary Ingress NGINX's router
-//! creates, SMI's TrafficSplit, Traefik's TraefikService: `routers::api` never asks for them). A copy that is
-//! stale all the same (another client's write not heard of yet) makes the router's update meet a 409 and read
-//! afresh (`routers::api`).
+//! installed). Until that watch has listed, and for an object it does not hold or holds older than this process
+//! last wrote, the reconcile reads the object from the API server; so too for what is not cached here (the
+//! canary Ingress NGINX's router creates, SMI's TrafficSplit, Traefik's TraefikService: `routers::api` never
+//! asks for them). A copy that is stale all the same (another client's write not heard of yet) makes the
+//! router's update meet a 409 and read afresh (`routers::api`).
 //!
 //! The versions written are kept here by object, not in the Rollouts' `Expectations`: those are by Rollout and
 //! by the planner's `change::Kind`, which names the objects a Rollout controls, not the routers' objects it
@@ -16,10 +15,10 @@
 //! A change to a router object reconciles the Rollouts that read it, as Argo's Istio and ingress controllers
 //! queue the Rollouts naming a VirtualService or Ingress they hear changed: created, changed by another client
 //! or deleted, so that a Rollout waiting for it (InvalidSpec), whose weights another client changed or whose
-//! canary Ingress must follow the stable one acts at once. The readers are
-//! recorded as the reconciles read (until the Rollout is gone). Not heard: this process's own writes (the
-//! reconcile that made one planned on from it) and a watch's first list (its readers read afresh meanwhile);
-//! a re-list after a failed watch is, object by object.
+//! canary Ingress must follow the stable one acts at once. The readers are recorded as the reconciles read
+//! (until the Rollout is gone). Not heard: this process's own writes (the reconcile that made one planned on
+//! from it) and a watch's first list (its readers read afresh meanwhile); a re-list after a failed watch is,
+//! object by object.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

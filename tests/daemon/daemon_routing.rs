@@ -648,8 +648,7 @@ async fn a_change_to_the_alb_ingress_is_put_back_at_once() {
     r.daemon.stop().await;
 }
 
-/// The ALB Ingress's managed annotation as `a_change_to_the_alb_ingress_is_put_back_at_once` leaves it, and the
-/// action that sends everything to the stable Service.
+/// The ALB Ingress `web`'s managed annotation and its action annotation, as they stand (`None` when absent).
 fn alb_annotations(server: &FakeApiServer) -> (Option<String>, Option<String>) {
     let ingress = server.get_json::<Ingress>("default", "web");
     let annotation = |key: &str| {
