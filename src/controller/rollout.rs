@@ -199,12 +199,14 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
 
 /// A Rollout gone from this process (deleted, or handed to another instance by its `--instance-id` label):
 /// what this process kept for it is forgotten, and one that no longer exists lets go of the ALB Ingresses it
-/// read, as Argo's ingress controller resets the actions of a Rollout an Ingress's managed annotation names and
-/// no Rollout of that name points at (`routers::ApiRouter::release_alb`); one that is only another instance's,
+/// read or a watched Ingress's managed annotation names (one deleted while the daemon was down, which that
+/// Ingress's watch names: `router_caches`), as Argo's ingress controller resets the actions of a Rollout an
+/// Ingress's managed annotation names and no Rollout of that name points at (`routers::ApiRouter::release_alb`);
+/// one that is only another instance's,
 /// which a fresh read tells, keeps them. A failed write fails this, and the Rollout's backoff retries it; an
 /// Ingress Argo would give up on is left with a warning.
 async fn gone(key: Key, ctx: Arc<Context>) -> Result<Next, ReconcileError> {
-    let ingresses = ctx.rollout_caches.routers.read_by(&key, "Ingress");
+    let ingresses = ctx.rollout_caches.routers.alb_ingresses(&key);
     let (namespace, name) = (&key.0, &key.1);
     let api: Api<Rollout> = Api::namespaced(ctx.client.clone(), namespace);
     if !ingresses.is_empty()

@@ -18,7 +18,9 @@
 //! canary Ingress must follow the stable one acts at once. The readers are recorded as the reconciles read
 //! (until the Rollout is gone). Not heard: this process's own writes (the reconcile that made one planned on
 //! from it) and a watch's first list (its readers read afresh meanwhile); a re-list after a failed watch is,
-//! object by object.
+//! object by object. An ALB Ingress's every event, its first list's too, also names the Rollouts its managed
+//! annotation names that never read it here (one deleted while the daemon was down): the driver hands a
+//! Rollout it does not hold to its `gone`, which releases the Ingress when that Rollout no longer exists.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -26,6 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::watcher;
 use serde::Serialize;
@@ -36,6 +39,8 @@ use tokio::task::AbortHandle;
 use super::cache::Cache;
 use super::heard::News;
 use super::watch::{self, Failures, Key, Lenient, Watched};
+use crate::engine::routing::alb::MANAGED;
+use crate::engine::routing::alb_release;
 use crate::k8s::versions::at_least;
 use crate::observe::Metrics;
 use crate::routers::objects::{DestinationRule, HttpRoute, VirtualService};
@@ -76,6 +81,8 @@ struct Known {
     /// The resourceVersion of this process's last write of each object: a cached copy must show at least it.
     written: Mutex<HashMap<Object, String>>,
     readers: Mutex<Readers>,
+    /// The Rollouts each watched Ingress's ALB managed annotation names, as the watch last showed it.
+    managing: Mutex<HashMap<Object, Vec<String>>>,
 }
 
 /// Which Rollouts read each object.
@@ -113,29 +120,78 @@ impl Readers {
     }
 }
 
+fn object_of(kind: &'static str, meta: &ObjectMeta) -> Object {
+    (
+        kind,
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
 impl Known {
     /// The Rollouts to reconcile for one event of a watch of `kind` (see the module doc), before the cache
-    /// applies it.
+    /// applies it; for an Ingress, also those its ALB managed annotation names ([`Known::managed`]).
     fn heard<K: Resource<DynamicType = ()>>(
         &self,
         kind: &'static str,
         event: &watcher::Event<Lenient<K>>,
         news: &mut News,
     ) -> Vec<Key> {
-        let Some((meta, applied)) = news.of(event) else {
-            return Vec::new();
+        let mut keys = if kind == "Ingress" {
+            self.managed(event)
+        } else {
+            Vec::new()
         };
-        let object = (
-            kind,
-            meta.namespace.clone().unwrap_or_default(),
-            meta.name.clone().unwrap_or_default(),
-        );
+        let Some((meta, applied)) = news.of(event) else {
+            return keys;
+        };
+        let object = object_of(kind, meta);
         if applied && locked(&self.written).get(&object) == meta.resource_version.as_ref() {
-            return Vec::new();
+            return keys;
         }
         let readers = locked(&self.readers);
-        let of = readers.of.get(&object);
-        of.map(|r| r.iter().cloned().collect()).unwrap_or_default()
+        let of = readers.of.get(&object).into_iter().flatten();
+        keys.extend(
+            of.filter(|r| !keys.contains(r))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        keys
+    }
+
+    /// Keeps which Rollouts the Ingress of `event` names in its ALB managed annotation (any event, the first
+    /// list's too), and names those that have not read it in this process's life: a Rollout deleted while the
+    /// daemon was down, which Argo's ingress controller finds so. The driver hands a Rollout it does not hold
+    /// to its `gone`, which releases the Ingress if the Rollout no longer exists.
+    fn managed<K: Resource<DynamicType = ()>>(
+        &self,
+        event: &watcher::Event<Lenient<K>>,
+    ) -> Vec<Key> {
+        let (meta, present) = match event {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => (o.meta(), true),
+            watcher::Event::Delete(o) => (o.meta(), false),
+            watcher::Event::Init | watcher::Event::InitDone => return Vec::new(),
+        };
+        let object = object_of("Ingress", meta);
+        let annotation = meta.annotations.as_ref().and_then(|a| a.get(MANAGED));
+        let names = match annotation {
+            Some(text) if present => alb_release::managing(text),
+            _ => Vec::new(),
+        };
+        let readers = locked(&self.readers);
+        let unread = names
+            .iter()
+            .map(|name| (object.1.clone(), name.clone()))
+            .filter(|key| readers.of.get(&object).is_none_or(|r| !r.contains(key)))
+            .collect();
+        drop(readers);
+        let mut managing = locked(&self.managing);
+        if names.is_empty() {
+            managing.remove(&object);
+        } else {
+            managing.insert(object, names);
+        }
+        unread
     }
 }
 
@@ -244,13 +300,27 @@ impl RouterCaches {
         locked(&self.known.written).insert(key, version);
     }
 
-    /// The objects of `kind` the Rollout `reader` read, by namespace and name.
-    pub fn read_by(&self, reader: &Key, kind: &str) -> Vec<(String, String)> {
+    /// The Ingresses the Rollout `rollout` read, and those a watch showed naming it in their ALB managed
+    /// annotation, by namespace and name.
+    pub fn alb_ingresses(&self, rollout: &Key) -> Vec<(String, String)> {
         let readers = locked(&self.known.readers);
-        let read = readers.read_by.get(reader).into_iter().flatten();
-        read.filter(|(k, _, _)| *k == kind)
+        let read = readers.read_by.get(rollout).into_iter().flatten();
+        let mut ingresses: Vec<_> = read
+            .filter(|(k, _, _)| *k == "Ingress")
             .map(|(_, namespace, name)| (namespace.clone(), name.clone()))
-            .collect()
+            .collect();
+        drop(readers);
+        let managing = locked(&self.known.managing);
+        for ((_, namespace, name), names) in managing.iter() {
+            let ingress = (namespace.clone(), name.clone());
+            if *namespace == rollout.0
+                && names.contains(&rollout.1)
+                && !ingresses.contains(&ingress)
+            {
+                ingresses.push(ingress);
+            }
+        }
+        ingresses
     }
 
     /// Forgets what the Rollout `reader` read (it is gone).
@@ -266,6 +336,7 @@ impl RouterCaches {
         locked(&self.triggers).clear();
         locked(&self.known.written).clear();
         *locked(&self.known.readers) = Readers::default();
+        locked(&self.known.managing).clear();
     }
 }
 

@@ -9,6 +9,7 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use canaryd::api::Rollout;
@@ -681,6 +682,54 @@ async fn a_deleted_rollout_releases_its_alb_ingress() {
         (alb_annotations(&r.server) == (None, Some(ALL_STABLE.to_string()))).then_some(())
     })
     .await;
+    r.daemon.stop().await;
+}
+
+/// An ALB Ingress whose managed annotation names a Rollout that does not exist (deleted while the daemon was
+/// down, or by another controller) is released when its watch shows it, as Argo's ingress controller does on
+/// every Ingress event: that Rollout's action sends everything to its stable Service and its entry leaves the
+/// annotation; the running Rollout's entry and action stay.
+#[tokio::test]
+async fn an_alb_ingress_naming_a_rollout_that_does_not_exist_is_released() {
+    let r = deployed_behind(Alb).await;
+    updated_to_twenty(&r).await;
+    let (managed, action) = alb_annotations(&r.server);
+    let managed: BTreeMap<String, Value> =
+        serde_json::from_str(&managed.expect("web's managed entry")).expect("the annotation reads");
+    let legacy_action = "alb.ingress.kubernetes.io/actions.legacy-stable";
+    let weighted = json!({"Type": "forward", "ForwardConfig": {"TargetGroups": [
+        {"ServiceName": "legacy-canary", "ServicePort": "8080", "Weight": 30},
+        {"ServiceName": "legacy-stable", "ServicePort": "8080", "Weight": 70},
+    ]}});
+    let mut left_behind = managed.clone();
+    left_behind.insert("legacy".to_string(), json!([legacy_action]));
+    let ingresses: Api<Ingress> = Api::namespaced(r.client.clone(), "default");
+    let annotations = json!({"metadata": {"annotations": {
+        "rollouts.argoproj.io/managed-alb-annotations": serde_json::to_string(&left_behind).expect("json"),
+        legacy_action: weighted.to_string(),
+    }}});
+    ingresses
+        .patch("web", &PatchParams::default(), &Patch::Merge(&annotations))
+        .await
+        .expect("the entry left behind");
+    let all_legacy_stable = json!({"Type": "forward", "ForwardConfig": {"TargetGroups": [
+        {"ServiceName": "legacy-stable", "ServicePort": "8080", "Weight": 100},
+    ]}});
+    eventually(WAIT, "legacy's action released", || async {
+        let ingress = r.server.get_json::<Ingress>("default", "web")?;
+        let text = ingress
+            .pointer("/metadata/annotations")?
+            .get(legacy_action)?
+            .as_str()?;
+        (serde_json::from_str::<Value>(text).ok()? == all_legacy_stable).then_some(())
+    })
+    .await;
+    let (managed_after, action_after) = alb_annotations(&r.server);
+    let managed_after: BTreeMap<String, Value> =
+        serde_json::from_str(&managed_after.expect("web's entry kept"))
+            .expect("the annotation reads");
+    assert_eq!(managed_after, managed, "only legacy's entry left");
+    assert_eq!(action_after, action, "web's action untouched");
     r.daemon.stop().await;
 }
 

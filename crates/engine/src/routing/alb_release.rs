@@ -46,6 +46,14 @@ pub fn released(ingress: &Value, rollout: &str) -> Result<Option<Value>, Routing
     Ok(Some(out))
 }
 
+/// The Rollouts the managed annotation's text `managed` names (none when it does not read, where Argo's
+/// ingress controller leaves the Ingress alone).
+pub fn managing(managed: &str) -> Vec<String> {
+    serde_json::from_str::<BTreeMap<String, Value>>(managed)
+        .map(|by_rollout| by_rollout.into_keys().collect())
+        .unwrap_or_default()
+}
+
 /// Argo's getResetALBActionStr: the action `key` forwarding everything to the Service its key names.
 fn reset_action(annotations: &Map<String, Value>, key: &str) -> Result<String, RoutingError> {
     let mismatch = |what: &str| RoutingError::Mismatch(format!("{what} (annotation {key})"));
@@ -91,6 +99,14 @@ fn reset_action(annotations: &Map<String, Value>, key: &str) -> Result<String, R
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_managed_annotation_names_its_rollouts_and_one_that_does_not_read_names_none() {
+        let managed = r#"{"web":["alb.ingress.kubernetes.io/actions.web-stable"],"api":null}"#;
+        assert_eq!(managing(managed), ["api", "web"]);
+        assert!(managing("not json").is_empty());
+        assert!(managing("[\"web\"]").is_empty());
+    }
 
     const KEY: &str = "alb.ingress.kubernetes.io/actions.stable-service";
     const CONDITIONS: &str = "alb.ingress.kubernetes.io/conditions.stable-service";
