@@ -202,9 +202,8 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
 /// read or a watched Ingress's managed annotation names (one deleted while the daemon was down, which that
 /// Ingress's watch names: `router_caches`), as Argo's ingress controller resets the actions of a Rollout an
 /// Ingress's managed annotation names and no Rollout of that name points at (`routers::ApiRouter::release_alb`);
-/// one that is only another instance's,
-/// which a fresh read tells, keeps them. A failed write fails this, and the Rollout's backoff retries it; an
-/// Ingress Argo would give up on is left with a warning.
+/// one that is only another instance's, which a fresh read tells, keeps them. A failed write fails this, and
+/// the Rollout's backoff retries it; an Ingress Argo would give up on is left with a warning.
 async fn gone(key: Key, ctx: Arc<Context>) -> Result<Next, ReconcileError> {
     let ingresses = ctx.rollout_caches.routers.alb_ingresses(&key);
     let (namespace, name) = (&key.0, &key.1);

@@ -412,6 +412,52 @@ mod tests {
         assert!(locked(&caches.watches).is_empty());
     }
 
+    fn ingress(rv: &str, managed: Option<&str>) -> watch::Lenient<Ingress> {
+        let annotations = managed.map(|m| json!({MANAGED: m}));
+        serde_json::from_value(json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": "web", "namespace": "shop", "resourceVersion": rv,
+                         "annotations": annotations},
+        }))
+        .expect("an Ingress")
+    }
+
+    #[test]
+    fn an_ingress_names_the_rollouts_its_managed_annotation_names_that_never_read_it_first_list_included()
+     {
+        let caches = RouterCaches::default();
+        let known = &caches.known;
+        let web = ("shop".to_string(), "web".to_string());
+        let legacy = ("shop".to_string(), "legacy".to_string());
+        let object = ("Ingress", "shop".to_string(), "web".to_string());
+        locked(&known.readers).read(&object, &web);
+        let both = r#"{"legacy":["alb.ingress.kubernetes.io/actions.legacy-stable"],"web":null}"#;
+        let mut news = News::default();
+        let mut heard = |event| known.heard("Ingress", &event, &mut news);
+        assert_eq!(heard(watcher::Event::Init), Vec::<Key>::new());
+        assert_eq!(
+            heard(watcher::Event::InitApply(ingress("3", Some(both)))),
+            vec![legacy.clone()],
+            "the first list names the Rollout that never read it, not its reader"
+        );
+        assert_eq!(heard(watcher::Event::InitDone), Vec::<Key>::new());
+        assert_eq!(caches.alb_ingresses(&legacy), vec![web.clone()]);
+        assert_eq!(
+            caches.alb_ingresses(&web),
+            vec![web.clone()],
+            "read, and named"
+        );
+        assert_eq!(
+            heard(watcher::Event::Apply(ingress("4", Some("not json")))),
+            vec![web.clone()],
+            "an annotation that does not read names none; the reader hears of the change"
+        );
+        assert!(caches.alb_ingresses(&legacy).is_empty());
+        heard(watcher::Event::Apply(ingress("5", Some(both))));
+        heard(watcher::Event::Delete(ingress("5", Some(both))));
+        assert!(caches.alb_ingresses(&legacy).is_empty(), "deleted");
+    }
+
     #[test]
     fn a_change_names_the_rollouts_that_read_the_object_but_not_this_processs_own_write_or_the_first_list()
      {
