@@ -39,6 +39,12 @@ pub struct Args {
     /// first; unbounded, thousands of Rollouts stepping together each waited behind all the others' reads.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub rollout_threads: u32,
+    /// Watch Ingresses from the start (in the namespaces watched), as Argo's ingress controller does, so an ALB
+    /// Ingress whose managed annotation names a Rollout deleted while canaryd was not running is released at once;
+    /// without it, an Ingress is watched in a namespace from the first time a Rollout there reads one. Needs
+    /// get/list/watch/update on Ingresses (the chart sets it with `rbac.routers.alb`).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub watch_alb_ingresses: bool,
     /// Where /metrics, /healthz and /readyz are served.
     #[arg(long, default_value = "0.0.0.0:8090")]
     pub metrics_addr: SocketAddr,
@@ -202,6 +208,7 @@ impl Args {
             },
             self_service_notifications: self.self_service_notification_enabled,
             rollout_threads: self.rollout_threads as usize,
+            watch_alb_ingresses: self.watch_alb_ingresses,
         }
     }
 }

@@ -28,6 +28,7 @@ pub mod rollout;
 mod rollout_caches;
 mod rollout_cluster;
 mod router_caches;
+mod router_known;
 mod watch;
 
 use std::collections::BTreeSet;
@@ -85,6 +86,8 @@ pub struct Config {
     pub self_service_notifications: bool,
     /// Most Rollout reconciles in flight at once (`--rollout-threads`).
     pub rollout_threads: usize,
+    /// Ingresses watched from the start (`--watch-alb-ingresses`).
+    pub watch_alb_ingresses: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

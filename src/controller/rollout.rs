@@ -132,8 +132,14 @@ impl Reconciled for Rollout {
     /// clients' changes to the Services it manages and the router objects it read. Their watches and that of
     /// templates keep the caches its reconciles read (`rollout_caches`, `router_caches`).
     fn triggers(ctx: &Context, namespace: Option<&str>) -> Vec<BoxStream<'static, Key>> {
-        ctx.rollout_caches
-            .watch(&ctx.client, &ctx.metrics, namespace, run_as_planned)
+        let triggers =
+            ctx.rollout_caches
+                .watch(&ctx.client, &ctx.metrics, namespace, run_as_planned);
+        if ctx.config.watch_alb_ingresses {
+            let routers = &ctx.rollout_caches.routers;
+            routers.watch_ingresses(&ctx.client, &ctx.metrics, namespace);
+        }
+        triggers
     }
 
     fn forget_triggers(ctx: &Context) {

@@ -2,10 +2,10 @@
 //! Gateway API's HTTPRoutes, NGINX's stable Ingress and ALB's Ingress), from watches, as Argo's controller reads
 //! them from its informers. A kind's watch in a namespace starts the first time a reconcile reads one of its
 //! objects there, so a daemon whose Rollouts name none of a kind never watches it (its CRD may not be
-//! installed). Until that watch has listed, and for an object it does not hold or holds older than this process
-//! last wrote, the reconcile reads the object from the API server; so too for what is not cached here (the
-//! canary Ingress NGINX's router creates, SMI's TrafficSplit, Traefik's TraefikService: `routers::api` never
-//! asks for them). A copy that is stale all the same (another client's write not heard of yet) makes the
+//! installed); with `--watch-alb-ingresses`, Ingresses are watched from the start, as Argo's are. Until that
+//! watch has listed, and for an object it does not hold or holds older than this process last wrote, the
+//! reconcile reads the object from the API server; so too for what is not cached here (the canary Ingress
+//! NGINX's router creates, SMI's TrafficSplit, Traefik's TraefikService: `routers::api` never asks for them). A copy that is stale all the same (another client's write not heard of yet) makes the
 //! router's update meet a 409 and read afresh (`routers::api`).
 //!
 //! The versions written are kept here by object, not in the Rollouts' `Expectations`: those are by Rollout and
@@ -22,15 +22,12 @@
 //! annotation names that never read it here (one deleted while the daemon was down): the driver hands a
 //! Rollout it does not hold to its `gone`, which releases the Ingress when that Rollout no longer exists.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::networking::v1::Ingress;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
-use kube::runtime::watcher;
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -38,10 +35,8 @@ use tokio::task::AbortHandle;
 
 use super::cache::Cache;
 use super::heard::News;
-use super::watch::{self, Failures, Key, Lenient, Watched};
-use crate::engine::routing::alb::MANAGED;
-use crate::engine::routing::alb_release;
-use crate::k8s::versions::at_least;
+use super::router_known::{Known, locked};
+use super::watch::{self, Failures, Key, Watched};
 use crate::observe::Metrics;
 use crate::routers::objects::{DestinationRule, HttpRoute, VirtualService};
 
@@ -63,8 +58,8 @@ struct Watch {
     task: AbortHandle,
 }
 
-/// Object by kind, namespace and name.
-type Object = (&'static str, String, String);
+/// The namespace of a watch slot that watches every namespace (no object's namespace is empty).
+const EVERY_NAMESPACE: &str = "";
 
 #[derive(Default)]
 pub struct RouterCaches {
@@ -75,142 +70,22 @@ pub struct RouterCaches {
     triggers: Mutex<Vec<(Option<String>, mpsc::Sender<Key>)>>,
 }
 
-/// What the reconciles told the caches, which the watches read too.
-#[derive(Default)]
-struct Known {
-    /// The resourceVersion of this process's last write of each object: a cached copy must show at least it.
-    written: Mutex<HashMap<Object, String>>,
-    readers: Mutex<Readers>,
-    /// The Rollouts each watched Ingress's ALB managed annotation names, as the watch last showed it.
-    managing: Mutex<HashMap<Object, Vec<String>>>,
-}
-
-/// Which Rollouts read each object.
-#[derive(Default)]
-struct Readers {
-    of: HashMap<Object, HashSet<Key>>,
-    /// What each Rollout read, to forget it with the Rollout.
-    read_by: HashMap<Key, Vec<Object>>,
-}
-
-fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl Readers {
-    fn read(&mut self, object: &Object, reader: &Key) {
-        if self.of.get(object).is_some_and(|r| r.contains(reader)) {
-            return;
-        }
-        let readers = self.of.entry(object.clone()).or_default();
-        readers.insert(reader.clone());
-        let read = self.read_by.entry(reader.clone()).or_default();
-        read.push(object.clone());
-    }
-
-    fn forget(&mut self, reader: &Key) {
-        for object in self.read_by.remove(reader).unwrap_or_default() {
-            if let Some(readers) = self.of.get_mut(&object) {
-                readers.remove(reader);
-                if readers.is_empty() {
-                    self.of.remove(&object);
-                }
-            }
-        }
-    }
-}
-
-fn object_of(kind: &'static str, meta: &ObjectMeta) -> Object {
-    (
-        kind,
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    )
-}
-
-impl Known {
-    /// The Rollouts to reconcile for one event of a watch of `kind` (see the module doc), before the cache
-    /// applies it; for an Ingress, also those its ALB managed annotation names ([`Known::managed`]).
-    fn heard<K: Resource<DynamicType = ()>>(
-        &self,
-        kind: &'static str,
-        event: &watcher::Event<Lenient<K>>,
-        news: &mut News,
-    ) -> Vec<Key> {
-        let mut keys = if kind == "Ingress" {
-            self.managed(event)
-        } else {
-            Vec::new()
-        };
-        let Some((meta, applied)) = news.of(event) else {
-            return keys;
-        };
-        let object = object_of(kind, meta);
-        if applied && locked(&self.written).get(&object) == meta.resource_version.as_ref() {
-            return keys;
-        }
-        let readers = locked(&self.readers);
-        let of = readers.of.get(&object).into_iter().flatten();
-        keys.extend(
-            of.filter(|r| !keys.contains(r))
-                .cloned()
-                .collect::<Vec<_>>(),
-        );
-        keys
-    }
-
-    /// Keeps which Rollouts the Ingress of `event` names in its ALB managed annotation (any event, the first
-    /// list's too), and names those that have not read it in this process's life: a Rollout deleted while the
-    /// daemon was down, which Argo's ingress controller finds so. The driver hands a Rollout it does not hold
-    /// to its `gone`, which releases the Ingress if the Rollout no longer exists.
-    fn managed<K: Resource<DynamicType = ()>>(
-        &self,
-        event: &watcher::Event<Lenient<K>>,
-    ) -> Vec<Key> {
-        let (meta, present) = match event {
-            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => (o.meta(), true),
-            watcher::Event::Delete(o) => (o.meta(), false),
-            watcher::Event::Init | watcher::Event::InitDone => return Vec::new(),
-        };
-        let object = object_of("Ingress", meta);
-        let annotation = meta.annotations.as_ref().and_then(|a| a.get(MANAGED));
-        let names = match annotation {
-            Some(text) if present => alb_release::managing(text),
-            _ => Vec::new(),
-        };
-        let readers = locked(&self.readers);
-        let unread = names
-            .iter()
-            .map(|name| (object.1.clone(), name.clone()))
-            .filter(|key| readers.of.get(&object).is_none_or(|r| !r.contains(key)))
-            .collect();
-        drop(readers);
-        let mut managing = locked(&self.managing);
-        if names.is_empty() {
-            managing.remove(&object);
-        } else {
-            managing.insert(object, names);
-        }
-        unread
-    }
-}
-
 /// Starts a watch of `K` in `namespace`, kept in a cache of its own, sending the Rollouts to reconcile for
 /// its events to `trigger`.
 fn start<K: Watched + Serialize>(
     client: &kube::Client,
     metrics: &Arc<Metrics>,
     kind: &'static str,
-    namespace: &str,
+    namespace: Option<&str>,
     known: &Arc<Known>,
     trigger: Option<mpsc::Sender<Key>>,
 ) -> Watch {
     let cache = Arc::new(Cache::<K>::default());
     let (known, mut news) = (known.clone(), News::default());
     let stream = watch::kept(
-        watch::lenient(client.clone(), Some(namespace)),
+        watch::lenient(client.clone(), namespace),
         cache.clone(),
-        Failures::of::<K>(metrics, Some(namespace)),
+        Failures::of::<K>(metrics, namespace),
         move |event| known.heard(kind, event, &mut news),
     );
     let task = tokio::spawn(stream.for_each(move |key| {
@@ -252,80 +127,96 @@ impl RouterCaches {
         reader: &Key,
     ) -> Option<Value> {
         let key = (kind, namespace.to_string(), name.to_string());
-        let cache = {
-            let mut watches = locked(&self.watches);
-            let slot = (kind, namespace.to_string());
-            if let Some(watch) = watches.get(&slot) {
-                Some(watch.cache.clone())
-            } else {
-                let trigger = locked(&self.triggers)
-                    .iter()
-                    .find(|(scope, _)| scope.as_deref().is_none_or(|s| s == namespace))
-                    .map(|(_, sender)| sender.clone());
-                let known = &self.known;
-                let watch = match kind {
-                    "VirtualService" => {
-                        start::<VirtualService>(client, metrics, kind, namespace, known, trigger)
-                    }
-                    "DestinationRule" => {
-                        start::<DestinationRule>(client, metrics, kind, namespace, known, trigger)
-                    }
-                    "HTTPRoute" => {
-                        start::<HttpRoute>(client, metrics, kind, namespace, known, trigger)
-                    }
-                    "Ingress" => start::<Ingress>(client, metrics, kind, namespace, known, trigger),
-                    _ => return None,
-                };
-                watches.insert(slot, watch);
-                None
-            }
-        };
-        locked(&self.known.readers).read(&key, reader);
+        let cache = self.cache(client, metrics, kind, namespace)?;
+        self.known.read(&key, reader);
         let object = cache?.value(&(key.1.clone(), key.2.clone()))?;
         let held = object.pointer("/metadata/resourceVersion")?.as_str()?;
-        let mut written = locked(&self.known.written);
-        match written.get(&key) {
-            Some(wrote) if !at_least(held, wrote) => None,
-            Some(_) => {
-                written.remove(&key);
-                Some(object)
+        self.known.shows_written(&key, held).then_some(object)
+    }
+
+    /// The cache of `kind`'s watch covering `namespace` (its own, or one of every namespace); `Some(None)` when
+    /// there was none and one is started in `namespace` (it has not listed yet), `None` when the kind is not
+    /// cached.
+    fn cache(
+        &self,
+        client: &kube::Client,
+        metrics: &Arc<Metrics>,
+        kind: &'static str,
+        namespace: &str,
+    ) -> Option<Option<Arc<dyn AsJson>>> {
+        let mut watches = locked(&self.watches);
+        for slot in [namespace, EVERY_NAMESPACE] {
+            if let Some(watch) = watches.get(&(kind, slot.to_string())) {
+                return Some(Some(watch.cache.clone()));
             }
-            None => Some(object),
+        }
+        self.start_in(&mut watches, client, metrics, kind, Some(namespace))
+            .then_some(None)
+    }
+
+    /// Starts `kind`'s watch in `scope` (a namespace, or every one for `None`); false when the kind is not
+    /// cached.
+    fn start_in(
+        &self,
+        watches: &mut HashMap<(&'static str, String), Watch>,
+        client: &kube::Client,
+        metrics: &Arc<Metrics>,
+        kind: &'static str,
+        scope: Option<&str>,
+    ) -> bool {
+        let trigger = locked(&self.triggers)
+            .iter()
+            .find(|(reconciled, _)| reconciled.as_deref().is_none_or(|r| Some(r) == scope))
+            .map(|(_, sender)| sender.clone());
+        let known = &self.known;
+        let watch = match kind {
+            "VirtualService" => {
+                start::<VirtualService>(client, metrics, kind, scope, known, trigger)
+            }
+            "DestinationRule" => {
+                start::<DestinationRule>(client, metrics, kind, scope, known, trigger)
+            }
+            "HTTPRoute" => start::<HttpRoute>(client, metrics, kind, scope, known, trigger),
+            "Ingress" => start::<Ingress>(client, metrics, kind, scope, known, trigger),
+            _ => return false,
+        };
+        let slot = scope.unwrap_or(EVERY_NAMESPACE).to_string();
+        watches.insert((kind, slot), watch);
+        true
+    }
+
+    /// Watches the Ingresses in `scope` (a namespace, or every one for `None`) from now on, not from the first
+    /// read (`--watch-alb-ingresses`): an ALB Ingress naming a Rollout that no longer exists is then heard of
+    /// at the watch's first list, whichever Rollouts read Ingresses.
+    pub fn watch_ingresses(
+        &self,
+        client: &kube::Client,
+        metrics: &Arc<Metrics>,
+        scope: Option<&str>,
+    ) {
+        let mut watches = locked(&self.watches);
+        let slot = ("Ingress", scope.unwrap_or(EVERY_NAMESPACE).to_string());
+        if !watches.contains_key(&slot) {
+            let started = self.start_in(&mut watches, client, metrics, "Ingress", scope);
+            debug_assert!(started, "Ingresses are cached");
         }
     }
 
     /// This process wrote `kind` `namespace/name`, which the API server answered with `version`.
     pub fn wrote(&self, kind: &'static str, namespace: &str, name: &str, version: String) {
-        let key = (kind, namespace.to_string(), name.to_string());
-        locked(&self.known.written).insert(key, version);
+        let object = (kind, namespace.to_string(), name.to_string());
+        self.known.wrote(object, version);
     }
 
     /// The Ingresses the Rollout `rollout` read, and those a watch showed naming it in their ALB managed
     /// annotation, by namespace and name.
     pub fn alb_ingresses(&self, rollout: &Key) -> Vec<(String, String)> {
-        let readers = locked(&self.known.readers);
-        let read = readers.read_by.get(rollout).into_iter().flatten();
-        let mut ingresses: Vec<_> = read
-            .filter(|(k, _, _)| *k == "Ingress")
-            .map(|(_, namespace, name)| (namespace.clone(), name.clone()))
-            .collect();
-        drop(readers);
-        let managing = locked(&self.known.managing);
-        for ((_, namespace, name), names) in managing.iter() {
-            let ingress = (namespace.clone(), name.clone());
-            if *namespace == rollout.0
-                && names.contains(&rollout.1)
-                && !ingresses.contains(&ingress)
-            {
-                ingresses.push(ingress);
-            }
-        }
-        ingresses
+        self.known.alb_ingresses(rollout)
     }
 
     /// Forgets what the Rollout `reader` read (it is gone).
     pub fn forget(&self, reader: &Key) {
-        locked(&self.known.readers).forget(reader);
+        self.known.forget(reader);
     }
 
     /// Stops every watch and forgets what they, the reads and the writes said (the controllers stopped).
@@ -334,9 +225,7 @@ impl RouterCaches {
             watch.task.abort();
         }
         locked(&self.triggers).clear();
-        locked(&self.known.written).clear();
-        *locked(&self.known.readers) = Readers::default();
-        locked(&self.known.managing).clear();
+        self.known.clear();
     }
 }
 
@@ -346,14 +235,7 @@ mod tests {
     use kube::runtime::watcher;
     use serde_json::json;
 
-    fn vs(rv: &str) -> watch::Lenient<VirtualService> {
-        serde_json::from_value(json!({
-            "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
-            "metadata": {"name": "web-vsvc", "namespace": "shop", "resourceVersion": rv},
-            "spec": {"hosts": ["web"]},
-        }))
-        .expect("a VirtualService")
-    }
+    use super::super::router_known::tests::{ingress, vs};
 
     #[tokio::test]
     async fn a_cached_copy_is_used_once_listed_and_once_it_shows_this_processs_last_write() {
@@ -412,112 +294,37 @@ mod tests {
         assert!(locked(&caches.watches).is_empty());
     }
 
-    fn ingress(rv: &str, managed: Option<&str>) -> watch::Lenient<Ingress> {
-        let annotations = managed.map(|m| json!({MANAGED: m}));
-        serde_json::from_value(json!({
-            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-            "metadata": {"name": "web", "namespace": "shop", "resourceVersion": rv,
-                         "annotations": annotations},
-        }))
-        .expect("an Ingress")
-    }
-
-    #[test]
-    fn an_ingress_names_the_rollouts_its_managed_annotation_names_that_never_read_it_first_list_included()
-     {
+    #[tokio::test]
+    async fn a_watch_of_every_namespace_serves_each_namespaces_reads() {
+        // Never connected to: the watch below stands in for the one `watch_ingresses` would start.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("an address"));
+        let client = kube::Client::try_from(config).expect("a client");
         let caches = RouterCaches::default();
-        let known = &caches.known;
-        let web = ("shop".to_string(), "web".to_string());
-        let legacy = ("shop".to_string(), "legacy".to_string());
-        let object = ("Ingress", "shop".to_string(), "web".to_string());
-        locked(&known.readers).read(&object, &web);
-        let both = r#"{"legacy":["alb.ingress.kubernetes.io/actions.legacy-stable"],"web":null}"#;
-        let mut news = News::default();
-        let mut heard = |event| known.heard("Ingress", &event, &mut news);
-        assert_eq!(heard(watcher::Event::Init), Vec::<Key>::new());
-        assert_eq!(
-            heard(watcher::Event::InitApply(ingress("3", Some(both)))),
-            vec![legacy.clone()],
-            "the first list names the Rollout that never read it, not its reader"
-        );
-        assert_eq!(heard(watcher::Event::InitDone), Vec::<Key>::new());
-        assert_eq!(caches.alb_ingresses(&legacy), vec![web.clone()]);
-        assert_eq!(
-            caches.alb_ingresses(&web),
-            vec![web.clone()],
-            "read, and named"
-        );
-        assert_eq!(
-            heard(watcher::Event::Apply(ingress("4", Some("not json")))),
-            vec![web.clone()],
-            "an annotation that does not read names none; the reader hears of the change"
-        );
-        assert!(caches.alb_ingresses(&legacy).is_empty());
-        heard(watcher::Event::Apply(ingress("5", Some(both))));
-        heard(watcher::Event::Delete(ingress("5", Some(both))));
-        assert!(caches.alb_ingresses(&legacy).is_empty(), "deleted");
-    }
-
-    #[test]
-    fn a_change_names_the_rollouts_that_read_the_object_but_not_this_processs_own_write_or_the_first_list()
-     {
-        let known = Known::default();
-        let (web, api) = (
-            ("shop".to_string(), "web".to_string()),
-            ("shop".to_string(), "api".to_string()),
-        );
-        let vsvc = ("VirtualService", "shop".to_string(), "web-vsvc".to_string());
-        let other = ("VirtualService", "shop".to_string(), "other".to_string());
-        {
-            let mut readers = locked(&known.readers);
-            readers.read(&vsvc, &web);
-            readers.read(&vsvc, &web);
-            readers.read(&vsvc, &api);
-            readers.read(&other, &api);
-        }
-        let mut news = News::default();
-        let mut heard = |event: watcher::Event<Lenient<VirtualService>>| {
-            let mut keys = known.heard("VirtualService", &event, &mut news);
-            keys.sort();
-            keys
+        let cache = Arc::new(Cache::<Ingress>::default());
+        let task = tokio::spawn(std::future::pending::<()>()).abort_handle();
+        let every = ("Ingress", EVERY_NAMESPACE.to_string());
+        let watch = Watch {
+            cache: cache.clone(),
+            task,
         };
-        let both = vec![api.clone(), web.clone()];
-        assert_eq!(heard(watcher::Event::Init), Vec::<Key>::new());
+        locked(&caches.watches).insert(every.clone(), watch);
+        let metrics = Arc::new(Metrics::starting_at(jiff::Timestamp::UNIX_EPOCH));
+        caches.watch_ingresses(&client, &metrics, None);
+        cache.apply(watcher::Event::Init);
+        cache.apply(watcher::Event::InitApply(ingress("3", None)));
+        cache.apply(watcher::Event::InitDone);
+        let reader = ("shop".to_string(), "web".to_string());
+        let read = caches.get(&client, &metrics, "Ingress", "shop", "web", &reader);
         assert_eq!(
-            heard(watcher::Event::InitApply(vs("3"))),
-            Vec::<Key>::new(),
-            "the first list"
+            read.map(|o| o["metadata"]["resourceVersion"].clone()),
+            Some(json!("3"))
         );
-        assert_eq!(heard(watcher::Event::InitDone), Vec::<Key>::new());
+        let watches: Vec<_> = locked(&caches.watches).keys().cloned().collect();
         assert_eq!(
-            heard(watcher::Event::Apply(vs("4"))),
-            both,
-            "another client's change"
+            watches,
+            [every],
+            "no watch of the namespace, nor a second of every one"
         );
-        locked(&known.written).insert(vsvc.clone(), "5".to_string());
-        assert_eq!(
-            heard(watcher::Event::Apply(vs("5"))),
-            Vec::<Key>::new(),
-            "this process's write"
-        );
-        assert_eq!(
-            heard(watcher::Event::Apply(vs("6"))),
-            both,
-            "a change after it"
-        );
-        assert_eq!(heard(watcher::Event::Init), Vec::<Key>::new());
-        assert_eq!(heard(watcher::Event::InitApply(vs("7"))), both, "a re-list");
-        locked(&known.readers).forget(&web);
-        assert_eq!(
-            heard(watcher::Event::Delete(vs("7"))),
-            vec![api.clone()],
-            "web is gone"
-        );
-        locked(&known.readers).forget(&api);
-        let readers = locked(&known.readers);
-        assert!(
-            readers.of.is_empty() && readers.read_by.is_empty(),
-            "all forgotten"
-        );
+        caches.clear();
     }
 }

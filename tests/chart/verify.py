@@ -113,6 +113,8 @@ MATRIX: dict[str, dict[str, Any]] = {
         "rbac": {"routers": {"traefik": True}},
     },
     "ALB only": {"rbac": {"routers": {"alb": True}}},
+    "Rollouts behind ALB, Ingresses watched from the start": {"rollouts": {"enabled": True},
+                                                              "rbac": {"routers": {"alb": True}}},
     "Istio only, in a namespace list": {"watch": {"namespaces": ["team-a"]}, "rbac": {"routers": {"istio": True}}},
     "CRDs not kept on uninstall": {"crds": {"keep": False}},
     "existing service account": {"serviceAccount": {"create": False, "name": "platform-canaryd"}},
@@ -386,6 +388,9 @@ def check_invariants(values: dict[str, Any], objects: list[dict[str, Any]]) -> N
     threads_args = [a for a in container["args"] if a.startswith("--rollout-threads")]
     expected_threads = [f"--rollout-threads={values['rollouts']['threads']}"] if rollouts else []
     expect(threads_args == expected_threads, f"--rollout-threads in the args is {threads_args}")
+    alb_args = [a for a in container["args"] if a.startswith("--watch-alb-ingresses")]
+    expected_alb = ["--watch-alb-ingresses=true"] if rollouts and values["rbac"]["routers"]["alb"] else []
+    expect(alb_args == expected_alb, f"--watch-alb-ingresses in the args is {alb_args}")
     notifications = "--notifications=false" not in container["args"]
     expect(notifications == values["notifications"]["enabled"], f"notifications in the args are {notifications}")
     self_service = "--self-service-notification-enabled=true" in container["args"]

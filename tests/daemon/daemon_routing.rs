@@ -685,6 +685,31 @@ async fn a_deleted_rollout_releases_its_alb_ingress() {
     r.daemon.stop().await;
 }
 
+/// With `--watch-alb-ingresses`, a Rollout deleted while the daemon was not running lets go of its ALB Ingress
+/// once the daemon starts, though no Rollout reads an Ingress there any more: Argo's ingress controller watches
+/// every Ingress. (Without the flag that Ingress is never watched: docs/rollouts.md.)
+#[tokio::test]
+async fn a_rollout_deleted_while_the_daemon_was_down_releases_its_alb_ingress_at_start() {
+    let r = deployed_behind(Alb).await;
+    updated_to_twenty(&r).await;
+    r.daemon.stop().await;
+    let rollouts: Api<Rollout> = Api::namespaced(r.client.clone(), "default");
+    rollouts
+        .delete("web", &DeleteParams::orphan())
+        .await
+        .expect("the Rollout deleted");
+    let config = canaryd::controller::Config {
+        watch_alb_ingresses: true,
+        ..configured(Alb.flags())
+    };
+    let daemon = harness::spawn(r.client.clone(), config).await;
+    eventually(WAIT, "the action released", || async {
+        (alb_annotations(&r.server) == (None, Some(ALL_STABLE.to_string()))).then_some(())
+    })
+    .await;
+    daemon.stop().await;
+}
+
 /// An ALB Ingress whose managed annotation names a Rollout that does not exist (deleted while the daemon was
 /// down, or by another controller) is released when its watch shows it, as Argo's ingress controller does on
 /// every Ingress event: that Rollout's action sends everything to its stable Service and its entry leaves the

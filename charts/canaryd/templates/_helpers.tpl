@@ -161,6 +161,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   (printf "--rollout-threads=%d" (int $v.rollouts.threads))
   (printf "--traefik-api-group=%s" $v.rollouts.traefik.apiGroup)
   (printf "--traefik-api-version=%s" $v.rollouts.traefik.apiVersion)) -}}
+{{- if $v.rbac.routers.alb -}}
+{{- $args = append $args "--watch-alb-ingresses=true" -}}
+{{- end -}}
 {{- end -}}
 {{- if $v.dashboard.enabled -}}
 {{- $args = append $args (printf "--dashboard-addr=0.0.0.0:%d" (int $v.dashboard.port)) -}}
@@ -184,7 +187,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "--renew-deadline" "leaderElection.renewDeadline" "--retry-period" "leaderElection.retryPeriod"
   "--namespace" "watch.namespaces" "--instance-id" "instanceId" "--prometheus" "prometheus.address"
   "--rollouts" "rollouts.enabled" "--notifications" "notifications.enabled"
-  "--rollout-threads" "rollouts.threads"
+  "--rollout-threads" "rollouts.threads" "--watch-alb-ingresses" "rbac.routers.alb"
   "--traefik-api-group" "rollouts.traefik.apiGroup" "--traefik-api-version" "rollouts.traefik.apiVersion"
   "--notifications-namespace" "notifications.enabled"
   "--self-service-notification-enabled" "notifications.selfService"

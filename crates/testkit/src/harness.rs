@@ -203,6 +203,7 @@ pub fn config() -> Config {
         routers: Default::default(),
         self_service_notifications: false,
         rollout_threads: 100,
+        watch_alb_ingresses: false,
     }
 }
 
