@@ -30,6 +30,7 @@ use crate::api::rollout::RolloutStatus;
 use crate::api::{AnalysisRun, INSTANCE_LABEL, Rollout};
 use crate::engine::rollout;
 use crate::engine::rollout::reconcile_loop;
+use crate::engine::routing::alb_release;
 use crate::k8s::events::{self, Happened};
 use crate::k8s::rollout_writes;
 use crate::k8s::status::WriteError;
@@ -184,7 +185,11 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
         }
         None => {}
     }
-    Ok(match reconcile_loop::reconcile(&mut cluster).await? {
+    let reconciled = reconcile_loop::reconcile(&mut cluster).await?;
+    if !matches!(reconciled, reconcile_loop::Reconciliation::Gone) {
+        release_left_behind(&ctx, &obj).await;
+    }
+    Ok(match reconciled {
         reconcile_loop::Reconciliation::Gone => return gone(cluster.key(), ctx.clone()).await,
         reconcile_loop::Reconciliation::Planned {
             changed: true,
@@ -221,28 +226,58 @@ async fn gone(key: Key, ctx: Arc<Context>) -> Result<Next, ReconcileError> {
             .map_err(ReconcileError::Read)?
             .is_none()
     {
-        let router = ApiRouter::new(ctx.client.clone());
-        for (namespace, ingress) in ingresses {
-            match router.release_alb(&namespace, &ingress, name).await {
-                Ok(true) => tracing::info!(
-                    rollout = %name, %namespace, %ingress,
-                    "released the deleted Rollout's ALB actions: all traffic to the Services they are named for"
-                ),
-                Ok(false) => {}
-                Err(e @ RouterError::Unfit { .. }) => tracing::warn!(
-                    rollout = %name, "the deleted Rollout's ALB actions left as they are: {e}"
-                ),
-                Err(e) => {
-                    let failed = format!("releasing the deleted Rollout's ALB Ingress: {e}");
-                    return Err(ReconcileError::TrafficRouting(failed));
-                }
-            }
-        }
+        let ingresses = ingresses.iter().map(|(n, i)| (n.as_str(), i.as_str()));
+        release_albs(&ctx, ingresses, name, "deleted")
+            .await
+            .map_err(ReconcileError::TrafficRouting)?;
     }
     ctx.status_writes.record(key.clone(), None);
     ctx.rollout_caches.expected.forget(&key);
     ctx.rollout_caches.routers.forget(&key);
     Ok(Next::Change)
+}
+
+/// Lets the ALB Ingresses `ingresses` (namespace, name) go of the Rollout `rollout` (`routers::ApiRouter::release_alb`),
+/// which is `why` (deleted, moved): each release logged; an Ingress Argo would give up on is left with a warning,
+/// and a failed write ends this with its message.
+async fn release_albs(
+    ctx: &Context,
+    ingresses: impl Iterator<Item = (&str, &str)>,
+    rollout: &str,
+    why: &str,
+) -> Result<(), String> {
+    let router = ApiRouter::new(ctx.client.clone());
+    for (namespace, ingress) in ingresses {
+        match router.release_alb(namespace, ingress, rollout).await {
+            Ok(true) => info!(
+                %rollout, %namespace, %ingress,
+                "released the {why} Rollout's ALB actions: all traffic to the Services they are named for"
+            ),
+            Ok(false) => {}
+            Err(e @ RouterError::Unfit { .. }) => {
+                warn!(%rollout, "the {why} Rollout's ALB actions left as they are: {e}");
+            }
+            Err(e) => return Err(format!("releasing the {why} Rollout's ALB Ingress: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// Lets go of the ALB Ingresses whose managed annotation names `rollout` (as their watch shows them) but which
+/// its traffic routing no longer names (`engine::routing::alb_release::left_behind`: it moved to other Ingresses
+/// or off ALB), as Argo's ingress controller does at each Ingress event. A failure is logged and tried again at
+/// the Rollout's next reconcile, without holding the Rollout up.
+async fn release_left_behind(ctx: &Context, rollout: &Rollout) {
+    let key = (namespace_of(rollout), rollout.name_any());
+    let naming = ctx.rollout_caches.routers.alb_naming(&key);
+    if naming.is_empty() {
+        return;
+    }
+    let left = alb_release::left_behind(rollout, &naming);
+    let ingresses = left.into_iter().map(|ingress| (key.0.as_str(), ingress));
+    if let Err(e) = release_albs(ctx, ingresses, &key.1, "moved").await {
+        warn!(rollout = %shown(&key.0, &key.1), "{e}; tried again at its next reconcile");
+    }
 }
 
 /// A Rollout that does not decode (a field of the wrong type, a required one missing) can never be planned:

@@ -214,6 +214,12 @@ impl RouterCaches {
         self.known.alb_ingresses(rollout)
     }
 
+    /// The Ingresses (in its namespace) a watch showed naming the Rollout `rollout` in their ALB managed
+    /// annotation, by name.
+    pub fn alb_naming(&self, rollout: &Key) -> Vec<String> {
+        self.known.naming(rollout)
+    }
+
     /// Forgets what the Rollout `reader` read (it is gone).
     pub fn forget(&self, reader: &Key) {
         self.known.forget(reader);

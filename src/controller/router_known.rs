@@ -24,8 +24,39 @@ pub(super) struct Known {
     /// The resourceVersion of this process's last write of each object: a cached copy must show at least it.
     pub(super) written: Mutex<HashMap<Object, String>>,
     pub(super) readers: Mutex<Readers>,
-    /// The Rollouts each watched Ingress's ALB managed annotation names, as the watch last showed it.
-    managing: Mutex<HashMap<Object, Vec<String>>>,
+    managed: Mutex<Managed>,
+}
+
+/// The Rollouts each watched Ingress's ALB managed annotation names, as the watch last showed it, and the
+/// Ingresses naming each Rollout.
+#[derive(Default)]
+struct Managed {
+    by_ingress: HashMap<Object, Vec<String>>,
+    /// Ingress names (in the Rollout's namespace) by Rollout.
+    by_rollout: HashMap<Key, HashSet<String>>,
+}
+
+impl Managed {
+    /// The Ingress `ingress` names `names`.
+    fn set(&mut self, ingress: Object, names: Vec<String>) {
+        let (_, namespace, name) = &ingress;
+        for rollout in self.by_ingress.remove(&ingress).unwrap_or_default() {
+            let key = (namespace.clone(), rollout);
+            if let Some(ingresses) = self.by_rollout.get_mut(&key) {
+                ingresses.remove(name);
+                if ingresses.is_empty() {
+                    self.by_rollout.remove(&key);
+                }
+            }
+        }
+        for rollout in &names {
+            let key = (namespace.clone(), rollout.clone());
+            self.by_rollout.entry(key).or_default().insert(name.clone());
+        }
+        if !names.is_empty() {
+            self.by_ingress.insert(ingress, names);
+        }
+    }
 }
 
 /// Which Rollouts read each object.
@@ -128,12 +159,7 @@ impl Known {
             .filter(|key| readers.of.get(&object).is_none_or(|r| !r.contains(key)))
             .collect();
         drop(readers);
-        let mut managing = locked(&self.managing);
-        if names.is_empty() {
-            managing.remove(&object);
-        } else {
-            managing.insert(object, names);
-        }
+        locked(&self.managed).set(object, names);
         unread
     }
 
@@ -171,17 +197,27 @@ impl Known {
             .map(|(_, namespace, name)| (namespace.clone(), name.clone()))
             .collect();
         drop(readers);
-        let managing = locked(&self.managing);
-        for ((_, namespace, name), names) in managing.iter() {
-            let ingress = (namespace.clone(), name.clone());
-            if *namespace == rollout.0
-                && names.contains(&rollout.1)
-                && !ingresses.contains(&ingress)
-            {
+        for ingress in self.naming(rollout) {
+            let ingress = (rollout.0.clone(), ingress);
+            if !ingresses.contains(&ingress) {
                 ingresses.push(ingress);
             }
         }
         ingresses
+    }
+
+    /// The Ingresses (in its namespace) whose ALB managed annotation names the Rollout `rollout`, by name.
+    pub(super) fn naming(&self, rollout: &Key) -> Vec<String> {
+        let managed = locked(&self.managed);
+        let mut names: Vec<String> = managed
+            .by_rollout
+            .get(rollout)
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        names.sort();
+        names
     }
 
     /// Forgets what the Rollout `reader` read (it is gone).
@@ -193,7 +229,7 @@ impl Known {
     pub(super) fn clear(&self) {
         locked(&self.written).clear();
         *locked(&self.readers) = Readers::default();
-        locked(&self.managing).clear();
+        *locked(&self.managed) = Managed::default();
     }
 }
 
@@ -243,6 +279,7 @@ pub(super) mod tests {
         );
         assert_eq!(heard(watcher::Event::InitDone), Vec::<Key>::new());
         assert_eq!(known.alb_ingresses(&legacy), vec![web.clone()]);
+        assert_eq!(known.naming(&legacy), ["web"]);
         assert_eq!(
             known.alb_ingresses(&web),
             vec![web.clone()],
@@ -253,7 +290,7 @@ pub(super) mod tests {
             vec![web.clone()],
             "an annotation that does not read names none; the reader hears of the change"
         );
-        assert!(known.alb_ingresses(&legacy).is_empty());
+        assert!(known.alb_ingresses(&legacy).is_empty() && known.naming(&web).is_empty());
         heard(watcher::Event::Apply(ingress("5", Some(both))));
         heard(watcher::Event::Delete(ingress("5", Some(both))));
         assert!(known.alb_ingresses(&legacy).is_empty(), "deleted");

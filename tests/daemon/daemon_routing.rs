@@ -758,6 +758,41 @@ async fn an_alb_ingress_naming_a_rollout_that_does_not_exist_is_released() {
     r.daemon.stop().await;
 }
 
+/// A Rollout moved to another ALB Ingress lets go of the one it left, as Argo's ingress controller releases an
+/// Ingress whose managed annotation names a Rollout that no longer points at it: the new Ingress gets the
+/// step's weight, the old one sends everything to the stable Service and loses the Rollout's entry.
+#[tokio::test]
+async fn a_rollout_moved_to_another_alb_ingress_releases_the_one_it_left() {
+    let r = deployed_behind(Alb).await;
+    updated_to_twenty(&r).await;
+    let ingresses: Api<Ingress> = Api::namespaced(r.client.clone(), "default");
+    let mut moved: Ingress = ingresses.get("web").await.expect("the Ingress");
+    moved.metadata = kube::api::ObjectMeta {
+        name: Some("web-moved".to_string()),
+        ..Default::default()
+    };
+    ingresses
+        .create(&kube::api::PostParams::default(), &moved)
+        .await
+        .expect("the new Ingress");
+    let rollouts: Api<Rollout> = Api::namespaced(r.client.clone(), "default");
+    let to_moved = json!({"spec": {"strategy": {"canary": {"trafficRouting": {"alb": {"ingress": "web-moved"}}}}}});
+    rollouts
+        .patch("web", &PatchParams::default(), &Patch::Merge(&to_moved))
+        .await
+        .expect("the Rollout moved");
+    eventually(WAIT, "the new Ingress at the step's weight", || async {
+        let ingress = r.server.get_json::<Ingress>("default", "web-moved")?;
+        (Alb.canary_weight(&ingress)? == 20).then_some(())
+    })
+    .await;
+    eventually(WAIT, "the Ingress left released", || async {
+        (alb_annotations(&r.server) == (None, Some(ALL_STABLE.to_string()))).then_some(())
+    })
+    .await;
+    r.daemon.stop().await;
+}
+
 /// A Rollout handed to another controller instance (its instance-id label changed) is gone for this one, but
 /// it still exists: its ALB Ingress keeps the action it set.
 #[tokio::test]

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::RoutingError;
 use super::alb::{Action, Forward, MANAGED, Stickiness, TargetGroup, annotations, go_json};
+use crate::api::Rollout;
 
 /// The annotation Argo's ALB router wrote before [`MANAGED`], which its ingress controller removes.
 const MANAGED_ACTIONS: &str = "rollouts.argoproj.io/managed-alb-actions";
@@ -52,6 +53,32 @@ pub fn managing(managed: &str) -> Vec<String> {
     serde_json::from_str::<BTreeMap<String, Value>>(managed)
         .map(|by_rollout| by_rollout.into_keys().collect())
         .unwrap_or_default()
+}
+
+/// Of the Ingresses `naming` (by name, in the Rollout's namespace) whose managed annotation names `rollout`,
+/// those its traffic routing no longer names (it moved to other Ingresses, or off ALB): Argo's ingress controller
+/// releases them as it does a deleted Rollout's, keeping those the Rollout names as ALB's or NGINX's stable
+/// Ingress (its GetRolloutIngressKeys). None while the routing does not read (an `InvalidSpec` Rollout's
+/// Ingresses are left as they are).
+pub fn left_behind<'a>(rollout: &Rollout, naming: &'a [String]) -> Vec<&'a str> {
+    let Ok(routing) = super::routing(rollout) else {
+        return Vec::new();
+    };
+    let (alb, nginx) = match &routing {
+        Some(r) => (r.alb.as_ref(), r.nginx.as_ref()),
+        None => (None, None),
+    };
+    let mut routed = alb.map(super::alb::ingresses).unwrap_or_default();
+    routed.extend(
+        nginx
+            .map(super::nginx::stable_ingresses)
+            .unwrap_or_default(),
+    );
+    naming
+        .iter()
+        .map(String::as_str)
+        .filter(|name| !routed.contains(name))
+        .collect()
 }
 
 /// Argo's getResetALBActionStr: the action `key` forwarding everything to the Service its key names.
@@ -98,7 +125,46 @@ fn reset_action(annotations: &Map<String, Value>, key: &str) -> Result<String, R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routing::routing;
     use serde_json::json;
+
+    fn routed_through(alb: Value) -> Rollout {
+        serde_json::from_value(json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"strategy": {"canary": {"canaryService": "web-canary", "stableService": "web-stable",
+                     "trafficRouting": {"alb": alb}}}},
+        }))
+        .expect("a Rollout")
+    }
+
+    #[test]
+    fn the_ingresses_naming_a_rollout_that_its_routing_no_longer_names_are_left_behind() {
+        let naming = ["old".to_string(), "web".to_string()];
+        let through_web = routed_through(json!({"ingress": "web", "servicePort": 80}));
+        assert_eq!(left_behind(&through_web, &naming), ["old"]);
+        let through_both = routed_through(json!({"ingresses": ["web", "old"], "servicePort": 80}));
+        assert!(left_behind(&through_both, &naming).is_empty());
+        let nginx = json!({"nginx": {"stableIngress": "old"}, "alb": {"ingress": "web", "servicePort": 80}});
+        let mut also_nginx: Value = serde_json::to_value(&through_web).expect("json");
+        also_nginx["spec"]["strategy"]["canary"]["trafficRouting"] = nginx;
+        let also_nginx: Rollout = serde_json::from_value(also_nginx).expect("a Rollout");
+        assert!(
+            left_behind(&also_nginx, &naming).is_empty(),
+            "NGINX's stable Ingress is named too"
+        );
+        let mut off_alb = through_web.clone();
+        off_alb.spec.strategy = None;
+        assert_eq!(left_behind(&off_alb, &naming), ["old", "web"]);
+        let mut unread: Value = serde_json::to_value(&through_web).expect("json");
+        unread["spec"]["strategy"]["canary"]["trafficRouting"]["ambassador"] =
+            json!({"mappings": ["web"]});
+        let unread: Rollout = serde_json::from_value(unread).expect("a Rollout");
+        assert!(
+            routing(&unread).is_err() && left_behind(&unread, &naming).is_empty(),
+            "a routing canaryd does not read releases nothing"
+        );
+    }
 
     #[test]
     fn the_managed_annotation_names_its_rollouts_and_one_that_does_not_read_names_none() {
