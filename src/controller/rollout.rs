@@ -237,9 +237,9 @@ async fn gone(key: Key, ctx: Arc<Context>) -> Result<Next, ReconcileError> {
     Ok(Next::Change)
 }
 
-/// Lets the ALB Ingresses `ingresses` (namespace, name) go of the Rollout `rollout` (`routers::ApiRouter::release_alb`),
-/// which is `why` (deleted, moved): each release logged; an Ingress Argo would give up on is left with a warning,
-/// and a failed write ends this with its message.
+/// Lets the ALB Ingresses `ingresses` (namespace, name) go of the Rollout `rollout`, which is `why` (deleted,
+/// moved) (`routers::ApiRouter::release_alb`): each release logged; an Ingress Argo would give up on is left with
+/// a warning, and a failed write ends this with its message.
 async fn release_albs(
     ctx: &Context,
     ingresses: impl Iterator<Item = (&str, &str)>,

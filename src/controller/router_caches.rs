@@ -5,22 +5,10 @@
 //! installed); with `--watch-alb-ingresses`, Ingresses are watched from the start, as Argo's are. Until that
 //! watch has listed, and for an object it does not hold or holds older than this process last wrote, the
 //! reconcile reads the object from the API server; so too for what is not cached here (the canary Ingress
-//! NGINX's router creates, SMI's TrafficSplit, Traefik's TraefikService: `routers::api` never asks for them). A copy that is stale all the same (another client's write not heard of yet) makes the
-//! router's update meet a 409 and read afresh (`routers::api`).
-//!
-//! The versions written are kept here by object, not in the Rollouts' `Expectations`: those are by Rollout and
-//! by the planner's `change::Kind`, which names the objects a Rollout controls, not the routers' objects it
-//! points at. Both compare versions with `k8s::versions::at_least`.
-//!
-//! A change to a router object reconciles the Rollouts that read it, as Argo's Istio and ingress controllers
-//! queue the Rollouts naming a VirtualService or Ingress they hear changed: created, changed by another client
-//! or deleted, so that a Rollout waiting for it (InvalidSpec), whose weights another client changed or whose
-//! canary Ingress must follow the stable one acts at once. The readers are recorded as the reconciles read
-//! (until the Rollout is gone). Not heard: this process's own writes (the reconcile that made one planned on
-//! from it) and a watch's first list (its readers read afresh meanwhile); a re-list after a failed watch is,
-//! object by object. An ALB Ingress's every event, its first list's too, also names the Rollouts its managed
-//! annotation names that never read it here (one deleted while the daemon was down): the driver hands a
-//! Rollout it does not hold to its `gone`, which releases the Ingress when that Rollout no longer exists.
+//! NGINX's router creates, SMI's TrafficSplit, Traefik's TraefikService: `routers::api` never asks for them). A
+//! copy that is stale all the same (another client's write not heard of yet) makes the router's update meet a
+//! 409 and read afresh (`routers::api`). Which Rollouts read what, the versions written, and which Rollouts a
+//! watch's event concerns are `router_known`'s.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,21 @@
-//! What the router caches know besides the objects (`router_caches`): which Rollouts read each router object,
+//! What the router caches (`router_caches`) know besides the objects: which Rollouts read each router object,
 //! the versions this process wrote, and which Rollouts each ALB Ingress's managed annotation names; and from
 //! them, which Rollouts an event of a router object's watch concerns ([`Known::heard`]).
+//!
+//! The versions written are kept here by object, not in the Rollouts' `Expectations`: those are by Rollout and
+//! by the planner's `change::Kind`, which names the objects a Rollout controls, not the routers' objects it
+//! points at. Both compare versions with `k8s::versions::at_least`.
+//!
+//! A change to a router object reconciles the Rollouts that read it, as Argo's Istio and ingress controllers
+//! queue the Rollouts naming a VirtualService or Ingress they hear changed: created, changed by another client
+//! or deleted, so that a Rollout waiting for it (InvalidSpec), whose weights another client changed or whose
+//! canary Ingress must follow the stable one acts at once. The readers are recorded as the reconciles read
+//! (until the Rollout is gone). Not heard: this process's own writes (the reconcile that made one planned on
+//! from it) and a watch's first list (its readers read afresh meanwhile); a re-list after a failed watch is,
+//! object by object. An ALB Ingress's every event, its first list's too, also names the Rollouts its managed
+//! annotation names that never read it here (one deleted while the daemon was down): the driver hands a
+//! Rollout it does not hold to its `gone`, which releases the Ingress when that Rollout no longer exists; and
+//! each Rollout reconcile releases the Ingresses naming it that its routing no longer names.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
