@@ -231,19 +231,33 @@ mod tests {
 
     use super::super::router_known::tests::{ingress, vs};
 
-    #[tokio::test]
-    async fn a_cached_copy_is_used_once_listed_and_once_it_shows_this_processs_last_write() {
-        // Never connected to: the watch below stands in for the one the first read would start.
+    /// A client never connected to: the watches the tests put in place stand in for the ones a read would start.
+    fn offline() -> kube::Client {
         let config = kube::Config::new("http://127.0.0.1:9".parse().expect("an address"));
-        let client = kube::Client::try_from(config).expect("a client");
-        let caches = RouterCaches::default();
-        let cache = Arc::new(Cache::<VirtualService>::default());
+        kube::Client::try_from(config).expect("a client")
+    }
+
+    /// A watch of `K` standing in `caches`' slot of `kind` in `namespace`: its cache, to fill by hand.
+    fn standing_in<K: Watched + Serialize>(
+        caches: &RouterCaches,
+        kind: &'static str,
+        namespace: &str,
+    ) -> Arc<Cache<K>> {
+        let cache = Arc::new(Cache::<K>::default());
         let task = tokio::spawn(std::future::pending::<()>()).abort_handle();
-        let watched = Watch {
+        let watch = Watch {
             cache: cache.clone(),
             task,
         };
-        locked(&caches.watches).insert(("VirtualService", "shop".to_string()), watched);
+        locked(&caches.watches).insert((kind, namespace.to_string()), watch);
+        cache
+    }
+
+    #[tokio::test]
+    async fn a_cached_copy_is_used_once_listed_and_once_it_shows_this_processs_last_write() {
+        let client = offline();
+        let caches = RouterCaches::default();
+        let cache = standing_in::<VirtualService>(&caches, "VirtualService", "shop");
         let metrics = Arc::new(Metrics::starting_at(jiff::Timestamp::UNIX_EPOCH));
         let reader = ("shop".to_string(), "web".to_string());
         let get = || {
@@ -290,18 +304,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_watch_of_every_namespace_serves_each_namespaces_reads() {
-        // Never connected to: the watch below stands in for the one `watch_ingresses` would start.
-        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("an address"));
-        let client = kube::Client::try_from(config).expect("a client");
+        let client = offline();
         let caches = RouterCaches::default();
-        let cache = Arc::new(Cache::<Ingress>::default());
-        let task = tokio::spawn(std::future::pending::<()>()).abort_handle();
+        let cache = standing_in::<Ingress>(&caches, "Ingress", EVERY_NAMESPACE);
         let every = ("Ingress", EVERY_NAMESPACE.to_string());
-        let watch = Watch {
-            cache: cache.clone(),
-            task,
-        };
-        locked(&caches.watches).insert(every.clone(), watch);
         let metrics = Arc::new(Metrics::starting_at(jiff::Timestamp::UNIX_EPOCH));
         caches.watch_ingresses(&client, &metrics, None);
         cache.apply(watcher::Event::Init);
