@@ -307,8 +307,13 @@ pub(super) mod tests {
         );
         assert!(known.alb_ingresses(&legacy).is_empty() && known.naming(&web).is_empty());
         heard(watcher::Event::Apply(ingress("5", Some(both))));
-        heard(watcher::Event::Delete(ingress("5", Some(both))));
-        assert!(known.alb_ingresses(&legacy).is_empty(), "deleted");
+        assert_eq!(known.naming(&legacy), ["web"]);
+        heard(watcher::Event::Apply(ingress("6", Some(r#"{"web":null}"#))));
+        assert!(known.naming(&legacy).is_empty(), "legacy's entry gone");
+        assert_eq!(known.naming(&web), ["web"]);
+        heard(watcher::Event::Delete(ingress("6", Some(both))));
+        assert!(known.naming(&web).is_empty(), "deleted");
+        assert!(locked(&known.managed).by_rollout.is_empty(), "nothing left");
     }
 
     #[test]
