@@ -187,7 +187,9 @@ pub async fn reconcile(obj: Arc<Rollout>, ctx: Arc<Context>) -> Result<Next, Rec
     }
     let reconciled = reconcile_loop::reconcile(&mut cluster).await?;
     if !matches!(reconciled, reconcile_loop::Reconciliation::Gone) {
-        release_left_behind(&ctx, &obj).await;
+        release_left_behind(&ctx, &obj)
+            .await
+            .map_err(ReconcileError::TrafficRouting)?;
     }
     Ok(match reconciled {
         reconcile_loop::Reconciliation::Gone => return gone(cluster.key(), ctx.clone()).await,
@@ -265,19 +267,18 @@ async fn release_albs(
 
 /// Lets go of the ALB Ingresses whose managed annotation names `rollout` (as their watch shows them) but which
 /// its traffic routing no longer names (`engine::routing::alb_release::left_behind`: it moved to other Ingresses
-/// or off ALB), as Argo's ingress controller does at each Ingress event. A failure is logged and tried again at
-/// the Rollout's next reconcile, without holding the Rollout up.
-async fn release_left_behind(ctx: &Context, rollout: &Rollout) {
+/// or off ALB), as Argo's ingress controller does at each Ingress event. Run after the reconcile's plans: a
+/// failed write fails the reconcile once its own writes are made, and the Rollout's backoff retries it, as
+/// Argo's queue retries the Ingress.
+async fn release_left_behind(ctx: &Context, rollout: &Rollout) -> Result<(), String> {
     let key = (namespace_of(rollout), rollout.name_any());
     let naming = ctx.rollout_caches.routers.alb_naming(&key);
     if naming.is_empty() {
-        return;
+        return Ok(());
     }
     let left = alb_release::left_behind(rollout, &naming);
     let ingresses = left.into_iter().map(|ingress| (key.0.as_str(), ingress));
-    if let Err(e) = release_albs(ctx, ingresses, &key.1, "moved").await {
-        warn!(rollout = %shown(&key.0, &key.1), "{e}; tried again at its next reconcile");
-    }
+    release_albs(ctx, ingresses, &key.1, "moved").await
 }
 
 /// A Rollout that does not decode (a field of the wrong type, a required one missing) can never be planned:

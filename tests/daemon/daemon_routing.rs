@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 
 use canaryd::api::Rollout;
 use canaryd::routers::objects::{DestinationRule, HttpRoute, VirtualService};
-use canaryd_testkit::fake_apiserver::{self, CrdSet, FakeApiServer, RecordedRequest};
+use canaryd_testkit::fake_apiserver::{
+    self, CrdSet, FakeApiServer, RecordedRequest, RequestPattern,
+};
 use canaryd_testkit::harness::{self, Answer, eventually};
 use canaryd_testkit::rollout::cluster::*;
 use canaryd_testkit::router_objects::{self, TraefikService, TraefikServiceV2};
@@ -760,7 +762,8 @@ async fn an_alb_ingress_naming_a_rollout_that_does_not_exist_is_released() {
 
 /// A Rollout moved to another ALB Ingress lets go of the one it left, as Argo's ingress controller releases an
 /// Ingress whose managed annotation names a Rollout that no longer points at it: the new Ingress gets the
-/// step's weight, the old one sends everything to the stable Service and loses the Rollout's entry.
+/// step's weight, the old one sends everything to the stable Service and loses the Rollout's entry, retried with
+/// the Rollout's backoff when the update is refused.
 #[tokio::test]
 async fn a_rollout_moved_to_another_alb_ingress_releases_the_one_it_left() {
     let r = deployed_behind(Alb).await;
@@ -768,21 +771,32 @@ async fn a_rollout_moved_to_another_alb_ingress_releases_the_one_it_left() {
     let ingresses: Api<Ingress> = Api::namespaced(r.client.clone(), "default");
     let mut moved: Ingress = ingresses.get("web").await.expect("the Ingress");
     moved.metadata = kube::api::ObjectMeta {
-        name: Some("web-moved".to_string()),
+        name: Some("moved".to_string()),
         ..Default::default()
     };
     ingresses
         .create(&kube::api::PostParams::default(), &moved)
         .await
         .expect("the new Ingress");
+    // The first two updates of the Ingress left are refused: the reconcile fails and its backoff retries.
+    let release = RequestPattern::new("PUT", "/ingresses/web");
+    let puts = || {
+        r.server
+            .requests()
+            .iter()
+            .filter(|q| release.matches(q))
+            .count()
+    };
+    let before = puts();
+    r.server.fail_next(release.clone(), 2, 500);
     let rollouts: Api<Rollout> = Api::namespaced(r.client.clone(), "default");
-    let to_moved = json!({"spec": {"strategy": {"canary": {"trafficRouting": {"alb": {"ingress": "web-moved"}}}}}});
+    let to_moved = json!({"spec": {"strategy": {"canary": {"trafficRouting": {"alb": {"ingress": "moved"}}}}}});
     rollouts
         .patch("web", &PatchParams::default(), &Patch::Merge(&to_moved))
         .await
         .expect("the Rollout moved");
     eventually(WAIT, "the new Ingress at the step's weight", || async {
-        let ingress = r.server.get_json::<Ingress>("default", "web-moved")?;
+        let ingress = r.server.get_json::<Ingress>("default", "moved")?;
         (Alb.canary_weight(&ingress)? == 20).then_some(())
     })
     .await;
@@ -790,6 +804,7 @@ async fn a_rollout_moved_to_another_alb_ingress_releases_the_one_it_left() {
         (alb_annotations(&r.server) == (None, Some(ALL_STABLE.to_string()))).then_some(())
     })
     .await;
+    assert_eq!(puts() - before, 3, "two refused, then written");
     r.daemon.stop().await;
 }
 
