@@ -1,7 +1,7 @@
 //! The Rollout controller (`canaryd run --rollouts`): each reconcile of a Rollout is
 //! `engine::rollout::reconcile_loop`'s loop run on the API server (`rollout_cluster::ApiCluster`, which reads,
-//! writes and queues the Events); this module then asks to be woken when the plan says, and lets go of what a
-//! Rollout that is gone leaves. A write refused with 409 means something changed since the read: everything is
+//! writes and queues the Events); this module then asks to be woken when the plan says, lets go of the ALB
+//! Ingresses a Rollout no longer routes through, and of what a Rollout that is gone leaves. A write refused with 409 means something changed since the read: everything is
 //! read afresh and planned again. All state is in the objects (the planner's names are derived from the
 //! template hash, the revision and the step), so a process killed at any point and started again creates
 //! nothing twice and repeats no step.
