@@ -43,7 +43,16 @@ const IN_FLIGHT: usize = 64;
 pub type Lost = Arc<dyn Fn(&Event, &str) + Send + Sync>;
 
 /// Hears of every Event created (not of a repeat counted into an Event's series): the notifications' hook.
-pub type Created = Arc<dyn Fn(&Event) + Send + Sync>;
+/// The publisher keeps each queued Event as the JSON it sends, and decodes one for [`Listener::created`] only
+/// when [`Listener::listening`] says so: decoding every Event for a hook with nothing to send was 2% of the
+/// daemon's CPU at 10,000 Rollouts (perf).
+pub trait Listener: Send + Sync {
+    /// Whether an Event created now would be acted on at all.
+    fn listening(&self) -> bool;
+    fn created(&self, event: &Event);
+}
+
+pub type Created = Arc<dyn Listener>;
 
 /// The queue both ends share, and the publisher's wake-up when something enters it.
 struct Shared {
@@ -198,8 +207,10 @@ impl EventPublisher {
                 Some((done, sent)) = sending.next() => {
                     match (&sent, &done.request, &self.created) {
                         (Err(e), request, _) => (self.lost)(&request.event(), e),
-                        (Ok(()), request @ Request::Create { .. }, Some(created)) => {
-                            created(&request.event());
+                        (Ok(()), request @ Request::Create { .. }, Some(created))
+                            if created.listening() =>
+                        {
+                            created.created(&request.event());
                         }
                         (Ok(()), _, _) => {}
                     }

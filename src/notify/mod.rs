@@ -77,6 +77,28 @@ struct Occurrence<'a> {
     object: Value,
 }
 
+/// The Event publisher's hook: each Event created that could fire something is notified in a task of its own.
+struct Hook(Arc<Notifier>);
+
+impl events::Listener for Hook {
+    fn listening(&self) -> bool {
+        listening(self.0.settings.borrow().as_deref())
+    }
+
+    fn created(&self, event: &Event) {
+        let notifier = self.0.clone();
+        let event = event.clone();
+        tokio::spawn(async move { notifier.notify(event).await });
+    }
+}
+
+/// Whether an Event could fire anything under `settings` (each namespace's configuration): until they are read,
+/// yes (the Event waits for them); once read, only if some configuration has a trigger. A daemon started with
+/// `--notifications-namespace` and no notification configuration notifies nothing.
+fn listening(settings: Option<&BTreeMap<String, Arc<Config>>>) -> bool {
+    settings.is_none_or(|configs| configs.values().any(|c| !c.triggers.is_empty()))
+}
+
 /// Holds an Event's place in [`Notifier::active`] until dropped.
 struct Active<'a>(&'a Mutex<BTreeSet<String>>, String);
 
@@ -115,14 +137,9 @@ impl Notifier {
         })
     }
 
-    /// What the Event publisher calls with each Event it created: notifies in a task of its own.
+    /// What the Event publisher tells of each Event it created: see [`Hook`].
     pub fn hook(self: &Arc<Self>) -> events::Created {
-        let notifier = self.clone();
-        Arc::new(move |event: &Event| {
-            let notifier = notifier.clone();
-            let event = event.clone();
-            tokio::spawn(async move { notifier.notify(event).await });
-        })
+        Arc::new(Hook(self.clone()))
     }
 
     /// The configurations an Event about an object in `namespace` is notified with, once read: the daemon's,
@@ -438,5 +455,25 @@ pub async fn analysis_runs(
             warn!(error = %e, "Cannot list the AnalysisRuns a notification's trigger reads");
             Value::Null
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_listened_for_until_the_settings_are_read_and_then_only_with_a_trigger() {
+        assert!(listening(None));
+        let mut configs = BTreeMap::new();
+        assert!(!listening(Some(&configs)));
+        configs.insert("canaryd".to_string(), Arc::new(Config::default()));
+        assert!(!listening(Some(&configs)));
+        let mut triggered = Config::default();
+        triggered
+            .triggers
+            .insert("on-rollout-completed".to_string(), Vec::new());
+        configs.insert("team".to_string(), Arc::new(triggered));
+        assert!(listening(Some(&configs)));
     }
 }
