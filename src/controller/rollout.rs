@@ -339,11 +339,6 @@ pub(super) fn publish(ctx: &Context, rollout: &Rollout, events: &[rollout::Event
         } else {
             info!(rollout = %shown_key, reason = %event.reason, message = %event.message, "Rollout");
         }
-        ctx.metrics.reconciles.rollout_event(
-            &(namespace_of(rollout), rollout.name_any()),
-            if event.warning { "Warning" } else { "Normal" },
-            &event.reason,
-        );
         let what = Happened {
             action: "Reconcile",
             reason: &event.reason,
@@ -358,6 +353,10 @@ pub(super) fn publish(ctx: &Context, rollout: &Rollout, events: &[rollout::Event
             serial,
         ));
     }
+    ctx.metrics.reconciles.rollout_events(
+        &(namespace_of(rollout), rollout.name_any()),
+        events.iter().map(|e| (e.warning, e.reason.as_str())),
+    );
     ctx.events.push(recorded);
 }
 

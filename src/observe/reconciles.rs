@@ -34,6 +34,9 @@ impl Kind {
     }
 }
 
+/// The Events' types, Normal (`false` for a Warning) first.
+const TYPES: [&str; 2] = ["Normal", "Warning"];
+
 /// An object: its namespace and name.
 pub type Object = (String, String);
 
@@ -42,8 +45,8 @@ pub type Object = (String, String);
 pub struct Reconciles {
     durations: Mutex<BTreeMap<(Kind, Object), Histogram>>,
     errors: Mutex<BTreeMap<(Kind, Object), u64>>,
-    /// Per Rollout, Event type and reason.
-    events: Mutex<BTreeMap<(Object, String, String), u64>>,
+    /// Per Rollout: the count of each reason's Normal Events, then of its Warning ones ([`TYPES`]' order).
+    events: Mutex<BTreeMap<Object, [BTreeMap<String, u64>; 2]>>,
 }
 
 impl Reconciles {
@@ -65,12 +68,30 @@ impl Reconciles {
         *errors.entry((kind, object.clone())).or_default() += 1;
     }
 
-    /// An Event of `type_` (Normal or Warning) and `reason` was recorded about the Rollout `rollout`.
-    pub fn rollout_event(&self, rollout: &Object, type_: &str, reason: &str) {
-        let mut events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
-        *events
-            .entry((rollout.clone(), type_.to_string(), reason.to_string()))
-            .or_default() += 1;
+    /// `events` were recorded about the Rollout `rollout`, each a Warning or not, with its reason. Counted
+    /// under one lock, copying a name only the first time it is counted: once per Event, with a key of three
+    /// new strings, this was 1.5% of the daemon's CPU at 10,000 Rollouts (perf).
+    pub fn rollout_events<'a>(
+        &self,
+        rollout: &Object,
+        events: impl IntoIterator<Item = (bool, &'a str)>,
+    ) {
+        let mut all = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+        if !all.contains_key(rollout) {
+            all.insert(rollout.clone(), Default::default());
+        }
+        let Some(by_type) = all.get_mut(rollout) else {
+            return;
+        };
+        for (warning, reason) in events {
+            let counts = &mut by_type[usize::from(warning)];
+            match counts.get_mut(reason) {
+                Some(n) => *n += 1,
+                None => {
+                    counts.insert(reason.to_string(), 1);
+                }
+            }
+        }
     }
 
     /// Forgets every series of a `kind` object not in `live` (deleted ones).
@@ -88,7 +109,7 @@ impl Reconciles {
             self.events
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .retain(|(object, _, _), _| live.contains(object));
+                .retain(|object, _| live.contains(object));
         }
     }
 
@@ -132,14 +153,18 @@ impl Reconciles {
             "counter",
             "Count of rollout events",
         );
-        for (((namespace, name), type_, reason), n) in &events {
-            let labels = [
-                ("namespace", namespace.as_str()),
-                ("name", name.as_str()),
-                ("type", type_.as_str()),
-                ("reason", reason.as_str()),
-            ];
-            sample(out, "rollout_events_total", &labels, *n as f64);
+        for ((namespace, name), by_type) in &events {
+            for (type_, counts) in TYPES.iter().zip(by_type) {
+                for (reason, n) in counts {
+                    let labels = [
+                        ("namespace", namespace.as_str()),
+                        ("name", name.as_str()),
+                        ("type", type_),
+                        ("reason", reason.as_str()),
+                    ];
+                    sample(out, "rollout_events_total", &labels, *n as f64);
+                }
+            }
         }
     }
 }
@@ -158,7 +183,7 @@ mod tests {
         r.reconciled(Kind::Rollout, &object("web"), 0.2);
         r.reconciled(Kind::Rollout, &object("gone"), 0.2);
         r.failed(Kind::Rollout, &object("gone"));
-        r.rollout_event(&object("gone"), "Normal", "RolloutUpdated");
+        r.rollout_events(&object("gone"), [(false, "RolloutUpdated")]);
         r.reconciled(Kind::AnalysisRun, &object("gone"), 0.005);
         r.forget_all_but(Kind::Rollout, &BTreeSet::from([object("web")]));
         let mut out = Exposition::collect();
@@ -188,7 +213,14 @@ mod tests {
         let r = Reconciles::default();
         r.failed(Kind::AnalysisRun, &object("run"));
         r.failed(Kind::AnalysisRun, &object("run"));
-        r.rollout_event(&object("web"), "Warning", "RolloutAborted");
+        r.rollout_events(
+            &object("web"),
+            [
+                (true, "RolloutAborted"),
+                (false, "RolloutPaused"),
+                (true, "RolloutAborted"),
+            ],
+        );
         let mut out = Exposition::collect();
         r.write(&mut out);
         let out = out.finish();
@@ -198,7 +230,8 @@ mod tests {
         );
         assert!(
             out.contains(
-                "rollout_events_total{namespace=\"shop\",name=\"web\",type=\"Warning\",reason=\"RolloutAborted\"} 1\n"
+                "rollout_events_total{namespace=\"shop\",name=\"web\",type=\"Normal\",reason=\"RolloutPaused\"} 1\n\
+                 rollout_events_total{namespace=\"shop\",name=\"web\",type=\"Warning\",reason=\"RolloutAborted\"} 2\n"
             ),
             "{out}"
         );
