@@ -330,6 +330,9 @@ pub(super) fn namespace_of(rollout: &Rollout) -> String {
 
 /// Queues a plan's Events, once its writes have landed, in the plan's order (their names sort in it).
 pub(super) fn publish(ctx: &Context, rollout: &Rollout, events: &[rollout::Event]) {
+    if events.is_empty() {
+        return;
+    }
     let now = ctx.clock.now();
     let shown_key = shown(&namespace_of(rollout), &rollout.name_any());
     let mut recorded = Vec::with_capacity(events.len());
