@@ -13,13 +13,14 @@ use kube::api::{Api, ListParams};
 async fn a_rollout_is_told_added_to_the_informer_once_not_on_each_change(crds: CrdSet) {
     let (server, client, _prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "1s").await;
     let daemon = harness::spawn(client.clone(), config()).await;
-    until(&server, "the first deploy to be Healthy", |s| {
+    let first = until(&server, "the first deploy to be Healthy", |s| {
         healthy_at(s, None)
     })
     .await;
     set_image(&client, "web:2").await;
-    until(&server, "the update's first step", |s| {
-        s.current_step_index == Some(1)
+    // Through every change of the update: a wait for one step in between could miss it between two looks.
+    until(&server, "the update to be promoted", |s| {
+        healthy_at(s, None) && s.stable_rs != first.stable_rs
     })
     .await;
     daemon.stop().await;
