@@ -304,6 +304,9 @@ impl Daemon {
             leadership_known: AtomicBool::new(config.leader_election.is_none()),
             config,
         });
+        if let Some(notifier) = &ctx.notifier {
+            notifier.know(held_rollouts(&ctx));
+        }
         Ok(Daemon {
             ctx,
             listener,
@@ -447,4 +450,27 @@ fn start_controllers(ctx: &Arc<Context>) -> Controllers {
         tokio::spawn(async move { notifier.recover().await });
     }
     controllers
+}
+
+/// The labels and annotations of the Rollouts in the daemon's watch cache, for the notifier to tell which Events
+/// no one subscribes to without reading their Rollout afresh. Holds the context weakly: the context holds the
+/// notifier.
+fn held_rollouts(ctx: &Arc<Context>) -> crate::notify::Known {
+    let ctx = Arc::downgrade(ctx);
+    Arc::new(move |regarding| {
+        let ctx = ctx.upgrade()?;
+        if regarding.kind.as_deref() != Some("Rollout") {
+            return None;
+        }
+        let key = (
+            regarding.namespace.clone().unwrap_or_default(),
+            regarding.name.clone()?,
+        );
+        let rollout = ctx.rollouts.get(&key)?;
+        let meta = &rollout.metadata;
+        Some((
+            meta.labels.clone().unwrap_or_default(),
+            meta.annotations.clone().unwrap_or_default(),
+        ))
+    })
 }

@@ -1,8 +1,8 @@
 //! The daemon's notifications: Argo Rollouts' notification configuration, unchanged, sent when canaryd
 //! records an Event. The Event publisher hands this module each Event it created ([`Notifier::hook`]); the
-//! Event's reason names a trigger, the object the Event is about is read afresh, its subscribers to that
-//! trigger are found and sent each of the trigger's templates whose `when` holds, through the configured
-//! services. The rules are `engine::notify`'s; this module reads ([`settings`]) and sends ([`services`]).
+//! Event's reason names a trigger, the subscribers of the object the Event is about to that trigger are found
+//! (from the daemon's watch cache when it holds the object: one with none is not read afresh) and sent each of
+//! the trigger's templates whose `when` holds, through the configured services, the object read afresh. The rules are `engine::notify`'s; this module reads ([`settings`]) and sends ([`services`]).
 //!
 //! Once per occurrence: notifications follow the Events, which are created once; what has been sent for an
 //! Event is recorded on the Event itself, in the annotation `notified.notifications.argoproj.io` (the key the
@@ -20,7 +20,7 @@ mod slack;
 mod webhook;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -66,7 +66,15 @@ pub struct Notifier {
     watched: Vec<String>,
     /// The Events being notified now, so a catch-up and the publisher's hook never send one Event's at once.
     active: Mutex<BTreeSet<String>>,
+    /// The labels and annotations of an object the daemon holds in a watch cache ([`Notifier::know`]).
+    known: OnceLock<Known>,
 }
+
+/// The labels and annotations of the object an Event is about, when the daemon holds it (its Rollouts).
+pub type Known = Arc<dyn Fn(&ObjectReference) -> Option<Labelled> + Send + Sync>;
+
+/// An object's labels and annotations.
+pub type Labelled = (BTreeMap<String, String>, BTreeMap<String, String>);
 
 /// One Event being notified and the object it is about, read afresh.
 struct Occurrence<'a> {
@@ -97,6 +105,20 @@ impl events::Listener for Hook {
 /// `--notifications-namespace` and no notification configuration notifies nothing.
 fn listening(settings: Option<&BTreeMap<String, Arc<Config>>>) -> bool {
     settings.is_none_or(|configs| configs.values().any(|c| !c.triggers.is_empty()))
+}
+
+/// Whether an object with `labels` and `annotations` has, under any of `configs`, a subscriber to `trigger` or a
+/// subscription that cannot be read (told as a Warning): if neither, its Event sends nothing.
+fn subscribed(
+    configs: &[(String, Arc<Config>)],
+    trigger: &str,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+) -> bool {
+    configs.iter().any(|(_, config)| {
+        let (found, problems) = destinations(config, trigger, labels, annotations, &yaml_value);
+        !found.is_empty() || !problems.is_empty()
+    })
 }
 
 /// Holds an Event's place in [`Notifier::active`] until dropped.
@@ -134,7 +156,13 @@ impl Notifier {
             metrics,
             watched,
             active: Mutex::default(),
+            known: OnceLock::new(),
         })
+    }
+
+    /// Tells the notifier where the daemon holds objects' labels and annotations (set once: its watch caches).
+    pub fn know(&self, known: Known) {
+        let _ = self.known.set(known);
     }
 
     /// What the Event publisher tells of each Event it created: see [`Hook`].
@@ -188,6 +216,15 @@ impl Notifier {
             .await;
         configs.retain(|(_, config)| config.triggers.contains_key(&trigger));
         if configs.is_empty() {
+            return;
+        }
+        // An object the daemon holds and that nothing subscribes to for this trigger is not read afresh: with
+        // Argo's built-in triggers configured, that was a GET for most Events of every Rollout (Argo's recorder
+        // looks at the object it holds). One that is subscribed is read, so what is sent shows it as it is now.
+        let held = self.known.get().and_then(|known| known(&regarding));
+        if held.is_some_and(|(labels, annotations)| {
+            !subscribed(&configs, &trigger, &labels, &annotations)
+        }) {
             return;
         }
         let object = match read(&self.client, &regarding).await {
@@ -475,5 +512,34 @@ mod tests {
             .insert("on-rollout-completed".to_string(), Vec::new());
         configs.insert("team".to_string(), Arc::new(triggered));
         assert!(listening(Some(&configs)));
+    }
+
+    #[test]
+    fn only_an_object_subscribed_to_the_trigger_or_with_a_broken_subscription_needs_reading() {
+        let mut config = Config::default();
+        config
+            .triggers
+            .insert("on-rollout-updated".to_string(), Vec::new());
+        let configs = [("".to_string(), Arc::new(config))];
+        let labels = BTreeMap::new();
+        let annotated =
+            |key: &str, value: &str| BTreeMap::from([(key.to_string(), value.to_string())]);
+        let subscribed_with = |annotations: &BTreeMap<String, String>| {
+            subscribed(&configs, "on-rollout-updated", &labels, annotations)
+        };
+        assert!(!subscribed_with(&BTreeMap::new()));
+        assert!(!subscribed_with(&annotated("app", "web")));
+        assert!(!subscribed_with(&annotated(
+            "notifications.argoproj.io/subscribe.on-rollout-aborted.webhook",
+            "ops"
+        )));
+        assert!(subscribed_with(&annotated(
+            "notifications.argoproj.io/subscribe.on-rollout-updated.webhook",
+            "ops"
+        )));
+        assert!(subscribed_with(&annotated(
+            "notifications.argoproj.io/subscriptions",
+            "[not, a: list"
+        )));
     }
 }

@@ -239,6 +239,47 @@ with_each_crd_set!(
     an_aborted_rollout_is_notified_once_with_the_rendered_body_and_not_again_after_a_restart
 );
 
+/// Argo's built-in triggers fire on most of an update's Events (`on-rollout-updated`, `on-scaling-replica-set`,
+/// `on-rollout-step-completed`, `on-rollout-paused`): a Rollout the daemon holds that subscribes to none of them
+/// is not read afresh for them, as Argo's recorder looks at the object it holds. Only the abort, which it
+/// subscribes to, reads it (so what is sent shows it as it is).
+async fn a_rollout_is_read_afresh_only_for_the_triggers_it_subscribes_to(crds: CrdSet) {
+    let (deployed, _hook, daemon) = abort_notified(crds, None).await;
+    daemon.stop().await;
+    let requests = deployed.0.requests();
+    // From the configuration on (the first deploy's reconciles may read the Rollout before the caches fill).
+    let configured = requests
+        .iter()
+        .find(|r| r.method == "POST" && r.path.ends_with("/configmaps"))
+        .map(|r| r.at)
+        .expect("the configuration was created");
+    let rollout = "/apis/argoproj.io/v1alpha1/namespaces/default/rollouts/web";
+    let reads = requests
+        .iter()
+        .filter(|r| r.at > configured && r.method == "GET" && r.path == rollout)
+        .count();
+    let events = all_events(&deployed.1).await;
+    let fired = [
+        "RolloutUpdated",
+        "ScalingReplicaSet",
+        "RolloutStepCompleted",
+        "RolloutPaused",
+    ];
+    let triggered: Vec<_> = events
+        .iter()
+        .filter(|e| e.event_time.as_ref().is_some_and(|t| t.0 > configured))
+        .filter_map(|e| e.reason.as_deref())
+        .filter(|r| fired.contains(r))
+        .collect();
+    assert!(
+        triggered.len() >= 3,
+        "the update fired built-in triggers: {triggered:?}"
+    );
+    assert_eq!(reads, 1, "one read, for the abort");
+}
+
+with_each_crd_set!(a_rollout_is_read_afresh_only_for_the_triggers_it_subscribes_to);
+
 async fn a_send_that_first_meets_a_500_is_retried_and_arrives_once(crds: CrdSet) {
     let (_deployed, hook, daemon) = abort_notified(crds, Some(500)).await;
     tokio::time::sleep(SETTLE).await;
