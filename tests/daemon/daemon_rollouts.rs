@@ -294,12 +294,19 @@ async fn paused_and_told(
     client: &kube::Client,
 ) -> RolloutStatus {
     let paused = until(server, "the pause", |s| s.phase == "Paused").await;
-    eventually(WAIT, "the RolloutPaused Event", || async {
-        let told = events(client).await.iter().any(|e| e.0 == "RolloutPaused");
-        told.then_some(())
+    told_up_to_the_pause(client).await;
+    paused
+}
+
+/// Waits until the first step's completion and the pause are told: one reconcile publishes them together and
+/// the publisher creates them at once, so either may land first.
+async fn told_up_to_the_pause(client: &kube::Client) {
+    eventually(WAIT, "the first step's and the pause's Events", || async {
+        let all = events(client).await;
+        let told = |reason: &str| all.iter().any(|e| e.0 == reason);
+        (told("RolloutStepCompleted") && told("RolloutPaused")).then_some(())
     })
     .await;
-    paused
 }
 
 /// Every step completed once, in order, and the pause (`pause` long) began once.
@@ -345,11 +352,7 @@ async fn a_daemon_killed_mid_step_and_started_again_creates_nothing_twice_and_ke
         || (manual.next_wakeup() == Some(ends)).then_some(()),
     )
     .await;
-    eventually(WAIT, "the RolloutPaused Event", || async {
-        let told = events(&client).await.iter().any(|e| e.0 == "RolloutPaused");
-        told.then_some(())
-    })
-    .await;
+    told_up_to_the_pause(&client).await;
     daemon.kill().await;
     // Down for half the pause.
     manual.advance(Duration::from_secs(2));
