@@ -2,7 +2,8 @@
 //! records an Event. The Event publisher hands this module each Event it created ([`Notifier::hook`]); the
 //! Event's reason names a trigger, the subscribers of the object the Event is about to that trigger are found
 //! (from the daemon's watch cache when it holds the object: one with none is not read afresh) and sent each of
-//! the trigger's templates whose `when` holds, through the configured services, the object read afresh. The rules are `engine::notify`'s; this module reads ([`settings`]) and sends ([`services`]).
+//! the trigger's templates whose `when` holds, through the configured services, the object read afresh. The
+//! rules are `engine::notify`'s; this module reads ([`settings`]) and sends ([`services`]).
 //!
 //! Once per occurrence: notifications follow the Events, which are created once; what has been sent for an
 //! Event is recorded on the Event itself, in the annotation `notified.notifications.argoproj.io` (the key the
