@@ -56,10 +56,11 @@ async fn a_daemon_killed_mid_run_and_restarted_neither_loses_nor_repeats_a_measu
     let first = harness::spawn(client.clone(), harness::config()).await;
     measured_at_least(&server, "restart", 2).await;
     first.kill().await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Read once the killed daemon's last write, which may still be on its way, has landed.
     let at_kill = first_result(&server.get("default", "restart").expect("stored"))
         .expect("a result")
         .count;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
     let second = harness::spawn(client.clone(), harness::config()).await;
     let done = harness::finished(&server, "restart", WAIT).await;
     assert_eq!(
