@@ -305,7 +305,7 @@ impl Daemon {
             config,
         });
         if let Some(notifier) = &ctx.notifier {
-            notifier.know(held_rollouts(&ctx));
+            notifier.know(held_objects(&ctx));
         }
         Ok(Daemon {
             ctx,
@@ -452,25 +452,28 @@ fn start_controllers(ctx: &Arc<Context>) -> Controllers {
     controllers
 }
 
-/// The labels and annotations of the Rollouts in the daemon's watch cache, for the notifier to tell which Events
-/// no one subscribes to without reading their Rollout afresh. Holds the context weakly: the context holds the
-/// notifier.
-fn held_rollouts(ctx: &Arc<Context>) -> crate::notify::Known {
+/// The labels and annotations of the Rollouts and AnalysisRuns in the daemon's watch caches, for the notifier to
+/// tell which Events no one subscribes to without reading their object afresh. Holds the context weakly: the
+/// context holds the notifier.
+fn held_objects(ctx: &Arc<Context>) -> crate::notify::Known {
+    fn labelled<K: driver::Reconciled>(
+        state: &KindState<K>,
+        key: &watch::Key,
+    ) -> Option<crate::notify::Labelled> {
+        let held = state.get(key)?;
+        Some((held.labels().clone(), held.annotations().clone()))
+    }
     let ctx = Arc::downgrade(ctx);
     Arc::new(move |regarding| {
         let ctx = ctx.upgrade()?;
-        if regarding.kind.as_deref() != Some("Rollout") {
-            return None;
-        }
         let key = (
             regarding.namespace.clone().unwrap_or_default(),
             regarding.name.clone()?,
         );
-        let rollout = ctx.rollouts.get(&key)?;
-        let meta = &rollout.metadata;
-        Some((
-            meta.labels.clone().unwrap_or_default(),
-            meta.annotations.clone().unwrap_or_default(),
-        ))
+        match regarding.kind.as_deref()? {
+            "Rollout" => labelled(&ctx.rollouts, &key),
+            "AnalysisRun" => labelled(&ctx.runs, &key),
+            _ => None,
+        }
     })
 }

@@ -5,7 +5,8 @@
 //! the daemon runs applies at once. A service that keeps failing is
 //! a Warning Event that shows no secret. Argo's built-in abort template reaches Slack, Teams and email stand-ins
 //! once each. With self-service notifications the configuration and Secret of the
-//! Rollout's namespace notify it; without, they are not read.
+//! Rollout's namespace notify it; without, they are not read. A Rollout or AnalysisRun the daemon holds is read
+//! afresh only for a trigger it subscribes to.
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
@@ -279,6 +280,58 @@ async fn a_rollout_is_read_afresh_only_for_the_triggers_it_subscribes_to(crds: C
 }
 
 with_each_crd_set!(a_rollout_is_read_afresh_only_for_the_triggers_it_subscribes_to);
+
+/// The same for an AnalysisRun: with triggers on the step run's own Events (`on-metric-successful`,
+/// `on-analysis-run-successful`), the run, held in the daemon's cache and subscribed to nothing, is not read
+/// afresh for them. (Nothing else reads a run here: the daemon reads one afresh only after a conflicting status
+/// write, and no other writer touches it.)
+async fn an_analysis_run_subscribed_to_nothing_is_not_read_afresh_for_its_events(crds: CrdSet) {
+    let hook = webhook(None).await;
+    let deployed = deployed_with(crds, Answer::Scalar(1.0), &rollout("web:1", "1s")).await;
+    let (server, client) = (&deployed.0, &deployed.1);
+    let daemon = harness::spawn(client.clone(), notifying()).await;
+    let first = until(server, "the first deploy", |s| healthy_at(s, None)).await;
+    let fired = ["MetricSuccessful", "AnalysisRunSuccessful"];
+    let triggers = fired.map(|reason| {
+        (
+            format!(
+                "trigger.{}",
+                canaryd::engine::notify::trigger_for_reason(reason)
+            ),
+            "- send: [analysis-run-running]".to_string(),
+        )
+    });
+    configure(client, &hook.uri(), &BTreeMap::from(triggers)).await;
+    set_image(client, "web:2").await;
+    until(server, "the update to be promoted", |s| {
+        healthy_at(s, None) && s.stable_rs != first.stable_rs
+    })
+    .await;
+    daemon.stop().await;
+    let requests = server.requests();
+    let configured = requests
+        .iter()
+        .find(|r| r.method == "POST" && r.path.ends_with("/configmaps"))
+        .map(|r| r.at)
+        .expect("the configuration was created");
+    let told: Vec<_> = all_events(client)
+        .await
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("AnalysisRun"))
+        .filter(|e| e.event_time.as_ref().is_some_and(|t| t.0 > configured))
+        .filter_map(|e| e.reason)
+        .collect();
+    assert_eq!(told, fired, "the step run's Events");
+    let runs = "/apis/argoproj.io/v1alpha1/namespaces/default/analysisruns/";
+    let reads: Vec<_> = requests
+        .iter()
+        .filter(|r| r.at > configured && r.method == "GET" && r.path.starts_with(runs))
+        .map(|r| &r.path)
+        .collect();
+    assert_eq!(reads, Vec::<&String>::new(), "no run read afresh");
+}
+
+with_each_crd_set!(an_analysis_run_subscribed_to_nothing_is_not_read_afresh_for_its_events);
 
 async fn a_send_that_first_meets_a_500_is_retried_and_arrives_once(crds: CrdSet) {
     let (_deployed, hook, daemon) = abort_notified(crds, Some(500)).await;
