@@ -86,6 +86,22 @@ async fn in_flight(server: &FakeApiServer, name: &str) -> Measurement {
     .await
 }
 
+/// The first in-flight measurement of the run `name`'s first metric among the versions the fake API server
+/// committed after `from_rv`: one stored for less time than a poll may take to look is still found.
+fn first_in_flight(server: &FakeApiServer, from_rv: u64, name: &str) -> Measurement {
+    let mut found = None;
+    server.versions_after::<AnalysisRun>(from_rv, |_, version| {
+        if found.is_some() || version["metadata"]["name"] != name {
+            return;
+        }
+        let run: Option<AnalysisRun> = serde_json::from_value(Value::clone(version)).ok();
+        found = run
+            .and_then(|run| first_result(&run)?.measurements.last().cloned())
+            .filter(|m| m.phase == AnalysisPhase::Running);
+    });
+    found.expect("a version with a measurement in flight")
+}
+
 fn measurements(run: &AnalysisRun) -> Vec<Measurement> {
     first_result(run).expect("a metric result").measurements
 }
@@ -93,12 +109,14 @@ fn measurements(run: &AnalysisRun) -> Vec<Measurement> {
 async fn a_passing_smoke_test_job_is_a_successful_measurement_with_argos_job(crds: CrdSet) {
     let (server, client) = cluster(crds, Duration::from_millis(500)).await;
     let daemon = harness::spawn(client.clone(), harness::config()).await;
+    let from_rv = server.resource_version();
     let created = create(&client, &smoke("passes", 0)).await;
     let uid = created.metadata.uid.clone().expect("a uid");
-    let flying = in_flight(&server, "passes").await;
-    assert!(flying.started_at.is_some() && flying.finished_at.is_none());
     let done = harness::finished(&server, "passes", WAIT).await;
     daemon.stop().await;
+    // The Job ends 500 ms after it is created, so the status shows the measurement running only that long.
+    let flying = first_in_flight(&server, from_rv, "passes");
+    assert!(flying.started_at.is_some() && flying.finished_at.is_none());
 
     assert_eq!(
         done.status.as_ref().and_then(|s| s.phase),

@@ -88,15 +88,15 @@ async fn a_restart_evicts_every_older_pod_within_max_unavailable_and_records_res
     assert_eq!(pod_lists(&server), 0, "pods are read only for a restart");
     second_after(&old).await;
     let before = events(&client).await;
+    let from_rv = server.resource_version();
     let restart_at = restart(&client).await;
 
     // 5 replicas, maxUnavailable 25% (1): at least 4 Ready pods at every look.
-    let (mut fewest_ready, mut restarting) = (usize::MAX, false);
+    let mut fewest_ready = usize::MAX;
     let start = Instant::now();
     let done = loop {
         fewest_ready = fewest_ready.min(pods(&server).iter().filter(|p| ready(p)).count());
         let s = status(&server);
-        restarting |= s.message == "rollout is restarting";
         if s.restarted_at.is_some() {
             break s;
         }
@@ -108,11 +108,21 @@ async fn a_restart_evicts_every_older_pod_within_max_unavailable_and_records_res
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     assert_eq!(done.restarted_at.map(|t| t.0), Some(restart_at));
+    // Read from the versions committed: the message shows for about a second, which a look can miss.
+    let mut restarting = false;
+    server.versions_after::<Rollout>(from_rv, |_, r| {
+        restarting |=
+            r.pointer("/status/message").and_then(|m| m.as_str()) == Some("rollout is restarting");
+    });
     assert!(restarting, "the phase said so meanwhile");
     assert!(fewest_ready >= 4, "{fewest_ready} Ready pods at one point");
 
-    let now = pods(&server);
-    assert_eq!(now.len(), 5);
+    // The last eviction's replacement comes from the ReplicaSet controller's next pass, after restartedAt.
+    let now = harness::eventually(WAIT, "five pods, all made after the restart", || async {
+        let now = pods(&server);
+        (now.len() == 5 && now.iter().all(|p| created(p) >= restart_at)).then_some(now)
+    })
+    .await;
     for pod in &now {
         assert!(
             created(pod) >= restart_at,
