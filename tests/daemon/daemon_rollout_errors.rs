@@ -104,9 +104,10 @@ async fn refused_create() {
         healthy_at(s, None)
     })
     .await;
-    // A quota (or an admission webhook, or RBAC) refuses the update's ReplicaSet eleven times over: with the
-    // Rollout's backoff (1 ms, doubling) the refusal stands for about two seconds, long enough to be seen.
-    server.fail_next(RequestPattern::new("POST", "/replicasets"), 11, 403);
+    // A quota (or an admission webhook, or RBAC) refuses the update's ReplicaSet twelve times over: with the
+    // Rollout's backoff (1 ms, doubling) the refusal stands for about four seconds, long enough to be seen on a
+    // loaded machine.
+    server.fail_next(RequestPattern::new("POST", "/replicasets"), 12, 403);
     set_image(&client, "web:2").await;
     let rollouts: Api<Rollout> = Api::namespaced(client.clone(), "default");
     let web = rollouts.get("web").await.expect("the Rollout");

@@ -13,7 +13,7 @@ use canaryd_testkit::rollout::cluster::*;
 use canaryd_testkit::{router_objects, with_each_crd_set};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use serde_json::json;
+use serde_json::{Value, json};
 
 async fn a_missing_spec_replicas_is_written_as_one_and_the_rollout_deploys(crds: CrdSet) {
     let mut rollout = with_steps("web:1", json!([{"setWeight": 50}, {"pause": {}}]));
@@ -128,22 +128,13 @@ async fn the_old_stable_scaled_to_zero_after_its_delay_loses_its_deadline(crds: 
         s.phase == "Paused" && s.current_step_index == Some(1)
     })
     .await;
+    let from_rv = server.resource_version();
     patch_status(&client, json!({"status": {"pauseConditions": null}})).await;
     until(&server, "the promotion", |s| {
         healthy_at(s, Some(&paused.current_pod_hash))
     })
     .await;
     let old = format!("web-{}", first.stable_rs);
-    let deadline = |server: &FakeApiServer| {
-        server
-            .get::<ReplicaSet>("default", &old)
-            .and_then(|rs| rs.metadata.annotations)
-            .and_then(|a| a.get("scale-down-deadline").cloned())
-    };
-    eventually(WAIT, "the old stable waiting with a deadline", || async {
-        deadline(&server).map(drop)
-    })
-    .await;
     eventually(
         WAIT,
         "the old stable scaled to 0 after its delay",
@@ -151,7 +142,21 @@ async fn the_old_stable_scaled_to_zero_after_its_delay_loses_its_deadline(crds: 
     )
     .await;
     daemon.stop().await;
-    assert_eq!(deadline(&server), None, "gone with its pods");
+    // It waited with a deadline (2 s: read from the versions committed, which a look could miss), then lost it
+    // with its pods.
+    let deadline = |rs: &Value| {
+        rs.pointer("/metadata/annotations/scale-down-deadline")
+            .is_some()
+    };
+    let mut waited = false;
+    server.versions_after::<ReplicaSet>(from_rv, |_, rs| {
+        waited |= rs["metadata"]["name"] == old.as_str() && deadline(rs);
+    });
+    assert!(waited, "the old stable waited with a deadline");
+    let now = server
+        .get_json::<ReplicaSet>("default", &old)
+        .expect("the old stable");
+    assert!(!deadline(&now), "gone with its pods");
 }
 
 with_each_crd_set!(the_old_stable_scaled_to_zero_after_its_delay_loses_its_deadline);

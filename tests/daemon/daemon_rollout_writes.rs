@@ -5,6 +5,8 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the daemon runs against real sockets and is timed on real time.
 
+use canaryd::api::Rollout;
+use canaryd::api::rollout::RolloutStatus;
 use canaryd_testkit::fake_apiserver::{CrdSet, FakeApiServer};
 use canaryd_testkit::harness::{self, Answer, eventually};
 use canaryd_testkit::rollout::cluster::*;
@@ -118,11 +120,23 @@ async fn the_counts_after_the_old_pods_go_are_written_in_the_end(crds: CrdSet) {
     // Counted from before the update: the daemon's first writes may come before the update's answer.
     let (from, from_rv) = (server.requests().len(), server.resource_version());
     update(&client).await;
-    let promoted = until(&server, "the promotion", |s| {
+    let promoted = |s: &RolloutStatus| {
         s.stable_rs != first.stable_rs && healthy_at(s, Some(&s.current_pod_hash))
-    })
-    .await;
-    assert_eq!(promoted.replicas, 10, "the old pods wait out their delay");
+    };
+    until(&server, "the promotion", promoted).await;
+    // The first promoted status as committed: a look may come after the 2 s delay has passed.
+    let mut first_promoted = None;
+    server.versions_after::<Rollout>(from_rv, |_, r| {
+        let status = serde_json::from_value::<RolloutStatus>(r["status"].clone()).ok();
+        if first_promoted.is_none() {
+            first_promoted = status.filter(promoted);
+        }
+    });
+    let first_promoted = first_promoted.expect("a promoted status");
+    assert_eq!(
+        first_promoted.replicas, 10,
+        "the old pods wait out their delay"
+    );
     eventually(WAIT, "the old ReplicaSet's pods gone", || async {
         let old = server.get::<k8s_openapi::api::apps::v1::ReplicaSet>(
             "default",

@@ -74,7 +74,8 @@ async fn a_first_deploy_goes_straight_to_full_with_the_stable_replica_set_record
 with_each_crd_set!(a_first_deploy_goes_straight_to_full_with_the_stable_replica_set_recorded);
 
 async fn a_healthy_update_is_promoted_step_by_step_with_argos_status_and_events(crds: CrdSet) {
-    let (server, client, prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "2s").await;
+    // A pause long enough to be seen (and its counts read) on a loaded machine.
+    let (server, client, prom, _rsc) = deployed(crds, Answer::Scalar(1.0), "4s").await;
     let daemon = harness::spawn(client.clone(), config()).await;
     let first = until(&server, "the first deploy", |s| healthy_at(s, None)).await;
     set_image(&client, "web:2").await;
@@ -201,7 +202,7 @@ async fn a_healthy_update_is_promoted_step_by_step_with_argos_status_and_events(
         ),
         (
             "RolloutStepCompleted",
-            "Rollout step 2/4 completed (pause: 2s)".to_string(),
+            "Rollout step 2/4 completed (pause: 4s)".to_string(),
         ),
         ("RolloutResumed", "Rollout is resumed".to_string()),
         // The step's run is Running for its two measurements a second apart, and each change of it wakes
