@@ -6,6 +6,8 @@
 
 #![allow(clippy::disallowed_methods)] // Not the Clock: the tests wait on real time.
 
+use std::time::Duration;
+
 use canaryd::api::{AnalysisPhase, AnalysisRun, Rollout};
 use canaryd::engine::rollout::hash::pod_template_hash;
 use canaryd_testkit::fake_apiserver::{
@@ -181,59 +183,66 @@ async fn argo_families_are_served_and_both_dashboards_resolve_and_deleted_object
     runs_in_several_phases(&server, &client, &prom.uri()).await;
 
     let scrape = || async { daemon.scrape("/metrics").await.1 };
-    let text = eventually(
-        WAIT,
-        "the lost Event and the failed patch counted",
-        || async {
-            let text = scrape().await;
-            (text.contains("canaryd_reconcile_errors_total{reason=\"event\"}")
-                && text.contains(
-                    "analysis_run_reconcile_error{namespace=\"default\",name=\"retried\"}",
-                ))
-            .then_some(text)
-        },
-    )
+    // What one scrape must show. The families come from the daemon's caches and counters, which may be a
+    // moment behind what the fake API server stores: scraped until they all show, then asserted.
+    let missing = |text: &str| -> Vec<String> {
+        let mut missing = Vec::new();
+        for wanted in [
+            "canaryd_reconcile_errors_total{reason=\"event\"}",
+            "analysis_run_reconcile_error{namespace=\"default\",name=\"retried\"}",
+            "rollout_events_total{namespace=\"default\",name=\"aborted\",type=\"Warning\",reason=\"RolloutAborted\"} 1",
+            "rollout_reconcile_count{namespace=\"default\",name=\"done\"}",
+            // The aborted attempt, counted once its end was written (Argo's EmitRolloutDuration).
+            "rollout_duration_seconds_count{status=\"Aborted\"} 1\n",
+        ] {
+            if !text.contains(wanted) {
+                missing.push(wanted.to_string());
+            }
+        }
+        for phase in [
+            "Completed",
+            "Progressing",
+            "Paused",
+            "Timeout",
+            "Error",
+            "Abort",
+            "InvalidSpec",
+        ] {
+            if !text.contains(&format!("traffic_router=\"\",phase=\"{phase}\"}} 1"))
+                && !text.contains(&format!("traffic_router=\"Istio\",phase=\"{phase}\"}} 1"))
+            {
+                missing.push(format!("a Rollout {phase}"));
+            }
+        }
+        for line in [
+            "rollout_info{namespace=\"default\",name=\"paused\",strategy=\"canary\",traffic_router=\"Istio\",phase=\"Paused\"} 1",
+            "rollout_info_replicas_desired{namespace=\"default\",name=\"done\"} 1",
+            "canaryd_rollout_set_weight{namespace=\"default\",name=\"paused\"} 50",
+            "canaryd_rollout_canary_weight{namespace=\"default\",name=\"paused\"} 50",
+            "canaryd_rollout_set_weight{namespace=\"default\",name=\"done\"} 100",
+            "analysis_run_info{namespace=\"default\",name=\"wrong\",phase=\"Error\"} 1",
+            "analysis_run_metric_phase{namespace=\"default\",name=\"bad\",metric=\"rate\",type=\"Prometheus\",dry_run=\"false\",phase=\"Failed\"} 1",
+            "canaryd_analysis_run_metric_value{namespace=\"default\",name=\"ok\",metric=\"rate\"} 0.99",
+        ] {
+            if !text.lines().any(|l| l == line) {
+                missing.push(line.to_string());
+            }
+        }
+        missing
+    };
+    let mut last = String::new();
+    let shown = tokio::time::timeout(WAIT, async {
+        loop {
+            last = scrape().await;
+            if missing(&last).is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
     .await;
-    for phase in [
-        "Completed",
-        "Progressing",
-        "Paused",
-        "Timeout",
-        "Error",
-        "Abort",
-        "InvalidSpec",
-    ] {
-        assert!(
-            text.contains(&format!("traffic_router=\"\",phase=\"{phase}\"}} 1"))
-                || text.contains(&format!("traffic_router=\"Istio\",phase=\"{phase}\"}} 1")),
-            "a Rollout {phase} in\n{text}"
-        );
-    }
-    for line in [
-        "rollout_info{namespace=\"default\",name=\"paused\",strategy=\"canary\",traffic_router=\"Istio\",phase=\"Paused\"} 1",
-        "rollout_info_replicas_desired{namespace=\"default\",name=\"done\"} 1",
-        "canaryd_rollout_set_weight{namespace=\"default\",name=\"paused\"} 50",
-        "canaryd_rollout_canary_weight{namespace=\"default\",name=\"paused\"} 50",
-        "canaryd_rollout_set_weight{namespace=\"default\",name=\"done\"} 100",
-        "analysis_run_info{namespace=\"default\",name=\"wrong\",phase=\"Error\"} 1",
-        "analysis_run_metric_phase{namespace=\"default\",name=\"bad\",metric=\"rate\",type=\"Prometheus\",dry_run=\"false\",phase=\"Failed\"} 1",
-        "canaryd_analysis_run_metric_value{namespace=\"default\",name=\"ok\",metric=\"rate\"} 0.99",
-    ] {
-        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
-    }
-    assert!(
-        text.contains("rollout_events_total{namespace=\"default\",name=\"aborted\",type=\"Warning\",reason=\"RolloutAborted\"} 1"),
-        "{text}"
-    );
-    assert!(
-        text.contains("rollout_reconcile_count{namespace=\"default\",name=\"done\"}"),
-        "{text}"
-    );
-    // The aborted attempt, counted once its end was written (Argo's EmitRolloutDuration).
-    assert!(
-        text.contains("rollout_duration_seconds_count{status=\"Aborted\"} 1\n"),
-        "{text}"
-    );
+    assert!(shown.is_ok(), "missing {:?} in\n{last}", missing(&last));
+    let text = last;
 
     let reference = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/daemon.md"),

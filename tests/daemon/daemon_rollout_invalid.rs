@@ -111,7 +111,11 @@ async fn rollouts_it_cannot_read_are_invalid_spec_and_the_others_progress(crds: 
         assert_eq!(s.phase, "Degraded", "{name}");
         assert_eq!(s.message, format!("InvalidSpec: {said}"), "{name}");
     }
-    let reported = events_of(&client, "long-pause").await;
+    // The Event is created after the status write lands, by the publisher on its own time.
+    let reported = eventually(WAIT, "the Warning Event", || async {
+        Some(events_of(&client, "long-pause").await).filter(|e| !e.is_empty())
+    })
+    .await;
     assert_eq!(reported.len(), 1, "one Warning Event: {reported:?}");
     assert!(
         reported[0].0 == "InvalidSpec" && reported[0].1.starts_with(expected[0].1),
