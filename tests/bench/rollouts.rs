@@ -1,6 +1,7 @@
 //! `cargo bench --bench rollouts`: N Rollouts of 10 replicas (CANARYD_BENCH_ROLLOUTS, default 2000; the daemon's
 //! `--rollout-threads` from CANARYD_BENCH_ROLLOUT_THREADS, its default when unset), each
-//! behind an Istio VirtualService of its own, updated all at once and taken through
+//! behind an Istio VirtualService of its own (or, with CANARYD_BENCH_ROUTER=alb, an AWS ALB Ingress of its own,
+//! the canary's weight in the action canaryd writes into its annotation), updated all at once and taken through
 //! `setWeight: 20, pause: {duration: 10s}, analysis, setWeight: 60, pause: {duration: 10s}` to promotion by the
 //! real `canaryd run --rollouts` binary in a child process, against the fake API server (with its simulated
 //! ReplicaSet controller: new pods available 200 ms after they are asked for, counted but not stored as Pod
@@ -8,7 +9,7 @@
 //!
 //! **Step latency** is the time from the moment a step is due to complete, as the cluster shows it, to the
 //! commit at the fake API server of the first Rollout status whose `currentStepIndex` is past that step. Due:
-//! - `setWeight: W`: the later of the commit of the VirtualService version giving the canary W, and of the
+//! - `setWeight: W`: the later of the commit of the router object's version giving the canary W, and of the
 //!   canary ReplicaSet's status with at least ceil(W% of 10) available pods (the step's two conditions);
 //! - `pause: {duration: 10s}`: the pause condition's `startTime` as stored, plus 10 s (the planner, as Argo's,
 //!   ends the pause once now is after it);
@@ -28,7 +29,7 @@
 //! Targets (issues 18, 19 and 34), printed next to the figures, not asserted: step latency p99 < 1 s, API
 //! writes per step per Rollout <= 3, router writes per weight change 1, RSS < 400 MB, CPU < 1 core.
 //!
-//! The last line printed is one JSON object for scripts: `rollouts`, `promoted`, `step_latency_p50_ms`,
+//! The last line printed is one JSON object for scripts: `rollouts`, `router`, `promoted`, `step_latency_p50_ms`,
 //! `step_latency_p99_ms`, `api_writes_per_step`, `writes_per_step_by_kind`, `events_lost` (the daemon's
 //! `canaryd_reconcile_errors_total{reason="event"}`), `daemon_rss_mb` (peak), `daemon_cpu_cores`,
 //! `fake_cpu_cores` (this process: fake API server, simulated ReplicaSet controller, fake Prometheus) and
@@ -63,6 +64,7 @@ use canaryd_testkit::router_objects;
 use futures::{StreamExt, stream};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::PatchParams;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -118,15 +120,64 @@ fn steps() -> Value {
 
 fn main() {
     let rollouts = env("CANARYD_BENCH_ROLLOUTS", 2000).max(1) as usize;
+    let router = match std::env::var("CANARYD_BENCH_ROUTER").as_deref() {
+        Err(_) | Ok("istio") => Router::Istio,
+        Ok("alb") => Router::Alb,
+        Ok(other) => {
+            eprintln!(
+                "CANARYD_BENCH_ROUTER: {other:?} is not a router the bench knows (istio, alb)"
+            );
+            std::process::exit(2);
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a runtime");
-    runtime.block_on(bench(rollouts));
+    runtime.block_on(bench(rollouts, router));
 }
 
 fn name_of(i: usize) -> String {
     format!("web-{i}")
+}
+
+/// What routes each Rollout's traffic (CANARYD_BENCH_ROUTER): an Istio VirtualService (`istio`, the default) or
+/// an AWS ALB Ingress (`alb`), one per Rollout.
+#[derive(Clone, Copy, Debug)]
+enum Router {
+    Istio,
+    Alb,
+}
+
+impl Router {
+    fn object(self) -> &'static str {
+        match self {
+            Router::Istio => "VirtualService",
+            Router::Alb => "ALB Ingress",
+        }
+    }
+
+    fn objects(self) -> &'static str {
+        match self {
+            Router::Istio => "Istio VirtualServices",
+            Router::Alb => "ALB Ingresses",
+        }
+    }
+
+    /// Stores the Rollout `name`'s router object; returns its `trafficRouting`.
+    fn install(self, server: &FakeApiServer, name: &str) -> Value {
+        match self {
+            Router::Istio => {
+                let vsvc = format!("{name}-vsvc");
+                server.put(&router_objects::virtual_service("default", &vsvc, name));
+                json!({"istio": {"virtualService": {"name": vsvc}}})
+            }
+            Router::Alb => {
+                server.put(&router_objects::alb_ingress("default", name));
+                json!({"alb": {"ingress": name, "servicePort": 80}})
+            }
+        }
+    }
 }
 
 /// Runs `requests` (futures of the bench's own API calls) 32 at a time, for `within` at most; returns how
@@ -158,7 +209,7 @@ async fn until_all(within: Duration, target: usize, mut count: impl FnMut() -> u
     }
 }
 
-async fn bench(n: usize) {
+async fn bench(n: usize, router: Router) {
     let server = FakeApiServer::builder()
         .crds(CrdSet::Argo)
         // Only counted, and at 10,000 Rollouts their bodies would take GBs.
@@ -182,26 +233,20 @@ async fn bench(n: usize) {
                 let name = name_of(i);
                 create_service_of(client, &format!("{name}-canary"), &name).await;
                 create_service_of(client, &format!("{name}-stable"), &name).await;
-                let vsvc = format!("{name}-vsvc");
-                server.put(&router_objects::virtual_service("default", &vsvc, &name));
                 let rollout = named(&name, REPLICAS, "web:1", steps());
-                create_rollout(
-                    client,
-                    &routed_through(
-                        rollout,
-                        json!({"istio": {"virtualService": {"name": vsvc}}}),
-                    ),
-                )
-                .await;
+                let routing = router.install(server, &name);
+                create_rollout(client, &routed_through(rollout, routing)).await;
             }
         }),
     )
     .await;
     println!(
-        "canaryd rollouts bench: {n} Rollouts x {REPLICAS} replicas behind Istio VirtualServices, steps setWeight 20, pause 10s, analysis, setWeight 60, pause 10s"
+        "canaryd rollouts bench: {n} Rollouts x {REPLICAS} replicas behind {}, steps setWeight 20, pause 10s, analysis, setWeight 60, pause 10s",
+        router.objects()
     );
     println!(
-        "  created                 {created} / {n} (Services, VirtualService, Rollout) in {:.1} s",
+        "  created                 {created} / {n} (Services, {}, Rollout) in {:.1} s",
+        router.object(),
         wall.elapsed().as_secs_f64()
     );
 
@@ -340,6 +385,7 @@ async fn bench(n: usize) {
     let total: f64 = by_kind.values().sum();
     let summary = json!({
         "rollouts": n,
+        "router": format!("{router:?}").to_lowercase(),
         "promoted": promoted,
         "step_latency_p50_ms": (p50 * 1e3).round(),
         "step_latency_p99_ms": (p99 * 1e3).round(),
@@ -522,6 +568,31 @@ impl Seen {
             })
             .and_then(|d| d["weight"].as_i64())
             .unwrap_or(0);
+        self.weighted(at, rollout, weight);
+    }
+
+    /// The canary's weight in the action canaryd writes into the Ingress named for its Rollout.
+    fn alb_ingress(&mut self, at: Timestamp, ingress: &Arc<Stored>) {
+        let rollout = text(ingress, "/metadata/name");
+        let action = format!("alb.ingress.kubernetes.io/actions.{rollout}-stable");
+        let weight = ingress["metadata"]["annotations"][action.as_str()]
+            .as_str()
+            .and_then(|a| serde_json::from_str::<Value>(a).ok())
+            .and_then(|a| {
+                let groups = a
+                    .pointer("/ForwardConfig/TargetGroups")?
+                    .as_array()?
+                    .clone();
+                groups
+                    .iter()
+                    .find(|g| g["ServiceName"] == format!("{rollout}-canary").as_str())?["Weight"]
+                    .as_i64()
+            })
+            .unwrap_or(0);
+        self.weighted(at, rollout, weight);
+    }
+
+    fn weighted(&mut self, at: Timestamp, rollout: &str, weight: i64) {
         if let Some(p) = self.progress.get_mut(rollout) {
             p.weighted.entry(weight).or_insert(at);
             if p.weights.last().copied().unwrap_or(0) != weight {
@@ -571,6 +642,7 @@ fn watch_versions(server: &FakeApiServer, seen: &Arc<Mutex<Seen>>) {
     }
     tap::<Rollout>(server, seen, Seen::rollout);
     tap::<VirtualService>(server, seen, Seen::virtual_service);
+    tap::<Ingress>(server, seen, Seen::alb_ingress);
     tap::<ReplicaSet>(server, seen, Seen::replica_set);
     tap::<AnalysisRun>(server, seen, Seen::analysis_run);
 }
@@ -689,7 +761,7 @@ fn print_writes(
         .map(|(weights, count)| format!("{weights:?} x {count}"))
         .collect();
     println!(
-        "  router writes           {:.2} per Rollout, {:.2} per weight change  (target 1; the canary's weights in the VirtualServices' versions: {})",
+        "  router writes           {:.2} per Rollout, {:.2} per weight change  (target 1; the canary's weights in the router objects' versions: {})",
         router as f64 / rollouts.max(1) as f64,
         router as f64 / changes.max(1) as f64,
         sequences.join(", ")

@@ -44,7 +44,7 @@ fn docs_path() -> Value {
 /// The Ingress of Argo's docs (`router_objects::alb_ingress`) with the user's own path besides.
 fn install(server: &FakeApiServer) {
     let mut ingress =
-        serde_json::to_value(router_objects::alb_ingress("default")).expect("an Ingress");
+        serde_json::to_value(router_objects::alb_ingress("default", "web")).expect("an Ingress");
     ingress["spec"]["rules"][0]["http"]["paths"]
         .as_array_mut()
         .expect("paths")

@@ -277,7 +277,7 @@ async fn an_alb_ingress_without_the_stable_services_path_is_invalid_spec_until_f
     let routing = json!({"alb": {"ingress": "web", "servicePort": 80}});
     let rollout = routed_through(with_steps("web:1", json!([{"setWeight": 20}])), routing);
     let (server, client, _prom, _rsc) = deployed_with(crds, Answer::Scalar(1.0), &rollout).await;
-    let mut elsewhere = router_objects::alb_ingress("default");
+    let mut elsewhere = router_objects::alb_ingress("default", "web");
     let rules = elsewhere
         .spec
         .as_mut()
@@ -299,7 +299,7 @@ async fn an_alb_ingress_without_the_stable_services_path_is_invalid_spec_until_f
     let ingress = server.get::<k8s_openapi::api::networking::v1::Ingress>("default", "web");
     assert_eq!(ingress.and_then(|i| i.metadata.resource_version), installed);
 
-    server.put(&router_objects::alb_ingress("default"));
+    server.put(&router_objects::alb_ingress("default", "web"));
     let s = until(&server, "Healthy once the Ingress fits", |s| {
         healthy_at(s, None)
     })

@@ -123,7 +123,7 @@ impl Router {
                 ))
                 .resource_version(),
             Alb => server
-                .put(&router_objects::alb_ingress("default"))
+                .put(&router_objects::alb_ingress("default", "web"))
                 .resource_version(),
         }
     }
@@ -989,7 +989,7 @@ async fn the_alb_ingress_is_argos_at_every_weight(crds: CrdSet) {
     updated_to_twenty(&r).await;
     let ingress = written();
     assert_eq!(ingress["metadata"]["annotations"], annotations(20));
-    let installed = serde_json::to_value(router_objects::alb_ingress("default")).unwrap();
+    let installed = serde_json::to_value(router_objects::alb_ingress("default", "web")).unwrap();
     assert_eq!(ingress["spec"], installed["spec"]);
     r.daemon.stop().await;
     let patched = |weight: u32| {

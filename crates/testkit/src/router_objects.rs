@@ -89,16 +89,16 @@ pub fn stable_ingress(namespace: &str) -> Ingress {
     .expect("an Ingress")
 }
 
-/// The Ingress `web` of Argo's ALB docs: its one path goes to the action named for `web-stable`
-/// (`use-annotation`), which canaryd writes into the annotation `alb.ingress.kubernetes.io/actions.web-stable`.
-pub fn alb_ingress(namespace: &str) -> Ingress {
+/// The Ingress `APP` of Argo's ALB docs (`web` there): its one path goes to the action named for `APP-stable`
+/// (`use-annotation`), which canaryd writes into the annotation `alb.ingress.kubernetes.io/actions.APP-stable`.
+pub fn alb_ingress(namespace: &str, app: &str) -> Ingress {
     serde_json::from_value(json!({
         "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-        "metadata": {"name": "web", "namespace": namespace,
+        "metadata": {"name": app, "namespace": namespace,
                      "annotations": {"alb.ingress.kubernetes.io/scheme": "internet-facing"}},
         "spec": {"ingressClassName": "alb", "rules": [{"http": {"paths": [
             {"path": "/", "pathType": "Prefix",
-             "backend": {"service": {"name": "web-stable", "port": {"name": "use-annotation"}}}}
+             "backend": {"service": {"name": format!("{app}-stable"), "port": {"name": "use-annotation"}}}}
         ]}}]}
     }))
     .expect("an Ingress")

@@ -26,6 +26,7 @@ pub fn rollout_write(request: &RecordedRequest) -> Option<String> {
         "services",
         "analysisruns",
         "virtualservices",
+        "ingresses",
     ]
     .into_iter()
     .find(|k| {
@@ -128,7 +129,10 @@ impl Tally {
                 "PATCH replicasets" => "replicaset_unchanged",
                 "PATCH services" => "service",
                 "POST analysisruns" => "analysisrun_create",
-                "PUT virtualservices" | "PATCH virtualservices" => "router",
+                "PUT virtualservices"
+                | "PATCH virtualservices"
+                | "PUT ingresses"
+                | "PATCH ingresses" => "router",
                 _ => "other",
             };
             *by_kind.entry(kind).or_default() += count;
