@@ -321,6 +321,9 @@ async fn write(
         .map(|p| (p, new_status.message.clone()));
     // A completed run's status is still needed to expire it; any other moves into `Ahead` uncopied.
     let judged = completed.map(|_| new_status.clone());
+    // Written on top of a version the cache did not show (this process's own last write): that version's
+    // late echo is stale, even if the driver has already told it and forgotten the write meanwhile.
+    let superseded = Some(write_rv.clone()).filter(|rv| *rv != this.rv);
     state.echo.remember(
         this.key(),
         Some(Ahead {
@@ -329,7 +332,7 @@ async fn write(
             written_rv: written.resource_version(),
             uncounted: Vec::new(),
             wakeup,
-            superseded: Vec::new(),
+            superseded: superseded.into_iter().collect(),
         }),
     );
     if let Some((phase, message)) = ended {

@@ -22,9 +22,10 @@ pub struct Ahead<S> {
     pub uncounted: Vec<(&'static str, &'static str)>,
     /// When the written status next needs a reconcile; `None` when it is complete or was not written.
     pub wakeup: Option<jiff::Timestamp>,
-    /// The resourceVersions of this process's earlier writes, on top of which it wrote this one, whose echo
-    /// the cache has not shown yet ([`EchoCache::remember`] keeps them): when a watch lags by more than a
-    /// run's interval, the cache shows them after the status built on them was written, and they are stale.
+    /// The resourceVersions this one was written on top of that the cache had not shown when it was built
+    /// (this process's earlier writes, which [`EchoCache::remember`] keeps, and the version the write was
+    /// made against when it was not `base_rv`): when a watch lags by more than a run's interval, the cache
+    /// shows them after the status built on them was written, and they are stale.
     pub superseded: Vec<String>,
 }
 
@@ -86,7 +87,9 @@ impl<K: Reconciled> EchoCache<K> {
 
     /// Keeps (or forgets, with `None`) what this process computed of `key`. A write built on this process's
     /// own earlier write, whose echo the cache has not shown, supersedes it: the earlier one's version is
-    /// kept in [`Ahead::superseded`], so that its late echo is known for what it is.
+    /// kept in [`Ahead::superseded`] with those `ahead` names itself (the earlier entry may already be gone:
+    /// the driver forgets it when its echo arrives while the write built on it is still in flight), so that
+    /// its late echo is known for what it is.
     pub fn remember(&self, key: Key, ahead: Option<Ahead<K::Status>>) {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(mut ahead) = ahead else {
@@ -98,10 +101,14 @@ impl<K: Reconciled> EchoCache<K> {
             && ahead.written_rv.is_some()
             && (earlier.base_rv == ahead.base_rv || earlier.superseded.contains(&ahead.base_rv))
         {
-            ahead.superseded = earlier.superseded;
-            ahead.superseded.push(written);
-            ahead.superseded.retain(|rv| *rv != ahead.base_rv);
+            let named = std::mem::replace(&mut ahead.superseded, earlier.superseded);
+            for rv in named.into_iter().chain([written]) {
+                if !ahead.superseded.contains(&rv) {
+                    ahead.superseded.push(rv);
+                }
+            }
         }
+        ahead.superseded.retain(|rv| *rv != ahead.base_rv);
         map.insert(key, ahead);
     }
 }
@@ -151,5 +158,41 @@ mod tests {
         state.remember(key.clone(), Some(written("5", "6", "2026-01-01T00:00:40Z")));
         assert!(state.ahead_of(&key, "7").is_none());
         assert!(state.of_own_write(&key, "6", now).is_none());
+    }
+
+    #[test]
+    fn a_write_built_on_an_earlier_one_whose_echo_was_told_meanwhile_still_knows_that_version_for_stale()
+     {
+        let state: EchoCache<crate::api::AnalysisRun> = EchoCache::default();
+        let key = ("default".to_string(), "run".to_string());
+        let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("a timestamp");
+        // From version 1 in the cache this process wrote 2; a reconcile, the cache still at 1, builds on 2.
+        state.remember(key.clone(), Some(written("1", "2", "2026-01-01T00:00:10Z")));
+        assert_eq!(
+            state.ahead_of(&key, "1").and_then(|a| a.written_rv),
+            Some("2".to_string())
+        );
+        // While it measures, the echo of 2 reaches the driver, which forgets the entry.
+        assert!(state.of_own_write(&key, "2", now).is_some());
+        // It writes 3 on top of 2, from base 1: 2 is named as superseded though the entry is gone.
+        let mut on_top = written("1", "3", "2026-01-01T00:00:20Z");
+        on_top.superseded.push("2".to_string());
+        state.remember(key.clone(), Some(on_top));
+        // A reconcile of the cache's 2 builds on 3 (not on 2, which would take 3's measurement again and be
+        // refused with 409 Conflict), and 2's echo is known as this process's own.
+        assert_eq!(
+            state.ahead_of(&key, "2").and_then(|a| a.written_rv),
+            Some("3".to_string())
+        );
+        assert_eq!(
+            state.of_own_write(&key, "2", now),
+            Some("2026-01-01T00:00:20Z".parse().ok())
+        );
+        // A later write on top of 3 merges what both name.
+        let mut next = written("2", "4", "2026-01-01T00:00:30Z");
+        next.superseded.push("3".to_string());
+        state.remember(key.clone(), Some(next));
+        let ahead = state.ahead_of(&key, "3").expect("what 4 holds");
+        assert_eq!(ahead.superseded, ["3".to_string()]);
     }
 }
