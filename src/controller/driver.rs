@@ -418,8 +418,18 @@ async fn drive<K: Reconciled>(
         while running.len() < workers
             && let Some(key) = queue.start_due(now)
         {
-            let task = if let Some(obj) = store.get(&ObjectRef::new(&key.1).within(&key.0)) {
-                running.spawn(timed(K::reconcile(obj, ctx.clone())))
+            let reference = ObjectRef::new(&key.1).within(&key.0);
+            let task = if let Some(obj) = store.get(&reference) {
+                // The object as the cache holds it when the task begins, not when it was spawned: on a loaded
+                // machine a task can wait for a thread long enough for the echo of this process's last write
+                // to reach the cache and be told (and forgotten) meanwhile, and a reconcile of the version
+                // before it, were the write's echo bookkeeping to miss it, would measure again and be refused
+                // with 409 Conflict.
+                let (store, ctx) = (store.clone(), ctx.clone());
+                running.spawn(timed(async move {
+                    let obj = store.get(&reference).unwrap_or(obj);
+                    K::reconcile(obj, ctx).await
+                }))
             } else if let Some(obj) = undecodable.get(&key) {
                 running.spawn(timed(K::report_undecodable(obj.clone(), ctx.clone())))
             } else {
