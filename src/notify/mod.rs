@@ -71,7 +71,8 @@ pub struct Notifier {
     known: OnceLock<Known>,
 }
 
-/// The labels and annotations of the object an Event is about, when the daemon holds it (its Rollouts and AnalysisRuns).
+/// The labels and annotations of the object an Event is about, when the daemon holds it (its Rollouts and
+/// AnalysisRuns).
 pub type Known = Arc<dyn Fn(&ObjectReference) -> Option<Labelled> + Send + Sync>;
 
 /// An object's labels and annotations.
