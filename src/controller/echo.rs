@@ -188,11 +188,13 @@ mod tests {
             state.of_own_write(&key, "2", now),
             Some("2026-01-01T00:00:20Z".parse().ok())
         );
-        // A later write on top of 3 merges what both name.
-        let mut next = written("2", "4", "2026-01-01T00:00:30Z");
-        next.superseded.push("3".to_string());
+        // A later write from the cache's 2, made against 4 (3 with another client's metadata change on top, met
+        // after a conflict), keeps both what the entry named and what the write names, less its own base.
+        let mut next = written("2", "5", "2026-01-01T00:00:30Z");
+        next.superseded.push("4".to_string());
         state.remember(key.clone(), Some(next));
-        let ahead = state.ahead_of(&key, "3").expect("what 4 holds");
-        assert_eq!(ahead.superseded, ["3".to_string()]);
+        let ahead = state.ahead_of(&key, "4").expect("what 5 holds");
+        assert_eq!(ahead.written_rv.as_deref(), Some("5"));
+        assert_eq!(ahead.superseded, ["4".to_string(), "3".to_string()]);
     }
 }
