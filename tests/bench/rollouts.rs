@@ -120,15 +120,20 @@ fn steps() -> Value {
 
 fn main() {
     let rollouts = env("CANARYD_BENCH_ROLLOUTS", 2000).max(1) as usize;
-    let router = match std::env::var("CANARYD_BENCH_ROUTER").as_deref() {
-        Err(_) | Ok("istio") => Router::Istio,
-        Ok("alb") => Router::Alb,
-        Ok(other) => {
-            eprintln!(
-                "CANARYD_BENCH_ROUTER: {other:?} is not a router the bench knows (istio, alb)"
-            );
-            std::process::exit(2);
-        }
+    let router = match std::env::var("CANARYD_BENCH_ROUTER") {
+        Err(_) => Router::Istio,
+        Ok(name) => match [Router::Istio, Router::Alb]
+            .into_iter()
+            .find(|r| r.name() == name)
+        {
+            Some(router) => router,
+            None => {
+                eprintln!(
+                    "CANARYD_BENCH_ROUTER: {name:?} is not a router the bench knows (istio, alb)"
+                );
+                std::process::exit(2);
+            }
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -143,13 +148,21 @@ fn name_of(i: usize) -> String {
 
 /// What routes each Rollout's traffic (CANARYD_BENCH_ROUTER): an Istio VirtualService (`istio`, the default) or
 /// an AWS ALB Ingress (`alb`), one per Rollout.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 enum Router {
     Istio,
     Alb,
 }
 
 impl Router {
+    /// As CANARYD_BENCH_ROUTER and the JSON line name it.
+    fn name(self) -> &'static str {
+        match self {
+            Router::Istio => "istio",
+            Router::Alb => "alb",
+        }
+    }
+
     fn object(self) -> &'static str {
         match self {
             Router::Istio => "VirtualService",
@@ -385,7 +398,7 @@ async fn bench(n: usize, router: Router) {
     let total: f64 = by_kind.values().sum();
     let summary = json!({
         "rollouts": n,
-        "router": format!("{router:?}").to_lowercase(),
+        "router": router.name(),
         "promoted": promoted,
         "step_latency_p50_ms": (p50 * 1e3).round(),
         "step_latency_p99_ms": (p99 * 1e3).round(),
@@ -575,17 +588,15 @@ impl Seen {
     fn alb_ingress(&mut self, at: Timestamp, ingress: &Arc<Stored>) {
         let rollout = text(ingress, "/metadata/name");
         let action = format!("alb.ingress.kubernetes.io/actions.{rollout}-stable");
+        let canary = format!("{rollout}-canary");
         let weight = ingress["metadata"]["annotations"][action.as_str()]
             .as_str()
             .and_then(|a| serde_json::from_str::<Value>(a).ok())
             .and_then(|a| {
-                let groups = a
-                    .pointer("/ForwardConfig/TargetGroups")?
+                a.pointer("/ForwardConfig/TargetGroups")?
                     .as_array()?
-                    .clone();
-                groups
                     .iter()
-                    .find(|g| g["ServiceName"] == format!("{rollout}-canary").as_str())?["Weight"]
+                    .find(|g| g["ServiceName"] == canary.as_str())?["Weight"]
                     .as_i64()
             })
             .unwrap_or(0);
