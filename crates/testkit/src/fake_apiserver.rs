@@ -495,7 +495,7 @@ impl FakeApiServer {
         let store = self.shared.lock_store();
         for change in store.changes_after(after) {
             if change.key.0 == resource.id() && change.kind != store::ChangeKind::Deleted {
-                each(change.at, &change.object);
+                each(change.at, &change.object.whole());
             }
         }
         store.compacted_rv

@@ -198,6 +198,83 @@ async fn watches_see_only_their_namespace_and_their_selector() {
     );
 }
 
+/// Every version but an object's latest is kept in the history as a past version (its metadata and its JSON):
+/// a watch resumed from before them, and a reader of the history, still get each one whole.
+#[tokio::test]
+async fn past_versions_reach_a_resumed_watch_and_the_history_whole() {
+    let server = FakeApiServer::start().await;
+    let api = runs(&server).await;
+    let from = server.resource_version();
+    api.create(&PostParams::default(), &labelled("web-run", "web"))
+        .await
+        .unwrap();
+    let write = |patch: serde_json::Value| {
+        let api = api.clone();
+        async move {
+            api.patch("web-run", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap()
+        }
+    };
+    write(json!({ "status": { "phase": "Running" } })).await;
+    write(
+        json!({ "metadata": { "labels": { "app": "api" } }, "status": { "phase": "Successful" } }),
+    )
+    .await;
+    write(json!({ "metadata": { "labels": { "app": "web" } } })).await;
+
+    let params = WatchParams::default().labels("app=web").disable_bookmarks();
+    let mut stream = api.watch(&params, &from.to_string()).await.unwrap().boxed();
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let event = next(&mut stream, "a past version").await.unwrap();
+        let (WatchEvent::Added(run) | WatchEvent::Modified(run) | WatchEvent::Deleted(run)) =
+            &event
+        else {
+            panic!("not an object's event: {}", describe(&event));
+        };
+        let phase = run
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_ref())
+            .map(|p| format!("{p:?}"));
+        seen.push(format!(
+            "{} {phase:?} {} metric",
+            describe(&event),
+            run.spec.metrics.len()
+        ));
+    }
+    assert_eq!(
+        seen,
+        [
+            "ADDED web-run None 1 metric",
+            "MODIFIED web-run Some(\"Running\") 1 metric",
+            "DELETED web-run Some(\"Successful\") 1 metric",
+            "ADDED web-run Some(\"Successful\") 1 metric",
+        ],
+        "each version whole, the selector's transitions read from the past versions' labels"
+    );
+
+    let mut history = Vec::new();
+    server.versions_after::<AnalysisRun>(from, |_, version| {
+        history.push(format!(
+            "{} {} {}",
+            version["metadata"]["labels"]["app"],
+            version["status"]["phase"],
+            version["spec"]["metrics"][0]["name"]
+        ));
+    });
+    assert_eq!(
+        history,
+        [
+            "\"web\" null \"success-rate\"",
+            "\"web\" \"Running\" \"success-rate\"",
+            "\"api\" \"Successful\" \"success-rate\"",
+            "\"web\" \"Successful\" \"success-rate\"",
+        ]
+    );
+}
+
 #[tokio::test]
 async fn a_watch_from_an_expired_version_gets_410_expired_in_the_stream() {
     let server = FakeApiServer::start().await;
