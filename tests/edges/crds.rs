@@ -196,7 +196,7 @@ fn every_status_field_canaryd_writes_is_kept_and_valid_under_both_crd_sets() {
         let schema = openapi_schema(named(&crds, "analysisruns.argoproj.io"));
         let mut admitted = run.clone();
         assert_eq!(
-            schema::admit(schema, &mut admitted),
+            schema::admit(schema, &mut admitted, None),
             Ok(Vec::new()),
             "{set} AnalysisRun schema: nothing refused, nothing pruned"
         );
@@ -216,8 +216,46 @@ fn a_wrong_type_in_a_status_is_refused_by_argo_rollouts_schema_naming_the_field(
     let crds = argo_crds();
     let schema = openapi_schema(named(&crds, "analysisruns.argoproj.io"));
     assert_eq!(
-        schema::admit(schema, &mut run),
+        schema::admit(schema, &mut run, None),
         Err("status.metricResults[0].count: Invalid value: \"string\": status.metricResults[0].count in body must be of type integer: \"string\"".to_owned())
+    );
+}
+
+#[test]
+fn an_update_is_admitted_on_what_it_changes_from_the_stored_object() {
+    // Stored before a stricter schema: a count written as text.
+    let mut status = serde_json::to_value(every_status_field()).expect("the status serializes");
+    status["metricResults"][0]["count"] = json!("3");
+    let stored = json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisRun", "metadata": {"name": "r"},
+        "spec": {"metrics": []}, "status": status,
+    });
+    let crds = argo_crds();
+    let schema = openapi_schema(named(&crds, "analysisruns.argoproj.io"));
+
+    let mut phase_written = stored.clone();
+    phase_written["status"]["phase"] = json!("Successful");
+    phase_written["spec"]["added"] = json!(1);
+    assert_eq!(
+        schema::admit(schema, &mut phase_written, Some(&stored)),
+        Ok(vec!["spec.added".to_owned()]),
+        "what the write does not change passes as it is stored (validation ratcheting); what it adds is pruned"
+    );
+    assert_eq!(phase_written["status"]["metricResults"][0]["count"], "3");
+
+    let mut count_written = stored.clone();
+    count_written["status"]["metricResults"][0]["count"] = json!("4");
+    assert_eq!(
+        schema::admit(schema, &mut count_written, Some(&stored)),
+        Err("status.metricResults[0].count: Invalid value: \"string\": status.metricResults[0].count in body must be of type integer: \"string\"".to_owned()),
+        "a changed field is validated"
+    );
+    let mut created = stored.clone();
+    assert_eq!(
+        schema::admit(schema, &mut created, None)
+            .map_err(|e| e.contains("must be of type integer")),
+        Err(true),
+        "with nothing stored, everything is"
     );
 }
 

@@ -25,7 +25,7 @@ fn schema(file: &str) -> Value {
 /// `value` (a whole object) as kube-apiserver would admit it under `schema`: nothing pruned, nothing refused.
 fn assert_valid(schema: &Value, value: &Value, what: &str) {
     let mut admitted = value.clone();
-    match schema::admit(schema, &mut admitted) {
+    match schema::admit(schema, &mut admitted, None) {
         Ok(pruned) => assert!(
             pruned.is_empty(),
             "the API server would prune {pruned:?} from {what}:\n{value:#}"
@@ -45,7 +45,7 @@ fn the_schema_checker_rejects_wrong_types_formats_and_missing_fields_and_prunes_
             "made-up": true
         }
     });
-    let Err(text) = schema::admit(&rollout, &mut bad) else {
+    let Err(text) = schema::admit(&rollout, &mut bad, None) else {
         panic!("a status of wrong types is admitted");
     };
     for expected in [
@@ -60,7 +60,7 @@ fn the_schema_checker_rejects_wrong_types_formats_and_missing_fields_and_prunes_
     let mut unknown =
         serde_json::json!({"metadata": {"name": "r"}, "spec": {}, "status": {"made-up": true}});
     assert_eq!(
-        schema::admit(&rollout, &mut unknown),
+        schema::admit(&rollout, &mut unknown, None),
         Ok(vec!["status.made-up".to_string()])
     );
 }

@@ -154,7 +154,7 @@ fn admitted(file: &str, object: &Value) -> Result<(), String> {
         .and_then(|a| a.rsplit('/').next())
         .unwrap_or("");
     let mut copy = object.clone();
-    match schema::admit(&crd_schema(file, version), &mut copy) {
+    match schema::admit(&crd_schema(file, version), &mut copy, None) {
         Ok(pruned) if pruned.is_empty() => Ok(()),
         Ok(pruned) => Err(format!("the API server would prune {pruned:?}")),
         Err(e) => Err(e),

@@ -147,20 +147,21 @@ pub fn with_spec_of(res: &ResourceDef, old: &Value, mut new: Value) -> Result<Va
 }
 
 /// What kube-apiserver does with a custom resource's CRD schema before storing it: unknown fields pruned, the
-/// rest validated (422 naming each field); of a status write, its status (`schema::admit_status`). Returns
-/// the pruned fields' paths.
+/// rest validated (422 naming each field); of a status write, its status (`schema::admit_status`); of an
+/// update, only what differs from `old`, the stored object. Returns the pruned fields' paths.
 pub fn admit(
     res: &ResourceDef,
     name: &str,
     target: Target,
     object: &mut Value,
+    old: Option<&Value>,
 ) -> Result<Vec<String>, ApiError> {
     let Some(schema) = res.schema else {
         return Ok(Vec::new());
     };
     match target {
-        Target::Main => super::schema::admit(schema, object),
-        Target::Status => super::schema::admit_status(schema, object),
+        Target::Main => super::schema::admit(schema, object, old),
+        Target::Status => super::schema::admit_status(schema, object, old),
     }
     .map_err(|why| ApiError::invalid(res, name, why))
 }

@@ -9,30 +9,47 @@ use serde_json::{Map, Value};
 
 /// Prunes `object` (a whole custom resource) and validates what is left. `Ok` lists the paths of the fields
 /// pruned because the schema does not declare them (kube-apiserver drops them silently; tests want to know);
-/// `Err` carries the field errors as kube-apiserver lists them after `… is invalid: `.
-pub fn admit(schema: &Value, object: &mut Value) -> Result<Vec<String>, String> {
+/// `Err` carries the field errors as kube-apiserver lists them after `… is invalid: `. `old` is the stored
+/// object a write replaces: a field with the value it has there is left alone, as it was pruned when it was
+/// stored and kube-apiserver's validation ratcheting (on by default since 1.30) lets the errors of a field a
+/// write does not change pass. Lists are compared item by item at the same index. (After `install_crds`
+/// replaces a schema, kube-apiserver would also prune unchanged fields it no longer declares; this does only
+/// where a write changes their parent.)
+pub fn admit(
+    schema: &Value,
+    object: &mut Value,
+    old: Option<&Value>,
+) -> Result<Vec<String>, String> {
     let mut pruned = Vec::new();
-    prune(schema, object, &Path::Root, &mut pruned);
+    prune(schema, object, old, &Path::Root, &mut pruned);
     let mut errors = Vec::new();
-    validate(schema, object, &Path::Root, &mut errors);
+    validate(schema, object, old, &Path::Root, &mut errors);
     verdict(pruned, errors)
 }
 
 /// [`admit`] for a status write: only `status` is pruned and validated, as the rest is the stored object's,
-/// admitted when it was written (kube-apiserver validates it again but lets fields a write does not change
-/// pass, its validation ratcheting, on by default since 1.30). The whole object when the schema does not
-/// declare `status`.
-pub fn admit_status(schema: &Value, object: &mut Value) -> Result<Vec<String>, String> {
+/// admitted when it was written. The whole object when the schema does not declare `status`.
+pub fn admit_status(
+    schema: &Value,
+    object: &mut Value,
+    old: Option<&Value>,
+) -> Result<Vec<String>, String> {
     let (Some(declared), Some(status)) = (property(schema, "status"), object.get_mut("status"))
     else {
-        return admit(schema, object);
+        return admit(schema, object, old);
     };
     let at = Path::Field(&Path::Root, "status");
+    let old = old.and_then(|o| o.get("status"));
     let mut pruned = Vec::new();
-    prune(declared, status, &at, &mut pruned);
+    prune(declared, status, old, &at, &mut pruned);
     let mut errors = Vec::new();
-    validate(declared, status, &at, &mut errors);
+    validate(declared, status, old, &at, &mut errors);
     verdict(pruned, errors)
+}
+
+/// Whether `value` is what the stored object has at the same place (see [`admit`]).
+fn unchanged(value: &Value, old: Option<&Value>) -> bool {
+    old.is_some_and(|old| old == value)
 }
 
 /// `Ok` with the pruned fields' paths, or the errors as kube-apiserver lists them.
@@ -75,9 +92,16 @@ impl std::fmt::Display for Path<'_> {
     }
 }
 
-/// Prunes `value` at `path`, adding the paths of undeclared fields to `pruned`.
-fn prune(schema: &Value, value: &mut Value, path: &Path<'_>, pruned: &mut Vec<String>) {
-    if is_true(schema, "x-kubernetes-int-or-string") {
+/// Prunes `value` at `path` (`old` what the stored object has there), adding the paths of undeclared fields to
+/// `pruned`.
+fn prune(
+    schema: &Value,
+    value: &mut Value,
+    old: Option<&Value>,
+    path: &Path<'_>,
+    pruned: &mut Vec<String>,
+) {
+    if is_true(schema, "x-kubernetes-int-or-string") || unchanged(value, old) {
         return;
     }
     match value {
@@ -97,7 +121,7 @@ fn prune(schema: &Value, value: &mut Value, path: &Path<'_>, pruned: &mut Vec<St
                     }
                     Some(declared) if value.is_null() && !nullable(declared) => false,
                     Some(declared) => {
-                        prune(declared, value, &at, pruned);
+                        prune(declared, value, old.and_then(|o| o.get(name)), &at, pruned);
                         true
                     }
                 }
@@ -106,7 +130,8 @@ fn prune(schema: &Value, value: &mut Value, path: &Path<'_>, pruned: &mut Vec<St
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (at, item) in items.iter_mut().enumerate() {
-                    prune(item_schema, item, &Path::Item(path, at), pruned);
+                    let old = old.and_then(|o| o.get(at));
+                    prune(item_schema, item, old, &Path::Item(path, at), pruned);
                 }
             }
         }
@@ -114,9 +139,15 @@ fn prune(schema: &Value, value: &mut Value, path: &Path<'_>, pruned: &mut Vec<St
     }
 }
 
-/// Validates `value` at `path`.
-fn validate(schema: &Value, value: &Value, path: &Path<'_>, errors: &mut Vec<String>) {
-    if value.is_null() && nullable(schema) {
+/// Validates `value` at `path` (`old` what the stored object has there).
+fn validate(
+    schema: &Value,
+    value: &Value,
+    old: Option<&Value>,
+    path: &Path<'_>,
+    errors: &mut Vec<String>,
+) {
+    if (value.is_null() && nullable(schema)) || unchanged(value, old) {
         return;
     }
     let wanted = if is_true(schema, "x-kubernetes-int-or-string") {
@@ -163,14 +194,16 @@ fn validate(schema: &Value, value: &Value, path: &Path<'_>, errors: &mut Vec<Str
                     continue;
                 }
                 if let Some(declared) = property(schema, name).or(additional) {
-                    validate(declared, value, &Path::Field(path, name), errors);
+                    let old = old.and_then(|o| o.get(name));
+                    validate(declared, value, old, &Path::Field(path, name), errors);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (at, item) in items.iter().enumerate() {
-                    validate(item_schema, item, &Path::Item(path, at), errors);
+                    let old = old.and_then(|o| o.get(at));
+                    validate(item_schema, item, old, &Path::Item(path, at), errors);
                 }
             }
         }

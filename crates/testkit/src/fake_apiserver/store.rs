@@ -333,7 +333,7 @@ impl Store {
         }
         fill_type_meta(res, &mut object);
         normalize(res, &mut object);
-        let pruned = admit(res, &name, Target::Main, &mut object)?;
+        let pruned = admit(res, &name, Target::Main, &mut object, None)?;
         self.note_pruned(res, &name, pruned);
         Ok(self.commit(ChangeKind::Added, key, object))
     }
@@ -390,7 +390,7 @@ impl Store {
             .cloned()
             .unwrap_or(Value::Null);
         set_meta(&mut new, "resourceVersion", old_rv);
-        let pruned = admit(res, &key.2, target, &mut new)?;
+        let pruned = admit(res, &key.2, target, &mut new, Some(&old))?;
         self.note_pruned(res, &key.2, pruned);
         // A status write takes everything but the status from the stored object: no spec change to look for.
         if res.keeps_generation() && target == Target::Main && !same_spec(res, &old, &new) {
