@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use canaryd::api::{AnalysisPhase, AnalysisRunStatus, Measurement, MetricResult, RunSummary};
-use canaryd_testkit::fake_apiserver::schema;
+use canaryd_testkit::fake_apiserver::schema::{self, Schema};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
@@ -193,10 +193,10 @@ fn every_status_field_canaryd_writes_is_kept_and_valid_under_both_crd_sets() {
         ("Argo Rollouts'", argo_crds()),
         ("canaryd's", canaryd_crds()),
     ] {
-        let schema = openapi_schema(named(&crds, "analysisruns.argoproj.io"));
+        let schema = Schema::from(openapi_schema(named(&crds, "analysisruns.argoproj.io")));
         let mut admitted = run.clone();
         assert_eq!(
-            schema::admit(schema, &mut admitted, None),
+            schema::admit(&schema, &mut admitted, None),
             Ok(Vec::new()),
             "{set} AnalysisRun schema: nothing refused, nothing pruned"
         );
@@ -214,7 +214,7 @@ fn a_wrong_type_in_a_status_is_refused_by_argo_rollouts_schema_naming_the_field(
         "spec": {"metrics": []}, "status": status,
     });
     let crds = argo_crds();
-    let schema = openapi_schema(named(&crds, "analysisruns.argoproj.io"));
+    let schema = &Schema::from(openapi_schema(named(&crds, "analysisruns.argoproj.io")));
     assert_eq!(
         schema::admit(schema, &mut run, None),
         Err("status.metricResults[0].count: Invalid value: \"string\": status.metricResults[0].count in body must be of type integer: \"string\"".to_owned())
@@ -231,7 +231,7 @@ fn an_update_is_admitted_on_what_it_changes_from_the_stored_object() {
         "spec": {"metrics": []}, "status": status,
     });
     let crds = argo_crds();
-    let schema = openapi_schema(named(&crds, "analysisruns.argoproj.io"));
+    let schema = &Schema::from(openapi_schema(named(&crds, "analysisruns.argoproj.io")));
 
     let mut phase_written = stored.clone();
     phase_written["status"]["phase"] = json!("Successful");
@@ -242,6 +242,54 @@ fn an_update_is_admitted_on_what_it_changes_from_the_stored_object() {
         "what the write does not change passes as it is stored (validation ratcheting); what it adds is pruned"
     );
     assert_eq!(phase_written["status"]["metricResults"][0]["count"], "3");
+
+    let mut beside = stored.clone();
+    beside["status"]["metricResults"][0]["message"] = json!("changed");
+    assert_eq!(
+        schema::admit(schema, &mut beside, Some(&stored)),
+        Ok(vec![]),
+        "a field written beside the unchanged one is validated, the unchanged one is not"
+    );
+    beside["status"]["metricResults"][0]["failed"] = json!("1");
+    assert_eq!(
+        schema::admit(schema, &mut beside, Some(&stored))
+            .map_err(|e| e.starts_with("status.metricResults[0].failed:")),
+        Err(true),
+        "a changed field beside it is"
+    );
+
+    // Stored before the schema required it: a measurement without its phase.
+    let mut phaseless = stored.clone();
+    let measurement = &mut phaseless["status"]["metricResults"][0]["measurements"][0];
+    measurement
+        .as_object_mut()
+        .expect("a measurement")
+        .remove("phase");
+    let mut around = phaseless.clone();
+    around["status"]["phase"] = json!("Failed");
+    assert_eq!(
+        schema::admit(schema, &mut around, Some(&phaseless)),
+        Ok(vec![]),
+        "an object the write leaves alone passes without what it lacks"
+    );
+    around["status"]["metricResults"][0]["measurements"][0]["value"] = json!("2");
+    assert_eq!(
+        schema::admit(schema, &mut around, Some(&phaseless)),
+        Err("status.metricResults[0].measurements[0].phase: Required value".to_owned()),
+        "a changed one is checked whole"
+    );
+
+    // Stored under a schema that declared it: pruning is not ratcheted, as kube-apiserver prunes every object it
+    // decodes.
+    let mut undeclared = stored.clone();
+    undeclared["status"]["metricResults"][0]["retired"] = json!(true);
+    let mut retired_kept = undeclared.clone();
+    retired_kept["status"]["phase"] = json!("Failed");
+    assert_eq!(
+        schema::admit(schema, &mut retired_kept, Some(&undeclared)),
+        Ok(vec!["status.metricResults[0].retired".to_owned()]),
+        "a field the schema no longer declares is pruned though the write leaves it alone"
+    );
 
     let mut count_written = stored.clone();
     count_written["status"]["metricResults"][0]["count"] = json!("4");

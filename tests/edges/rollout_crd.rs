@@ -8,22 +8,22 @@ use std::path::Path;
 use canaryd::api::AnalysisPhase;
 use canaryd::cli::load::parse_documents;
 use canaryd::engine::rollout::memory::MemoryCluster;
-use canaryd_testkit::fake_apiserver::schema;
+use canaryd_testkit::fake_apiserver::schema::{self, Schema};
 use canaryd_testkit::rollout::memory::*;
 use serde_json::Value;
 
-fn schema(file: &str) -> Value {
+fn schema(file: &str) -> Schema {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/crds")
         .join(file);
     let text = std::fs::read_to_string(&path).expect("fixture CRD is readable");
     let (docs, err) = parse_documents(&path, &text);
     assert!(err.is_none(), "{err:?}");
-    docs[0].value["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    Schema::from(&docs[0].value["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
 }
 
 /// `value` (a whole object) as kube-apiserver would admit it under `schema`: nothing pruned, nothing refused.
-fn assert_valid(schema: &Value, value: &Value, what: &str) {
+fn assert_valid(schema: &Schema, value: &Value, what: &str) {
     let mut admitted = value.clone();
     match schema::admit(schema, &mut admitted, None) {
         Ok(pruned) => assert!(

@@ -20,7 +20,7 @@ use canaryd::engine::routing::{
     Desired, ManagedRouteChange, Moved, Routing, Target, alb, gateway, istio, managed_routes,
     routing, traefik,
 };
-use canaryd_testkit::fake_apiserver::schema;
+use canaryd_testkit::fake_apiserver::schema::{self, Schema};
 use k8s_openapi::api::networking::v1::Ingress;
 use serde_json::{Value, json};
 
@@ -154,7 +154,7 @@ fn admitted(file: &str, object: &Value) -> Result<(), String> {
         .and_then(|a| a.rsplit('/').next())
         .unwrap_or("");
     let mut copy = object.clone();
-    match schema::admit(&crd_schema(file, version), &mut copy, None) {
+    match schema::admit(&Schema::from(&crd_schema(file, version)), &mut copy, None) {
         Ok(pruned) if pruned.is_empty() => Ok(()),
         Ok(pruned) => Err(format!("the API server would prune {pruned:?}")),
         Err(e) => Err(e),

@@ -9,6 +9,7 @@ use std::sync::{Mutex, OnceLock};
 use serde_json::Value;
 
 use super::ResourceDef;
+use super::schema::Schema;
 
 /// The definitions of Argo's kinds a cluster may have installed: only one CRD per kind can exist, and canaryd
 /// must work with either set.
@@ -114,7 +115,7 @@ fn definition(crd: &Value) -> Result<ResourceDef, String> {
         custom: true,
         unconditional_update: false,
         create_on_update: false,
-        schema: Some(Box::leak(Box::new(schema.clone()))),
+        schema: Some(Box::leak(Box::new(Schema::from(schema)))),
     })
 }
 

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::CrdSet;
+use super::schema::Schema;
 
 /// One kind of object the fake serves.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,7 +26,7 @@ pub struct ResourceDef {
     /// A PUT of an absent object creates it (Leases); otherwise it is 404.
     pub create_on_update: bool,
     /// The CRD's `openAPIV3Schema`: writes are pruned and validated against it. `None` for built-in kinds.
-    pub schema: Option<&'static Value>,
+    pub schema: Option<&'static Schema>,
 }
 
 impl ResourceDef {

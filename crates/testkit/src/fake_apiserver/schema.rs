@@ -1,63 +1,137 @@
 //! What kube-apiserver does to a custom resource with its CRD's structural `openAPIV3Schema` before storing it:
 //! pruning (fields the schema does not declare are dropped, unless `x-kubernetes-preserve-unknown-fields` keeps
 //! them; `null` is dropped where the schema does not say `nullable`) and validation (`type`, `required`, `enum`;
-//! `x-kubernetes-int-or-string`), with errors worded as kube-apiserver words them. Not checked: `format`,
-//! `pattern`, bounds, list-type uniqueness and CEL rules (`x-kubernetes-validations`); no defaulting. Pure: no
-//! storage, no HTTP.
+//! `x-kubernetes-int-or-string`; the formats `int32` and `date-time`), with errors worded as kube-apiserver words
+//! them. Not checked: other formats, `pattern`, bounds, list-type uniqueness and CEL rules
+//! (`x-kubernetes-validations`); no defaulting. The schema is read once into a [`Schema`] when its CRD is
+//! installed, and a write is walked once, pruned and validated together. Pure: no storage, no HTTP.
+
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
+
+/// A CRD's structural schema, read once: what admitting a write asks of each node, without looking it up by name
+/// in the schema's JSON at every node of every write.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Schema {
+    /// The JSON types allowed, comma-separated (`integer,string` for `x-kubernetes-int-or-string`).
+    types: Option<String>,
+    int_or_string: bool,
+    format: Option<String>,
+    allowed: Option<Vec<Value>>,
+    required: Vec<String>,
+    properties: HashMap<String, Schema>,
+    /// `additionalProperties` when it is a schema (not `true`/`false`).
+    additional: Option<Box<Schema>>,
+    items: Option<Box<Schema>>,
+    nullable: bool,
+    preserve_unknown: bool,
+    embedded: bool,
+}
+
+impl From<&Value> for Schema {
+    fn from(schema: &Value) -> Self {
+        let is_true = |key| schema.get(key).and_then(Value::as_bool) == Some(true);
+        let text = |key| schema.get(key).and_then(Value::as_str).map(str::to_string);
+        let int_or_string = is_true("x-kubernetes-int-or-string");
+        Schema {
+            types: if int_or_string {
+                Some("integer,string".to_string())
+            } else {
+                text("type")
+            },
+            int_or_string,
+            format: text("format"),
+            allowed: schema.get("enum").and_then(Value::as_array).cloned(),
+            required: (schema
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten())
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+            properties: (schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten())
+            .map(|(name, property)| (name.clone(), Schema::from(property)))
+            .collect(),
+            additional: (schema.get("additionalProperties").filter(|a| a.is_object()))
+                .map(|a| Box::new(Schema::from(a))),
+            items: schema.get("items").map(|i| Box::new(Schema::from(i))),
+            nullable: is_true("nullable"),
+            preserve_unknown: is_true("x-kubernetes-preserve-unknown-fields"),
+            embedded: is_true("x-kubernetes-embedded-resource"),
+        }
+    }
+}
+
+impl Schema {
+    /// The schema of the field `name` of an object this schema describes.
+    fn field(&self, name: &str) -> Option<&Schema> {
+        self.properties.get(name).or(self.additional.as_deref())
+    }
+}
 
 /// Prunes `object` (a whole custom resource) and validates what is left. `Ok` lists the paths of the fields
 /// pruned because the schema does not declare them (kube-apiserver drops them silently; tests want to know);
 /// `Err` carries the field errors as kube-apiserver lists them after `… is invalid: `. `old` is the stored
-/// object a write replaces: a field with the value it has there is left alone, as it was pruned when it was
-/// stored and kube-apiserver's validation ratcheting (on by default since 1.30) lets the errors of a field a
-/// write does not change pass. Lists are compared item by item at the same index. (After `install_crds`
-/// replaces a schema, kube-apiserver would also prune unchanged fields it no longer declares; this does only
-/// where a write changes their parent.)
+/// object a write replaces: kube-apiserver's validation ratcheting (on by default since 1.30) lets the errors
+/// of a field a write does not change pass, so the errors found in a value equal to the one there are taken
+/// back. Lists are compared item by item at the same index. Pruning is not ratcheted: the whole object is
+/// pruned, as kube-apiserver prunes every object it decodes.
 pub fn admit(
-    schema: &Value,
+    schema: &Schema,
     object: &mut Value,
     old: Option<&Value>,
 ) -> Result<Vec<String>, String> {
-    let mut pruned = Vec::new();
-    prune(schema, object, old, &Path::Root, &mut pruned);
-    let mut errors = Vec::new();
-    validate(schema, object, old, &Path::Root, &mut errors);
-    verdict(pruned, errors)
+    let mut found = Found::default();
+    walk(schema, object, old, &Path::Root, true, &mut found);
+    found.verdict()
 }
 
 /// [`admit`] for a status write: only `status` is pruned and validated, as the rest is the stored object's,
 /// admitted when it was written. The whole object when the schema does not declare `status`.
 pub fn admit_status(
-    schema: &Value,
+    schema: &Schema,
     object: &mut Value,
     old: Option<&Value>,
 ) -> Result<Vec<String>, String> {
-    let (Some(declared), Some(status)) = (property(schema, "status"), object.get_mut("status"))
+    let (Some(declared), Some(status)) =
+        (schema.properties.get("status"), object.get_mut("status"))
     else {
         return admit(schema, object, old);
     };
-    let at = Path::Field(&Path::Root, "status");
     let old = old.and_then(|o| o.get("status"));
-    let mut pruned = Vec::new();
-    prune(declared, status, old, &at, &mut pruned);
-    let mut errors = Vec::new();
-    validate(declared, status, old, &at, &mut errors);
-    verdict(pruned, errors)
+    let mut found = Found::default();
+    walk(
+        declared,
+        status,
+        old,
+        &Path::Field(&Path::Root, "status"),
+        true,
+        &mut found,
+    );
+    found.verdict()
 }
 
-/// Whether `value` is what the stored object has at the same place (see [`admit`]).
-fn unchanged(value: &Value, old: Option<&Value>) -> bool {
-    old.is_some_and(|old| old == value)
+/// What admitting a write found: the fields pruned and the errors.
+#[derive(Default)]
+struct Found {
+    pruned: Vec<String>,
+    errors: Vec<String>,
 }
 
-/// `Ok` with the pruned fields' paths, or the errors as kube-apiserver lists them.
-fn verdict(pruned: Vec<String>, mut errors: Vec<String>) -> Result<Vec<String>, String> {
-    match errors.len() {
-        0 => Ok(pruned),
-        1 => Err(errors.remove(0)),
-        _ => Err(format!("[{}]", errors.join(", "))),
+impl Found {
+    /// `Ok` with the pruned fields' paths, or the errors as kube-apiserver lists them.
+    fn verdict(mut self) -> Result<Vec<String>, String> {
+        match self.errors.len() {
+            0 => Ok(self.pruned),
+            1 => Err(self.errors.remove(0)),
+            _ => Err(format!("[{}]", self.errors.join(", "))),
+        }
     }
 }
 
@@ -92,70 +166,118 @@ impl std::fmt::Display for Path<'_> {
     }
 }
 
-/// Prunes `value` at `path` (`old` what the stored object has there), adding the paths of undeclared fields to
-/// `pruned`.
-fn prune(
-    schema: &Value,
+/// Admits `value` at `path` (`old` what the stored object has there): prunes it when `prune` (an embedded
+/// resource's ObjectMeta is validated, not pruned), validates what is left, and says whether it equals `old`.
+/// The errors found in a value equal to `old` are taken back (ratcheting); an unchanged scalar is not checked.
+/// Each value is compared with the stored one once, on the way back up.
+fn walk(
+    schema: &Schema,
     value: &mut Value,
     old: Option<&Value>,
     path: &Path<'_>,
-    pruned: &mut Vec<String>,
-) {
-    if is_true(schema, "x-kubernetes-int-or-string") || unchanged(value, old) {
-        return;
+    prune: bool,
+    found: &mut Found,
+) -> bool {
+    let composite = matches!(value, Value::Object(_) | Value::Array(_));
+    if !composite && old == Some(&*value) {
+        return true;
     }
+    if value.is_null() && schema.nullable {
+        return false;
+    }
+    let from = found.errors.len();
+    let same = if composite {
+        walk_composite(
+            schema,
+            value,
+            old,
+            path,
+            prune && !schema.int_or_string,
+            found,
+        )
+    } else {
+        check(schema, value, path, &mut found.errors);
+        false
+    };
+    if same {
+        found.errors.truncate(from);
+    }
+    same
+}
+
+/// [`walk`] of an object or a list.
+fn walk_composite(
+    schema: &Schema,
+    value: &mut Value,
+    old: Option<&Value>,
+    path: &Path<'_>,
+    prune: bool,
+    found: &mut Found,
+) -> bool {
+    let typed = check(schema, value, path, &mut found.errors);
     match value {
         Value::Object(fields) => {
-            let embedded = is_true(schema, "x-kubernetes-embedded-resource");
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            let old = old.and_then(Value::as_object);
+            let mut same = true;
+            let before_fields = found.errors.len();
             fields.retain(|name, value| {
-                if (path.is_root() || embedded) && ROOT_FIELDS.contains(&name.as_str()) {
-                    return true;
-                }
+                let old = old.and_then(|o| o.get(name));
                 let at = Path::Field(path, name);
-                match property(schema, name).or(additional) {
-                    None if preserves_unknown(schema) => true,
-                    None => {
-                        pruned.push(at.to_string());
+                let kept =
+                    (path.is_root() || schema.embedded) && ROOT_FIELDS.contains(&name.as_str());
+                let declared = if kept && path.is_root() {
+                    None
+                } else {
+                    schema.field(name)
+                };
+                match declared {
+                    // Not validated when the type is wrong, as the error says all there is to say.
+                    Some(declared) if typed => {
+                        if prune && !kept && value.is_null() && !declared.nullable {
+                            same &= old.is_none();
+                            return false;
+                        }
+                        same &= walk(declared, value, old, &at, prune && !kept, found);
+                        true
+                    }
+                    None if prune && !kept && !schema.preserve_unknown => {
+                        found.pruned.push(at.to_string());
+                        same &= old.is_none();
                         false
                     }
-                    Some(declared) if value.is_null() && !nullable(declared) => false,
-                    Some(declared) => {
-                        prune(declared, value, old.and_then(|o| o.get(name)), &at, pruned);
+                    _ => {
+                        same = same && old == Some(&*value);
                         true
                     }
                 }
             });
+            if typed {
+                // Listed before the fields' own errors, as validating the object before its fields lists them.
+                let mut missing = Vec::new();
+                required(schema, fields, path, &mut missing);
+                found.errors.splice(before_fields..before_fields, missing);
+            }
+            same && old.is_some_and(|o| o.len() == fields.len())
         }
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items") {
+        Value::Array(items) => match (&schema.items, old.and_then(Value::as_array)) {
+            (Some(item_schema), old) if typed => {
+                let mut same = old.is_some_and(|o| o.len() == items.len());
                 for (at, item) in items.iter_mut().enumerate() {
                     let old = old.and_then(|o| o.get(at));
-                    prune(item_schema, item, old, &Path::Item(path, at), pruned);
+                    same &= walk(item_schema, item, old, &Path::Item(path, at), prune, found);
                 }
+                same
             }
-        }
-        _ => {}
+            (_, old) => old.is_some_and(|o| o == items),
+        },
+        _ => false,
     }
 }
 
-/// Validates `value` at `path` (`old` what the stored object has there).
-fn validate(
-    schema: &Value,
-    value: &Value,
-    old: Option<&Value>,
-    path: &Path<'_>,
-    errors: &mut Vec<String>,
-) {
-    if (value.is_null() && nullable(schema)) || unchanged(value, old) {
-        return;
-    }
-    let wanted = if is_true(schema, "x-kubernetes-int-or-string") {
-        Some("integer,string")
-    } else {
-        schema.get("type").and_then(Value::as_str)
-    };
-    if let Some(wanted) = wanted
+/// Checks `value`'s type, format and enum at `path`, adding what is wrong to `errors`; false when its type is
+/// not the schema's (nothing inside it is checked then).
+fn check(schema: &Schema, value: &Value, path: &Path<'_>, errors: &mut Vec<String>) -> bool {
+    if let Some(wanted) = &schema.types
         && !wanted.split(',').any(|w| has_type(value, w))
     {
         let got = type_name(value);
@@ -167,16 +289,16 @@ fn validate(
         errors.push(format!(
             "{shown}: Invalid value: \"{got}\": {shown} in body must be of type {wanted}: \"{got}\""
         ));
-        return;
+        return false;
     }
-    if let Some(format) = schema.get("format").and_then(Value::as_str)
+    if let Some(format) = &schema.format
         && !has_format(value, format)
     {
         errors.push(format!(
             "{path}: Invalid value: {value}: {path} in body must be of type {format}: {value}"
         ));
     }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+    if let Some(allowed) = &schema.allowed
         && !allowed.contains(value)
     {
         let supported: Vec<String> = allowed.iter().map(Value::to_string).collect();
@@ -185,60 +307,20 @@ fn validate(
             supported.join(", ")
         ));
     }
-    match value {
-        Value::Object(fields) => {
-            required(schema, fields, path, errors);
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            for (name, value) in fields {
-                if path.is_root() && ROOT_FIELDS.contains(&name.as_str()) {
-                    continue;
-                }
-                if let Some(declared) = property(schema, name).or(additional) {
-                    let old = old.and_then(|o| o.get(name));
-                    validate(declared, value, old, &Path::Field(path, name), errors);
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items") {
-                for (at, item) in items.iter().enumerate() {
-                    let old = old.and_then(|o| o.get(at));
-                    validate(item_schema, item, old, &Path::Item(path, at), errors);
-                }
-            }
-        }
-        _ => {}
-    }
+    true
 }
 
 fn required(
-    schema: &Value,
+    schema: &Schema,
     fields: &Map<String, Value>,
     path: &Path<'_>,
     errors: &mut Vec<String>,
 ) {
-    let names = schema.get("required").and_then(Value::as_array);
-    for name in names.into_iter().flatten().filter_map(Value::as_str) {
+    for name in &schema.required {
         if !fields.contains_key(name) {
             errors.push(format!("{}: Required value", Path::Field(path, name)));
         }
     }
-}
-
-fn property<'a>(schema: &'a Value, name: &str) -> Option<&'a Value> {
-    schema.get("properties")?.get(name)
-}
-
-fn preserves_unknown(schema: &Value) -> bool {
-    is_true(schema, "x-kubernetes-preserve-unknown-fields")
-}
-
-fn nullable(schema: &Value) -> bool {
-    is_true(schema, "nullable")
-}
-
-fn is_true(schema: &Value, key: &str) -> bool {
-    schema.get(key).and_then(Value::as_bool) == Some(true)
 }
 
 /// Whether `value` has the schema type `wanted`. JSON numbers without a fraction are integers, as the API
