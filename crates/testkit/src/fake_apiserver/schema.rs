@@ -186,78 +186,13 @@ fn walk(
         return false;
     }
     let from = found.errors.len();
-    let same = if composite {
-        walk_composite(
-            schema,
-            value,
-            old,
-            path,
-            prune && !schema.int_or_string,
-            found,
-        )
-    } else {
-        check(schema, value, path, &mut found.errors);
-        false
-    };
-    if same {
-        found.errors.truncate(from);
-    }
-    same
-}
-
-/// [`walk`] of an object or a list.
-fn walk_composite(
-    schema: &Schema,
-    value: &mut Value,
-    old: Option<&Value>,
-    path: &Path<'_>,
-    prune: bool,
-    found: &mut Found,
-) -> bool {
     let typed = check(schema, value, path, &mut found.errors);
-    match value {
+    let prune = prune && !schema.int_or_string;
+    let same = match value {
         Value::Object(fields) => {
             let old = old.and_then(Value::as_object);
-            let mut same = true;
-            let before_fields = found.errors.len();
-            fields.retain(|name, value| {
-                let old = old.and_then(|o| o.get(name));
-                let at = Path::Field(path, name);
-                let kept =
-                    (path.is_root() || schema.embedded) && ROOT_FIELDS.contains(&name.as_str());
-                let declared = if kept && path.is_root() {
-                    None
-                } else {
-                    schema.field(name)
-                };
-                match declared {
-                    // Not validated when the type is wrong, as the error says all there is to say.
-                    Some(declared) if typed => {
-                        if prune && !kept && value.is_null() && !declared.nullable {
-                            same &= old.is_none();
-                            return false;
-                        }
-                        same &= walk(declared, value, old, &at, prune && !kept, found);
-                        true
-                    }
-                    None if prune && !kept && !schema.preserve_unknown => {
-                        found.pruned.push(at.to_string());
-                        same &= old.is_none();
-                        false
-                    }
-                    _ => {
-                        same = same && old == Some(&*value);
-                        true
-                    }
-                }
-            });
-            if typed {
-                // Listed before the fields' own errors, as validating the object before its fields lists them.
-                let mut missing = Vec::new();
-                required(schema, fields, path, &mut missing);
-                found.errors.splice(before_fields..before_fields, missing);
-            }
-            same && old.is_some_and(|o| o.len() == fields.len())
+            walk_fields(schema, fields, old, path, prune, typed, found)
+                && old.is_some_and(|o| o.len() == fields.len())
         }
         Value::Array(items) => match (&schema.items, old.and_then(Value::as_array)) {
             (Some(item_schema), old) if typed => {
@@ -271,7 +206,62 @@ fn walk_composite(
             (_, old) => old.is_some_and(|o| o == items),
         },
         _ => false,
+    };
+    if same {
+        found.errors.truncate(from);
     }
+    same
+}
+
+/// [`walk`] of an object's fields (`typed`: the object is of the schema's type; its fields are not validated
+/// otherwise, as the type's error says all there is to say): whether each one equals the stored one.
+fn walk_fields(
+    schema: &Schema,
+    fields: &mut Map<String, Value>,
+    old: Option<&Map<String, Value>>,
+    path: &Path<'_>,
+    prune: bool,
+    typed: bool,
+    found: &mut Found,
+) -> bool {
+    let mut same = true;
+    let before_fields = found.errors.len();
+    fields.retain(|name, value| {
+        let old = old.and_then(|o| o.get(name));
+        let at = Path::Field(path, name);
+        let kept = (path.is_root() || schema.embedded) && ROOT_FIELDS.contains(&name.as_str());
+        let declared = if kept && path.is_root() {
+            None
+        } else {
+            schema.field(name)
+        };
+        match declared {
+            Some(declared) if typed => {
+                if prune && !kept && value.is_null() && !declared.nullable {
+                    same &= old.is_none();
+                    return false;
+                }
+                same &= walk(declared, value, old, &at, prune && !kept, found);
+                true
+            }
+            None if prune && !kept && !schema.preserve_unknown => {
+                found.pruned.push(at.to_string());
+                same &= old.is_none();
+                false
+            }
+            _ => {
+                same = same && old == Some(&*value);
+                true
+            }
+        }
+    });
+    if typed {
+        // Listed before the fields' own errors, as validating the object before its fields lists them.
+        let mut missing = Vec::new();
+        required(schema, fields, path, &mut missing);
+        found.errors.splice(before_fields..before_fields, missing);
+    }
+    same
 }
 
 /// Checks `value`'s type, format and enum at `path`, adding what is wrong to `errors`; false when its type is
