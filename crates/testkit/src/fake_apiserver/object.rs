@@ -148,7 +148,8 @@ pub fn with_spec_of(res: &ResourceDef, old: &Value, mut new: Value) -> Result<Va
 
 /// What kube-apiserver does with a custom resource's CRD schema before storing it: unknown fields pruned, the
 /// rest validated (422 naming each field); of a status write, its status (`schema::admit_status`); of an
-/// update, only what differs from `old`, the stored object. Returns the pruned fields' paths.
+/// update, pruned whole but validated only where it differs from `old`, the stored object. Returns the pruned
+/// fields' paths.
 pub fn admit(
     res: &ResourceDef,
     name: &str,
