@@ -203,7 +203,8 @@ impl EventPublisher {
                     self.shared.recorder().close();
                     deadline = Some(crate::time::monotonic() + drain);
                 }
-                () = self.shared.wake.notified(), if deadline.is_none() => {}
+                // With every slot in flight, a finished send takes the next: a push then wakes nothing.
+                () = self.shared.wake.notified(), if deadline.is_none() && sending.len() < IN_FLIGHT => {}
                 Some((done, sent)) = sending.next() => {
                     match (&sent, &done.request, &self.created) {
                         (Err(e), request, _) => (self.lost)(&request.event(), e),
@@ -315,6 +316,65 @@ mod tests {
             .checked_add(jiff::SignedDuration::from_secs(1))
             .expect("a time");
         assert_eq!(name_number(later, 2), later.as_nanosecond() + 2);
+    }
+
+    /// Three times as many Events as are sent at once, each about an object of its own (no rate bounds them)
+    /// and queued while every slot is in flight: each finished send takes the next, and all are created.
+    #[tokio::test]
+    async fn events_queued_while_every_slot_is_in_flight_are_all_created() {
+        use wiremock::matchers::method;
+        use wiremock::{Mock, MockServer, ResponseTemplate};
+        let server = MockServer::start().await;
+        let slow = ResponseTemplate::new(201)
+            .set_body_json(serde_json::json!({}))
+            .set_delay(Duration::from_millis(100));
+        Mock::given(method("POST"))
+            .respond_with(slow)
+            .mount(&server)
+            .await;
+        let config = kube::Config::new(server.uri().parse().expect("the mock's address"));
+        let client = kube::Client::try_from(config).expect("a client");
+        let lost = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let heard = lost.clone();
+        let (queue, publisher) = queue(
+            client,
+            Arc::new(move |_, why| heard.lock().unwrap().push(why.to_string())),
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let run = tokio::spawn(publisher.run(
+            async {
+                let _ = stopped.await;
+            },
+            Duration::from_secs(10),
+        ));
+        let events = 3 * IN_FLIGHT;
+        queue.push((0..events).map(|i| {
+            let mut e = event(&format!("e{i}"));
+            e.metadata.namespace = Some("shop".to_string());
+            e.reason = Some("ScalingReplicaSet".to_string());
+            e.regarding = Some(ObjectReference {
+                kind: Some("Rollout".to_string()),
+                namespace: Some("shop".to_string()),
+                name: Some(format!("web-{i}")),
+                ..Default::default()
+            });
+            e
+        }));
+        let deadline = crate::time::monotonic() + Duration::from_secs(20);
+        let mut created = 0;
+        while created < events && crate::time::monotonic() < deadline {
+            crate::time::real_sleep_until(crate::time::monotonic() + Duration::from_millis(50))
+                .await;
+            created = server.received_requests().await.map_or(0, |r| r.len());
+        }
+        let _ = stop.send(());
+        run.await.expect("the publisher ends");
+        assert_eq!(created, events, "created");
+        assert!(
+            lost.lock().unwrap().is_empty(),
+            "{:?}",
+            lost.lock().unwrap()
+        );
     }
 
     #[tokio::test]
