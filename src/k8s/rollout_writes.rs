@@ -22,7 +22,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::is_status;
-use super::status::{StatusWriter, WriteError};
+use super::status::{Conditional, StatusWriter, WriteError};
 use super::versions::{Expected, Least};
 use crate::api::rollout::RolloutStatus;
 use crate::api::{
@@ -400,13 +400,9 @@ pub async fn patch_status(
     old: &RolloutStatus,
     new: &RolloutStatus,
 ) -> Result<ObjectMeta, WriteError> {
-    let to_json = |s: &RolloutStatus| {
-        serde_json::to_value(s).map_err(|e| WriteError::Api(kube::Error::SerdeError(e)))
-    };
-    let body = json!({
-        "metadata": {"resourceVersion": resource_version},
-        "status": merge_patch::diff(&to_json(old)?, &to_json(new)?),
-    });
+    let patch =
+        merge_patch::diff_of(old, new).map_err(|e| WriteError::Api(kube::Error::SerdeError(e)))?;
+    let body = Conditional::new(resource_version, patch);
     writer
         .patch::<Rollout, _>(
             rollout.namespace().as_deref(),

@@ -15,8 +15,8 @@ use kube::runtime::events::Reporter;
 use kube::{Resource, ResourceExt};
 
 use super::is_status;
-use super::status::StatusWriter;
 pub use super::status::WriteError;
+use super::status::{Conditional, StatusWriter};
 use crate::api::{
     AnalysisPhase, AnalysisRun, AnalysisRunStatus, Argument, MetricResult, RunSummary, SecretKeyRef,
 };
@@ -72,20 +72,8 @@ pub fn lookup(
         .unwrap_or_else(|| Err(format!("Secret {} was not read", r.name)))
 }
 
-/// The body of a status write: the resourceVersion it is conditional on, and every status field, `null`
-/// where the new status has none (a merge patch keeps the fields it does not mention).
-#[derive(serde::Serialize)]
-struct StatusWrite<'a> {
-    metadata: Precondition<'a>,
-    status: StatusFields<'a>,
-}
-
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Precondition<'a> {
-    resource_version: &'a str,
-}
-
+/// A run's status as it is written: every field, `null` where the new status has none (a merge patch keeps
+/// the fields it does not mention).
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct StatusFields<'a> {
@@ -98,8 +86,8 @@ struct StatusFields<'a> {
     dry_run_summary: &'a Option<RunSummary>,
 }
 
-impl<'a> StatusWrite<'a> {
-    fn new(resource_version: &'a str, status: &'a AnalysisRunStatus) -> Self {
+impl<'a> StatusFields<'a> {
+    fn of(status: &'a AnalysisRunStatus) -> Self {
         // Spelled out field by field, so a field added to the status cannot be left out of the write.
         let AnalysisRunStatus {
             phase,
@@ -110,17 +98,14 @@ impl<'a> StatusWrite<'a> {
             run_summary,
             dry_run_summary,
         } = status;
-        StatusWrite {
-            metadata: Precondition { resource_version },
-            status: StatusFields {
-                phase,
-                message,
-                metric_results,
-                started_at,
-                completed_at,
-                run_summary,
-                dry_run_summary,
-            },
+        StatusFields {
+            phase,
+            message,
+            metric_results,
+            started_at,
+            completed_at,
+            run_summary,
+            dry_run_summary,
         }
     }
 }
@@ -138,7 +123,7 @@ pub async fn patch_status(
     status: &AnalysisRunStatus,
     secrets: &[String],
 ) -> Result<ObjectMeta, WriteError> {
-    let body = StatusWrite::new(resource_version, status);
+    let body = Conditional::new(resource_version, StatusFields::of(status));
     let namespace = Some(namespace);
     // Written straight from the typed status; only a run with secrets goes through a JSON tree to scrub.
     if secrets.iter().any(|s| !s.is_empty()) {
@@ -220,7 +205,7 @@ mod tests {
             phase: Some(AnalysisPhase::Running),
             ..Default::default()
         };
-        let body = StatusWrite::new("7", &status);
+        let body = Conditional::new("7", StatusFields::of(&status));
         assert_eq!(
             serde_json::to_value(&body).unwrap(),
             json!({

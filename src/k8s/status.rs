@@ -15,6 +15,28 @@ use serde::Serialize;
 
 use super::is_status;
 
+/// The body of a status write: the resourceVersion it is conditional on, and the status fields it writes.
+#[derive(Serialize)]
+pub struct Conditional<'a, S> {
+    metadata: Precondition<'a>,
+    status: S,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Precondition<'a> {
+    resource_version: &'a str,
+}
+
+impl<'a, S: Serialize> Conditional<'a, S> {
+    pub fn new(resource_version: &'a str, status: S) -> Self {
+        Conditional {
+            metadata: Precondition { resource_version },
+            status,
+        }
+    }
+}
+
 /// Where a kind's status is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatusAt {

@@ -1,7 +1,11 @@
-//! JSON merge patches (RFC 7386): [`diff`] computes the patch a write sends, [`apply`] applies one as the API
-//! server does. One home, used by the Rollout's writes and status, the in-memory cluster and the NGINX canary
-//! Ingress.
+//! JSON merge patches (RFC 7386): [`diff`] computes the patch a write sends ([`diff_of`] from typed values),
+//! [`apply`] applies one as the API server does. One home, used by the Rollout's writes and status, the in-memory
+//! cluster and the NGINX canary Ingress.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// The merge patch that turns `from` into `to`: changed and added fields with their new value, removed ones
@@ -31,6 +35,67 @@ pub fn diff(from: &Value, to: &Value) -> Value {
         }
         _ => to.clone(),
     }
+}
+
+/// [`diff`] of `from` and `to` as they serialize, as JSON text, without building either as a tree: both are
+/// serialized, and only the fields whose text differs are looked into, down through the objects on both sides;
+/// anything else that differs is copied into the patch as it was serialized. Building a Rollout's old and new
+/// status as trees to diff them was 3% of the daemon's CPU at 10,000 Rollouts, and parsing the fields that
+/// differ back into trees more still (perf). Equal text is an equal value for what serializes one way only (as
+/// the API types do: their maps are ordered); a list holding a map serialized in another order would be sent
+/// whole although equal, which a merge patch makes no change with.
+pub fn diff_of<T: Serialize>(from: &T, to: &T) -> serde_json::Result<Box<RawValue>> {
+    let (a, b) = (serde_json::to_string(from)?, serde_json::to_string(to)?);
+    let mut patch = String::with_capacity(b.len());
+    if !text_diff(&a, &b, &mut patch)? {
+        // Equal objects: the patch that changes nothing.
+        patch.push_str("{}");
+    }
+    RawValue::from_string(patch)
+}
+
+/// Appends to `out` the merge patch from the JSON text `a` to `b`: for two objects their fields' patches, and
+/// nothing (false) when the objects are equal; otherwise `b`.
+fn text_diff<'a>(a: &'a str, b: &'a str, out: &mut String) -> serde_json::Result<bool> {
+    let fields = |text: &'a str| {
+        let object = text.starts_with('{');
+        object.then(|| serde_json::from_str::<BTreeMap<String, &RawValue>>(text).ok())?
+    };
+    let (Some(a), Some(b)) = (fields(a), fields(b)) else {
+        out.push_str(b);
+        return Ok(true);
+    };
+    let start = out.len();
+    out.push('{');
+    for key in a.keys().chain(b.keys()).collect::<BTreeSet<_>>() {
+        let field = out.len();
+        if field > start + 1 {
+            out.push(',');
+        }
+        out.push_str(&serde_json::to_string(key)?);
+        out.push(':');
+        let written = match (a.get(key), b.get(key)) {
+            (Some(old), Some(new)) if old.get() == new.get() => false,
+            (Some(old), Some(new)) => text_diff(old.get(), new.get(), out)?,
+            (Some(_), None) => {
+                out.push_str("null");
+                true
+            }
+            (None, new) => {
+                out.push_str(new.map_or("null", |new| new.get()));
+                true
+            }
+        };
+        if !written {
+            out.truncate(field);
+        }
+    }
+    if out.len() == start + 1 {
+        out.truncate(start);
+        return Ok(false);
+    }
+    out.push('}');
+    Ok(true)
 }
 
 /// `patch` applied to `target` as the API server applies a merge patch (RFC 7386): `null` removes a field,
@@ -68,6 +133,85 @@ mod tests {
             json!({"a": {"y": "3", "z": "4"}, "l": [1]})
         );
         assert_eq!(diff(&json!({"a": 1}), &json!({})), json!({"a": null}));
+    }
+
+    /// A small JSON value drawn from `seed` (a linear congruential generator): objects over a few keys, so
+    /// that two draws share fields, nested up to `depth`.
+    fn drawn(seed: &mut u64, depth: u32) -> Value {
+        match next(seed, if depth == 0 { 4 } else { 6 }) {
+            0 => Value::Null,
+            1 => json!(next(seed, 3)),
+            2 => json!(["x", "y"][usize::from(next(seed, 2) == 1)]),
+            3 => json!(next(seed, 2) == 0),
+            4 => Value::Array((0..next(seed, 3)).map(|_| drawn(seed, depth - 1)).collect()),
+            _ => object(seed, depth),
+        }
+    }
+
+    /// An object drawn as [`drawn`] draws one.
+    fn object(seed: &mut u64, depth: u32) -> Value {
+        let mut map = Map::new();
+        for _ in 0..next(seed, 4) {
+            let key = ["a", "b", "c", "d"][usize::try_from(next(seed, 4)).unwrap_or(0)];
+            map.insert(key.to_string(), drawn(seed, depth.saturating_sub(1)));
+        }
+        Value::Object(map)
+    }
+
+    /// The generator's next number below `n`.
+    fn next(seed: &mut u64, n: u64) -> u64 {
+        *seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (*seed >> 33) % n
+    }
+
+    #[test]
+    fn the_patch_of_serialized_values_is_the_patch_of_their_trees() {
+        let mut seed = 7;
+        let mut objects = 0;
+        for i in 0..2_000 {
+            // Mostly objects, as a status is; now and then anything, for the whole value's path.
+            let pair = |seed: &mut u64| match i % 4 {
+                0 => drawn(seed, 3),
+                _ => object(seed, 3),
+            };
+            let (from, to) = (pair(&mut seed), pair(&mut seed));
+            objects += usize::from(from.is_object() && to.is_object());
+            let patch = diff_of(&from, &to).expect("values serialize");
+            let tree = serde_json::to_string(&diff(&from, &to)).expect("a value serializes");
+            assert_eq!(patch.get(), tree, "{from} -> {to}");
+        }
+        // The fields' path, not only the fallback for values that are not objects.
+        assert!(objects > 1_000, "{objects} pairs of objects drawn");
+    }
+
+    /// A map serialized in the order given: two of them with the same entries are equal values whose bytes differ.
+    struct InOrder(Vec<(&'static str, i32)>);
+
+    impl Serialize for InOrder {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut map = s.serialize_map(Some(self.0.len()))?;
+            for (k, v) in &self.0 {
+                map.serialize_entry(k, v)?;
+            }
+            map.end()
+        }
+    }
+
+    #[test]
+    fn a_field_that_serializes_differently_but_is_equal_is_not_in_the_patch() {
+        let from = BTreeMap::from([
+            ("m", InOrder(vec![("a", 1), ("b", 2)])),
+            ("n", InOrder(vec![])),
+        ]);
+        let to = BTreeMap::from([
+            ("m", InOrder(vec![("b", 2), ("a", 1)])),
+            ("n", InOrder(vec![("c", 3)])),
+        ]);
+        let patch = diff_of(&from, &to).expect("serializes");
+        assert_eq!(patch.get(), r#"{"n":{"c":3}}"#);
     }
 
     #[test]
