@@ -278,9 +278,7 @@ async fn step<C: Cluster + Send>(
         let fresh = Validated::default();
         let validated = if checked_alike { &validated } else { &fresh };
         // Its status is not the one the objects were planned from: plan on at least once.
-        let mut from = Rollout::clone(&after.rollout);
-        from.status = None;
-        (plan, settled) = run_on(&after, validated, from, plan, how, false);
+        (plan, settled) = run_on(&after, validated, None, plan, how, false);
     }
     let when = status_write(
         seen.rollout.status.as_ref(),
@@ -363,32 +361,41 @@ fn coalesced(seen: &Snapshot, how: Planning<'_>, validated: &Validated) -> (Plan
     run_on(
         seen,
         validated,
-        Rollout::clone(&seen.rollout),
+        seen.rollout.status.as_ref(),
         first,
         how,
         true,
     )
 }
 
-/// `current`, made from `objects` with `planned`'s status, run on through the plans that follow it while they
-/// change only the status: nothing in the cluster changes between them, so each is made from the status the
-/// one before left and the status is stored once, with their Events in order. Its writes, when it has them,
-/// are made and `objects` shows them (the plans after a plan's writes, [`Snapshot::after`]); a plan after them
-/// joins only if it would leave the routers where that plan brought them. The first plan with writes ends
-/// the run: it joins it (`ahead`, and [`made_ahead`]: its writes made from the status run on in memory, the
+/// `current`, made from `objects` with the status `from` (`None`: another status), run on through the plans that
+/// follow it while they change only the status: nothing in the cluster changes between them, so each is made from
+/// the status the one before left and the status is stored once, with their Events in order. Its writes, when it
+/// has them, are made and `objects` shows them (the plans after a plan's writes, [`Snapshot::after`]); a plan
+/// after them joins only if it would leave the routers where that plan brought them. The first plan with writes
+/// ends the run: it joins it (`ahead`, and [`made_ahead`]: its writes made from the status run on in memory, the
 /// whole stored once after them) or is left for the next reconcile, made after a fresh read from the status
-/// stored. Nothing after a plan with writes is planned from objects that do not show them. `validated` keeps
-/// the checks of the plans made from `objects`. Also whether the run settled: it ended because a plan made from
-/// the status the run left changed nothing, not at a plan with writes left for a fresh read, a change of the
-/// managed routes or the guard.
+/// stored. Nothing after a plan with writes is planned from objects that do not show them. `validated` keeps the
+/// checks of the plans made from `objects`. Also whether the run settled: it ended because a plan made from the
+/// status the run left changed nothing, not at a plan with writes left for a fresh read, a change of the managed
+/// routes or the guard.
 fn run_on(
     objects: &Snapshot,
     validated: &Validated,
-    mut planned: Rollout,
+    from: Option<&RolloutStatus>,
     mut current: Plan,
     how: Planning<'_>,
     ahead: bool,
 ) -> (Plan, bool) {
+    if from == Some(&current.status) {
+        return (current, true);
+    }
+    // The objects' Rollout, its status each plan's in turn: copied once, and without the status it replaces.
+    let mut planned = Rollout {
+        metadata: objects.rollout.metadata.clone(),
+        spec: objects.rollout.spec.clone(),
+        status: None,
+    };
     for _ in 0..COALESCED {
         if planned.status.as_ref() == Some(&current.status) {
             return (current, true);
