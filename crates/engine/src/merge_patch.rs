@@ -81,10 +81,12 @@ fn text_diff<'a>(a: &'a str, b: &'a str, out: &mut String) -> serde_json::Result
                 out.push_str("null");
                 true
             }
-            (None, new) => {
-                out.push_str(new.map_or("null", |new| new.get()));
+            (None, Some(new)) => {
+                out.push_str(new.get());
                 true
             }
+            // Not a key of either: none such is walked.
+            (None, None) => false,
         };
         if !written {
             out.truncate(field);
