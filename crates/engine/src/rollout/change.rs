@@ -227,16 +227,29 @@ impl Change<'_> {
                 Kind::Rollout => {
                     let rollout = objects.rollout();
                     let spec_before = rollout.spec.clone();
-                    merge_into(rollout, patch);
+                    merge_parts(rollout, patch, |r, spec| merge_into(&mut r.spec, spec));
                     if rollout.spec != spec_before {
                         let generation = rollout.metadata.generation.unwrap_or(0);
                         rollout.metadata.generation = Some(generation.saturating_add(1));
                     }
                 }
-                Kind::ReplicaSet => patched(objects.replica_sets(), name, patch),
-                Kind::Service => patched(objects.services(), name, patch),
-                Kind::AnalysisRun => patched(objects.analysis_runs(), name, patch),
-                Kind::Pod => patched(objects.pods(), name, patch),
+                Kind::ReplicaSet => {
+                    patched(objects.replica_sets(), name, patch, |rs, spec| {
+                        match (rs.spec.as_mut(), replicas_only(spec)) {
+                            (Some(rs_spec), Some(replicas)) => rs_spec.replicas = Some(replicas),
+                            _ => merge_into(&mut rs.spec, spec),
+                        }
+                    })
+                }
+                Kind::Service => patched(objects.services(), name, patch, |service, spec| {
+                    merge_into(&mut service.spec, spec)
+                }),
+                Kind::AnalysisRun => patched(objects.analysis_runs(), name, patch, |run, spec| {
+                    merge_into(&mut run.spec, spec)
+                }),
+                Kind::Pod => patched(objects.pods(), name, patch, |pod, spec| {
+                    merge_into(&mut pod.spec, spec)
+                }),
             },
             Change::Delete { kind, name, .. } => match kind {
                 Kind::ReplicaSet => removed(objects.replica_sets(), name),
@@ -258,17 +271,55 @@ fn created<T: Resource + Clone>(objects: &mut Vec<T>, object: &T, now: Timestamp
     }
 }
 
+/// `patch` applied to the object named `name` among `objects`, if there is one ([`merge_parts`], its `spec`
+/// part by `spec`).
 fn patched<T: Resource + Serialize + DeserializeOwned>(
     objects: &mut [T],
     name: &str,
     patch: &Value,
+    spec: impl FnOnce(&mut T, &Value),
 ) {
     if let Some(object) = objects
         .iter_mut()
         .find(|o| o.meta().name.as_deref() == Some(name))
     {
-        merge_into(object, patch);
+        merge_parts(object, patch, spec);
     }
+}
+
+/// `patch` applied to `object` as [`merge_into`] applies it, part by part: its `metadata` merged into the
+/// object's metadata alone, its `spec` by `spec` (which merges it into the object's spec alone, or sets what it
+/// names directly), since a merge patch merges each field on its own. So a count or an annotation does not take
+/// the whole object (a ReplicaSet's pod template) through JSON and back: that was a third of the snapshot made
+/// after a plan's writes, 1.5% of the daemon's CPU at 10,000 Rollouts (perf). A patch with another field, or
+/// whose parts are not objects, is merged whole.
+fn merge_parts<T: Resource + Serialize + DeserializeOwned>(
+    object: &mut T,
+    patch: &Value,
+    spec: impl FnOnce(&mut T, &Value),
+) {
+    let Some(fields) = patch.as_object() else {
+        return merge_into(object, patch);
+    };
+    let by_part = fields
+        .iter()
+        .all(|(key, part)| matches!(key.as_str(), "metadata" | "spec") && part.is_object());
+    if !by_part {
+        return merge_into(object, patch);
+    }
+    if let Some(metadata) = fields.get("metadata") {
+        merge_into(object.meta_mut(), metadata);
+    }
+    if let Some(part) = fields.get("spec") {
+        spec(object, part);
+    }
+}
+
+/// The count a spec patch sets when a count is all it sets (`{"replicas": 3}`).
+fn replicas_only(spec: &Value) -> Option<i32> {
+    let fields = spec.as_object()?;
+    let replicas = fields.get("replicas").filter(|_| fields.len() == 1)?;
+    replicas.as_i64()?.try_into().ok()
 }
 
 fn removed<T: Resource>(objects: &mut Vec<T>, name: &str) {
@@ -285,5 +336,214 @@ fn merge_into<T: Serialize + DeserializeOwned>(object: &mut T, patch: &Value) {
     merge_patch::apply(&mut value, patch);
     if let Ok(patched) = serde_json::from_value(value) {
         *object = patched;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rollout::ephemeral::MetadataPatch;
+
+    /// Objects of every kind a write touches, for [`Change::apply`].
+    struct Held {
+        rollout: Rollout,
+        replica_sets: Vec<ReplicaSet>,
+        analysis_runs: Vec<AnalysisRun>,
+        services: Vec<Service>,
+        pods: Vec<Pod>,
+    }
+
+    impl Objects for Held {
+        fn rollout(&mut self) -> &mut Rollout {
+            &mut self.rollout
+        }
+        fn replica_sets(&mut self) -> &mut Vec<ReplicaSet> {
+            &mut self.replica_sets
+        }
+        fn analysis_runs(&mut self) -> &mut Vec<AnalysisRun> {
+            &mut self.analysis_runs
+        }
+        fn services(&mut self) -> &mut Vec<Service> {
+            &mut self.services
+        }
+        fn pods(&mut self) -> &mut Vec<Pod> {
+            &mut self.pods
+        }
+    }
+
+    impl Held {
+        fn of(rollout: Rollout) -> Held {
+            Held {
+                rollout,
+                replica_sets: Vec::new(),
+                analysis_runs: Vec::new(),
+                services: Vec::new(),
+                pods: Vec::new(),
+            }
+        }
+    }
+
+    fn object<T: DeserializeOwned>(value: Value) -> T {
+        serde_json::from_value(value).expect("a well-formed object")
+    }
+
+    fn json_of<T: Serialize>(object: &T) -> Value {
+        serde_json::to_value(object).expect("serializes")
+    }
+
+    /// What merging `patch` into the whole of `object` through its JSON form leaves: the object unchanged
+    /// when the result is not one of its kind.
+    fn whole<T: Serialize + DeserializeOwned>(object: &T, patch: &Value) -> Value {
+        let mut value = json_of(object);
+        merge_patch::apply(&mut value, patch);
+        serde_json::from_value::<T>(value).map_or_else(|_| json_of(object), |t| json_of(&t))
+    }
+
+    fn patch_of(write: &Write) -> Value {
+        match write.change() {
+            Change::Patch { patch, .. } => patch,
+            other => panic!("not a patch: {other:?}"),
+        }
+    }
+
+    /// A ReplicaSet as the cluster holds one a Rollout controls (annotations, a pod template, a count), or
+    /// without a spec.
+    fn replica_set(with_spec: bool) -> ReplicaSet {
+        let mut rs = json!({
+            "metadata": {"name": "web-7d9", "resourceVersion": "41", "labels": {HASH_LABEL: "7d9"},
+                "annotations": {DESIRED_REPLICAS_ANNOTATION: "5", SCALE_DOWN_DEADLINE_ANNOTATION: "2026-01-01T00:00:30Z"}},
+        });
+        if with_spec {
+            rs["spec"] = json!({
+                "replicas": 5,
+                "selector": {"matchLabels": {"app": "web", HASH_LABEL: "7d9"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web", HASH_LABEL: "7d9"}, "annotations": {"a": "1"}},
+                    "spec": {"containers": [{"name": "web", "image": "web:2", "ports": [{"containerPort": 80}]}]},
+                },
+            });
+        }
+        object(rs)
+    }
+
+    #[test]
+    fn a_replica_set_patched_by_part_is_what_the_whole_merge_leaves() {
+        let name = || "web-7d9".to_string();
+        let scale = |clear| Write::ScaleReplicaSet {
+            name: name(),
+            replicas: 2,
+            desired: 10,
+            clear_scale_down_deadline: clear,
+        };
+        let relabel = MetadataPatch {
+            labels: [("role".to_string(), Some("canary".to_string()))].into(),
+            annotations: [("a".to_string(), None)].into(),
+        };
+        let writes = [
+            scale(false),
+            scale(true),
+            Write::AnnotateReplicaSet {
+                name: name(),
+                key: SCALE_DOWN_DEADLINE_ANNOTATION.into(),
+                value: None,
+            },
+            Write::ReviseReplicaSet {
+                name: name(),
+                annotations: [(REVISION_ANNOTATION.to_string(), "3".to_string())].into(),
+                min_ready_seconds: Some(10),
+                affinity: Some(json!({"podAntiAffinity": {}})),
+            },
+            Write::SyncPodMetadata {
+                name: name(),
+                patch: relabel,
+                ephemeral: None,
+            },
+        ];
+        let mut patches: Vec<Value> = writes.iter().map(patch_of).collect();
+        // Patches no plan makes, each taking another way: a count removed, out of range or not a number, with
+        // another spec field, a part that is not an object, another field, not an object at all.
+        patches.extend([
+            json!({"spec": {"replicas": null}}),
+            json!({"spec": {"replicas": 3_000_000_000_i64}}),
+            json!({"spec": {"replicas": "3"}}),
+            json!({"spec": {"replicas": 3, "selector": null}}),
+            json!({"metadata": null, "spec": {"replicas": 3}}),
+            json!({"status": {"replicas": 3}}),
+            json!("not an object"),
+        ]);
+        for with_spec in [true, false] {
+            for patch in &patches {
+                let rs = replica_set(with_spec);
+                let mut held = Held::of(object(json!({"metadata": {"name": "web"}, "spec": {}})));
+                held.replica_sets.push(rs.clone());
+                let change = Change::Patch {
+                    kind: Kind::ReplicaSet,
+                    name: "web-7d9",
+                    patch: patch.clone(),
+                    versioned: true,
+                };
+                change.apply(&mut held, Timestamp::UNIX_EPOCH);
+                assert_eq!(
+                    json_of(&held.replica_sets[0]),
+                    whole(&rs, patch),
+                    "{patch} (with a spec: {with_spec})"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_service_a_rollout_and_a_pod_patched_by_part_are_what_the_whole_merge_leaves() {
+        let service: Service = object(json!({
+            "metadata": {"name": "web-canary", "annotations": {"keep": "me"}},
+            "spec": {"selector": {"app": "web", HASH_LABEL: "old"}, "ports": [{"port": 80}]},
+        }));
+        let pod: Pod = object(json!({
+            "metadata": {"name": "web-7d9-x", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "web:2"}]},
+        }));
+        let rollout: Rollout = object(json!({
+            "metadata": {"name": "web", "generation": 4, "annotations": {"keep": "me"}},
+            "spec": {"replicas": 5, "template": {"metadata": {"labels": {"app": "web"}}}},
+        }));
+        let mut held = Held::of(rollout.clone());
+        held.services.push(service.clone());
+        held.pods.push(pod.clone());
+        let switch = Write::SwitchService {
+            name: "web-canary".into(),
+            hash: "7d9".into(),
+            rollout: "web".into(),
+        };
+        switch.change().apply(&mut held, Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            json_of(&held.services[0]),
+            whole(&service, &patch_of(&switch))
+        );
+        let relabel = Write::RelabelPod {
+            name: "web-7d9-x".into(),
+            patch: MetadataPatch {
+                labels: [
+                    ("app".to_string(), None),
+                    ("role".to_string(), Some("canary".to_string())),
+                ]
+                .into(),
+                annotations: Default::default(),
+            },
+        };
+        relabel.change().apply(&mut held, Timestamp::UNIX_EPOCH);
+        assert_eq!(json_of(&held.pods[0]), whole(&pod, &patch_of(&relabel)));
+
+        let revision = Write::RolloutRevision {
+            revision: "3".into(),
+        };
+        revision.change().apply(&mut held, Timestamp::UNIX_EPOCH);
+        let revised = whole(&rollout, &patch_of(&revision));
+        assert_eq!(json_of(&held.rollout), revised);
+        // A change of the spec is a new generation.
+        let replicas = Write::RolloutReplicas { replicas: 1 };
+        replicas.change().apply(&mut held, Timestamp::UNIX_EPOCH);
+        let mut expected = whole(&object::<Rollout>(revised), &patch_of(&replicas));
+        expected["metadata"]["generation"] = json!(5);
+        assert_eq!(json_of(&held.rollout), expected);
     }
 }
