@@ -73,7 +73,9 @@ impl<'a> ApiCluster<'a> {
     }
 
     /// A router object's copy from its watch, where one may be used (`router_caches`).
-    fn cached_router(&self) -> impl Fn(&'static str, &str, &str) -> Option<serde_json::Value> + '_ {
+    fn cached_router(
+        &self,
+    ) -> impl Fn(&'static str, &str, &str) -> Option<std::sync::Arc<serde_json::Value>> + '_ {
         let (client, routers) = (&self.ctx.client, &self.ctx.rollout_caches.routers);
         let (metrics, reader) = (&self.ctx.metrics, self.key());
         move |kind, namespace, name| routers.get(client, metrics, kind, namespace, name, &reader)

@@ -254,9 +254,11 @@ pub(super) mod tests {
     use k8s_openapi::api::networking::v1::Ingress;
     use serde_json::json;
 
+    use super::super::router_caches::Json;
     use crate::routers::objects::VirtualService;
 
-    pub(in crate::controller) fn vs(rv: &str) -> Lenient<VirtualService> {
+    /// A VirtualService as the router caches' watches decode it.
+    pub(in crate::controller) fn vs(rv: &str) -> Lenient<Json<VirtualService>> {
         serde_json::from_value(json!({
             "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
             "metadata": {"name": "web-vsvc", "namespace": "shop", "resourceVersion": rv},
@@ -265,7 +267,11 @@ pub(super) mod tests {
         .expect("a VirtualService")
     }
 
-    pub(in crate::controller) fn ingress(rv: &str, managed: Option<&str>) -> Lenient<Ingress> {
+    /// An Ingress as the router caches' watches decode it.
+    pub(in crate::controller) fn ingress(
+        rv: &str,
+        managed: Option<&str>,
+    ) -> Lenient<Json<Ingress>> {
         let annotations = managed.map(|m| json!({MANAGED: m}));
         serde_json::from_value(json!({
             "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
@@ -334,7 +340,7 @@ pub(super) mod tests {
             readers.read(&other, &api);
         }
         let mut news = News::default();
-        let mut heard = |event: watcher::Event<Lenient<VirtualService>>| {
+        let mut heard = |event: watcher::Event<Lenient<Json<VirtualService>>>| {
             let mut keys = known.heard("VirtualService", &event, &mut news);
             keys.sort();
             keys

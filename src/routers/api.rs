@@ -4,6 +4,8 @@
 //! SMI's TrafficSplit a create, or a merge patch carrying that resourceVersion. A 409 (the object changed since it was read)
 //! reads it again and retries; any other refusal is returned with the server's message.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{
@@ -185,7 +187,7 @@ impl ApiRouter {
             let first = target
                 .read_in(read)
                 .filter(|o| o.name == name)
-                .and_then(|o| o.object.as_ref());
+                .and_then(|o| o.object.as_deref());
             let written = match target {
                 Target::DestinationRule { namespace, .. } => {
                     let api: Api<DestinationRule> = Api::namespaced(self.client.clone(), namespace);
@@ -230,7 +232,7 @@ impl ApiRouter {
     pub async fn read(
         &self,
         rollout: &Rollout,
-        cached: impl Fn(&'static str, &str, &str) -> Option<Value>,
+        cached: impl Fn(&'static str, &str, &str) -> Option<Arc<Value>>,
     ) -> Result<Vec<RouterObject>, kube::Error> {
         let Ok(Some(config)) = routing::routing(rollout) else {
             return Ok(Vec::new());
@@ -446,7 +448,7 @@ async fn get<K>(
     client: &kube::Client,
     namespace: &str,
     name: &str,
-) -> Result<Option<Value>, kube::Error>
+) -> Result<Option<Arc<Value>>, kube::Error>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -459,6 +461,7 @@ where
     object
         .map(|o| serde_json::to_value(o).map_err(kube::Error::SerdeError))
         .transpose()
+        .map(|o| o.map(Arc::new))
 }
 
 /// Reads the object (the first time, takes `first` when given: a copy just read), lets `build` change it,

@@ -133,12 +133,12 @@ async fn the_plans_read_is_written_over_and_read_again_only_when_it_is_stale() {
     let cached = router
         .read(&r, |kind, namespace, name| {
             ((kind, namespace, name) == ("VirtualService", "prod", "web-vsvc"))
-                .then(|| stored.clone())
+                .then(|| std::sync::Arc::new(stored.clone()))
         })
         .await
         .unwrap();
     assert_eq!(server.request_count(&gets), 1, "the cached copy");
-    assert_eq!(cached[0].object.as_ref(), Some(&stored));
+    assert_eq!(cached[0].object.as_deref(), Some(&stored));
     // That copy is stale now: its write is refused and the object read again.
     router.apply(&r, &route(30), &[], &read).await.unwrap();
     assert_eq!(server.request_count(&gets), 2);

@@ -204,7 +204,7 @@ fn each_router_object_read_as_missing_or_unfit_is_named_by_its_field_with_the_se
         kind,
         namespace: "prod".into(),
         name: name.into(),
-        object,
+        object: object.map(std::sync::Arc::new),
     };
     let first = |r: &canaryd::api::Rollout, objects: &[RouterObject]| {
         canaryd::engine::rollout::references::routers(r, objects)

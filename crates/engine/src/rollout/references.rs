@@ -146,7 +146,7 @@ pub fn routers(rollout: &Rollout, read: &[RouterObject]) -> Vec<Finding> {
         };
         let (path, resource) = named_at(&target, &routing);
         let name = target.read_name();
-        let fit = match &found.object {
+        let fit = match found.object.as_deref() {
             None => Err(format!("{resource} {name:?} not found")),
             Some(object) => fits(&target, object, &d),
         };

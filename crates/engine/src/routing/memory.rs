@@ -6,6 +6,8 @@
 //! shows the canary and stable shares the builders are given. Owns the reading of the written objects'
 //! weights, never how weights are computed.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -118,7 +120,7 @@ impl Routers {
                     kind,
                     namespace: target.namespace().to_string(),
                     name: name.to_string(),
-                    object: Some(object.clone()),
+                    object: Some(Arc::new(object.clone())),
                 })
             })
             .collect()

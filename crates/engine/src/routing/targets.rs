@@ -3,6 +3,8 @@
 //! Traefik's TraefikService, then the Gateway API's HTTPRoutes), each with the builder that re-weights it. One list for every driver: the daemon's edge
 //! (`routers/`) reads and writes these objects through the API server, a rehearsal in memory.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use serde_json::Value;
 
@@ -16,13 +18,14 @@ use crate::api::traffic_routing::{
 use crate::rollout::Event;
 
 /// A router object a Rollout names, as one reconcile read it before acting on anything: `object` is `None`
-/// when it does not exist. A driver lists only what it read (a rehearsal, the objects among its files).
+/// when it does not exist, and shared with where it was read from (the daemon's watch caches), since the
+/// plans only read it. A driver lists only what it read (a rehearsal, the objects among its files).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouterObject {
     pub kind: &'static str,
     pub namespace: String,
     pub name: String,
-    pub object: Option<Value>,
+    pub object: Option<Arc<Value>>,
 }
 
 /// Why a reconcile stopped at its routers, as the reconcile loop and its drivers need it.
