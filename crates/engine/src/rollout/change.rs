@@ -8,7 +8,7 @@
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube_core::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -308,10 +308,44 @@ fn merge_parts<T: Resource + Serialize + DeserializeOwned>(
         return merge_into(object, patch);
     }
     if let Some(metadata) = fields.get("metadata") {
-        merge_into(object.meta_mut(), metadata);
+        merge_metadata(object.meta_mut(), metadata);
     }
     if let Some(part) = fields.get("spec") {
         spec(object, part);
+    }
+}
+
+/// `patch` applied to `meta` as [`merge_into`] applies it, with labels and annotations set or removed (`null`)
+/// in place when they are all it names, as the planner's patches of ReplicaSets do.
+fn merge_metadata(meta: &mut ObjectMeta, patch: &Value) {
+    let strings = |part: &Value| {
+        part.as_object()
+            .is_some_and(|m| m.values().all(|v| v.is_string() || v.is_null()))
+    };
+    let in_place = patch.as_object().is_some_and(|fields| {
+        fields
+            .iter()
+            .all(|(key, part)| matches!(key.as_str(), "labels" | "annotations") && strings(part))
+    });
+    if !in_place {
+        return merge_into(meta, patch);
+    }
+    let maps = [
+        (&mut meta.labels, patch.get("labels")),
+        (&mut meta.annotations, patch.get("annotations")),
+    ];
+    for (map, part) in maps {
+        // A map the patch names is there afterwards, empty or not, as a merge into an absent field leaves it.
+        let Some(part) = part.and_then(Value::as_object) else {
+            continue;
+        };
+        let map = map.get_or_insert_default();
+        for (key, value) in part {
+            match value.as_str() {
+                Some(text) => map.insert(key.clone(), text.to_string()),
+                None => map.remove(key),
+            };
+        }
     }
 }
 
@@ -461,8 +495,13 @@ mod tests {
         ];
         let mut patches: Vec<Value> = writes.iter().map(patch_of).collect();
         // Patches no plan makes, each taking another way: a count removed, out of range or not a number, with
-        // another spec field, a part that is not an object, another field, not an object at all.
+        // another spec field, labels and annotations set and removed or not strings, another metadata field, a
+        // part that is not an object, another field, not an object at all.
         patches.extend([
+            json!({"metadata": {"labels": {}, "annotations": {"new": "v", DESIRED_REPLICAS_ANNOTATION: null}}}),
+            json!({"metadata": {"annotations": {DESIRED_REPLICAS_ANNOTATION: 1}}}),
+            json!({"metadata": {"annotations": null}}),
+            json!({"metadata": {"name": "other", "annotations": {"new": "v"}}}),
             json!({"spec": {"replicas": null}}),
             json!({"spec": {"replicas": 3_000_000_000_i64}}),
             json!({"spec": {"replicas": "3"}}),
