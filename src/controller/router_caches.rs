@@ -36,12 +36,15 @@ use crate::routers::objects::{DestinationRule, HttpRoute, VirtualService};
 
 /// One kind's cache in one namespace, as JSON for the routers' builders.
 trait AsJson: Send + Sync {
-    fn value(&self, key: &Key) -> Option<Arc<Value>>;
+    /// The object `key` and its resourceVersion.
+    fn value(&self, key: &Key) -> Option<(Arc<Value>, Option<String>)>;
 }
 
 impl<K: Watched + Serialize> AsJson for Cache<Json<K>> {
-    fn value(&self, key: &Key) -> Option<Arc<Value>> {
-        self.read(key, |o| o.json.clone())
+    fn value(&self, key: &Key) -> Option<(Arc<Value>, Option<String>)> {
+        self.read(key, |o| {
+            (o.json.clone(), o.metadata.resource_version.clone())
+        })
     }
 }
 
@@ -172,9 +175,8 @@ impl RouterCaches {
         let key = (kind, namespace.to_string(), name.to_string());
         let cache = self.cache(client, metrics, kind, namespace)?;
         self.known.read(&key, reader);
-        let object = cache?.value(&(key.1.clone(), key.2.clone()))?;
-        let held = object.pointer("/metadata/resourceVersion")?.as_str()?;
-        self.known.shows_written(&key, held).then_some(object)
+        let (object, held) = cache?.value(&(key.1.clone(), key.2.clone()))?;
+        self.known.shows_written(&key, &held?).then_some(object)
     }
 
     /// The cache of `kind`'s watch covering `namespace` (its own, or one of every namespace); `Some(None)` when
