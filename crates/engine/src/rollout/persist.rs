@@ -33,7 +33,7 @@ impl Reconcile<'_, '_> {
         // Argo's ComputeStepHash: none for a blue-green Rollout, whose `status.blueGreen` is its own.
         if self.blue_green.is_none() {
             new.current_step_hash =
-                super::hash::step_hash(self.canary.and_then(|c| c.steps.as_ref()));
+                (self.o.validated).step_hash(self.canary.and_then(|c| c.steps.as_ref()));
             new.blue_green = self.prev.blue_green.clone();
         }
         new.canary.stable_ping_pong = self.prev.canary.stable_ping_pong.clone();

@@ -38,7 +38,7 @@ impl Reconcile<'_, '_> {
 
     fn pod_hash(&self) -> String {
         let template = self.o.rollout.spec.template.as_ref();
-        hash::pod_template_hash(template.unwrap_or(&Value::Null), self.prev.collision_count)
+        (self.o.validated).pod_hash(template.unwrap_or(&Value::Null), self.prev.collision_count)
     }
 
     /// The pod template the new ReplicaSet is to run: the Rollout's, with the anti-affinity term against
