@@ -10,7 +10,6 @@
 //! 409 and read afresh (`routers::api`). Which Rollouts read what, the versions written, and which Rollouts a
 //! watch's event concerns are `router_known`'s.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
@@ -30,7 +29,7 @@ use tokio::task::AbortHandle;
 use super::cache::Cache;
 use super::heard::News;
 use super::router_known::{Known, locked};
-use super::watch::{self, Failures, Key, Watched};
+use super::watch::{self, Failures, Key, Watched, names_of};
 use crate::observe::Metrics;
 use crate::routers::objects::{DestinationRule, HttpRoute, VirtualService};
 
@@ -78,18 +77,7 @@ impl<K: Resource<DynamicType = (), Scope = NamespaceResourceScope>> Resource for
     type DynamicType = ();
     type Scope = NamespaceResourceScope;
 
-    fn kind(dt: &()) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        K::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        K::version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        K::plural(dt)
-    }
+    names_of!(K);
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }

@@ -8,7 +8,6 @@
 //!
 //! This module owns decoding and the cache; what to do with an object is the driver's and its kind's.
 
-use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -108,22 +107,31 @@ impl<K: Resource> Lenient<K> {
     }
 }
 
+/// The kind, group, version and plural of `K`, in the `Resource` impl of a wrapper of `K` (which lends its own
+/// metadata).
+macro_rules! names_of {
+    ($k:ident) => {
+        fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+            $k::kind(dt)
+        }
+        fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+            $k::group(dt)
+        }
+        fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+            $k::version(dt)
+        }
+        fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+            $k::plural(dt)
+        }
+    };
+}
+pub(super) use names_of;
+
 impl<K: Resource<DynamicType = ()>> Resource for Lenient<K> {
     type DynamicType = ();
     type Scope = K::Scope;
 
-    fn kind(dt: &()) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        K::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        K::version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        K::plural(dt)
-    }
+    names_of!(K);
     fn meta(&self) -> &ObjectMeta {
         match self {
             Lenient::Decoded(object) => object.meta(),
