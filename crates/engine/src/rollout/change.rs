@@ -236,7 +236,10 @@ impl Change<'_> {
                 Kind::ReplicaSet => {
                     patched(objects.replica_sets(), name, patch, |rs, spec| {
                         match (rs.spec.as_mut(), replicas_only(spec)) {
-                            (Some(rs_spec), Some(replicas)) => rs_spec.replicas = Some(replicas),
+                            (Some(rs_spec), Some(replicas)) => {
+                                rs_spec.replicas = Some(replicas);
+                                true
+                            }
                             _ => merge_into(&mut rs.spec, spec),
                         }
                     })
@@ -277,7 +280,7 @@ fn patched<T: Resource + Serialize + DeserializeOwned>(
     objects: &mut [T],
     name: &str,
     patch: &Value,
-    spec: impl FnOnce(&mut T, &Value),
+    spec: impl FnOnce(&mut T, &Value) -> bool,
 ) {
     if let Some(object) = objects
         .iter_mut()
@@ -289,47 +292,64 @@ fn patched<T: Resource + Serialize + DeserializeOwned>(
 
 /// `patch` applied to `object` as [`merge_into`] applies it, part by part: its `metadata` merged into the
 /// object's metadata alone, its `spec` by `spec` (which merges it into the object's spec alone, or sets what it
-/// names directly), since a merge patch merges each field on its own. So a count or an annotation does not take
-/// the whole object (a ReplicaSet's pod template) through JSON and back: that was a third of the snapshot made
-/// after a plan's writes, 1.5% of the daemon's CPU at 10,000 Rollouts (perf). A patch with another field, or
-/// whose parts are not objects, is merged whole.
+/// names directly, and says whether it did), since a merge patch merges each field on its own. So a count or an
+/// annotation does not take the whole object (a ReplicaSet's pod template) through JSON and back: that was a
+/// third of the snapshot made after a plan's writes, 1.5% of the daemon's CPU at 10,000 Rollouts (perf). As
+/// with the whole merge, a part that would leave its field ill-formed changes nothing, the other part included.
+/// A patch with another field, or whose parts are not objects, is merged whole.
 fn merge_parts<T: Resource + Serialize + DeserializeOwned>(
     object: &mut T,
     patch: &Value,
-    spec: impl FnOnce(&mut T, &Value),
+    spec: impl FnOnce(&mut T, &Value) -> bool,
 ) {
     let Some(fields) = patch.as_object() else {
-        return merge_into(object, patch);
+        merge_into(object, patch);
+        return;
     };
     let by_part = fields
         .iter()
         .all(|(key, part)| matches!(key.as_str(), "metadata" | "spec") && part.is_object());
     if !by_part {
-        return merge_into(object, patch);
+        merge_into(object, patch);
+        return;
     }
-    if let Some(metadata) = fields.get("metadata") {
-        merge_metadata(object.meta_mut(), metadata);
+    let metadata = fields.get("metadata");
+    // Metadata that is not set in place is merged first, apart, so that an ill-formed one changes nothing.
+    let merged_meta = match metadata.filter(|m| !in_place(m)) {
+        Some(m) => match merged(object.meta(), m) {
+            Some(meta) => Some(meta),
+            None => return,
+        },
+        None => None,
+    };
+    if let Some(part) = fields.get("spec")
+        && !spec(object, part)
+    {
+        return;
     }
-    if let Some(part) = fields.get("spec") {
-        spec(object, part);
+    match (merged_meta, metadata) {
+        (Some(meta), _) => *object.meta_mut() = meta,
+        (None, Some(m)) => set_in_place(object.meta_mut(), m),
+        (None, None) => {}
     }
 }
 
-/// `patch` applied to `meta` as [`merge_into`] applies it, with labels and annotations set or removed (`null`)
-/// in place when they are all it names, as the planner's patches of ReplicaSets do.
-fn merge_metadata(meta: &mut ObjectMeta, patch: &Value) {
+/// Whether a metadata patch names only labels and annotations, each set to a string or removed (`null`), as
+/// the planner's patches of ReplicaSets do: [`set_in_place`] applies it.
+fn in_place(patch: &Value) -> bool {
     let strings = |part: &Value| {
         part.as_object()
             .is_some_and(|m| m.values().all(|v| v.is_string() || v.is_null()))
     };
-    let in_place = patch.as_object().is_some_and(|fields| {
+    patch.as_object().is_some_and(|fields| {
         fields
             .iter()
             .all(|(key, part)| matches!(key.as_str(), "labels" | "annotations") && strings(part))
-    });
-    if !in_place {
-        return merge_into(meta, patch);
-    }
+    })
+}
+
+/// A metadata patch [`in_place`] says is one, applied to `meta`'s maps directly, as [`merge_into`] would.
+fn set_in_place(meta: &mut ObjectMeta, patch: &Value) {
     let maps = [
         (&mut meta.labels, patch.get("labels")),
         (&mut meta.annotations, patch.get("annotations")),
@@ -360,17 +380,24 @@ fn removed<T: Resource>(objects: &mut Vec<T>, name: &str) {
     objects.retain(|o| o.meta().name.as_deref() != Some(name));
 }
 
-/// `patch` applied to `object` with the API server's merge rules, through its JSON form. Objects of these
-/// kinds always serialize, and a patch the planner makes keeps them well-formed; were either to fail, the
-/// object would stay as it was, which the daemon-against-memory comparison test would show.
-fn merge_into<T: Serialize + DeserializeOwned>(object: &mut T, patch: &Value) {
-    let Ok(mut value) = serde_json::to_value(&*object) else {
-        return;
-    };
-    merge_patch::apply(&mut value, patch);
-    if let Ok(patched) = serde_json::from_value(value) {
-        *object = patched;
+/// `patch` applied to `object` with the API server's merge rules, through its JSON form; whether it was.
+/// Objects of these kinds always serialize, and a patch the planner makes keeps them well-formed; were either
+/// to fail, the object would stay as it was, which the daemon-against-memory comparison test would show.
+fn merge_into<T: Serialize + DeserializeOwned>(object: &mut T, patch: &Value) -> bool {
+    match merged(object, patch) {
+        Some(patched) => {
+            *object = patched;
+            true
+        }
+        None => false,
     }
+}
+
+/// `object` with `patch` applied through its JSON form; `None` when the result is not one of its kind.
+fn merged<T: Serialize + DeserializeOwned>(object: &T, patch: &Value) -> Option<T> {
+    let mut value = serde_json::to_value(object).ok()?;
+    merge_patch::apply(&mut value, patch);
+    serde_json::from_value(value).ok()
 }
 
 #[cfg(test)]
@@ -458,8 +485,11 @@ mod tests {
         let mut patches: Vec<Value> = writes.iter().map(patch_of).collect();
         // Patches no plan makes, each taking another way: a count removed, out of range or not a number, with
         // another spec field, labels and annotations set and removed or not strings, another metadata field, a
-        // part that is not an object, another field, not an object at all.
+        // part that is not an object, another field, not an object at all; and a part set while the other one
+        // leaves its field ill-formed, which changes nothing at all.
         patches.extend([
+            json!({"metadata": {"annotations": {"new": "v"}}, "spec": {"replicas": 3, "selector": null}}),
+            json!({"metadata": {"name": "other", "labels": {"x": 1}}, "spec": {"replicas": 3}}),
             json!({"metadata": {"labels": {}, "annotations": {"new": "v", DESIRED_REPLICAS_ANNOTATION: null}}}),
             json!({"metadata": {"annotations": {DESIRED_REPLICAS_ANNOTATION: 1}}}),
             json!({"metadata": {"annotations": null}}),
