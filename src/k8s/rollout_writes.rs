@@ -22,7 +22,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::is_status;
-use super::status::{Conditional, StatusWriter, WriteError};
+use super::status::{Conditional, StatusWriter, WriteError, api_error, written};
 use super::versions::{Expected, Least};
 use crate::api::rollout::RolloutStatus;
 use crate::api::{
@@ -34,16 +34,6 @@ use crate::engine::rollout::change::{Change, Created, Kind};
 use crate::engine::rollout::hash::HASH_LABEL;
 use crate::engine::rollout::reconcile_loop::{Snapshot, Templates, nested_templates};
 use crate::engine::rollout::{Write, ephemeral_metadata_configured, restart_due};
-
-fn api_error(e: kube::Error) -> WriteError {
-    if is_status(&e, 409) {
-        WriteError::Conflict
-    } else if is_status(&e, 404) {
-        WriteError::Gone
-    } else {
-        WriteError::Api(e)
-    }
-}
 
 /// The label selector of the objects `rollout` may own: its selector's matchLabels, which label every
 /// ReplicaSet, pod and AnalysisRun it creates (which of them it controls is for the ownerReferences to say).
@@ -187,20 +177,14 @@ pub async fn apply(
     };
     match write.change() {
         Change::Create(Created::ReplicaSet(rs)) => {
-            let made = create(&Api::namespaced(client.clone(), &namespace), rs, rollout).await?;
-            Ok(Some(version(
-                Kind::ReplicaSet,
-                made.name_any(),
-                made.meta(),
-            )))
+            let made = create(client, &namespace, rs, rollout).await?;
+            let name = made.name.clone().unwrap_or_default();
+            Ok(Some(version(Kind::ReplicaSet, name, &made)))
         }
         Change::Create(Created::AnalysisRun(run)) => {
-            let made = create(&Api::namespaced(client.clone(), &namespace), run, rollout).await?;
-            Ok(Some(version(
-                Kind::AnalysisRun,
-                made.name_any(),
-                made.meta(),
-            )))
+            let made = create(client, &namespace, run, rollout).await?;
+            let name = made.name.clone().unwrap_or_default();
+            Ok(Some(version(Kind::AnalysisRun, name, &made)))
         }
         Change::Patch {
             kind,
@@ -215,18 +199,19 @@ pub async fn apply(
                 };
                 patch["metadata"]["resourceVersion"] = json!(version.ok_or(WriteError::Gone)?);
             }
-            let api = dynamic(client, &namespace, kind);
             let target = if kind == Kind::Rollout {
                 rollout.name_any()
             } else {
                 name.to_string()
             };
-            let done = merge(&api, &target, &patch).await.map(|written| {
-                if kind == Kind::Rollout {
-                    *rollout_rv = written.resource_version().unwrap_or_default();
-                }
-                Some(version(kind, target.clone(), written.meta()))
-            });
+            let done = merge(client, &namespace, kind, &target, &patch)
+                .await
+                .map(|meta| {
+                    if kind == Kind::Rollout {
+                        *rollout_rv = meta.resource_version.clone().unwrap_or_default();
+                    }
+                    Some(version(kind, target.clone(), &meta))
+                });
             // An unversioned patch (a run's terminate) of what is gone has nothing left to do.
             match done {
                 Err(WriteError::Gone) if !versioned => Ok(None),
@@ -272,17 +257,21 @@ pub async fn apply(
     }
 }
 
-/// The API of objects of `kind` in `namespace`, untyped: a change is a merge patch or a delete by name,
-/// the same request whatever the kind.
-fn dynamic(client: &kube::Client, namespace: &str, kind: Kind) -> Api<DynamicObject> {
-    let resource = match kind {
+/// The resource of `kind`, untyped: a change is a merge patch or a delete by name, the same request whatever
+/// the kind.
+fn resource(kind: Kind) -> ApiResource {
+    match kind {
         Kind::Rollout => ApiResource::erase::<Rollout>(&()),
         Kind::ReplicaSet => ApiResource::erase::<ReplicaSet>(&()),
         Kind::Service => ApiResource::erase::<Service>(&()),
         Kind::AnalysisRun => ApiResource::erase::<AnalysisRun>(&()),
         Kind::Pod => ApiResource::erase::<Pod>(&()),
-    };
-    Api::namespaced_with(client.clone(), namespace, &resource)
+    }
+}
+
+/// The API of objects of `kind` in `namespace`.
+fn dynamic(client: &kube::Client, namespace: &str, kind: Kind) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), namespace, &resource(kind))
 }
 
 /// The resourceVersion `read` holds for the named object of `kind`.
@@ -306,40 +295,61 @@ fn read_meta<'a>(read: &'a Snapshot, kind: Kind, name: &str) -> Option<&'a Objec
     }
 }
 
-async fn merge<K>(api: &Api<K>, name: &str, patch: &Value) -> Result<K, WriteError>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .map_err(api_error)
+/// Merge-patches the `kind` named `name`; returns its metadata after the write.
+async fn merge(
+    client: &kube::Client,
+    namespace: &str,
+    kind: Kind,
+    name: &str,
+    patch: &Value,
+) -> Result<ObjectMeta, WriteError> {
+    let request =
+        kube::core::Request::new(DynamicObject::url_path(&resource(kind), Some(namespace)))
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .map_err(|e| WriteError::Api(kube::Error::BuildRequest(e)))?;
+    written(client, request).await
 }
 
-/// Creates `object`, controlled by `rollout`. A 409 is this write made before when the object of that name is
-/// controlled by `rollout` (its name derives from the template hash and the step); one it does not control
-/// (an orphan, another owner's) is [`WriteError::Taken`], as the next read would not show it either.
-async fn create<K>(api: &Api<K>, object: &K, rollout: &Rollout) -> Result<K, WriteError>
+/// Creates `object`, controlled by `rollout`; returns its metadata. A 409 is this write made before when the
+/// object of that name is controlled by `rollout` (its name derives from the template hash and the step); one
+/// it does not control (an orphan, another owner's) is [`WriteError::Taken`], as the next read would not show
+/// it either.
+async fn create<K>(
+    client: &kube::Client,
+    namespace: &str,
+    object: &K,
+    rollout: &Rollout,
+) -> Result<ObjectMeta, WriteError>
 where
-    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
-    match api.create(&PostParams::default(), object).await {
-        Ok(made) => Ok(made),
-        Err(e) if is_status(&e, 409) => {
+    let body =
+        serde_json::to_vec(object).map_err(|e| WriteError::Api(kube::Error::SerdeError(e)))?;
+    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
+        .create(&PostParams::default(), body)
+        .map_err(|e| WriteError::Api(kube::Error::BuildRequest(e)))?;
+    match written(client, request).await {
+        Err(WriteError::Conflict) => {
             let name = object.meta().name.as_deref().unwrap_or_default();
+            let api: Api<K> = Api::namespaced(client.clone(), namespace);
             match api.get_opt(name).await.map_err(api_error)? {
                 Some(there)
                     if there
                         .meta()
                         .controlled_by(&rollout.uid().unwrap_or_default()) =>
                 {
-                    Ok(there)
+                    Ok(there.meta().clone())
                 }
                 Some(_) => Err(WriteError::Taken),
                 // Deleted since: plan again.
                 None => Err(WriteError::Conflict),
             }
         }
-        Err(e) => Err(api_error(e)),
+        made => made,
     }
 }
 

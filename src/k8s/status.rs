@@ -178,11 +178,6 @@ impl StatusWriter {
         K: Resource<DynamicType = ()>,
         B: Serialize,
     {
-        /// The part of the reply that is read; serde skips the rest without building it.
-        #[derive(serde::Deserialize)]
-        struct Written {
-            metadata: ObjectMeta,
-        }
         let target = kube::core::Request::new(K::url_path(&(), namespace));
         let (params, patch) = (PatchParams::default(), Patch::Merge(body));
         let request = match route {
@@ -190,11 +185,35 @@ impl StatusWriter {
             StatusAt::Object => target.patch(name, &params, &patch),
         }
         .map_err(|e| WriteError::Api(kube::Error::BuildRequest(e)))?;
-        match self.client.request::<Written>(request).await {
-            Ok(written) => Ok(written.metadata),
-            Err(e) if is_status(&e, 409) => Err(WriteError::Conflict),
-            Err(e) if is_status(&e, 404) => Err(WriteError::Gone),
-            Err(e) => Err(WriteError::Api(e)),
-        }
+        written(&self.client, request).await
+    }
+}
+
+/// Sends a write and reads only the metadata of the object in the reply (its resourceVersion is what the
+/// writer keeps): serde skips the rest without building it, where decoding the whole object would build its
+/// spec and status only to drop them.
+pub(super) async fn written(
+    client: &kube::Client,
+    request: http::Request<Vec<u8>>,
+) -> Result<ObjectMeta, WriteError> {
+    #[derive(serde::Deserialize)]
+    struct Written {
+        metadata: ObjectMeta,
+    }
+    client
+        .request::<Written>(request)
+        .await
+        .map(|w| w.metadata)
+        .map_err(api_error)
+}
+
+/// A failed request as a [`WriteError`]: 409 a conflict, 404 gone.
+pub(super) fn api_error(e: kube::Error) -> WriteError {
+    if is_status(&e, 409) {
+        WriteError::Conflict
+    } else if is_status(&e, 404) {
+        WriteError::Gone
+    } else {
+        WriteError::Api(e)
     }
 }
