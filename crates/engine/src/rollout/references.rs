@@ -166,7 +166,7 @@ fn fits(target: &Target<'_>, object: &serde_json::Value, d: &Desired<'_>) -> Res
             nginx::canary_ingress(&ingress, stable, None, config, d).map(drop)
         }
         Target::AlbIngress { config, .. } => return alb::validate(object, config, d),
-        _ => target.build(object, d).map(drop),
+        _ => target.check(object, d),
     }
     .map_err(|e| e.to_string())
 }

@@ -3,6 +3,8 @@
 //! DestinationRule's subsets in subset mode live in `istio_destination_rule` and are re-exported here. Returns
 //! whole objects for an Update, as Argo writes them; must not read or write anything itself.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::{
@@ -344,6 +346,56 @@ pub fn virtual_service(
     dr: Option<&IstioDestinationRule>,
     d: &Desired,
 ) -> Result<Option<Built>, RoutingError> {
+    let Some(changes) = changes(current, vs, dr, d)? else {
+        return Ok(None);
+    };
+    let mut out = current.clone();
+    if let (Some(Cow::Owned(http)), Some(spec)) = (
+        changes.http,
+        out.get_mut("spec").and_then(Value::as_object_mut),
+    ) {
+        spec.insert("http".to_string(), Value::Array(http));
+    }
+    for (kind, i, new) in changes.routes {
+        if let Some(route) = out
+            .pointer_mut(&format!("/spec/{}/{i}", kind.key()))
+            .and_then(Value::as_object_mut)
+        {
+            route.insert("route".to_string(), Value::Array(new));
+        }
+    }
+    Ok(Some(Built {
+        object: out,
+        moved: changes.moved,
+    }))
+}
+
+/// Whether [`virtual_service`] can bring `current` to `d`, without making the object.
+pub fn check_virtual_service(
+    current: &Value,
+    vs: &IstioVirtualService,
+    dr: Option<&IstioDestinationRule>,
+    d: &Desired,
+) -> Result<(), RoutingError> {
+    changes(current, vs, dr, d).map(drop)
+}
+
+/// What [`virtual_service`] changes of a VirtualService.
+struct Changes<'a> {
+    /// The `http` list: owned when the managed routes changed it, else as read (if there is one).
+    http: Option<Cow<'a, [Value]>>,
+    /// The new `route` of each route re-weighted, by kind and index.
+    routes: Vec<(Kind, usize, Vec<Value>)>,
+    moved: Moved,
+}
+
+/// The changes that bring `current` to `d`; `None` when it already shows them.
+fn changes<'a>(
+    current: &'a Value,
+    vs: &IstioVirtualService,
+    dr: Option<&IstioDestinationRule>,
+    d: &Desired,
+) -> Result<Option<Changes<'a>>, RoutingError> {
     let r = Reader {
         kind: "VirtualService",
         name: object_name(current),
@@ -359,30 +411,45 @@ pub fn virtual_service(
             .and_then(|c| c.traffic_routing.as_ref()),
     );
     // Argo changes the managed routes (SetHeaderRoute, SetMirrorRoute, RemoveManagedRoutes) before SetWeight.
-    let mut http = r.list(spec.get("http"), "spec.http")?.cloned();
-    let routes_moved = match &mut http {
-        Some(http) => istio_managed::apply(&r, http, d.managed, vs, dr, d, &managed)?,
-        None => Moved::default(),
+    // The routes are copied only when a managed route may change (a header or mirror step's plans). Read from
+    // `current` (not `spec`, which may be a map made here) so that the routes as read outlive this.
+    let listed = r.list(current.get("spec").and_then(|s| s.get("http")), "spec.http")?;
+    let (http, routes_moved) = match listed {
+        Some(read) if d.managed.changes() => {
+            let mut http = read.clone();
+            let moved = istio_managed::apply(&r, &mut http, d.managed, vs, dr, d, &managed)?;
+            let http = if moved.routes_removed || moved.route_set {
+                Cow::Owned(http)
+            } else {
+                Cow::Borrowed(read.as_slice())
+            };
+            (Some(http), moved)
+        }
+        _ => (
+            listed.map(|read| Cow::Borrowed(read.as_slice())),
+            Moved::default(),
+        ),
     };
-    let http_changed = routes_moved.routes_removed || routes_moved.route_set;
-    let mut plan: Vec<(Kind, usize, Vec<Value>)> = Vec::new();
+    let mut routes: Vec<(Kind, usize, Vec<Value>)> = Vec::new();
     let mut any_routes = false;
     for kind in [Kind::Http, Kind::Tls, Kind::Tcp] {
-        let routes = match kind {
-            Kind::Http => http.as_ref(),
-            _ => r.list(spec.get(kind.key()), &format!("spec.{}", kind.key()))?,
+        let listed = match kind {
+            Kind::Http => http.as_deref(),
+            _ => r
+                .list(spec.get(kind.key()), &format!("spec.{}", kind.key()))?
+                .map(Vec::as_slice),
         };
-        let Some(routes) = routes else {
+        let Some(listed) = listed else {
             continue;
         };
         any_routes = true;
-        let chosen = selected(&r, kind, routes, vs, &managed)?;
+        let chosen = selected(&r, kind, listed, vs, &managed)?;
         for i in chosen {
             let field = format!("spec.{}[{i}]", kind.key());
-            let dests = destinations(&r, &routes[i], &field)?;
+            let dests = destinations(&r, &listed[i], &field)?;
             reaches_both(&dests, dr, d)?;
-            if let Some(new) = reweighted(&routes[i], &dests, dr, d) {
-                plan.push((kind, i, new));
+            if let Some(new) = reweighted(&listed[i], &dests, dr, d) {
+                routes.push((kind, i, new));
             }
         }
     }
@@ -392,30 +459,19 @@ pub fn virtual_service(
                 .to_string(),
         ));
     }
-    if plan.is_empty() && !http_changed {
+    let http_changed = routes_moved.routes_removed || routes_moved.route_set;
+    if routes.is_empty() && !http_changed {
         return Ok(None);
     }
     let moved = Moved {
-        weights: !plan.is_empty(),
+        weights: !routes.is_empty(),
         ..routes_moved
     };
-    let mut out = current.clone();
-    if let (true, Some(http), Some(spec)) = (
-        http_changed,
+    Ok(Some(Changes {
         http,
-        out.get_mut("spec").and_then(Value::as_object_mut),
-    ) {
-        spec.insert("http".to_string(), Value::Array(http));
-    }
-    for (kind, i, new) in plan {
-        if let Some(route) = out
-            .pointer_mut(&format!("/spec/{}/{i}", kind.key()))
-            .and_then(Value::as_object_mut)
-        {
-            route.insert("route".to_string(), Value::Array(new));
-        }
-    }
-    Ok(Some(Built { object: out, moved }))
+        routes,
+        moved,
+    }))
 }
 
 #[cfg(test)]

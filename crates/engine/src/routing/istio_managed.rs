@@ -226,11 +226,6 @@ pub(super) fn apply(
     d: &Desired,
     managed: &[String],
 ) -> Result<Moved, RoutingError> {
-    // Nothing to remove or set (every plan but a managed route step's): no copies of the routes to compare,
-    // which were most of a VirtualService's build at 10,000 Rollouts (perf).
-    if change.remove.is_empty() && change.set.is_none() {
-        return Ok(Moved::default());
-    }
     let before = http.clone();
     for name in &change.remove {
         remove(r, http, name)?;

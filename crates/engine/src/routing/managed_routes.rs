@@ -39,6 +39,14 @@ pub struct ManagedRouteChange {
     pub set: Option<StepRoute>,
 }
 
+impl ManagedRouteChange {
+    /// Whether anything is to be removed or set: not in any plan but a managed route step's, whose builders
+    /// then copy no routes to compare (most of a VirtualService's build at 10,000 Rollouts, by perf).
+    pub fn changes(&self) -> bool {
+        !self.remove.is_empty() || self.set.is_some()
+    }
+}
+
 /// No change: the routes stay as the router objects have them.
 pub static NO_CHANGE: ManagedRouteChange = ManagedRouteChange {
     remove: Vec::new(),

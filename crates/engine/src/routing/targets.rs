@@ -215,6 +215,19 @@ impl<'r> Target<'r> {
         }
     }
 
+    /// Whether [`Target::build`] can bring `current` to `d`: its error if not, without making the object
+    /// where the builder can tell apart (a VirtualService's).
+    pub fn check(&self, current: &Value, d: &Desired) -> Result<(), RoutingError> {
+        match self {
+            Target::VirtualService {
+                config,
+                destination_rule,
+                ..
+            } => istio::check_virtual_service(current, config, *destination_rule, d),
+            _ => self.build(current, d).map(drop),
+        }
+    }
+
     /// The object `current` (as read) at the desired weight and hashes, for an update that keeps its
     /// resourceVersion; `Ok(None)` when it already says so. The canary Ingress is made from two objects
     /// (`nginx::canary_ingress`) and the TrafficSplit is created or patched (`smi::traffic_split`): neither
