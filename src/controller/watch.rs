@@ -57,7 +57,8 @@ pub enum Seen<K> {
 }
 
 /// An object as listed or watched: decoded, or why not. The object's JSON is decoded as `K` straight from the
-/// text; only one that fails is parsed again as a JSON tree, so that its metadata is still known. The text is
+/// text, its managed fields cut out first ([`crate::k8s::managed_fields`]); only one that fails is parsed again
+/// as a JSON tree, so that its metadata is still known. The text is
 /// taken as serde_json hands it over: the API server sends a watch event's `type` before its `object` (Go
 /// encodes the fields in order), so the event is never buffered first.
 #[derive(Debug, Clone)]
@@ -68,11 +69,12 @@ pub(super) enum Lenient<K> {
 
 impl<'de, K: DeserializeOwned + Resource> serde::Deserialize<'de> for Lenient<K> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = Box::<RawValue>::deserialize(deserializer)?;
-        if let Ok(object) = serde_json::from_str::<K>(text.get()) {
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        let text = crate::k8s::managed_fields::without(raw.get());
+        if let Ok(object) = serde_json::from_str::<K>(&text) {
             return Ok(Lenient::Decoded(object).without_managed_fields());
         }
-        let value: Value = serde_json::from_str(text.get()).map_err(serde::de::Error::custom)?;
+        let value: Value = serde_json::from_str(&text).map_err(serde::de::Error::custom)?;
         let error = match crate::api::decode::typed::<K>(&value) {
             Ok(object) => return Ok(Lenient::Decoded(object).without_managed_fields()),
             Err(e) => format!("{}: {}", e.path, e.message),
@@ -95,7 +97,7 @@ impl<K: Resource> Lenient<K> {
     /// Without `metadata.managedFields`: the API server's record of which client set which field, which
     /// nothing canaryd does reads, kept on every object and often larger than its spec. Held by the caches
     /// of thousands of objects it is memory for nothing, so it is dropped as client-go's informers let a
-    /// transform drop it. A write made from a cached copy leaves the field out, and the API server then keeps
+    /// transform drop it (when the text could not be cut before decoding). A write made from a cached copy leaves the field out, and the API server then keeps
     /// the object's own.
     fn without_managed_fields(mut self) -> Self {
         let metadata = match &mut self {

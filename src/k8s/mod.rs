@@ -10,6 +10,7 @@ pub mod event_series;
 pub mod events;
 pub mod jobs;
 pub mod lease;
+pub mod managed_fields;
 pub mod recent;
 pub mod rollout_actions;
 pub mod rollout_reads;

@@ -189,9 +189,9 @@ impl StatusWriter {
     }
 }
 
-/// Sends a write and reads only the metadata of the object in the reply (its resourceVersion is what the
-/// writer keeps): serde skips the rest without building it, where decoding the whole object would build its
-/// spec and status only to drop them.
+/// Sends a write and reads only the metadata of the object in the reply, but its managed fields
+/// ([`super::managed_fields`]): serde skips the rest without building it, where decoding the whole object would
+/// build its spec and status only to drop them.
 pub(super) async fn written(
     client: &kube::Client,
     request: http::Request<Vec<u8>>,
@@ -200,11 +200,10 @@ pub(super) async fn written(
     struct Written {
         metadata: ObjectMeta,
     }
-    client
-        .request::<Written>(request)
-        .await
+    let text = client.request_text(request).await.map_err(api_error)?;
+    serde_json::from_str::<Written>(&super::managed_fields::without(&text))
         .map(|w| w.metadata)
-        .map_err(api_error)
+        .map_err(|e| WriteError::Api(kube::Error::SerdeError(e)))
 }
 
 /// A failed request as a [`WriteError`]: 409 a conflict, 404 gone.
