@@ -58,9 +58,9 @@ pub enum Seen<K> {
 
 /// An object as listed or watched: decoded, or why not. The object's JSON is decoded as `K` straight from the
 /// text, its managed fields cut out first ([`crate::k8s::managed_fields`]); only one that fails is parsed again
-/// as a JSON tree, so that its metadata is still known. The text is
-/// taken as serde_json hands it over: the API server sends a watch event's `type` before its `object` (Go
-/// encodes the fields in order), so the event is never buffered first.
+/// as a JSON tree, so that its metadata is still known. The text is taken as serde_json hands it over: the API
+/// server sends a watch event's `type` before its `object` (Go encodes the fields in order), so the event is
+/// never buffered first.
 #[derive(Debug, Clone)]
 pub(super) enum Lenient<K> {
     Decoded(K),
@@ -97,8 +97,8 @@ impl<K: Resource> Lenient<K> {
     /// Without `metadata.managedFields`: the API server's record of which client set which field, which
     /// nothing canaryd does reads, kept on every object and often larger than its spec. Held by the caches
     /// of thousands of objects it is memory for nothing, so it is dropped as client-go's informers let a
-    /// transform drop it (when the text could not be cut before decoding). A write made from a cached copy leaves the field out, and the API server then keeps
-    /// the object's own.
+    /// transform drop it (when the text could not be cut before decoding). A write made from a cached copy
+    /// leaves the field out, and the API server then keeps the object's own.
     fn without_managed_fields(mut self) -> Self {
         let metadata = match &mut self {
             Lenient::Decoded(object) => object.meta_mut(),
