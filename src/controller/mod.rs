@@ -29,6 +29,7 @@ mod rollout_caches;
 mod rollout_cluster;
 mod router_caches;
 mod router_known;
+mod store;
 mod watch;
 
 use std::collections::BTreeSet;
