@@ -17,7 +17,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::warn;
 
 use super::Context;
@@ -25,7 +25,6 @@ use super::backoff::Backoff;
 pub use super::echo::Ahead;
 use super::echo::EchoCache;
 use super::queue::Queue;
-use super::store::Store;
 pub use super::watch::Key;
 use super::watch::{self, Seen, Undecodable};
 use crate::k8s::owner_selector;

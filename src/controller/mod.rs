@@ -29,7 +29,6 @@ mod rollout_caches;
 mod rollout_cluster;
 mod router_caches;
 mod router_known;
-mod store;
 mod watch;
 
 use std::collections::BTreeSet;

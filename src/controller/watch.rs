@@ -17,7 +17,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -26,7 +26,6 @@ use serde_json::value::RawValue;
 
 use super::cache::Cache;
 use super::heard::Heard;
-use super::store::{Store, Writer};
 use crate::api::Controlled;
 use crate::observe::Metrics;
 
@@ -315,7 +314,7 @@ where
     K: Watched,
 {
     let lenient = lenient(client, namespace);
-    let mut writer = Writer::<K>::default();
+    let mut writer = reflector::store::Writer::<K>::new(());
     let store = writer.as_reader();
     let reader = store.clone();
     let synced = Arc::new(AtomicBool::new(false));
@@ -348,7 +347,7 @@ where
 /// rather than one more (a Rollout's spec and status copied on each of its watch events was 0.5% of the
 /// daemon's CPU at 2,000 Rollouts, by perf). `listed` names the objects of a list in progress.
 fn apply<K>(
-    writer: &mut Writer<K>,
+    writer: &mut reflector::store::Writer<K>,
     reader: &Store<K>,
     event: watcher::Event<Lenient<K>>,
     synced: &AtomicBool,
@@ -359,13 +358,15 @@ where
 {
     use watcher::Event as E;
     // A cached version of an object that no longer decodes is stale: drop it, so nothing acts on it.
-    let forget = |writer: &mut Writer<K>, u: &Undecodable| {
+    let forget = |writer: &mut reflector::store::Writer<K>, u: &Undecodable| {
         let name = u.metadata.name.clone().unwrap_or_default();
         let mut reference = ObjectRef::<K>::new(&name);
         if let Some(ns) = &u.metadata.namespace {
             reference = reference.within(ns);
         }
-        writer.remove(&reference);
+        if let Some(old) = reader.get(&reference) {
+            writer.apply_watcher_event(&E::Delete((*old).clone()));
+        }
     };
     // Not in the cache yet (during a re-list the cache still holds what was there before it).
     let added = |reference: &ObjectRef<K>| reader.get(reference).is_none();
@@ -373,7 +374,7 @@ where
         E::Apply(Lenient::Decoded(object)) => {
             let reference = ObjectRef::from_obj(&object);
             let added = added(&reference);
-            writer.apply(E::Apply(object));
+            writer.apply_watcher_event(&E::Apply(object));
             let cached = reader.get(&reference);
             cached.map(|o| Seen::Object(o, added)).into_iter().collect()
         }
@@ -381,7 +382,7 @@ where
             let reference = ObjectRef::from_obj(&object);
             let added = added(&reference);
             listed.push((reference, added));
-            writer.apply(E::InitApply(object));
+            writer.apply_watcher_event(&E::InitApply(object));
             Vec::new()
         }
         E::Apply(Lenient::Undecodable(u)) | E::InitApply(Lenient::Undecodable(u)) => {
@@ -390,7 +391,7 @@ where
         }
         E::Delete(Lenient::Decoded(object)) => {
             let key = (object.namespace().unwrap_or_default(), object.name_any());
-            writer.apply(E::Delete(object));
+            writer.apply_watcher_event(&E::Delete(object));
             vec![Seen::Deleted(key)]
         }
         E::Delete(Lenient::Undecodable(u)) => {
@@ -403,7 +404,7 @@ where
             vec![Seen::Deleted(key)]
         }
         E::Init => {
-            writer.apply(E::Init);
+            writer.apply_watcher_event(&E::Init);
             listed.clear();
             Vec::new()
         }
@@ -416,7 +417,7 @@ where
                 .filter(|r| !relisted.contains(r))
                 .map(|r| Seen::Deleted((r.namespace.unwrap_or_default(), r.name)))
                 .collect();
-            writer.apply(E::InitDone);
+            writer.apply_watcher_event(&E::InitDone);
             synced.store(true, Ordering::Relaxed);
             let cached = |(reference, added)| Some(Seen::Object(reader.get(&reference)?, added));
             seen.extend(listed.drain(..).filter_map(cached));
@@ -532,7 +533,7 @@ mod tests {
             }))
             .expect("a run")
         };
-        let mut writer = Writer::<AnalysisRun>::default();
+        let mut writer = reflector::store::Writer::<AnalysisRun>::new(());
         let reader = writer.as_reader();
         let (synced, mut listed) = (AtomicBool::new(false), Vec::new());
         let mut apply = |event| {
