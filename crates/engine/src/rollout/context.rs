@@ -4,6 +4,8 @@
 //! their own `impl`; this module owns only the shared state and its small accessors, so they depend on it
 //! and not on each other.
 
+use std::borrow::Cow;
+
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 
@@ -29,8 +31,9 @@ pub(super) struct Reconcile<'r, 'a> {
     pub canary: Option<&'r CanaryStrategy>,
     pub blue_green: Option<&'r BlueGreenStrategy>,
     /// The status as read, with the conditions this reconcile already set on the way (Argo updates its
-    /// copy of the Rollout the same way).
-    pub prev: RolloutStatus,
+    /// copy of the Rollout the same way): borrowed until one is set (a copy of each status read was about 1%
+    /// of the daemon's CPU at 10,000 Rollouts, by perf).
+    pub prev: Cow<'r, RolloutStatus>,
     /// What this reconcile learned for the new status before it is assembled (run statuses).
     pub new: RolloutStatus,
     pub pause: PauseContext,
@@ -54,7 +57,10 @@ impl<'r, 'a> Reconcile<'r, 'a> {
     pub fn new(o: &'r Observed<'a>) -> Reconcile<'r, 'a> {
         let meta = &o.rollout.metadata;
         let canary = o.rollout.spec.canary();
-        let prev = o.rollout.status.clone().unwrap_or_default();
+        let prev = match &o.rollout.status {
+            Some(status) => Cow::Borrowed(status),
+            None => Cow::Owned(RolloutStatus::default()),
+        };
         // Argo's newRolloutContext: an abort of a fully promoted Rollout (stable is the current template)
         // has nothing to abort and is cleared (pauseContext.RemoveAbort), so it stays Healthy.
         let pause = PauseContext {

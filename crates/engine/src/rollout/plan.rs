@@ -68,7 +68,7 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
     let desired_weight = r.route.as_ref().map_or(r.desired_weight(), |t| t.weight);
     Plan {
         writes: r.writes,
-        status: r.status.unwrap_or(r.prev),
+        status: r.status.unwrap_or_else(|| r.prev.into_owned()),
         events: r.events,
         wake_at: r.wake,
         desired_weight,
@@ -93,7 +93,9 @@ impl Reconcile<'_, '_> {
             self.invalid(message);
             return;
         }
-        cond::remove(&mut self.prev, cond::INVALID_SPEC);
+        if cond::get(&self.prev, cond::INVALID_SPEC).is_some() {
+            cond::remove(self.prev.to_mut(), cond::INVALID_SPEC);
+        }
         if let Err(message) = self.find_replica_sets() {
             self.invalid(message);
             return;
@@ -109,7 +111,7 @@ impl Reconcile<'_, '_> {
             match self.create_new_replica_set() {
                 Ok(true) => {}
                 Ok(false) => {
-                    self.status = Some(self.prev.clone());
+                    self.status = Some(self.prev.clone().into_owned());
                     return;
                 }
                 Err(message) => {
@@ -203,7 +205,7 @@ impl Reconcile<'_, '_> {
         if updates.is_empty() {
             return false;
         }
-        let mut status = self.prev.clone();
+        let mut status = self.prev.clone().into_owned();
         for c in updates {
             cond::set(&mut status, c);
         }
@@ -263,7 +265,12 @@ impl Reconcile<'_, '_> {
     /// The InvalidSpec condition (`conditions::invalid_spec`), phase Degraded; nothing else moves. Looked at
     /// again in 20 s, as Argo does: a missing template or Service may have appeared.
     pub(super) fn invalid(&mut self, message: String) {
-        let status = cond::invalid_spec(self.o.rollout, self.prev.clone(), &message, self.o.now);
+        let status = cond::invalid_spec(
+            self.o.rollout,
+            self.prev.clone().into_owned(),
+            &message,
+            self.o.now,
+        );
         self.status = Some(status);
         if let Ok(at) = self.o.now.checked_add(jiff::SignedDuration::from_secs(20)) {
             self.wake_at(at);

@@ -21,7 +21,7 @@ impl Reconcile<'_, '_> {
     /// HPA replicas) and the conditions and phase they imply.
     pub(super) fn sync_replicas_only(&mut self) {
         self.scale();
-        let mut new = self.prev.clone();
+        let mut new = self.prev.clone().into_owned();
         new.available_replicas = self.sum(|r| r.pods.available);
         new.hpa_replicas = self.sum(|r| r.pods.current);
         if self.blue_green.is_some() {

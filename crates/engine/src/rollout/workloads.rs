@@ -138,8 +138,8 @@ impl Reconcile<'_, '_> {
         let hash = self.pod_hash();
         let name = format!("{}-{hash}", self.name);
         if self.rss.iter().any(|r| r.name == name) {
-            self.prev.collision_count =
-                Some(self.prev.collision_count.unwrap_or(0).saturating_add(1));
+            let count = self.prev.collision_count.unwrap_or(0).saturating_add(1);
+            self.prev.to_mut().collision_count = Some(count);
             return Ok(false);
         }
         let revision = self.max_revision(None).saturating_add(1).to_string();
@@ -205,7 +205,7 @@ impl Reconcile<'_, '_> {
             &message,
             self.o.now,
         );
-        cond::set(&mut self.prev, c);
+        cond::set(self.prev.to_mut(), c);
         self.rss.push(Rs {
             name,
             hash,
@@ -291,7 +291,7 @@ impl Reconcile<'_, '_> {
                 &message,
                 self.o.now,
             );
-            cond::set(&mut self.prev, c);
+            cond::set(self.prev.to_mut(), c);
         }
     }
 
