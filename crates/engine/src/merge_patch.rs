@@ -2,9 +2,12 @@
 //! [`apply`] applies one as the API server does. One home, used by the Rollout's writes and status, the in-memory
 //! cluster and the NGINX canary Ingress.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::iter::Peekable;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -54,12 +57,61 @@ pub fn diff_of<T: Serialize>(from: &T, to: &T) -> serde_json::Result<Box<RawValu
     RawValue::from_string(patch)
 }
 
+/// A field's name as its object's JSON text holds it: borrowed from the text when it has no escapes, so
+/// reading the fields of two statuses allocates no name (copying and re-serializing the names was 0.9% of the
+/// daemon's samples at 10,000 Rollouts, two fifths of the text diff's: perf).
+#[derive(Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+struct Name<'a>(#[serde(borrow)] Cow<'a, str>);
+
+impl Name<'_> {
+    /// Appends the name as a JSON string. A borrowed name is the text between its quotes, which had no escape
+    /// and so needs none.
+    fn write(&self, out: &mut String) -> serde_json::Result<()> {
+        match &self.0 {
+            Cow::Borrowed(name) => {
+                out.push('"');
+                out.push_str(name);
+                out.push('"');
+            }
+            Cow::Owned(name) => out.push_str(&serde_json::to_string(name)?),
+        }
+        Ok(())
+    }
+}
+
+/// An object's fields by name, in name order.
+type Fields<'a> = BTreeMap<Name<'a>, &'a RawValue>;
+
+/// The next field of `a` or `b` in name order, with its value on each side that has it.
+fn next_field<'a, A, B>(
+    a: &mut Peekable<A>,
+    b: &mut Peekable<B>,
+) -> Option<(Name<'a>, Option<&'a RawValue>, Option<&'a RawValue>)>
+where
+    A: Iterator<Item = (Name<'a>, &'a RawValue)>,
+    B: Iterator<Item = (Name<'a>, &'a RawValue)>,
+{
+    let order = match (a.peek(), b.peek()) {
+        (Some((x, _)), Some((y, _))) => x.cmp(y),
+        (Some(_), None) => Ordering::Less,
+        (None, _) => Ordering::Greater,
+    };
+    match order {
+        Ordering::Less => a.next().map(|(name, old)| (name, Some(old), None)),
+        Ordering::Greater => b.next().map(|(name, new)| (name, None, Some(new))),
+        Ordering::Equal => {
+            let (name, old) = a.next()?;
+            Some((name, Some(old), b.next().map(|(_, new)| new)))
+        }
+    }
+}
+
 /// Appends to `out` the merge patch from the JSON text `a` to `b`: for two objects their fields' patches, and
 /// nothing (false) when the objects are equal; otherwise `b`.
 fn text_diff<'a>(a: &'a str, b: &'a str, out: &mut String) -> serde_json::Result<bool> {
     let fields = |text: &'a str| {
         let object = text.starts_with('{');
-        object.then(|| serde_json::from_str::<BTreeMap<String, &RawValue>>(text).ok())?
+        object.then(|| serde_json::from_str::<Fields<'a>>(text).ok())?
     };
     let (Some(a), Some(b)) = (fields(a), fields(b)) else {
         out.push_str(b);
@@ -67,14 +119,15 @@ fn text_diff<'a>(a: &'a str, b: &'a str, out: &mut String) -> serde_json::Result
     };
     let start = out.len();
     out.push('{');
-    for key in a.keys().chain(b.keys()).collect::<BTreeSet<_>>() {
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    while let Some((name, old, new)) = next_field(&mut a, &mut b) {
         let field = out.len();
         if field > start + 1 {
             out.push(',');
         }
-        out.push_str(&serde_json::to_string(key)?);
+        name.write(out)?;
         out.push(':');
-        let written = match (a.get(key), b.get(key)) {
+        let written = match (old, new) {
             (Some(old), Some(new)) if old.get() == new.get() => false,
             (Some(old), Some(new)) => text_diff(old.get(), new.get(), out)?,
             (Some(_), None) => {
@@ -85,7 +138,7 @@ fn text_diff<'a>(a: &'a str, b: &'a str, out: &mut String) -> serde_json::Result
                 out.push_str(new.get());
                 true
             }
-            // Not a key of either: none such is walked.
+            // Not a field of either: none such is walked.
             (None, None) => false,
         };
         if !written {
@@ -154,7 +207,8 @@ mod tests {
     fn object(seed: &mut u64, depth: u32) -> Value {
         let mut map = Map::new();
         for _ in 0..next(seed, 4) {
-            let key = ["a", "b", "c", "d"][usize::try_from(next(seed, 4)).unwrap_or(0)];
+            // Two names with escapes, read as copies rather than borrowed from the text.
+            let key = ["a", "b", "c\"q", "d\n"][usize::try_from(next(seed, 4)).unwrap_or(0)];
             map.insert(key.to_string(), drawn(seed, depth.saturating_sub(1)));
         }
         Value::Object(map)
