@@ -83,11 +83,15 @@ impl Name<'_> {
 /// An object's fields by name, in name order.
 type Fields<'a> = BTreeMap<Name<'a>, &'a RawValue>;
 
-/// The next field of `a` or `b` in name order, with its value on each side that has it.
-fn next_field<'a, A, B>(
-    a: &mut Peekable<A>,
-    b: &mut Peekable<B>,
-) -> Option<(Name<'a>, Option<&'a RawValue>, Option<&'a RawValue>)>
+/// A field of either object: its value on the side or sides that have it.
+enum Field<'a> {
+    Removed,
+    Added(&'a RawValue),
+    Both(&'a RawValue, &'a RawValue),
+}
+
+/// The next field of `a` or `b` in name order.
+fn next_field<'a, A, B>(a: &mut Peekable<A>, b: &mut Peekable<B>) -> Option<(Name<'a>, Field<'a>)>
 where
     A: Iterator<Item = (Name<'a>, &'a RawValue)>,
     B: Iterator<Item = (Name<'a>, &'a RawValue)>,
@@ -98,11 +102,11 @@ where
         (None, _) => Ordering::Greater,
     };
     match order {
-        Ordering::Less => a.next().map(|(name, old)| (name, Some(old), None)),
-        Ordering::Greater => b.next().map(|(name, new)| (name, None, Some(new))),
+        Ordering::Less => a.next().map(|(name, _)| (name, Field::Removed)),
+        Ordering::Greater => b.next().map(|(name, new)| (name, Field::Added(new))),
         Ordering::Equal => {
-            let (name, old) = a.next()?;
-            Some((name, Some(old), b.next().map(|(_, new)| new)))
+            let ((name, old), (_, new)) = (a.next()?, b.next()?);
+            Some((name, Field::Both(old, new)))
         }
     }
 }
@@ -121,29 +125,27 @@ fn text_diff<'a>(a: &'a str, b: &'a str, out: &mut String) -> serde_json::Result
     let start = out.len();
     out.push('{');
     let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
-    while let Some((name, old, new)) = next_field(&mut a, &mut b) {
-        let field = out.len();
-        if field > start + 1 {
+    while let Some((name, field)) = next_field(&mut a, &mut b) {
+        let at = out.len();
+        if at > start + 1 {
             out.push(',');
         }
         name.write(out)?;
         out.push(':');
-        let written = match (old, new) {
-            (Some(old), Some(new)) if old.get() == new.get() => false,
-            (Some(old), Some(new)) => text_diff(old.get(), new.get(), out)?,
-            (Some(_), None) => {
+        let written = match field {
+            Field::Both(old, new) if old.get() == new.get() => false,
+            Field::Both(old, new) => text_diff(old.get(), new.get(), out)?,
+            Field::Removed => {
                 out.push_str("null");
                 true
             }
-            (None, Some(new)) => {
+            Field::Added(new) => {
                 out.push_str(new.get());
                 true
             }
-            // Not a field of either: none such is walked.
-            (None, None) => false,
         };
         if !written {
-            out.truncate(field);
+            out.truncate(at);
         }
     }
     if out.len() == start + 1 {
