@@ -5,9 +5,8 @@
 //! dropped. Owns only the text: decoding it is the watch's.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use canaryd_engine::json_fields::{self, Name};
 use serde_json::value::RawValue;
 
 const FIELD: &str = "managedFields";
@@ -24,24 +23,24 @@ pub fn without(text: &str) -> Cow<'_, str> {
 /// The text of the object `text` with its metadata's `managedFields` left out, its other fields as they were
 /// (in their order, each value's text untouched); `None` when there is no such field to leave out.
 fn cut(text: &str) -> Option<String> {
-    let Fields(object) = serde_json::from_str(text).ok()?;
-    let Fields(metadata) = object
+    let object = plain_fields(text)?;
+    let metadata = object
         .iter()
-        .find(|(key, _)| *key == "metadata")
-        .and_then(|(_, m)| serde_json::from_str(m.get()).ok())?;
-    if !metadata.iter().any(|(key, _)| *key == FIELD) {
+        .find(|(name, _)| name.0 == "metadata")
+        .and_then(|(_, m)| plain_fields(m.get()))?;
+    if !metadata.iter().any(|(name, _)| name.0 == FIELD) {
         return None;
     }
     let mut out = String::with_capacity(text.len());
     let mut metadata_written = false;
-    write_object(&mut out, &object, |out, key, value| {
-        if key == "metadata" && !metadata_written {
+    write_object(&mut out, &object, |out, name, value| {
+        if name == "metadata" && !metadata_written {
             metadata_written = true;
-            write_object(out, &metadata, |out, key, value| {
-                if key != FIELD {
+            write_object(out, &metadata, |out, name, value| {
+                if name != FIELD {
                     out.push_str(value);
                 }
-                key != FIELD
+                name != FIELD
             });
         } else {
             out.push_str(value);
@@ -51,55 +50,39 @@ fn cut(text: &str) -> Option<String> {
     Some(out)
 }
 
-/// Writes `{"key":value,...}` of `fields`, each value written by `value` (which returns false to leave the
+/// The fields of the object `text` in their order, when no name has an escape: one that has is left to be
+/// decoded as sent, the text uncut.
+fn plain_fields(text: &str) -> Option<Vec<(Name<'_>, &RawValue)>> {
+    let fields = json_fields::fields(text)?;
+    fields
+        .iter()
+        .all(|(name, _)| name.is_borrowed())
+        .then_some(fields)
+}
+
+/// Writes `{"name":value,...}` of `fields`, each value written by `value` (which returns false to leave the
 /// field out, having written nothing).
 fn write_object(
     out: &mut String,
-    fields: &[(&str, &RawValue)],
+    fields: &[(Name<'_>, &RawValue)],
     mut value: impl FnMut(&mut String, &str, &str) -> bool,
 ) {
     out.push('{');
     let mut first = true;
-    for (key, raw) in fields {
+    for (name, raw) in fields {
         let start = out.len();
         if !first {
             out.push(',');
         }
-        // A borrowed key had no escapes: its text is the key between quotes.
-        out.push('"');
-        out.push_str(key);
-        out.push_str("\":");
-        if value(out, key, raw.get()) {
+        name.write(out);
+        out.push(':');
+        if value(out, &name.0, raw.get()) {
             first = false;
         } else {
             out.truncate(start);
         }
     }
     out.push('}');
-}
-
-/// An object's fields in order, keys and values borrowed from the text (a key with an escape cannot be, and
-/// fails the parse).
-struct Fields<'a>(Vec<(&'a str, &'a RawValue)>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Collect<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for Collect<'a> {
-            type Value = Fields<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'a>, M::Error> {
-                let mut fields = Vec::new();
-                while let Some(field) = map.next_entry::<&'de str, &'de RawValue>()? {
-                    fields.push(field);
-                }
-                Ok(Fields(fields))
-            }
-        }
-        deserializer.deserialize_map(Collect(std::marker::PhantomData))
-    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod args;
 pub mod compare;
 pub mod compose;
 pub mod condition;
+pub mod json_fields;
 pub mod judge;
 pub mod merge_patch;
 pub mod notify;
